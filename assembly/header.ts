@@ -1,0 +1,846 @@
+// Strict one-pass validator for the SafeTensors JSON header.
+//
+// JS copies the N header bytes to `input` and calls scanHeader. The scanner checks UTF-8, JSON and the
+// schema while appending fixed-size entries to a log that grows behind the input, then dedupes every key
+// with a hash table, sorts tensors by (begin, end) and runs the per-tensor checks. The log is the table JS
+// reads (layout documented in src/header.ts, which must stay in step with the constants below).
+// Nothing here allocates through the AssemblyScript runtime: memory above the input belongs to this call.
+
+import { matchDtype, dtypeBits } from './dtypes';
+
+// Status codes, in the order of STATUS in src/header.ts.
+const OK: i32 = 0;
+const INVALID_HEADER: i32 = 1;
+const INVALID_HEADER_DESERIALIZATION: i32 = 2;
+const INVALID_OFFSET: i32 = 3;
+const VALIDATION_OVERFLOW: i32 = 4;
+const MISALIGNED_SLICE: i32 = 5;
+const TENSOR_INVALID_INFO: i32 = 6;
+const METADATA_INCOMPLETE_BUFFER: i32 = 7;
+const OUT_OF_MEMORY: i32 = 8;
+
+// Reasons for InvalidHeaderDeserialization and ValidationOverflow, in the order of REASONS in src/header.ts.
+const R_EXPECTED_OBJECT: i32 = 1;
+const R_EXPECTED_KEY: i32 = 2;
+const R_EXPECTED_COLON: i32 = 3;
+const R_EXPECTED_COMMA_OR_BRACE: i32 = 4;
+const R_EXPECTED_COMMA_OR_BRACKET: i32 = 5;
+const R_TRAILING: i32 = 6;
+const R_CONTROL_CHAR: i32 = 7;
+const R_BAD_ESCAPE: i32 = 8;
+const R_LONE_SURROGATE: i32 = 9;
+const R_BAD_VALUE: i32 = 10;
+const R_EXPECTED_UINT: i32 = 11;
+const R_NOT_PLAIN_INT: i32 = 12;
+const R_INT_TOO_LARGE: i32 = 13;
+const R_TOO_DEEP: i32 = 14;
+const R_METADATA_NOT_OBJECT: i32 = 15;
+const R_METADATA_VALUE_NOT_STRING: i32 = 16;
+const R_TENSOR_NOT_OBJECT: i32 = 17;
+const R_DTYPE_NOT_STRING: i32 = 18;
+const R_UNKNOWN_DTYPE: i32 = 19;
+const R_SHAPE_NOT_ARRAY: i32 = 20;
+const R_OFFSETS_NOT_ARRAY: i32 = 21;
+const R_OFFSETS_NOT_TWO: i32 = 22;
+const R_MISSING_FIELD: i32 = 23;
+const R_DUPLICATE_KEY: i32 = 24;
+const R_INVALID_UTF8: i32 = 25;
+const R_SHAPE_PRODUCT: i32 = 26;
+const R_BIT_COUNT: i32 = 27;
+const R_NOT_SAFE_INTEGER: i32 = 28;
+
+// Log entry tags and sizes. A tensor entry is followed later in the log by its dims entry.
+const TAG_TENSOR: u32 = 1;
+const TAG_KEY: u32 = 2;
+const TAG_DIMS: u32 = 3;
+const TENSOR_SIZE: usize = 48;
+const KEY_SIZE: usize = 16;
+const ESCAPED: u32 = 0x80000000;
+
+const TOP_OBJECT: u32 = 1;
+const MAX_DEPTH: i32 = 64;
+const SENTINEL: usize = 64;
+const SAFE_MAX: u64 = 9007199254740991;
+
+// Field bits of a tensor object.
+const F_DTYPE: u32 = 1;
+const F_SHAPE: u32 = 2;
+const F_OFFSETS: u32 = 4;
+
+const RESULT = memory.data(96, 8);
+const STACK = memory.data(MAX_DEPTH * 4, 4);
+const LIT_DTYPE = memory.data<u8>([0x64, 0x74, 0x79, 0x70, 0x65]);
+const LIT_SHAPE = memory.data<u8>([0x73, 0x68, 0x61, 0x70, 0x65]);
+const LIT_OFFSETS = memory.data<u8>([0x64, 0x61, 0x74, 0x61, 0x5f, 0x6f, 0x66, 0x66, 0x73, 0x65, 0x74, 0x73]);
+const LIT_METADATA = memory.data<u8>([0x5f, 0x5f, 0x6d, 0x65, 0x74, 0x61, 0x64, 0x61, 0x74, 0x61, 0x5f, 0x5f]);
+
+let base: usize = 0; // first header byte
+let n: u32 = 0; // header length
+let pos: u32 = 0; // current byte offset into the header
+let delta: u32 = 0; // bytes minus UTF-16 code units before pos: lets JS slice its decoded string
+let top: usize = 0; // end of the log
+let limit: usize = 0; // end of linear memory
+let status: i32 = OK;
+let reason: i32 = 0;
+let errPos: u32 = 0;
+let objects: u32 = TOP_OBJECT;
+let tensorCount: u32 = 0;
+let keyCount: u32 = 0;
+// The last string scanned.
+let strStart: u32 = 0;
+let strEnd: u32 = 0;
+let strEscaped: bool = false;
+
+export function resultPtr(): usize {
+  return RESULT;
+}
+
+@inline function byte(p: u32): u32 {
+  return load<u8>(base + p);
+}
+
+function fail(code: i32, why: i32, at: u32): bool {
+  status = code;
+  reason = why;
+  errPos = at;
+  return false;
+}
+
+@inline function syntax(why: i32): bool {
+  return fail(INVALID_HEADER_DESERIALIZATION, why, pos);
+}
+
+// Makes [top, top + size) addressable.
+function reserve(size: usize): bool {
+  let end = top + size;
+  if (end <= limit) return true;
+  let have = <usize>memory.size() << 16;
+  let want = max(end, have + (have >> 1));
+  if (memory.grow(<i32>((want - have + 0xffff) >> 16)) < 0 && memory.grow(<i32>((end - have + 0xffff) >> 16)) < 0) {
+    return fail(OUT_OF_MEMORY, 0, <u32>size);
+  }
+  limit = <usize>memory.size() << 16;
+  return true;
+}
+
+@inline function skipWs(): void {
+  let c = byte(pos);
+  while (c == 0x20 || c == 0x0a || c == 0x0d || c == 0x09) c = byte(++pos);
+}
+
+// Length of the strict UTF-8 sequence at p (no overlongs, surrogates or code points past U+10FFFF), or 0.
+function utf8Length(p: usize): u32 {
+  let c = <u32>load<u8>(p);
+  if (c < 0xc2) return 0;
+  let c1 = <u32>load<u8>(p, 1);
+  if ((c1 & 0xc0) != 0x80) return 0;
+  if (c < 0xe0) return 2;
+  let c2 = <u32>load<u8>(p, 2);
+  if ((c2 & 0xc0) != 0x80) return 0;
+  if (c < 0xf0) {
+    if (c == 0xe0 && c1 < 0xa0) return 0;
+    if (c == 0xed && c1 >= 0xa0) return 0;
+    return 3;
+  }
+  let c3 = <u32>load<u8>(p, 3);
+  if ((c3 & 0xc0) != 0x80 || c > 0xf4) return 0;
+  if (c == 0xf0 && c1 < 0x90) return 0;
+  if (c == 0xf4 && c1 >= 0x90) return 0;
+  return 4;
+}
+
+// Offset of the first byte of [from, n) that is not valid UTF-8, or -1.
+function firstInvalidUtf8(from: u32): i32 {
+  let p = from;
+  while (p < n) {
+    if (byte(p) < 0x80) {
+      p++;
+      continue;
+    }
+    let len = utf8Length(base + p);
+    if (len == 0 || p + len > n) return <i32>p;
+    p += len;
+  }
+  return -1;
+}
+
+@inline function hexDigit(c: u32): i32 {
+  if (c - 0x30 < 10) return <i32>(c - 0x30);
+  let l = c | 0x20;
+  if (l - 0x61 < 6) return <i32>(l - 0x61 + 10);
+  return -1;
+}
+
+// The code unit of the \uXXXX escape whose 'u' is at p, or -1.
+function hex4(p: u32): i32 {
+  let a = hexDigit(byte(p + 1)), b = hexDigit(byte(p + 2)), c = hexDigit(byte(p + 3)), d = hexDigit(byte(p + 4));
+  if ((a | b | c | d) < 0) return -1;
+  return (a << 12) | (b << 8) | (c << 4) | d;
+}
+
+// Scans the string whose opening quote is at pos; leaves pos after the closing quote.
+function scanString(): bool {
+  let p = pos + 1;
+  strStart = p;
+  strEscaped = false;
+  while (true) {
+    if (ASC_FEATURE_SIMD) {
+      // Skip 16 plain bytes at a time; lt_s catches both control characters and bytes >= 0x80.
+      while (true) {
+        let v = v128.load(base + p);
+        let special = v128.or(
+          v128.or(i8x16.eq(v, i8x16.splat(0x22)), i8x16.eq(v, i8x16.splat(0x5c))),
+          i8x16.lt_s(v, i8x16.splat(0x20)),
+        );
+        let bits = i8x16.bitmask(special);
+        if (bits != 0) {
+          p += ctz(bits);
+          break;
+        }
+        p += 16;
+      }
+    }
+    let c = byte(p);
+    if (c == 0x22) break;
+    if (c == 0x5c) {
+      strEscaped = true;
+      let e = byte(p + 1);
+      if (e == 0x75) {
+        let unit = hex4(p + 1);
+        if (unit < 0) return fail(INVALID_HEADER_DESERIALIZATION, R_BAD_ESCAPE, p);
+        if (unit >= 0xdc00 && unit <= 0xdfff) return fail(INVALID_HEADER_DESERIALIZATION, R_LONE_SURROGATE, p);
+        if (unit >= 0xd800 && unit <= 0xdbff) {
+          let low = byte(p + 6) == 0x5c && byte(p + 7) == 0x75 ? hex4(p + 7) : -1;
+          if (low < 0xdc00 || low > 0xdfff) return fail(INVALID_HEADER_DESERIALIZATION, R_LONE_SURROGATE, p);
+          p += 6;
+        }
+        p += 6;
+      } else if (e == 0x22 || e == 0x5c || e == 0x2f || e == 0x62 || e == 0x66 || e == 0x6e || e == 0x72 || e == 0x74) {
+        p += 2;
+      } else {
+        return fail(INVALID_HEADER_DESERIALIZATION, R_BAD_ESCAPE, p);
+      }
+    } else if (c < 0x20) {
+      return fail(INVALID_HEADER_DESERIALIZATION, R_CONTROL_CHAR, p);
+    } else if (c >= 0x80) {
+      let len = utf8Length(base + p);
+      if (len == 0 || p + len > n) return fail(INVALID_HEADER, R_INVALID_UTF8, p);
+      delta += len == 4 ? 2 : len - 1;
+      p += len;
+    } else {
+      p++;
+    }
+  }
+  strEnd = p;
+  pos = p + 1;
+  return true;
+}
+
+// Decodes the escaped JSON string [start, end) to UTF-8 at dst; returns the byte length.
+function decodeString(start: u32, end: u32, dst: usize): u32 {
+  let p = start, out = dst;
+  while (p < end) {
+    let c = byte(p);
+    if (c != 0x5c) {
+      store<u8>(out++, <u8>c);
+      p++;
+      continue;
+    }
+    let e = byte(p + 1);
+    if (e != 0x75) {
+      let v: u32 = e;
+      if (e == 0x62) v = 0x08;
+      else if (e == 0x66) v = 0x0c;
+      else if (e == 0x6e) v = 0x0a;
+      else if (e == 0x72) v = 0x0d;
+      else if (e == 0x74) v = 0x09;
+      store<u8>(out++, <u8>v);
+      p += 2;
+      continue;
+    }
+    let cp = <u32>hex4(p + 1);
+    p += 6;
+    if (cp >= 0xd800 && cp <= 0xdbff) {
+      cp = 0x10000 + ((cp - 0xd800) << 10) + (<u32>hex4(p + 1) - 0xdc00);
+      p += 6;
+    }
+    if (cp < 0x80) {
+      store<u8>(out++, <u8>cp);
+    } else if (cp < 0x800) {
+      store<u8>(out++, <u8>(0xc0 | (cp >> 6)));
+      store<u8>(out++, <u8>(0x80 | (cp & 0x3f)));
+    } else if (cp < 0x10000) {
+      store<u8>(out++, <u8>(0xe0 | (cp >> 12)));
+      store<u8>(out++, <u8>(0x80 | ((cp >> 6) & 0x3f)));
+      store<u8>(out++, <u8>(0x80 | (cp & 0x3f)));
+    } else {
+      store<u8>(out++, <u8>(0xf0 | (cp >> 18)));
+      store<u8>(out++, <u8>(0x80 | ((cp >> 12) & 0x3f)));
+      store<u8>(out++, <u8>(0x80 | ((cp >> 6) & 0x3f)));
+      store<u8>(out++, <u8>(0x80 | (cp & 0x3f)));
+    }
+  }
+  return <u32>(out - dst);
+}
+
+// Where the decoded text of the last string lives: in place when it has no escapes, else in scratch
+// space past the end of the log (decoding never lengthens a string).
+let textPtr: usize = 0;
+let textLen: u32 = 0;
+function decodedText(start: u32, end: u32, escaped: bool, scratch: usize): bool {
+  if (!escaped) {
+    textPtr = base + start;
+    textLen = end - start;
+    return true;
+  }
+  let saved = top;
+  top = scratch;
+  let ok = reserve(end - start + 8);
+  top = saved;
+  if (!ok) return false;
+  textPtr = scratch;
+  textLen = decodeString(start, end, scratch);
+  return true;
+}
+
+@inline function lastStringIs(lit: usize, len: u32): bool {
+  if (!strEscaped) return strEnd - strStart == len && memory.compare(base + strStart, lit, len) == 0;
+  return decodedText(strStart, strEnd, true, top) && textLen == len && memory.compare(textPtr, lit, len) == 0;
+}
+
+function addKey(object: u32, start: u32, end: u32, escaped: bool): bool {
+  if (!reserve(KEY_SIZE)) return false;
+  store<u32>(top, TAG_KEY);
+  store<u32>(top, object, 4);
+  store<u32>(top, start, 8);
+  store<u32>(top, end | (escaped ? ESCAPED : 0), 12);
+  top += KEY_SIZE;
+  keyCount++;
+  return true;
+}
+
+// A plain non-negative integer that fits in u64: no sign, fraction, exponent or leading zero.
+let number: u64 = 0;
+function parseUint(): bool {
+  let c = byte(pos);
+  let d = c - 0x30;
+  if (d >= 10) return syntax(R_EXPECTED_UINT);
+  let start = pos;
+  let v: u64 = 0;
+  while (d < 10) {
+    if (v > 1844674407370955161 || (v == 1844674407370955161 && d > 5)) return fail(INVALID_HEADER_DESERIALIZATION, R_INT_TOO_LARGE, start);
+    v = v * 10 + d;
+    d = byte(++pos) - 0x30;
+  }
+  c = byte(pos);
+  if ((byte(start) == 0x30 && pos - start > 1) || c == 0x2e || c == 0x65 || c == 0x45) {
+    return fail(INVALID_HEADER_DESERIALIZATION, R_NOT_PLAIN_INT, start);
+  }
+  number = v;
+  return true;
+}
+
+// Any JSON number, for values the schema ignores.
+function skipNumber(): bool {
+  if (byte(pos) == 0x2d) pos++;
+  let c = byte(pos);
+  if (c == 0x30) pos++;
+  else if (c - 0x31 < 9) while (byte(pos) - 0x30 < 10) pos++;
+  else return syntax(R_BAD_VALUE);
+  if (byte(pos) == 0x2e) {
+    pos++;
+    if (byte(pos) - 0x30 >= 10) return syntax(R_BAD_VALUE);
+    while (byte(pos) - 0x30 < 10) pos++;
+  }
+  c = byte(pos);
+  if (c == 0x65 || c == 0x45) {
+    c = byte(++pos);
+    if (c == 0x2b || c == 0x2d) pos++;
+    if (byte(pos) - 0x30 >= 10) return syntax(R_BAD_VALUE);
+    while (byte(pos) - 0x30 < 10) pos++;
+  }
+  return true;
+}
+
+function skipLiteral(): bool {
+  let c = byte(pos);
+  let p = base + pos;
+  // "true", "null" and "fals" + "e" compared as little-endian words.
+  if ((c == 0x74 && load<u32>(p) == 0x65757274) || (c == 0x6e && load<u32>(p) == 0x6c6c756e)) {
+    pos += 4;
+    return true;
+  }
+  if (c == 0x66 && load<u32>(p) == 0x736c6166 && load<u8>(p, 4) == 0x65) {
+    pos += 5;
+    return true;
+  }
+  return syntax(R_BAD_VALUE);
+}
+
+// Starts an object member: expects a key, records it under `object`, and consumes the colon.
+function objectKey(object: u32): bool {
+  if (byte(pos) != 0x22) return syntax(R_EXPECTED_KEY);
+  if (!scanString() || !addKey(object, strStart, strEnd, strEscaped)) return false;
+  skipWs();
+  if (byte(pos) != 0x3a) return syntax(R_EXPECTED_COLON);
+  pos++;
+  return true;
+}
+
+// Skips any JSON value (for fields the schema ignores), still checking it fully, keys included.
+function skipValue(): bool {
+  let depth: i32 = 0;
+  while (true) {
+    // A value starts here.
+    skipWs();
+    let c = byte(pos);
+    if (c == 0x7b || c == 0x5b) {
+      if (depth == MAX_DEPTH) return syntax(R_TOO_DEEP);
+      let object: u32 = c == 0x7b ? ++objects : 0;
+      store<u32>(STACK + (<usize>depth << 2), object);
+      depth++;
+      pos++;
+      skipWs();
+      if (byte(pos) != (c == 0x7b ? 0x7d : 0x5d)) {
+        if (object != 0 && !objectKey(object)) return false;
+        continue;
+      }
+      pos++;
+    } else if (c == 0x22) {
+      if (!scanString()) return false;
+    } else if (c == 0x2d || c - 0x30 < 10) {
+      if (!skipNumber()) return false;
+    } else if (!skipLiteral()) {
+      return false;
+    }
+    // A value ended: close containers until one expects another value.
+    while (true) {
+      if (depth == 0) return true;
+      let object = load<u32>(STACK + (<usize>(depth - 1) << 2));
+      skipWs();
+      let c = byte(pos);
+      if (c == 0x2c) {
+        pos++;
+        if (object != 0) {
+          skipWs();
+          if (!objectKey(object)) return false;
+        }
+        break;
+      }
+      if (c != (object != 0 ? 0x7d : 0x5d)) return syntax(object != 0 ? R_EXPECTED_COMMA_OR_BRACE : R_EXPECTED_COMMA_OR_BRACKET);
+      pos++;
+      depth--;
+    }
+  }
+}
+
+// Starts an array whose elements the caller reads; leaves pos at the first element or after ']'.
+// Returns true when the array is empty.
+@inline function openArray(): bool {
+  pos++;
+  skipWs();
+  if (byte(pos) != 0x5d) return false;
+  pos++;
+  return true;
+}
+
+// After an array element: true to read another, false at ']' (or on error, with status set).
+function nextElement(): bool {
+  skipWs();
+  let c = byte(pos);
+  if (c == 0x2c) {
+    pos++;
+    skipWs();
+    return true;
+  }
+  if (c != 0x5d) syntax(R_EXPECTED_COMMA_OR_BRACKET);
+  else pos++;
+  return false;
+}
+
+function parseShape(record: usize): bool {
+  if (byte(pos) != 0x5b) return syntax(R_SHAPE_NOT_ARRAY);
+  if (!reserve(8)) return false;
+  let dims = top;
+  top += 8;
+  let ndim: u32 = 0;
+  if (!openArray()) {
+    do {
+      if (!parseUint() || !reserve(8)) return false;
+      store<u64>(top, number);
+      top += 8;
+      ndim++;
+    } while (nextElement());
+    if (status != OK) return false;
+  }
+  store<u32>(dims, TAG_DIMS);
+  store<u32>(dims, ndim, 4);
+  store<u32>(record, <u32>dims, 28);
+  return true;
+}
+
+function parseOffsets(record: usize): bool {
+  if (byte(pos) != 0x5b) return syntax(R_OFFSETS_NOT_ARRAY);
+  let at = pos;
+  if (openArray()) return fail(INVALID_HEADER_DESERIALIZATION, R_OFFSETS_NOT_TWO, at);
+  if (!parseUint()) return false;
+  store<u64>(record, number, 32);
+  if (!nextElement()) return status == OK ? fail(INVALID_HEADER_DESERIALIZATION, R_OFFSETS_NOT_TWO, at) : false;
+  if (!parseUint()) return false;
+  store<u64>(record, number, 40);
+  if (nextElement()) return fail(INVALID_HEADER_DESERIALIZATION, R_OFFSETS_NOT_TWO, at);
+  return status == OK;
+}
+
+function parseDtype(record: usize): bool {
+  if (byte(pos) != 0x22) return syntax(R_DTYPE_NOT_STRING);
+  let at = pos;
+  if (!scanString() || !decodedText(strStart, strEnd, strEscaped, top)) return false;
+  let dtype = matchDtype(textPtr, textLen);
+  if (dtype < 0) return fail(INVALID_HEADER_DESERIALIZATION, R_UNKNOWN_DTYPE, at);
+  store<u32>(record, <u32>dtype, 24);
+  return true;
+}
+
+// The value of a tensor key: {"dtype", "shape", "data_offsets", and fields ignored}.
+function parseTensor(keyStart: u32, keyEnd: u32, keyEscaped: bool, key16Start: u32): bool {
+  if (byte(pos) != 0x7b) return syntax(R_TENSOR_NOT_OBJECT);
+  let objectAt = pos;
+  if (!reserve(TENSOR_SIZE)) return false;
+  let record = top;
+  top += TENSOR_SIZE;
+  store<u32>(record, TAG_TENSOR);
+  store<u32>(record, TOP_OBJECT, 4);
+  store<u32>(record, keyStart, 8);
+  store<u32>(record, keyEnd | (keyEscaped ? ESCAPED : 0), 12);
+  store<u32>(record, key16Start, 16);
+  store<u32>(record, keyEnd - delta, 20);
+  tensorCount++;
+  let object = ++objects;
+  let seen: u32 = 0;
+  pos++;
+  skipWs();
+  if (byte(pos) != 0x7d) {
+    while (true) {
+      if (byte(pos) != 0x22) return syntax(R_EXPECTED_KEY);
+      let keyAt = pos;
+      if (!scanString()) return false;
+      let field: u32 = 0;
+      if (lastStringIs(LIT_DTYPE, 5)) field = F_DTYPE;
+      else if (lastStringIs(LIT_SHAPE, 5)) field = F_SHAPE;
+      else if (lastStringIs(LIT_OFFSETS, 12)) field = F_OFFSETS;
+      else if (status != OK || !addKey(object, strStart, strEnd, strEscaped)) return false;
+      if (seen & field) return fail(INVALID_HEADER_DESERIALIZATION, R_DUPLICATE_KEY, keyAt);
+      seen |= field;
+      skipWs();
+      if (byte(pos) != 0x3a) return syntax(R_EXPECTED_COLON);
+      pos++;
+      skipWs();
+      let ok = field == F_DTYPE ? parseDtype(record)
+        : field == F_SHAPE ? parseShape(record)
+        : field == F_OFFSETS ? parseOffsets(record)
+        : skipValue();
+      if (!ok) return false;
+      skipWs();
+      let c = byte(pos);
+      pos++;
+      if (c == 0x7d) break;
+      if (c != 0x2c) {
+        pos--;
+        return syntax(R_EXPECTED_COMMA_OR_BRACE);
+      }
+      skipWs();
+    }
+  } else {
+    pos++;
+  }
+  if (seen != (F_DTYPE | F_SHAPE | F_OFFSETS)) {
+    store<u64>(RESULT, <u64>seen, 48);
+    return fail(INVALID_HEADER_DESERIALIZATION, R_MISSING_FIELD, objectAt);
+  }
+  return true;
+}
+
+// `null` or an object of string values; JS parses the span itself once it is known to be valid.
+function parseMetadata(): bool {
+  let c = byte(pos);
+  if (c == 0x6e && load<u32>(base + pos) == 0x6c6c756e) {
+    pos += 4;
+    return true;
+  }
+  if (c != 0x7b) return syntax(R_METADATA_NOT_OBJECT);
+  store<u32>(RESULT, pos, 24);
+  store<u32>(RESULT, pos - delta, 32);
+  let object = ++objects;
+  pos++;
+  skipWs();
+  if (byte(pos) != 0x7d) {
+    while (true) {
+      if (!objectKey(object)) return false;
+      skipWs();
+      if (byte(pos) != 0x22) return syntax(R_METADATA_VALUE_NOT_STRING);
+      if (!scanString()) return false;
+      skipWs();
+      let c = byte(pos);
+      if (c == 0x7d) break;
+      if (c != 0x2c) return syntax(R_EXPECTED_COMMA_OR_BRACE);
+      pos++;
+      skipWs();
+    }
+  }
+  pos++;
+  store<u32>(RESULT, pos, 28);
+  store<u32>(RESULT, pos - delta, 36);
+  return true;
+}
+
+function parseDocument(): bool {
+  skipWs();
+  if (byte(pos) != 0x7b) return syntax(R_EXPECTED_OBJECT);
+  pos++;
+  skipWs();
+  if (byte(pos) == 0x7d) {
+    pos++;
+  } else {
+    while (true) {
+      if (byte(pos) != 0x22) return syntax(R_EXPECTED_KEY);
+      let key16Start = pos + 1 - delta;
+      if (!scanString()) return false;
+      let keyStart = strStart, keyEnd = strEnd, keyEscaped = strEscaped;
+      let isMetadata = lastStringIs(LIT_METADATA, 12);
+      if (status != OK) return false;
+      skipWs();
+      if (byte(pos) != 0x3a) return syntax(R_EXPECTED_COLON);
+      pos++;
+      skipWs();
+      if (isMetadata) {
+        if (!addKey(TOP_OBJECT, keyStart, keyEnd, keyEscaped) || !parseMetadata()) return false;
+      } else if (!parseTensor(keyStart, keyEnd, keyEscaped, key16Start)) {
+        return false;
+      }
+      skipWs();
+      let c = byte(pos);
+      if (c == 0x7d) break;
+      if (c != 0x2c) return syntax(R_EXPECTED_COMMA_OR_BRACE);
+      pos++;
+      skipWs();
+    }
+    pos++;
+  }
+  skipWs();
+  if (pos != n) return syntax(R_TRAILING);
+  return true;
+}
+
+function hashBytes(p: usize, len: u32, seed: u64): u64 {
+  let h: u64 = seed ^ (<u64>len * 0x9e3779b97f4a7c15);
+  let i: u32 = 0;
+  while (i + 8 <= len) {
+    h = (h ^ load<u64>(p + i)) * 0xff51afd7ed558ccd;
+    h ^= h >> 32;
+    i += 8;
+  }
+  if (i < len) {
+    // Reading past the end is safe: keys sit before the sentinel or in scratch reserved with slack.
+    let tail = load<u64>(p + i) & ((<u64>1 << ((<u64>(len - i)) << 3)) - 1);
+    h = (h ^ tail) * 0xc4ceb9fe1a85ec53;
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccd;
+  h ^= h >> 33;
+  return h;
+}
+
+// Both tensor and key entries hold the object id at +4 and the key span at +8/+12.
+function sameKey(a: usize, b: usize, scratch: usize): bool {
+  if (load<u32>(a, 4) != load<u32>(b, 4)) return false;
+  let aEnd = load<u32>(a, 12), bEnd = load<u32>(b, 12);
+  let aStart = load<u32>(a, 8), bStart = load<u32>(b, 8);
+  if (((aEnd | bEnd) & ESCAPED) == 0) {
+    let len = aEnd - aStart;
+    return len == bEnd - bStart && memory.compare(base + aStart, base + bStart, len) == 0;
+  }
+  if (!decodedText(aStart, aEnd & ~ESCAPED, (aEnd & ESCAPED) != 0, scratch)) return false;
+  let aPtr = textPtr, aLen = textLen;
+  if (!decodedText(bStart, bEnd & ~ESCAPED, (bEnd & ESCAPED) != 0, scratch + aLen + 8)) return false;
+  return aLen == textLen && memory.compare(aPtr, textPtr, aLen) == 0;
+}
+
+// Rejects any key repeated within one object, comparing decoded text.
+function dedupe(logStart: usize, logEnd: usize): bool {
+  let keys = keyCount + tensorCount;
+  let slots: u32 = 16;
+  while (slots < keys * 2) slots <<= 1;
+  let mask = slots - 1;
+  if (!reserve(<usize>slots << 3)) return false;
+  let table = top;
+  top += <usize>slots << 3;
+  memory.fill(table, 0, <usize>slots << 3);
+  let scratch = top;
+  let entry = logStart;
+  while (entry < logEnd) {
+    let tag = load<u32>(entry);
+    if (tag == TAG_DIMS) {
+      entry += 8 + (<usize>load<u32>(entry, 4) << 3);
+      continue;
+    }
+    let next = entry + (tag == TAG_TENSOR ? TENSOR_SIZE : KEY_SIZE);
+    let start = load<u32>(entry, 8), end = load<u32>(entry, 12);
+    let escaped = (end & ESCAPED) != 0;
+    if (!decodedText(start, end & ~ESCAPED, escaped, scratch)) return false;
+    let hash = <u32>hashBytes(textPtr, textLen, <u64>load<u32>(entry, 4));
+    let slot = hash & mask;
+    while (true) {
+      let at = table + (<usize>slot << 3);
+      let other = <usize>load<u32>(at, 4);
+      if (other == 0) {
+        store<u32>(at, hash);
+        store<u32>(at, <u32>entry, 4);
+        break;
+      }
+      if (load<u32>(at) == hash && sameKey(other, entry, scratch)) {
+        store<u64>(RESULT, start, 48);
+        store<u64>(RESULT, end & ~ESCAPED, 56);
+        return fail(INVALID_HEADER_DESERIALIZATION, R_DUPLICATE_KEY, start - 1);
+      }
+      if (status != OK) return false;
+      slot = (slot + 1) & mask;
+    }
+    entry = next;
+  }
+  return true;
+}
+
+@inline function lessOffsets(a: usize, b: usize): bool {
+  let ab = load<u64>(a, 32), bb = load<u64>(b, 32);
+  return ab < bb || (ab == bb && load<u64>(a, 40) < load<u64>(b, 40));
+}
+
+// Stable bottom-up merge sort of tensor entry pointers by (begin, end); returns where the result is.
+function sortByOffsets(list: usize, spare: usize, count: u32): usize {
+  let sorted = true;
+  for (let i: u32 = 1; i < count && sorted; i++) {
+    sorted = !lessOffsets(load<u32>(list + (<usize>i << 2)), load<u32>(list + (<usize>(i - 1) << 2)));
+  }
+  if (sorted) return list;
+  let src = list, dst = spare;
+  for (let width: u32 = 1; width < count; width <<= 1) {
+    for (let lo: u32 = 0; lo < count; lo += width << 1) {
+      let mid = min(lo + width, count), hi = min(lo + (width << 1), count);
+      let i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) {
+        let a = load<u32>(src + (<usize>i << 2)), b = load<u32>(src + (<usize>j << 2));
+        if (lessOffsets(b, a)) {
+          store<u32>(dst + (<usize>(k++) << 2), b);
+          j++;
+        } else {
+          store<u32>(dst + (<usize>(k++) << 2), a);
+          i++;
+        }
+      }
+      while (i < mid) store<u32>(dst + (<usize>(k++) << 2), load<u32>(src + (<usize>(i++) << 2)));
+      while (j < hi) store<u32>(dst + (<usize>(k++) << 2), load<u32>(src + (<usize>(j++) << 2)));
+    }
+    let t = src;
+    src = dst;
+    dst = t;
+  }
+  return src;
+}
+
+function tensorFail(code: i32, why: i32, record: usize, a: u64, b: u64, c: u64): bool {
+  store<u32>(RESULT, <u32>record, 12);
+  store<u64>(RESULT, a, 48);
+  store<u64>(RESULT, b, 56);
+  store<u64>(RESULT, c, 64);
+  return fail(code, why, load<u32>(record, 8) - 1);
+}
+
+// The per-tensor rules, in data order; then the file size. Numbers JS reads become f64 in place.
+function validate(logStart: usize, logEnd: usize, fileSize: u64): bool {
+  if (!reserve(<usize>tensorCount << 3)) return false;
+  let list = top;
+  let spare = list + (<usize>tensorCount << 2);
+  top += <usize>tensorCount << 3;
+  let k: u32 = 0;
+  for (let entry = logStart; entry < logEnd; ) {
+    let tag = load<u32>(entry);
+    if (tag == TAG_TENSOR) store<u32>(list + (<usize>(k++) << 2), <u32>entry);
+    entry += tag == TAG_TENSOR ? TENSOR_SIZE : tag == TAG_KEY ? KEY_SIZE : 8 + (<usize>load<u32>(entry, 4) << 3);
+  }
+  let order = sortByOffsets(list, spare, tensorCount);
+  store<u32>(RESULT, <u32>order, 20);
+  let previousEnd: u64 = 0;
+  for (let i: u32 = 0; i < tensorCount; i++) {
+    let record = <usize>load<u32>(order + (<usize>i << 2));
+    let begin = load<u64>(record, 32), end = load<u64>(record, 40);
+    if (begin != previousEnd || end < begin) return tensorFail(INVALID_OFFSET, 0, record, begin, end, previousEnd);
+    previousEnd = end;
+    let dims = <usize>load<u32>(record, 28);
+    let ndim = load<u32>(dims, 4);
+    let elements: u64 = 1;
+    let largest: u64 = 0;
+    for (let d: u32 = 0; d < ndim; d++) {
+      let dim = load<u64>(dims + 8 + (<usize>d << 3));
+      if (dim != 0 && elements > <u64>-1 / dim) return tensorFail(VALIDATION_OVERFLOW, R_SHAPE_PRODUCT, record, elements, dim, 0);
+      elements *= dim;
+      largest = max(largest, dim);
+    }
+    let bitsPer = <u64>dtypeBits(load<u32>(record, 24));
+    if (elements > <u64>-1 / bitsPer) return tensorFail(VALIDATION_OVERFLOW, R_BIT_COUNT, record, elements, bitsPer, 0);
+    let bits = elements * bitsPer;
+    let notSafe = end > SAFE_MAX ? end : largest > SAFE_MAX ? largest : elements > SAFE_MAX ? elements : 0;
+    if (notSafe != 0) return tensorFail(VALIDATION_OVERFLOW, R_NOT_SAFE_INTEGER, record, notSafe, 0, 0);
+    if ((bits & 7) != 0) return tensorFail(MISALIGNED_SLICE, 0, record, elements, bitsPer, 0);
+    if (end - begin != bits >> 3) return tensorFail(TENSOR_INVALID_INFO, 0, record, end - begin, bits >> 3, elements);
+    store<f64>(record + 32, <f64>begin);
+    store<f64>(record + 40, <f64>end);
+    for (let d: u32 = 0; d < ndim; d++) {
+      let at = dims + 8 + (<usize>d << 3);
+      store<f64>(at, <f64>load<u64>(at));
+    }
+  }
+  let total = previousEnd + 8 + <u64>n;
+  if (total != fileSize) {
+    store<u64>(RESULT, total, 48);
+    store<u64>(RESULT, fileSize, 56);
+    return fail(METADATA_INCOMPLETE_BUFFER, 0, n);
+  }
+  return true;
+}
+
+// Validates the n header bytes at input for a file of fileSize bytes; returns the status.
+// Memory from input + n on is this call's to use and grow.
+export function scanHeader(input: usize, length: u32, fileSize: f64): i32 {
+  base = input;
+  n = length;
+  pos = 0;
+  delta = 0;
+  status = OK;
+  reason = 0;
+  errPos = 0;
+  objects = TOP_OBJECT;
+  tensorCount = 0;
+  keyCount = 0;
+  limit = <usize>memory.size() << 16;
+  memory.fill(RESULT, 0, 96);
+  store<u32>(RESULT, <u32>-1, 24);
+  top = input + length;
+  if (reserve(SENTINEL + 8)) {
+    memory.fill(top, 0, SENTINEL);
+    top = (top + SENTINEL + 7) & ~7;
+    let logStart = top;
+    let ok = parseDocument();
+    if (!ok && status == INVALID_HEADER_DESERIALIZATION) {
+      let bad = firstInvalidUtf8(0);
+      if (bad >= 0) fail(INVALID_HEADER, R_INVALID_UTF8, <u32>bad);
+    }
+    let logEnd = top;
+    if (ok && dedupe(logStart, logEnd)) validate(logStart, logEnd, <u64>fileSize);
+  }
+  store<i32>(RESULT, status);
+  store<i32>(RESULT, reason, 4);
+  store<u32>(RESULT, errPos, 8);
+  store<u32>(RESULT, tensorCount, 16);
+  return status;
+}

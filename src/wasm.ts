@@ -1,0 +1,101 @@
+// Loading the wasm core: one compiled module per process, cached; instances own their memory.
+//
+// The shared core (sharedCore) is the scratch instance: its memory grows as needed, so no view into it
+// outlives the call that made it. Results that must stay in wasm memory as long-lived views get an
+// instance of their own whose memory is sized once and never grown (instantiate with a fixed size):
+// memory.grow would detach every view.
+import { DTYPES, DTYPE_INFO } from './dtypes.ts'
+
+export interface CoreExports {
+  heapBase(): number
+  resultPtr(): number
+  dtypeTable(count: number): number
+  scanHeader(input: number, length: number, fileSize: number): number
+}
+
+export interface Core {
+  readonly exports: CoreExports
+  readonly memory: WebAssembly.Memory
+  /** The first byte of linear memory that JS manages (16-aligned). */
+  readonly heapBase: number
+}
+
+export type Backend = 'simd' | 'scalar'
+
+export interface ModuleSources {
+  simd(): WebAssembly.Module
+  scalar(): WebAssembly.Module
+}
+
+const PAGE = 65536
+const MAX_PAGES = 65536
+
+// (module (func (result v128) v128.const 0)): validates only where WebAssembly SIMD is supported.
+const SIMD_PROBE = new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 22, 1, 20, 0, 253, 12,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 11,
+])
+
+let sources: ModuleSources | undefined
+const modules: Partial<Record<Backend, WebAssembly.Module>> = {}
+let backend: Backend | undefined
+let shared: Core | undefined
+
+/** Called once by each package entry with the way it gets the compiled modules. */
+export function registerModules(entry: ModuleSources): void {
+  sources = entry
+}
+
+/** The build in use: SIMD where the runtime validates SIMD, else scalar. Tests may force one. */
+export function selectBackend(choice?: Backend): Backend {
+  const next = choice ?? backend ?? (WebAssembly.validate(SIMD_PROBE) ? 'simd' : 'scalar')
+  if (next !== backend) shared = undefined
+  backend = next
+  return next
+}
+
+function compiledModule(): WebAssembly.Module {
+  const which = selectBackend()
+  if (!sources) throw new Error('safetensors-wasm: no wasm module registered; import the package entry, not an internal file')
+  return (modules[which] ??= sources[which]())
+}
+
+/** A new instance with its own memory of at least `bytes` bytes above heapBase. */
+export function instantiate(bytes = 0, growable = true): Core {
+  const module = compiledModule()
+  // The static data needs a page; heapBase is known only after instantiation, so size from the module's.
+  const pages = 1 + Math.ceil((bytes + 16) / PAGE)
+  if (pages > MAX_PAGES) throw new RangeError(`cannot allocate ${bytes} bytes of wasm memory (4 GiB at most)`)
+  const memory = new WebAssembly.Memory(growable ? { initial: pages, maximum: MAX_PAGES } : { initial: pages })
+  const instance = new WebAssembly.Instance(module, { env: { memory } })
+  const exports = instance.exports as unknown as CoreExports
+  const heapBase = (exports.heapBase() + 15) & ~15
+  writeDtypeTable(exports, memory)
+  return { exports, memory, heapBase }
+}
+
+function writeDtypeTable(exports: CoreExports, memory: WebAssembly.Memory): void {
+  const table = new Uint8Array(memory.buffer, exports.dtypeTable(DTYPES.length), DTYPES.length * 16)
+  DTYPES.forEach((name, i) => {
+    table[i * 16] = name.length
+    table[i * 16 + 1] = DTYPE_INFO[name].bits
+    for (let j = 0; j < name.length; j++) table[i * 16 + 4 + j] = name.charCodeAt(j)
+  })
+}
+
+/** The process-wide scratch instance. */
+export function sharedCore(): Core {
+  return (shared ??= instantiate())
+}
+
+/** Grows a growable core so that [0, end) is addressable. */
+export function reserveMemory(core: Core, end: number): void {
+  const have = core.memory.buffer.byteLength
+  if (end <= have) return
+  const pages = Math.ceil((end - have) / PAGE)
+  try {
+    core.memory.grow(Math.max(pages, have / PAGE / 2) | 0)
+  } catch {
+    core.memory.grow(pages)
+  }
+}
