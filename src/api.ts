@@ -1,4 +1,5 @@
 // The public API, shared by every package entry.
 export { SafetensorsError, type ErrorCode } from './errors.ts'
 export { DTYPES, DTYPE_INFO, type DType, type DTypeInfo, type TypedArray } from './dtypes.ts'
-export { parseHeader, readHeaderSize, Header, MAX_HEADER_SIZE, type TensorInfo } from './header.ts'
+export { parseHeader, readHeader, readHeaderSize, Header, MAX_HEADER_SIZE, type TensorInfo } from './header.ts'
+export { fileSource, type RangeSource } from './source.ts'

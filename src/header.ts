@@ -2,6 +2,7 @@
 // (assembly/header.ts), whose table this module decodes into a Header.
 import { DTYPES, type DType } from './dtypes.ts'
 import { SafetensorsError, type ErrorCode } from './errors.ts'
+import type { RangeSource } from './source.ts'
 import { reserveMemory, sharedCore } from './wasm.ts'
 
 /** The reference implementation's limit on the JSON header length. */
@@ -218,4 +219,20 @@ function keyText(header: Uint8Array, start: number, end: number): string {
 function excerpt(header: Uint8Array, at: number): string {
   const from = Math.max(0, at - 24)
   return JSON.stringify(decoder.decode(header.subarray(from, Math.min(header.length, at + 24))))
+}
+
+/** Bytes read first: most real headers (up to a few hundred tensors) arrive in this one read. */
+export const FIRST_READ = 64 * 1024
+
+/** Reads and validates the header of a source of known size, reading only the prefix and the header. */
+export async function readHeader(source: RangeSource, size: number, signal?: AbortSignal): Promise<Header> {
+  const first = await source.read(0, Math.min(size, FIRST_READ), signal)
+  const n = readHeaderSize(first, size)
+  let bytes = first
+  if (first.length < 8 + n) {
+    bytes = new Uint8Array(8 + n)
+    bytes.set(first)
+    bytes.set(await source.read(first.length, 8 + n - first.length, signal), first.length)
+  }
+  return parseHeader(bytes.subarray(0, 8 + n), { fileSize: size })
 }
