@@ -395,13 +395,14 @@ function skipValue(): bool {
     skipWs();
     let c = byte(pos);
     if (c == 0x7b || c == 0x5b) {
-      if (depth == MAX_DEPTH) return syntax(R_TOO_DEEP);
-      let object: u32 = c == 0x7b ? ++objects : 0;
-      store<u32>(STACK + (<usize>depth << 2), object);
-      depth++;
+      // Ignored values sit inside the top object and a tensor object: two levels already open.
+      if (depth + 2 == MAX_DEPTH) return syntax(R_TOO_DEEP);
       pos++;
       skipWs();
       if (byte(pos) != (c == 0x7b ? 0x7d : 0x5d)) {
+        let object: u32 = c == 0x7b ? ++objects : 0;
+        store<u32>(STACK + (<usize>depth << 2), object);
+        depth++;
         if (object != 0 && !objectKey(object)) return false;
         continue;
       }
@@ -789,10 +790,11 @@ function validate(logStart: usize, logEnd: usize, fileSize: u64): bool {
     let bitsPer = <u64>dtypeBits(load<u32>(record, 24));
     if (elements > <u64>-1 / bitsPer) return tensorFail(VALIDATION_OVERFLOW, R_BIT_COUNT, record, elements, bitsPer, 0);
     let bits = elements * bitsPer;
-    let notSafe = end > SAFE_MAX ? end : largest > SAFE_MAX ? largest : elements > SAFE_MAX ? elements : 0;
+    let bytes = bits >> 3;
+    let notSafe = end > SAFE_MAX ? end : largest > SAFE_MAX ? largest : elements > SAFE_MAX ? elements : bytes > SAFE_MAX ? bytes : 0;
     if (notSafe != 0) return tensorFail(VALIDATION_OVERFLOW, R_NOT_SAFE_INTEGER, record, notSafe, 0, 0);
     if ((bits & 7) != 0) return tensorFail(MISALIGNED_SLICE, 0, record, elements, bitsPer, 0);
-    if (end - begin != bits >> 3) return tensorFail(TENSOR_INVALID_INFO, 0, record, end - begin, bits >> 3, elements);
+    if (end - begin != bytes) return tensorFail(TENSOR_INVALID_INFO, 0, record, end - begin, bytes, elements);
     store<f64>(record + 32, <f64>begin);
     store<f64>(record + 40, <f64>end);
     for (let d: u32 = 0; d < ndim; d++) {
