@@ -2,7 +2,7 @@
 // (assembly/header.ts), whose table this module decodes into a Header.
 import { DTYPES, type DType } from './dtypes.ts'
 import { SafetensorsError, type ErrorCode } from './errors.ts'
-import type { RangeSource } from './source.ts'
+import { readInto, type RangeSource } from './source.ts'
 import { reserveMemory, sharedCore } from './wasm.ts'
 
 /** The reference implementation's limit on the JSON header length. */
@@ -57,7 +57,7 @@ export class Header {
  */
 export function readHeaderSize(prefix: Uint8Array, fileSize: number): number {
   if (fileSize < 8) throw new SafetensorsError('HeaderTooSmall', `the file is ${fileSize} bytes; a SafeTensors file starts with an 8-byte header length`)
-  if (prefix.length < 8) throw new RangeError(`need the first 8 bytes of the file, got ${prefix.length}`)
+  if (prefix.length < 8) throw new SafetensorsError('HeaderTooSmall', `only ${prefix.length} bytes were given; the 8-byte header length comes first`)
   const n = new DataView(prefix.buffer, prefix.byteOffset, 8).getBigUint64(0, true)
   if (n > MAX_HEADER_SIZE) {
     throw new SafetensorsError('HeaderTooLarge', `the header length is ${n} bytes, above the limit of ${MAX_HEADER_SIZE}`)
@@ -118,7 +118,7 @@ export function parseHeader(bytes: Uint8Array, options: { fileSize?: number } = 
   const fileSize = options.fileSize ?? bytes.length
   if (!Number.isSafeInteger(fileSize) || fileSize < 0) throw new RangeError(`fileSize must be a non-negative safe integer, got ${fileSize}`)
   const n = readHeaderSize(bytes, fileSize)
-  if (bytes.length < 8 + n) throw new RangeError(`parseHeader needs the first ${8 + n} bytes of the file (8 + header length), got ${bytes.length}`)
+  if (bytes.length < 8 + n) throw new SafetensorsError('InvalidHeaderLength', `the header length is ${n} bytes, but only ${bytes.length - 8} header bytes were given (pass the file's first ${8 + n} bytes)`)
   const headerBytes = bytes.subarray(8, 8 + n)
 
   const core = sharedCore()
@@ -221,18 +221,20 @@ function excerpt(header: Uint8Array, at: number): string {
   return JSON.stringify(decoder.decode(header.subarray(from, Math.min(header.length, at + 24))))
 }
 
-/** Bytes read first: most real headers (up to a few hundred tensors) arrive in this one read. */
+/** Bytes read first: most real headers (up to several hundred tensors) arrive in this one read. */
 export const FIRST_READ = 64 * 1024
 
-/** Reads and validates the header of a source of known size, reading only the prefix and the header. */
-export async function readHeader(source: RangeSource, size: number, signal?: AbortSignal): Promise<Header> {
-  const first = await source.read(0, Math.min(size, FIRST_READ), signal)
+/** Reads and validates a source's header, reading only the length prefix and the header bytes. */
+export async function readHeader(source: RangeSource, signal?: AbortSignal): Promise<Header> {
+  const first = await source.read(0, source.size === undefined ? FIRST_READ : Math.min(source.size, FIRST_READ), signal)
+  const size = source.size
+  if (size === undefined) throw new SafetensorsError('Io', 'the source did not report its size after the first read')
   const n = readHeaderSize(first, size)
   let bytes = first
   if (first.length < 8 + n) {
     bytes = new Uint8Array(8 + n)
     bytes.set(first)
-    bytes.set(await source.read(first.length, 8 + n - first.length, signal), first.length)
+    await readInto(source, first.length, bytes.subarray(first.length), signal)
   }
   return parseHeader(bytes.subarray(0, 8 + n), { fileSize: size })
 }

@@ -340,13 +340,15 @@ function readSchema(doc: JValue): { tensors: Parsed[]; metadata: Record<string, 
 // ---------------------------------------------------------------------------------------------
 // Per-tensor checks.
 
-/** Exact element count, or U64_MAX + 1 as soon as it is known to exceed u64 (keeps BigInts small). */
+/**
+ * Element count as the reference crate computes it: a checked product from left to right, so an
+ * intermediate overflow is an overflow even when a later dimension is 0. U64_MAX + 1 means overflow.
+ */
 function elementCount(shape: bigint[]): bigint {
-  if (shape.some((d) => d === 0n)) return 0n; // the exact product of a shape with a 0 is 0
   let n = 1n;
   for (const d of shape) {
     n *= d;
-    if (n > U64_MAX) return U64_MAX + 1n; // all dims >= 1 from here, so it only grows
+    if (n > U64_MAX) return U64_MAX + 1n;
   }
   return n;
 }
