@@ -25,7 +25,7 @@ async function main(args: string[]): Promise<number> {
 async function loadHeader(path: string): Promise<Header> {
   const source = await fileSource(path)
   try {
-    return await readHeader(source, source.size)
+    return await readHeader(source)
   } finally {
     await source.close?.()
   }

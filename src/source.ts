@@ -1,16 +1,66 @@
 // Where file bytes come from. Every kind of input (memory, Blob, URL, file) is read through this one
-// interface, so the readers ask for exactly the byte ranges they need.
+// interface, so the readers ask for exactly the byte ranges they need and nothing more.
 import { SafetensorsError } from './errors.ts'
 
 export interface RangeSource {
-  /** Total size in bytes, when known before the first read. */
+  /**
+   * Total size in bytes. A source that learns it from its first read (an HTTP response) may leave it
+   * undefined until then; such a source may return fewer bytes than asked at the end of the file.
+   */
   readonly size?: number
   /** Resolves to exactly `length` bytes starting at `offset`, or rejects. */
   read(offset: number, length: number, signal?: AbortSignal): Promise<Uint8Array>
+  /** Optional: fills `target` with the bytes from `offset` on, without an intermediate copy. */
+  readInto?(offset: number, target: Uint8Array, signal?: AbortSignal): Promise<void>
   close?(): Promise<void>
 }
 
-/** A RangeSource over a file on disk (Node only: node:fs is loaded on first use). */
+/** Reads bytes straight into `target` (a view of wasm memory, say), through readInto where a source has it. */
+export async function readInto(source: RangeSource, offset: number, target: Uint8Array, signal?: AbortSignal): Promise<void> {
+  if (target.length === 0) return
+  if (source.readInto) return source.readInto(offset, target, signal)
+  const bytes = await source.read(offset, target.length, signal)
+  if (bytes.length !== target.length) throw new SafetensorsError('Io', `asked for ${target.length} bytes at offset ${offset}, the source returned ${bytes.length}`)
+  target.set(bytes)
+}
+
+export function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw new SafetensorsError('Aborted', 'the operation was aborted', { cause: signal.reason })
+}
+
+function checkRange(offset: number, length: number, size: number): void {
+  if (offset < 0 || length < 0 || offset + length > size) {
+    throw new SafetensorsError('Io', `read of ${length} bytes at offset ${offset} is past the end of the ${size}-byte source`)
+  }
+}
+
+/** Bytes already in memory: reads are views, never copies. */
+export function memorySource(bytes: Uint8Array): RangeSource & { size: number; bytes: Uint8Array } {
+  return {
+    bytes,
+    size: bytes.length,
+    async read(offset, length) {
+      checkRange(offset, length, bytes.length)
+      return bytes.subarray(offset, offset + length)
+    },
+  }
+}
+
+/** A Blob or File (browser file picker, drag and drop): each read slices only what it needs. */
+export function blobSource(blob: Blob): RangeSource & { size: number } {
+  const read = async (offset: number, length: number, signal?: AbortSignal) => {
+    checkRange(offset, length, blob.size)
+    throwIfAborted(signal)
+    try {
+      return new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer())
+    } catch (cause) {
+      throw new SafetensorsError('Io', `cannot read ${length} bytes at offset ${offset} of the Blob: ${(cause as Error).message}`, { cause })
+    }
+  }
+  return { size: blob.size, read }
+}
+
+/** A file on disk (Node only: node:fs is loaded on first use). Reads go straight into the caller's buffer. */
 export async function fileSource(path: string): Promise<RangeSource & { size: number }> {
   const fs = await import('node:fs/promises')
   let handle: Awaited<ReturnType<typeof fs.open>>
@@ -20,16 +70,23 @@ export async function fileSource(path: string): Promise<RangeSource & { size: nu
     throw new SafetensorsError('Io', `cannot open ${path}: ${(cause as Error).message}`, { cause })
   }
   const { size } = await handle.stat()
+  const readInto = async (offset: number, target: Uint8Array, signal?: AbortSignal) => {
+    checkRange(offset, target.length, size)
+    // Positional reads in chunks: a single read is capped near 2 GiB, and chunks let an abort land.
+    for (let done = 0; done < target.length; ) {
+      throwIfAborted(signal)
+      const chunk = Math.min(target.length - done, 1 << 30)
+      const { bytesRead } = await handle.read(target, done, chunk, offset + done)
+      if (bytesRead === 0) throw new SafetensorsError('Io', `${path}: unexpected end of file at byte ${offset + done} (the file shrank?)`)
+      done += bytesRead
+    }
+  }
   return {
     size,
-    async read(offset, length) {
+    readInto,
+    async read(offset, length, signal) {
       const bytes = new Uint8Array(length)
-      let done = 0
-      while (done < length) {
-        const { bytesRead } = await handle.read(bytes, done, length - done, offset + done)
-        if (bytesRead === 0) throw new SafetensorsError('Io', `${path}: unexpected end of file at byte ${offset + done} (wanted ${length} bytes from ${offset})`)
-        done += bytesRead
-      }
+      await readInto(offset, bytes, signal)
       return bytes
     },
     close: () => handle.close(),
