@@ -2,3 +2,4 @@
 export { SafetensorsError, type ErrorCode } from './errors.ts'
 export { DTYPES, DTYPE_INFO, type DType, type DTypeInfo, type TypedArray } from './dtypes.ts'
 export { parseHeader, readHeaderSize, Header, MAX_HEADER_SIZE, type TensorInfo } from './header.ts'
+export { convert, byteSwap } from './convert.ts'
