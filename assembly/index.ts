@@ -3,6 +3,11 @@
 export { scanHeader, resultPtr } from './header';
 export { dtypeTable } from './dtypes';
 
+/** Which build this is: tests check that selectBackend really switched. */
+export function simdBuild(): bool {
+  return ASC_FEATURE_SIMD;
+}
+
 export function heapBase(): usize {
   return __heap_base;
 }

@@ -14,6 +14,8 @@ export type SwapKernel = (ptr: number, count: number) => void
 
 export interface CoreExports {
   heapBase(): number
+  /** 1 in the SIMD build, 0 in the scalar one. */
+  simdBuild(): number
   resultPtr(): number
   dtypeTable(count: number): number
   scanHeader(input: number, length: number, fileSize: number): number
