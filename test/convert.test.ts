@@ -252,29 +252,32 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
   })
 
   describe('in place, as the memory model lays buffers out', () => {
-    test.each(PAIRS)('%s -> %s: disjoint at odd addresses, and overlapping', (from, to) => {
-      const core = instantiate(1 << 16)
-      const memory = () => new Uint8Array(core.memory.buffer)
-      for (const count of [0, elementStep(from), 4 * 33, 4 * 40 + 4]) {
+    test.each(PAIRS)('%s -> %s: disjoint, overlapping, and input at the end of memory', (from, to) => {
+      const core = instantiate(1 << 16, false)
+      const memory = new Uint8Array(core.memory.buffer)
+      const step = elementStep(from)
+      // 63 and 127 leave 15, 7 and 3 elements after the last full vector of 16, 8 and 4 lanes.
+      for (const count of [0, step, 63, 127, 4 * 40 + 4].map((n) => Math.ceil(n / step) * step)) {
         const inBytes = byteLengthOf(from, count)
         const outBytes = byteLengthOf(to, count)
         const input = randomBytes(inBytes, count + 11)
         const expected = referenceConvert(from, to, input)
-        const region = Math.max(inBytes, outBytes)
         const layouts = {
-          disjoint: { src: core.heapBase + 1, dst: core.heapBase + inBytes + 35 },
+          'disjoint at odd addresses': { src: core.heapBase + 1, dst: core.heapBase + inBytes + 35 },
           overlapping: { src: core.heapBase + 64 + Math.max(0, outBytes - inBytes), dst: core.heapBase + 64 },
+          // A kernel that loads past the input's end traps here.
+          'input at the end of memory': { src: memory.length - inBytes, dst: core.heapBase + 64 },
         }
         for (const [name, { src, dst }] of Object.entries(layouts)) {
-          memory().fill(0xa5, core.heapBase, core.heapBase + 2 * region + 128)
-          memory().set(input, src)
+          memory.fill(0xa5, core.heapBase)
+          memory.set(input, src)
+          // Afterwards memory must hold exactly this: the output written, nothing else touched.
+          const image = memory.slice()
+          image.set(expected, dst)
           convertInto(core, src, dst, count, from, to)
-          expectSameBits(memory().slice(dst, dst + outBytes), expected, bitsOf(to) / 8, `${name}, ${count} elements`)
-          // Nothing outside the output and the input was written.
-          const lowest = Math.min(src, dst)
-          const highest = Math.max(src + inBytes, dst + outBytes)
-          expect(memory().subarray(core.heapBase, lowest).every((b) => b === 0xa5), `${name}: bytes below`).toBe(true)
-          expect(memory().subarray(highest, core.heapBase + 2 * region + 128).every((b) => b === 0xa5), `${name}: bytes above`).toBe(true)
+          expectSameBits(memory.slice(dst, dst + outBytes), expected, bitsOf(to) / 8, `${name}, ${count} elements`)
+          const stray = memory.findIndex((b, i) => i >= core.heapBase && b !== image[i])
+          expect(stray, `${name}, ${count} elements: first byte written outside the output`).toBe(-1)
         }
       }
     })
