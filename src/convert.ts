@@ -136,11 +136,8 @@ export function convert(data: Uint8Array | TypedArray, from: DType, to: DType, o
     convertInPlace(core, input, kernel, count, outBytes)
     return new natural(core.memory.buffer, core.heapBase, outLength)
   }
-  const core = sharedCore()
-  reserveMemory(core, core.heapBase + Math.max(input.byteLength, outBytes))
-  convertInPlace(core, input, kernel, count, outBytes)
   const result = out ?? new natural(outLength)
-  new Uint8Array(result.buffer, result.byteOffset, outBytes).set(new Uint8Array(core.memory.buffer, core.heapBase, outBytes))
+  convertInChunks(input, from, to, kernel, count, new Uint8Array(result.buffer, result.byteOffset, outBytes))
   return result
 }
 
@@ -150,6 +147,25 @@ function convertInPlace(core: Core, input: Uint8Array, kernel: KernelName, count
   const src = dst + Math.max(0, outBytes - input.byteLength)
   new Uint8Array(core.memory.buffer).set(input, src)
   core.exports[kernel](src, dst, count)
+}
+
+/**
+ * Elements per round trip through the shared core: small enough that the copy in, the kernel and the
+ * copy out all stay in cache (a whole-array copy in and out would each cost a pass over memory), and a
+ * multiple of 4 so that F4 and F6 chunks are whole bytes.
+ */
+const CHUNK_ELEMENTS = 1 << 15
+
+function convertInChunks(input: Uint8Array, from: DType, to: DType, kernel: KernelName, count: number, output: Uint8Array): void {
+  const core = sharedCore()
+  const chunk = Math.min(count, CHUNK_ELEMENTS)
+  reserveMemory(core, core.heapBase + Math.max(byteLengthOf(from, chunk), byteLengthOf(to, chunk)))
+  for (let first = 0; first < count; first += chunk) {
+    const n = Math.min(chunk, count - first)
+    const outBytes = byteLengthOf(to, n)
+    convertInPlace(core, input.subarray(byteLengthOf(from, first), byteLengthOf(from, first + n)), kernel, n, outBytes)
+    output.set(new Uint8Array(core.memory.buffer, core.heapBase, outBytes), byteLengthOf(to, first))
+  }
 }
 
 /** Bytes swapped per kernel call: bounds the shared core's growth on huge inputs. */
