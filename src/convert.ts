@@ -37,11 +37,13 @@ const FROM_F32: Partial<Record<DType, KernelName>> = {
 }
 
 /**
- * Outputs of at least this many bytes get a wasm instance of their own and are returned as a view of
- * its memory; smaller ones are converted in the shared core and copied out. Below it, creating an
- * instance costs more than the copy it saves (measured with bench/convert.js, see docs/memory-model.md).
+ * Widening conversions with outputs of at least this many bytes get a wasm instance of their own and
+ * return a view of its memory; everything else goes through the shared core in chunks and is copied
+ * out. Measured with Node 20 on Linux (docs/memory-model.md): the chunked copy out stays in cache, so the
+ * dedicated instance, whose fresh memory costs the same page faults as a fresh array plus ~80 us to
+ * create, is slower below 32 MiB and even above.
  */
-export const DEDICATED_MIN_BYTES = 1 << 20
+export const DEDICATED_MIN_BYTES = 32 << 20
 
 /** Elements the packed dtypes need whole: F4 packs 2 a byte, F6 4 in 3 bytes. */
 function packingOf(dtype: DType): { elements: number; bytes: number } {
@@ -130,9 +132,10 @@ export function convert(data: Uint8Array | TypedArray, from: DType, to: DType, o
     new Uint8Array(copy.buffer, copy.byteOffset, outBytes).set(input)
     return copy
   }
-  if (out === undefined && outBytes >= DEDICATED_MIN_BYTES) {
+  // Only widening: a narrowing result would keep the whole input-sized memory alive behind it.
+  if (out === undefined && outBytes >= DEDICATED_MIN_BYTES && outBytes >= input.byteLength) {
     // Sized once and never grown, so the view handed out is never detached.
-    const core = instantiate(Math.max(input.byteLength, outBytes), false)
+    const core = instantiate(outBytes, false)
     convertInPlace(core, input, kernel, count, outBytes)
     return new natural(core.memory.buffer, core.heapBase, outLength)
   }

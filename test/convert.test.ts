@@ -293,6 +293,11 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
       }
     })
 
+    test.each(PAIRS)('%s -> %s: an input spanning several chunks of the shared core', (from, to) => {
+      const count = Math.ceil(100_001 / elementStep(from)) * elementStep(from)
+      checkConvert(from, to, randomBytes(byteLengthOf(from, count), 99), `${count} elements`)
+    })
+
     test('zero-length input gives an empty natural array', () => {
       expect(convert(new Uint8Array(0), 'BF16', 'F32')).toEqual(new Float32Array(0))
       expect(convert(new Float32Array(0), 'F32', 'F16')).toEqual(new Uint16Array(0))
@@ -359,22 +364,31 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
       expect(() => convert(Uint16Array.of(1, 2), 'BF16', 'F32', new Uint32Array(2))).toThrow(RangeError)
     })
 
-    test('large results are views of their own memory that later work never detaches', () => {
-      const count = DEDICATED_MIN_BYTES / 4 + 5
-      const input = randomBytes(count * 2, 5)
+    test('large widening results are views of their own memory that later work never detaches', () => {
+      // Every F16/BF16 pattern, repeated past the threshold: the expected output is the reference tiled.
+      const repeats = Math.ceil(DEDICATED_MIN_BYTES / (65536 * 4))
+      const codes = everyCode(16)
+      const input = new Uint8Array(codes.length * repeats)
+      for (let r = 0; r < repeats; r++) input.set(codes, r * codes.length)
       const first = convert(input, 'F16', 'F32')
       const second = convert(input, 'BF16', 'F32')
       expect(first.buffer).not.toBe(second.buffer)
       expect(first.buffer).not.toBe(sharedCore().memory.buffer)
-      const expectedFirst = referenceConvert('F16', 'F32', input)
       // Grow the shared core well past its size: a view of it would be detached now.
       reserveMemory(sharedCore(), sharedCore().memory.buffer.byteLength + (64 << 20))
       convert(randomBytes(1 << 16, 2), 'BF16', 'F32')
-      expect(first.length).toBe(count)
-      expectSameBits(bytesOf(first), expectedFirst, 4, 'large F16 -> F32 after growth')
-      expectSameBits(bytesOf(second), referenceConvert('BF16', 'F32', input), 4, 'large BF16 -> F32')
-      const narrowed = convert(new Float32Array(count).fill(1.5), 'F32', 'BF16')
+      expect(first.length).toBe(65536 * repeats)
+      for (const [name, result] of [['F16', first], ['BF16', second]] as const) {
+        const expected = referenceConvert(name, 'F32', codes)
+        const bytes = bytesOf(result)
+        for (let r = 0; r < repeats; r++) expectSameBits(bytes.subarray(r * expected.length, (r + 1) * expected.length), expected, 4, `${name} copy ${r}`)
+      }
+    })
+
+    test('large narrowing results are plain arrays of exactly their size', () => {
+      const narrowed = convert(new Float32Array(DEDICATED_MIN_BYTES / 4).fill(1.5), 'F32', 'BF16')
       expect(narrowed).toBeInstanceOf(Uint16Array)
+      expect(narrowed.buffer.byteLength).toBe(narrowed.byteLength)
       expect(narrowed.every((v) => v === 0x3fc0)).toBe(true)
     })
   })
