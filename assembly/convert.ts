@@ -47,22 +47,35 @@ const SIGN: u32 = 0x80000000;
   return bits | (((code >> width) & 1) << 31);
 }
 
+// Exponent bits, mantissa bits and bias of the sign-exponent-mantissa kinds (not F8_E8M0), and of F16.
+const F16: u32 = 11;
+@inline function expBitsOf(kind: u32): u32 {
+  return kind == F8_E4M3 || kind == F8_E4M3FNUZ ? 4 : kind == F8_E5M2 || kind == F8_E5M2FNUZ || kind == F16 ? 5 : kind == F6_E3M2 ? 3 : 2;
+}
+@inline function mantBitsOf(kind: u32): u32 {
+  return kind == F16 ? 10 : kind == F8_E4M3 || kind == F8_E4M3FNUZ || kind == F6_E2M3 ? 3 : kind == F4_E2M1 ? 1 : 2;
+}
+@inline function biasOf(kind: u32): u32 {
+  return kind == F8_E4M3 ? 7 : kind == F8_E5M2 || kind == F16 ? 15 : kind == F8_E4M3FNUZ ? 8 : kind == F8_E5M2FNUZ ? 16 : kind == F6_E3M2 ? 3 : 1;
+}
+
+@inline function finiteBits(kind: u32, code: u32): u32 {
+  return scaledFloatBits(code, expBitsOf(kind), mantBitsOf(kind), biasOf(kind));
+}
+
 // F32 bits of one byte code of the given kind.
 @inline function byteCodeBits(kind: u32, code: u32): u32 {
   let sign = (code & 0x80) << 24;
-  if (kind == F8_E4M3) return (code & 0x7f) == 0x7f ? sign | QUIET_NAN : scaledFloatBits(code, 4, 3, 7);
+  if (kind == F8_E4M3) return (code & 0x7f) == 0x7f ? sign | QUIET_NAN : finiteBits(kind, code);
   if (kind == F8_E5M2) {
     let magnitude = code & 0x7f;
     if (magnitude >= 0x7c) return sign | (magnitude == 0x7c ? F32_INFINITY : QUIET_NAN);
-    return scaledFloatBits(code, 5, 2, 15);
+    return finiteBits(kind, code);
   }
-  if (kind == F8_E4M3FNUZ) return code == 0x80 ? sign | QUIET_NAN : scaledFloatBits(code, 4, 3, 8);
-  if (kind == F8_E5M2FNUZ) return code == 0x80 ? sign | QUIET_NAN : scaledFloatBits(code, 5, 2, 16);
+  if (kind == F8_E4M3FNUZ || kind == F8_E5M2FNUZ) return code == 0x80 ? sign | QUIET_NAN : finiteBits(kind, code);
   // 2^(code - 127): code 0 is the f32 subnormal 2^-127, 255 is NaN.
   if (kind == F8_E8M0) return code == 0xff ? QUIET_NAN : code == 0 ? 0x00400000 : code << 23;
-  if (kind == F4_E2M1) return scaledFloatBits(code, 2, 1, 1);
-  if (kind == F6_E2M3) return scaledFloatBits(code, 2, 3, 1);
-  if (kind == F6_E3M2) return scaledFloatBits(code, 3, 2, 3);
+  if (kind == F4_E2M1 || kind == F6_E2M3 || kind == F6_E3M2) return finiteBits(kind, code);
   if (kind == U8) return reinterpret<u32>(<f32>code);
   if (kind == I8) return reinterpret<u32>(<f32><i8>code);
   return code != 0 ? 0x3f800000 : 0; // BOOL: any non-zero byte is true
@@ -72,7 +85,7 @@ const SIGN: u32 = 0x80000000;
   let magnitude = h & 0x7fff;
   // Infinity and NaN: all exponent bits set, the payload moved up as is.
   if (magnitude >= 0x7c00) return ((h & 0x8000) << 16) | F32_INFINITY | (magnitude << 13);
-  return scaledFloatBits(h, 5, 10, 15);
+  return finiteBits(F16, h);
 }
 
 @inline function toF16Bits(x: u32): u32 {
@@ -95,49 +108,91 @@ const SIGN: u32 = 0x80000000;
 
 // ---- Vector element conversions: the same rules as above, four lanes at a time ----
 
-@inline function scaledFloatBitsX4(codes: v128, expBits: u32, mantBits: u32, bias: u32): v128 {
-  let width = expBits + mantBits;
-  let shifted = i32x4.shl(v128.and(codes, i32x4.splat((1 << width) - 1)), 23 - mantBits);
-  let rebias = (127 - bias) << 23;
-  let normal = i32x4.add(shifted, i32x4.splat(rebias));
-  let subnormal = f32x4.sub(i32x4.add(normal, i32x4.splat(1 << 23)), f32x4.splat(reinterpret<f32>(rebias + (1 << 23))));
-  let magnitude = v128.bitselect(subnormal, normal, i32x4.lt_s(shifted, i32x4.splat(1 << 23)));
+// V8 rebuilds a v128 constant at each use inside a loop (three instructions; it does not hoist them), and
+// binaryen folds constants kept in locals back into their uses. So the vector loops read their constants
+// from SPLATS, which each kernel fills before its loop: a load from a fixed address is one instruction,
+// often folded into the operation (measured on 16M elements: F16 -> F32 11.2 ms -> 8.1 ms).
+const SPLATS = memory.data(12 << 4, 16);
+
+@inline function splat(slot: u32): v128 {
+  return v128.load(SPLATS + (<usize>slot << 4));
+}
+
+@inline function setSplat(slot: u32, value: u32): void {
+  v128.store(SPLATS + (<usize>slot << 4), i32x4.splat(value));
+}
+
+// Slots of the minifloat and F16 decoders.
+const K_MAGNITUDE: u32 = 0; // (1 << width) - 1
+const K_REBIAS: u32 = 1; // (127 - bias) << 23
+const K_IMPLICIT_ONE: u32 = 2; // 1 << 23
+const K_SUBNORMAL_BASE: u32 = 3; // the F32 2^(1 - bias)
+const K_QUIET_NAN: u32 = 4;
+const K_INFINITY: u32 = 5;
+const K_A: u32 = 6; // kind-specific, see prepareByteCodes
+const K_B: u32 = 7;
+
+@inline function prepareScaledFloat(kind: u32): void {
+  let rebias = (127 - biasOf(kind)) << 23;
+  setSplat(K_MAGNITUDE, (1 << (expBitsOf(kind) + mantBitsOf(kind))) - 1);
+  setSplat(K_REBIAS, rebias);
+  setSplat(K_IMPLICIT_ONE, 1 << 23);
+  setSplat(K_SUBNORMAL_BASE, rebias + (1 << 23));
+}
+
+@inline function scaledFloatBitsX4(kind: u32, codes: v128): v128 {
+  let width = expBitsOf(kind) + mantBitsOf(kind);
+  let shifted = i32x4.shl(v128.and(codes, splat(K_MAGNITUDE)), 23 - mantBitsOf(kind));
+  let normal = i32x4.add(shifted, splat(K_REBIAS));
+  let subnormal = f32x4.sub(i32x4.add(normal, splat(K_IMPLICIT_ONE)), splat(K_SUBNORMAL_BASE));
+  let magnitude = v128.bitselect(subnormal, normal, i32x4.lt_s(shifted, splat(K_IMPLICIT_ONE)));
   return v128.or(magnitude, i32x4.shl(i32x4.shr_u(codes, width), 31));
 }
 
 // Lanes of `x` where `mask` is set get the quiet NaN with the sign bit of `code` (bit 7).
 @inline function nanWhereX4(x: v128, codes: v128, mask: v128): v128 {
-  let nan = v128.or(i32x4.shl(i32x4.shr_u(codes, 7), 31), i32x4.splat(QUIET_NAN));
+  let nan = v128.or(i32x4.shl(i32x4.shr_u(codes, 7), 31), splat(K_QUIET_NAN));
   return v128.bitselect(nan, x, mask);
+}
+
+@inline function prepareByteCodes(kind: u32): void {
+  if (kind <= F6_E3M2 && kind != F8_E8M0) prepareScaledFloat(kind);
+  setSplat(K_QUIET_NAN, QUIET_NAN);
+  setSplat(K_INFINITY, F32_INFINITY);
+  if (kind == F8_E4M3 || kind == F8_E5M2) setSplat(K_A, 0x7f);
+  if (kind == F8_E5M2) setSplat(K_B, 0x7c);
+  if (kind == F8_E4M3FNUZ || kind == F8_E5M2FNUZ) setSplat(K_A, 0x80);
+  if (kind == F8_E8M0) {
+    setSplat(K_A, 0xff);
+    setSplat(K_B, 0x00400000);
+  }
+  if (kind == BOOL) setSplat(K_A, 0x3f800000);
 }
 
 // F32 bits of four byte codes (zero-extended into i32 lanes) of the given kind.
 @inline function byteCodeBitsX4(kind: u32, codes: v128): v128 {
   if (kind == F8_E4M3) {
-    let isNaN = i32x4.eq(v128.and(codes, i32x4.splat(0x7f)), i32x4.splat(0x7f));
-    return nanWhereX4(scaledFloatBitsX4(codes, 4, 3, 7), codes, isNaN);
+    let isNaN = i32x4.eq(v128.and(codes, splat(K_A)), splat(K_A));
+    return nanWhereX4(scaledFloatBitsX4(kind, codes), codes, isNaN);
   }
   if (kind == F8_E5M2) {
-    let magnitude = v128.and(codes, i32x4.splat(0x7f));
-    let finite = scaledFloatBitsX4(codes, 5, 2, 15);
+    let magnitude = v128.and(codes, splat(K_A));
     let sign = i32x4.shl(i32x4.shr_u(codes, 7), 31);
-    let withInfinity = v128.bitselect(v128.or(sign, i32x4.splat(F32_INFINITY)), finite, i32x4.eq(magnitude, i32x4.splat(0x7c)));
-    return nanWhereX4(withInfinity, codes, i32x4.gt_s(magnitude, i32x4.splat(0x7c)));
+    let infinity = v128.or(sign, splat(K_INFINITY));
+    let withInfinity = v128.bitselect(infinity, scaledFloatBitsX4(kind, codes), i32x4.eq(magnitude, splat(K_B)));
+    return nanWhereX4(withInfinity, codes, i32x4.gt_s(magnitude, splat(K_B)));
   }
   if (kind == F8_E4M3FNUZ || kind == F8_E5M2FNUZ) {
-    let finite = kind == F8_E4M3FNUZ ? scaledFloatBitsX4(codes, 4, 3, 8) : scaledFloatBitsX4(codes, 5, 2, 16);
-    return nanWhereX4(finite, codes, i32x4.eq(codes, i32x4.splat(0x80)));
+    return nanWhereX4(scaledFloatBitsX4(kind, codes), codes, i32x4.eq(codes, splat(K_A)));
   }
   if (kind == F8_E8M0) {
-    let power = v128.bitselect(i32x4.splat(0x00400000), i32x4.shl(codes, 23), i32x4.eq(codes, i32x4.splat(0)));
-    return v128.bitselect(i32x4.splat(QUIET_NAN), power, i32x4.eq(codes, i32x4.splat(0xff)));
+    let power = v128.bitselect(splat(K_B), i32x4.shl(codes, 23), i32x4.eq(codes, i32x4.splat(0)));
+    return v128.bitselect(splat(K_QUIET_NAN), power, i32x4.eq(codes, splat(K_A)));
   }
-  if (kind == F4_E2M1) return scaledFloatBitsX4(codes, 2, 1, 1);
-  if (kind == F6_E2M3) return scaledFloatBitsX4(codes, 2, 3, 1);
-  if (kind == F6_E3M2) return scaledFloatBitsX4(codes, 3, 2, 3);
+  if (kind == F4_E2M1 || kind == F6_E2M3 || kind == F6_E3M2) return scaledFloatBitsX4(kind, codes);
   if (kind == U8) return f32x4.convert_i32x4_u(codes);
   if (kind == I8) return f32x4.convert_i32x4_s(i32x4.shr_s(i32x4.shl(codes, 24), 24));
-  return v128.and(i32x4.ne(codes, i32x4.splat(0)), f32x4.splat(1.0)); // BOOL
+  return v128.and(i32x4.ne(codes, i32x4.splat(0)), splat(K_A)); // BOOL: 1.0 where non-zero
 }
 
 // Converts 16 byte codes and stores the 16 F32 results at dst.
@@ -150,33 +205,79 @@ const SIGN: u32 = 0x80000000;
   v128.store(dst, byteCodeBitsX4(kind, i32x4.extend_high_i16x8_u(high)), 48);
 }
 
+@inline function prepareF16(): void {
+  prepareScaledFloat(F16);
+  setSplat(K_A, 0x7bff);
+  setSplat(K_INFINITY, F32_INFINITY);
+}
+
 @inline function f16BitsX4(h: v128): v128 {
   // Exponent 31 (infinity, NaN) comes out of the rebias as 143: OR-ing in all exponent bits makes it 255
   // and keeps the payload.
-  let isInfinityOrNaN = i32x4.gt_s(v128.and(h, i32x4.splat(0x7fff)), i32x4.splat(0x7bff));
-  return v128.or(scaledFloatBitsX4(h, 5, 10, 15), v128.and(isInfinityOrNaN, i32x4.splat(F32_INFINITY)));
+  let isInfinityOrNaN = i32x4.gt_s(v128.and(h, splat(K_MAGNITUDE)), splat(K_A));
+  return v128.or(scaledFloatBitsX4(F16, h), v128.and(isInfinityOrNaN, splat(K_INFINITY)));
+}
+
+// Slots of the F32 -> F16 encoder.
+const H_SIGN: u32 = 0;
+const H_ABS: u32 = 1;
+const H_ROUNDING: u32 = 2; // 0xfff minus the rebias (127 -> 15) of the exponent
+const H_ONE: u32 = 3;
+const H_INFINITY: u32 = 4; // F16 0x7c00
+const H_HALF: u32 = 5; // the F32 0.5, whose bits 0x3f000000 are also what the subnormal trick subtracts
+const H_BELOW_NORMAL: u32 = 6; // the F32 bits just below 2^-14
+const F32_INFINITY_SLOT: u32 = 7;
+const H_QUIET: u32 = 8;
+const H_PAYLOAD: u32 = 9;
+
+@inline function prepareToF16(): void {
+  setSplat(H_SIGN, SIGN);
+  setSplat(H_ABS, 0x7fffffff);
+  setSplat(H_ROUNDING, 0xfff - 0x38000000);
+  setSplat(H_ONE, 1);
+  setSplat(H_INFINITY, 0x7c00);
+  setSplat(H_HALF, 0x3f000000);
+  setSplat(H_BELOW_NORMAL, 0x387fffff);
+  setSplat(F32_INFINITY_SLOT, F32_INFINITY);
+  setSplat(H_QUIET, 0x200);
+  setSplat(H_PAYLOAD, 0x3ff);
 }
 
 @inline function toF16BitsX4(x: v128): v128 {
-  let sign = i32x4.shr_u(v128.and(x, i32x4.splat(SIGN)), 16);
-  let magnitude = v128.and(x, i32x4.splat(0x7fffffff));
+  let sign = i32x4.shr_u(v128.and(x, splat(H_SIGN)), 16);
+  let magnitude = v128.and(x, splat(H_ABS));
   let dropped = i32x4.shr_u(magnitude, 13);
   // Normal path as in toF16Bits; the unsigned min turns every overflow (and infinity, NaN) into 0x7c00.
-  let rounded = i32x4.add(magnitude, i32x4.add(i32x4.splat(0xfff - 0x38000000), v128.and(dropped, i32x4.splat(1))));
-  let normal = i32x4.min_u(i32x4.shr_u(rounded, 13), i32x4.splat(0x7c00));
-  let subnormal = i32x4.sub(f32x4.add(magnitude, f32x4.splat(0.5)), i32x4.splat(0x3f000000));
-  let result = v128.bitselect(normal, subnormal, i32x4.gt_s(magnitude, i32x4.splat(0x387fffff)));
+  let rounded = i32x4.add(magnitude, i32x4.add(splat(H_ROUNDING), v128.and(dropped, splat(H_ONE))));
+  let normal = i32x4.min_u(i32x4.shr_u(rounded, 13), splat(H_INFINITY));
+  let subnormal = i32x4.sub(f32x4.add(magnitude, splat(H_HALF)), splat(H_HALF));
+  let result = v128.bitselect(normal, subnormal, i32x4.gt_s(magnitude, splat(H_BELOW_NORMAL)));
   // NaN: 0x7c00 | quiet bit | top payload bits.
-  let isNaN = i32x4.gt_s(magnitude, i32x4.splat(F32_INFINITY));
-  let nanBits = v128.and(isNaN, v128.or(i32x4.splat(0x200), v128.and(dropped, i32x4.splat(0x3ff))));
+  let isNaN = i32x4.gt_s(magnitude, splat(F32_INFINITY_SLOT));
+  let nanBits = v128.and(isNaN, v128.or(splat(H_QUIET), v128.and(dropped, splat(H_PAYLOAD))));
   return v128.or(v128.or(result, nanBits), sign);
+}
+
+// Slots of the F32 -> BF16 encoder.
+const B_ROUNDING: u32 = 0;
+const B_ONE: u32 = 1;
+const B_ABS: u32 = 2;
+const B_INFINITY: u32 = 3;
+const B_QUIET: u32 = 4;
+
+@inline function prepareToBf16(): void {
+  setSplat(B_ROUNDING, 0x7fff);
+  setSplat(B_ONE, 1);
+  setSplat(B_ABS, 0x7fffffff);
+  setSplat(B_INFINITY, F32_INFINITY);
+  setSplat(B_QUIET, 0x00400000);
 }
 
 // The BF16 result in the high half of each lane (the caller keeps only the high halves).
 @inline function toBf16HighX4(x: v128): v128 {
-  let rounded = i32x4.add(x, i32x4.add(i32x4.splat(0x7fff), v128.and(i32x4.shr_u(x, 16), i32x4.splat(1))));
-  let isNaN = i32x4.gt_s(v128.and(x, i32x4.splat(0x7fffffff)), i32x4.splat(F32_INFINITY));
-  return v128.bitselect(v128.or(x, i32x4.splat(0x00400000)), rounded, isNaN);
+  let rounded = i32x4.add(x, i32x4.add(splat(B_ROUNDING), v128.and(i32x4.shr_u(x, 16), splat(B_ONE))));
+  let isNaN = i32x4.gt_s(v128.and(x, splat(B_ABS)), splat(B_INFINITY));
+  return v128.bitselect(v128.or(x, splat(B_QUIET)), rounded, isNaN);
 }
 
 // ---- Kernels ----
@@ -203,6 +304,7 @@ let tablesFilled: u32 = 0;
 @inline function byteCodesToF32(kind: u32, src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
   if (ASC_FEATURE_SIMD) {
+    prepareByteCodes(kind);
     for (; i + 16 <= count; i += 16) storeByteCodes16(kind, v128.load(src + i), dst + (i << 2));
   }
   let table = kind <= F6_E3M2 ? tableOf(kind) : 0;
@@ -245,6 +347,7 @@ export function boolToF32(src: usize, dst: usize, count: usize): void {
 export function f4ToF32(src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
   if (ASC_FEATURE_SIMD) {
+    prepareByteCodes(F4_E2M1);
     for (; i + 16 <= count; i += 16) {
       let packed = v128.load64_zero(src + (i >> 1));
       let low = v128.and(packed, i8x16.splat(0x0f));
@@ -267,6 +370,7 @@ export function f4ToF32(src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
   if (ASC_FEATURE_SIMD) {
     // 12 bytes (four groups) give 16 codes; the 16-byte load must stay inside the input.
+    prepareByteCodes(kind);
     let inputBytes = (count >> 2) * 3;
     for (; (i >> 2) * 3 + 16 <= inputBytes; i += 16) {
       let packed = v128.load(src + (i >> 2) * 3);
@@ -317,6 +421,7 @@ export function bf16ToF32(src: usize, dst: usize, count: usize): void {
 export function f16ToF32(src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
   if (ASC_FEATURE_SIMD) {
+    prepareF16();
     for (; i + 8 <= count; i += 8) {
       let bits = v128.load(src + (i << 1));
       v128.store(dst + (i << 2), f16BitsX4(i32x4.extend_low_i16x8_u(bits)));
@@ -407,6 +512,7 @@ export function f64ToF32(src: usize, dst: usize, count: usize): void {
 export function f32ToF16(src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
   if (ASC_FEATURE_SIMD) {
+    prepareToF16();
     for (; i + 8 <= count; i += 8) {
       let low = toF16BitsX4(v128.load(src + (i << 2)));
       let high = toF16BitsX4(v128.load(src + (i << 2), 16));
@@ -419,6 +525,7 @@ export function f32ToF16(src: usize, dst: usize, count: usize): void {
 export function f32ToBf16(src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
   if (ASC_FEATURE_SIMD) {
+    prepareToBf16();
     for (; i + 8 <= count; i += 8) {
       let low = toBf16HighX4(v128.load(src + (i << 2)));
       let high = toBf16HighX4(v128.load(src + (i << 2), 16));

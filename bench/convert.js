@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
 import { convert } from '../dist/index.js'
 
-const RUNS = 7
+const RUNS = 9
 
 function median(values) {
   const sorted = [...values].sort((a, b) => a - b)
@@ -154,7 +154,9 @@ export function run({ elements = 16 << 20, log = console.log } = {}) {
     const memcpyMs = k.outBytes === 4 * n ? memcpy32 : memcpy16
     row(`kernel ${k.name} in wasm memory`, ms, k.outBytes, memcpyMs)
     if (k.name === 'bf16ToF32' || k.name === 'f16ToF32' || k.name === 'f32ToBf16') {
-      verdicts.push(`kernel ${k.name}: ${(memcpyMs / ms).toFixed(2)}x memcpy; target 0.7x`)
+      // A narrowing kernel reads twice what it writes: memcpy of its input size is the like-for-like bound.
+      const inputMemcpy = k.inBytes > k.outBytes ? `, ${(memcpy32 / ms).toFixed(2)}x memcpy of its input size` : ''
+      verdicts.push(`kernel ${k.name}: ${(memcpyMs / ms).toFixed(2)}x memcpy of its output size${inputMemcpy}; target 0.7x`)
     }
   }
 

@@ -112,9 +112,13 @@ function bytesOf(data: Uint8Array | TypedArray, dtype: DType): Uint8Array {
 /**
  * Converts `data` (raw little-endian bytes, or the natural TypedArray of `from`) to the natural
  * TypedArray of `to`: Float32Array for F32, Uint16Array of bits for F16 and BF16. Identity returns a
- * copy. With `out` (the natural array of `to`, exactly as long as the result), the result is written
- * there. Large results without `out` are views over a wasm memory of their own that never grows.
+ * copy. With `out` (the natural array of `to`, exactly as long as the result, not overlapping `data`),
+ * the result is written there. Large widening results without `out` are views over a wasm memory of
+ * their own that never grows (docs/memory-model.md).
  */
+export function convert(data: Uint8Array | TypedArray, from: DType, to: 'F32', out?: Float32Array): Float32Array
+export function convert(data: Uint8Array | TypedArray, from: DType, to: 'F16' | 'BF16', out?: Uint16Array): Uint16Array
+export function convert(data: Uint8Array | TypedArray, from: DType, to: DType, out?: TypedArray): TypedArray
 export function convert(data: Uint8Array | TypedArray, from: DType, to: DType, out?: TypedArray): TypedArray {
   checkDType(from, 'source')
   checkDType(to, 'target')
