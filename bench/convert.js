@@ -99,6 +99,8 @@ export function run({ elements = 16 << 20, log = console.log } = {}) {
 
   row('memcpy (set) 4-byte output', memcpy32, 4 * n, memcpy32)
   row('memcpy (set) 2-byte output', memcpy16, 2 * n, memcpy16)
+  // What any fresh result costs before a single element is converted: first-touch page faults.
+  row('new Float32Array + fill (fresh-result floor)', time(() => new Float32Array(n).fill(1)), 4 * n, memcpy32)
 
   // Through the public API, against the JS loops: both with a fresh result (what a function returning
   // an array does) and with a preallocated one (`out`).
