@@ -1,0 +1,573 @@
+// Conversion kernels: every SafeTensors number format to F32, F32 to F16 and BF16, byte swaps.
+//
+// Each export takes (src, dst, count): pointers into linear memory and an element count. Nothing is
+// allocated. The SIMD build and the scalar build compile from this one source: the vector loops sit in
+// `if (ASC_FEATURE_SIMD)` blocks and leave the remaining elements to the scalar loop after them.
+//
+// In-place contract (src/convert.ts and docs/memory-model.md rely on it): every kernel walks the
+// elements front to back and loads a block's input before it stores that block's output. That makes a
+// kernel correct on overlapping buffers laid out as JS lays them out: when the output is wider than the
+// input, the input sits at the end of the output region (src = dst + outBytes - inBytes), so each store
+// lands on input already read; when it is narrower or as wide, src = dst. A vector load may read input
+// bytes beyond its block (never beyond the input's end): that is harmless, reads change nothing.
+//
+// NaN rules (docs/formats.md): widening BF16/F16 keeps every bit of the payload (a lossless bit
+// extension); F8, F64 NaNs become the quiet NaN 0x7FC00000 with the source's sign bit; narrowing
+// to F16/BF16 keeps the sign and the top payload bits and sets the quiet bit, so a NaN stays a NaN.
+
+// Kinds of one-byte codes: F8 formats, the unpacked F4/F6 codes, and the 8-bit integers.
+const F8_E4M3: u32 = 0;
+const F8_E5M2: u32 = 1;
+const F8_E4M3FNUZ: u32 = 2;
+const F8_E5M2FNUZ: u32 = 3;
+const F8_E8M0: u32 = 4;
+const F4_E2M1: u32 = 5;
+const F6_E2M3: u32 = 6;
+const F6_E3M2: u32 = 7;
+const U8: u32 = 8;
+const I8: u32 = 9;
+const BOOL: u32 = 10;
+// Not a byte code, but F16 shares the minifloat decoder and its parameters.
+const F16: u32 = 11;
+
+const QUIET_NAN: u32 = 0x7fc00000;
+const F32_INFINITY: u32 = 0x7f800000;
+const SIGN: u32 = 0x80000000;
+
+// ---- Scalar element conversions (the scalar build's loops and every build's tail) ----
+
+// The f32 bits of a finite sign-exponent-mantissa code. Its magnitude shifted into the f32 layout has
+// the right mantissa; a normal code then needs only its exponent rebiased (an integer add). A subnormal
+// code is rebuilt as 2^(1-bias) * (1 + m) minus 2^(1-bias), an exact FP subtraction of normal numbers:
+// arithmetic on subnormal operands would be exact too, but costs a microcode assist on x86
+// (measured: F16 -> F32 and F8 -> F32 were 3 to 4 times slower).
+@inline function scaledFloatBits(code: u32, expBits: u32, mantBits: u32, bias: u32): u32 {
+  let width = expBits + mantBits;
+  let shifted = (code & ((1 << width) - 1)) << (23 - mantBits);
+  let rebias = (127 - bias) << 23;
+  let bits = shifted + rebias;
+  if (shifted < 1 << 23) bits = reinterpret<u32>(reinterpret<f32>(bits + (1 << 23)) - reinterpret<f32>(rebias + (1 << 23)));
+  return bits | (((code >> width) & 1) << 31);
+}
+
+// Exponent bits, mantissa bits and bias of the sign-exponent-mantissa kinds (not F8_E8M0), and of F16.
+@inline function expBitsOf(kind: u32): u32 {
+  return kind == F8_E4M3 || kind == F8_E4M3FNUZ ? 4 : kind == F8_E5M2 || kind == F8_E5M2FNUZ || kind == F16 ? 5 : kind == F6_E3M2 ? 3 : 2;
+}
+@inline function mantBitsOf(kind: u32): u32 {
+  return kind == F16 ? 10 : kind == F8_E4M3 || kind == F8_E4M3FNUZ || kind == F6_E2M3 ? 3 : kind == F4_E2M1 ? 1 : 2;
+}
+@inline function biasOf(kind: u32): u32 {
+  return kind == F8_E4M3 ? 7 : kind == F8_E5M2 || kind == F16 ? 15 : kind == F8_E4M3FNUZ ? 8 : kind == F8_E5M2FNUZ ? 16 : kind == F6_E3M2 ? 3 : 1;
+}
+
+@inline function finiteBits(kind: u32, code: u32): u32 {
+  return scaledFloatBits(code, expBitsOf(kind), mantBitsOf(kind), biasOf(kind));
+}
+
+// F32 bits of one byte code of the given kind.
+@inline function byteCodeBits(kind: u32, code: u32): u32 {
+  let sign = (code & 0x80) << 24;
+  if (kind == F8_E4M3) return (code & 0x7f) == 0x7f ? sign | QUIET_NAN : finiteBits(kind, code);
+  if (kind == F8_E5M2) {
+    let magnitude = code & 0x7f;
+    if (magnitude >= 0x7c) return sign | (magnitude == 0x7c ? F32_INFINITY : QUIET_NAN);
+    return finiteBits(kind, code);
+  }
+  if (kind == F8_E4M3FNUZ || kind == F8_E5M2FNUZ) return code == 0x80 ? sign | QUIET_NAN : finiteBits(kind, code);
+  // 2^(code - 127): code 0 is the f32 subnormal 2^-127, 255 is NaN.
+  if (kind == F8_E8M0) return code == 0xff ? QUIET_NAN : code == 0 ? 0x00400000 : code << 23;
+  if (kind == F4_E2M1 || kind == F6_E2M3 || kind == F6_E3M2) return finiteBits(kind, code);
+  if (kind == U8) return reinterpret<u32>(<f32>code);
+  if (kind == I8) return reinterpret<u32>(<f32><i8>code);
+  return code != 0 ? 0x3f800000 : 0; // BOOL: any non-zero byte is true
+}
+
+@inline function f16Bits(h: u32): u32 {
+  let magnitude = h & 0x7fff;
+  // Infinity and NaN: all exponent bits set, the payload moved up as is.
+  if (magnitude >= 0x7c00) return ((h & 0x8000) << 16) | F32_INFINITY | (magnitude << 13);
+  return finiteBits(F16, h);
+}
+
+@inline function toF16Bits(x: u32): u32 {
+  let sign = (x >> 16) & 0x8000;
+  let magnitude = x & 0x7fffffff;
+  if (magnitude > F32_INFINITY) return sign | 0x7e00 | ((magnitude >> 13) & 0x3ff);
+  // 65520 is halfway between 65504, the largest F16, and 65536: ties to even round it up, to infinity.
+  if (magnitude >= 0x477ff000) return sign | 0x7c00;
+  // Normal F16 (at least 2^-14): rebias the exponent (127 -> 15), round the 13 dropped bits to even.
+  if (magnitude >= 0x38800000) return sign | ((magnitude - 0x38000000 + 0xfff + ((magnitude >> 13) & 1)) >> 13);
+  // Subnormal F16: adding 0.5, whose ulp is 2^-24 (the F16 subnormal step), makes the FPU round to even.
+  return sign | (reinterpret<u32>(reinterpret<f32>(magnitude) + 0.5) - 0x3f000000);
+}
+
+@inline function toBf16Bits(x: u32): u32 {
+  if ((x & 0x7fffffff) > F32_INFINITY) return (x >> 16) | 0x40;
+  // Round the 16 dropped bits to even; a carry into the exponent is the right result, up to infinity.
+  return (x + 0x7fff + ((x >> 16) & 1)) >> 16;
+}
+
+// ---- Vector element conversions: the same rules as above, four lanes at a time ----
+
+// V8 rebuilds a v128 constant at each use inside a loop (three instructions; it does not hoist them), and
+// binaryen folds constants kept in locals back into their uses. So the vector loops read their constants
+// from SPLATS, which each kernel fills before its loop: a load from a fixed address is one instruction,
+// often folded into the operation (measured on 16M elements: F16 -> F32 11.2 ms -> 8.1 ms).
+const SPLATS = memory.data(12 << 4, 16);
+
+@inline function splat(slot: u32): v128 {
+  return v128.load(SPLATS + (<usize>slot << 4));
+}
+
+@inline function setSplat(slot: u32, value: u32): void {
+  v128.store(SPLATS + (<usize>slot << 4), i32x4.splat(value));
+}
+
+// Slots of the minifloat and F16 decoders.
+const K_MAGNITUDE: u32 = 0; // (1 << width) - 1
+const K_REBIAS: u32 = 1; // (127 - bias) << 23
+const K_IMPLICIT_ONE: u32 = 2; // 1 << 23
+const K_SUBNORMAL_BASE: u32 = 3; // the F32 2^(1 - bias)
+const K_QUIET_NAN: u32 = 4;
+const K_INFINITY: u32 = 5;
+const K_A: u32 = 6; // kind-specific, see prepareByteCodes
+const K_B: u32 = 7;
+
+@inline function prepareScaledFloat(kind: u32): void {
+  let rebias = (127 - biasOf(kind)) << 23;
+  setSplat(K_MAGNITUDE, (1 << (expBitsOf(kind) + mantBitsOf(kind))) - 1);
+  setSplat(K_REBIAS, rebias);
+  setSplat(K_IMPLICIT_ONE, 1 << 23);
+  setSplat(K_SUBNORMAL_BASE, rebias + (1 << 23));
+}
+
+@inline function scaledFloatBitsX4(kind: u32, codes: v128): v128 {
+  let width = expBitsOf(kind) + mantBitsOf(kind);
+  let shifted = i32x4.shl(v128.and(codes, splat(K_MAGNITUDE)), 23 - mantBitsOf(kind));
+  let normal = i32x4.add(shifted, splat(K_REBIAS));
+  let subnormal = f32x4.sub(i32x4.add(normal, splat(K_IMPLICIT_ONE)), splat(K_SUBNORMAL_BASE));
+  let magnitude = v128.bitselect(subnormal, normal, i32x4.lt_s(shifted, splat(K_IMPLICIT_ONE)));
+  return v128.or(magnitude, i32x4.shl(i32x4.shr_u(codes, width), 31));
+}
+
+// Lanes of `x` where `mask` is set get the quiet NaN with the sign bit of `code` (bit 7).
+@inline function nanWhereX4(x: v128, codes: v128, mask: v128): v128 {
+  let nan = v128.or(i32x4.shl(i32x4.shr_u(codes, 7), 31), splat(K_QUIET_NAN));
+  return v128.bitselect(nan, x, mask);
+}
+
+@inline function prepareByteCodes(kind: u32): void {
+  if (kind <= F6_E3M2 && kind != F8_E8M0) prepareScaledFloat(kind);
+  setSplat(K_QUIET_NAN, QUIET_NAN);
+  setSplat(K_INFINITY, F32_INFINITY);
+  if (kind == F8_E4M3 || kind == F8_E5M2) setSplat(K_A, 0x7f);
+  if (kind == F8_E5M2) setSplat(K_B, 0x7c);
+  if (kind == F8_E4M3FNUZ || kind == F8_E5M2FNUZ) setSplat(K_A, 0x80);
+  if (kind == F8_E8M0) {
+    setSplat(K_A, 0xff);
+    setSplat(K_B, 0x00400000);
+  }
+  if (kind == BOOL) setSplat(K_A, 0x3f800000);
+}
+
+// F32 bits of four byte codes (zero-extended into i32 lanes) of the given kind.
+@inline function byteCodeBitsX4(kind: u32, codes: v128): v128 {
+  if (kind == F8_E4M3) {
+    let isNaN = i32x4.eq(v128.and(codes, splat(K_A)), splat(K_A));
+    return nanWhereX4(scaledFloatBitsX4(kind, codes), codes, isNaN);
+  }
+  if (kind == F8_E5M2) {
+    let magnitude = v128.and(codes, splat(K_A));
+    let sign = i32x4.shl(i32x4.shr_u(codes, 7), 31);
+    let infinity = v128.or(sign, splat(K_INFINITY));
+    let withInfinity = v128.bitselect(infinity, scaledFloatBitsX4(kind, codes), i32x4.eq(magnitude, splat(K_B)));
+    return nanWhereX4(withInfinity, codes, i32x4.gt_s(magnitude, splat(K_B)));
+  }
+  if (kind == F8_E4M3FNUZ || kind == F8_E5M2FNUZ) {
+    return nanWhereX4(scaledFloatBitsX4(kind, codes), codes, i32x4.eq(codes, splat(K_A)));
+  }
+  if (kind == F8_E8M0) {
+    let power = v128.bitselect(splat(K_B), i32x4.shl(codes, 23), i32x4.eq(codes, i32x4.splat(0)));
+    return v128.bitselect(splat(K_QUIET_NAN), power, i32x4.eq(codes, splat(K_A)));
+  }
+  if (kind == F4_E2M1 || kind == F6_E2M3 || kind == F6_E3M2) return scaledFloatBitsX4(kind, codes);
+  if (kind == U8) return f32x4.convert_i32x4_u(codes);
+  if (kind == I8) return f32x4.convert_i32x4_s(i32x4.shr_s(i32x4.shl(codes, 24), 24));
+  return v128.and(i32x4.ne(codes, i32x4.splat(0)), splat(K_A)); // BOOL: 1.0 where non-zero
+}
+
+// Converts 16 byte codes and stores the 16 F32 results at dst.
+@inline function storeByteCodes16(kind: u32, codes: v128, dst: usize): void {
+  let low = i16x8.extend_low_i8x16_u(codes);
+  let high = i16x8.extend_high_i8x16_u(codes);
+  v128.store(dst, byteCodeBitsX4(kind, i32x4.extend_low_i16x8_u(low)));
+  v128.store(dst, byteCodeBitsX4(kind, i32x4.extend_high_i16x8_u(low)), 16);
+  v128.store(dst, byteCodeBitsX4(kind, i32x4.extend_low_i16x8_u(high)), 32);
+  v128.store(dst, byteCodeBitsX4(kind, i32x4.extend_high_i16x8_u(high)), 48);
+}
+
+@inline function prepareF16(): void {
+  prepareScaledFloat(F16);
+  setSplat(K_A, 0x7bff);
+  setSplat(K_INFINITY, F32_INFINITY);
+}
+
+@inline function f16BitsX4(h: v128): v128 {
+  // Exponent 31 (infinity, NaN) comes out of the rebias as 143: OR-ing in all exponent bits makes it 255
+  // and keeps the payload.
+  let isInfinityOrNaN = i32x4.gt_s(v128.and(h, splat(K_MAGNITUDE)), splat(K_A));
+  return v128.or(scaledFloatBitsX4(F16, h), v128.and(isInfinityOrNaN, splat(K_INFINITY)));
+}
+
+// Slots of the F32 -> F16 encoder.
+const H_SIGN: u32 = 0;
+const H_ABS: u32 = 1;
+const H_ROUNDING: u32 = 2; // 0xfff minus the rebias (127 -> 15) of the exponent
+const H_ONE: u32 = 3;
+const H_INFINITY: u32 = 4; // F16 0x7c00
+const H_HALF: u32 = 5; // the F32 0.5, whose bits 0x3f000000 are also what the subnormal trick subtracts
+const H_BELOW_NORMAL: u32 = 6; // the F32 bits just below 2^-14
+const F32_INFINITY_SLOT: u32 = 7;
+const H_QUIET: u32 = 8;
+const H_PAYLOAD: u32 = 9;
+
+@inline function prepareToF16(): void {
+  setSplat(H_SIGN, SIGN);
+  setSplat(H_ABS, 0x7fffffff);
+  setSplat(H_ROUNDING, 0xfff - 0x38000000);
+  setSplat(H_ONE, 1);
+  setSplat(H_INFINITY, 0x7c00);
+  setSplat(H_HALF, 0x3f000000);
+  setSplat(H_BELOW_NORMAL, 0x387fffff);
+  setSplat(F32_INFINITY_SLOT, F32_INFINITY);
+  setSplat(H_QUIET, 0x200);
+  setSplat(H_PAYLOAD, 0x3ff);
+}
+
+@inline function toF16BitsX4(x: v128): v128 {
+  let sign = i32x4.shr_u(v128.and(x, splat(H_SIGN)), 16);
+  let magnitude = v128.and(x, splat(H_ABS));
+  let dropped = i32x4.shr_u(magnitude, 13);
+  // Normal path as in toF16Bits; the unsigned min turns every overflow (and infinity, NaN) into 0x7c00.
+  let rounded = i32x4.add(magnitude, i32x4.add(splat(H_ROUNDING), v128.and(dropped, splat(H_ONE))));
+  let normal = i32x4.min_u(i32x4.shr_u(rounded, 13), splat(H_INFINITY));
+  let subnormal = i32x4.sub(f32x4.add(magnitude, splat(H_HALF)), splat(H_HALF));
+  let result = v128.bitselect(normal, subnormal, i32x4.gt_s(magnitude, splat(H_BELOW_NORMAL)));
+  // NaN: 0x7c00 | quiet bit | top payload bits.
+  let isNaN = i32x4.gt_s(magnitude, splat(F32_INFINITY_SLOT));
+  let nanBits = v128.and(isNaN, v128.or(splat(H_QUIET), v128.and(dropped, splat(H_PAYLOAD))));
+  return v128.or(v128.or(result, nanBits), sign);
+}
+
+// Slots of the F32 -> BF16 encoder.
+const B_ROUNDING: u32 = 0;
+const B_ONE: u32 = 1;
+const B_ABS: u32 = 2;
+const B_INFINITY: u32 = 3;
+const B_QUIET: u32 = 4;
+
+@inline function prepareToBf16(): void {
+  setSplat(B_ROUNDING, 0x7fff);
+  setSplat(B_ONE, 1);
+  setSplat(B_ABS, 0x7fffffff);
+  setSplat(B_INFINITY, F32_INFINITY);
+  setSplat(B_QUIET, 0x00400000);
+}
+
+// The BF16 result in the high half of each lane (the caller keeps only the high halves).
+@inline function toBf16HighX4(x: v128): v128 {
+  let rounded = i32x4.add(x, i32x4.add(splat(B_ROUNDING), v128.and(i32x4.shr_u(x, 16), splat(B_ONE))));
+  let isNaN = i32x4.gt_s(v128.and(x, splat(B_ABS)), splat(B_INFINITY));
+  return v128.bitselect(v128.or(x, splat(B_QUIET)), rounded, isNaN);
+}
+
+// ---- Kernels ----
+
+// One 256-entry table of F32 bits per minifloat kind, filled on first use: the scalar loops look codes
+// up (measured 3x faster than decoding each code in the scalar build); vector loops decode 16 at once.
+const TABLES = memory.data((F6_E3M2 + 1) << 10, 16);
+let tablesFilled: u32 = 0;
+
+@inline function tableOf(kind: u32): usize {
+  let table = TABLES + (<usize>kind << 10);
+  if ((tablesFilled & (1 << kind)) == 0) {
+    for (let code: u32 = 0; code < 256; code++) store<u32>(table + (<usize>code << 2), byteCodeBits(kind, code));
+    tablesFilled |= 1 << kind;
+  }
+  return table;
+}
+
+// The F32 bits of a code of the given kind: a table lookup for minifloats, a conversion for integers.
+@inline function lookUp(kind: u32, table: usize, code: u32): u32 {
+  return kind <= F6_E3M2 ? load<u32>(table + (<usize>code << 2)) : byteCodeBits(kind, code);
+}
+
+@inline function byteCodesToF32(kind: u32, src: usize, dst: usize, count: usize): void {
+  let i: usize = 0;
+  if (ASC_FEATURE_SIMD) {
+    prepareByteCodes(kind);
+    for (; i + 16 <= count; i += 16) storeByteCodes16(kind, v128.load(src + i), dst + (i << 2));
+  }
+  let table = kind <= F6_E3M2 ? tableOf(kind) : 0;
+  for (; i < count; i++) store<u32>(dst + (i << 2), lookUp(kind, table, load<u8>(src + i)));
+}
+
+export function f8E4m3ToF32(src: usize, dst: usize, count: usize): void {
+  byteCodesToF32(F8_E4M3, src, dst, count);
+}
+
+export function f8E5m2ToF32(src: usize, dst: usize, count: usize): void {
+  byteCodesToF32(F8_E5M2, src, dst, count);
+}
+
+export function f8E4m3fnuzToF32(src: usize, dst: usize, count: usize): void {
+  byteCodesToF32(F8_E4M3FNUZ, src, dst, count);
+}
+
+export function f8E5m2fnuzToF32(src: usize, dst: usize, count: usize): void {
+  byteCodesToF32(F8_E5M2FNUZ, src, dst, count);
+}
+
+export function f8E8m0ToF32(src: usize, dst: usize, count: usize): void {
+  byteCodesToF32(F8_E8M0, src, dst, count);
+}
+
+export function u8ToF32(src: usize, dst: usize, count: usize): void {
+  byteCodesToF32(U8, src, dst, count);
+}
+
+export function i8ToF32(src: usize, dst: usize, count: usize): void {
+  byteCodesToF32(I8, src, dst, count);
+}
+
+export function boolToF32(src: usize, dst: usize, count: usize): void {
+  byteCodesToF32(BOOL, src, dst, count);
+}
+
+// F4 (E2M1): two codes a byte, element 0 in the low nibble. `count` is even.
+export function f4ToF32(src: usize, dst: usize, count: usize): void {
+  let i: usize = 0;
+  if (ASC_FEATURE_SIMD) {
+    prepareByteCodes(F4_E2M1);
+    for (; i + 16 <= count; i += 16) {
+      let packed = v128.load64_zero(src + (i >> 1));
+      let low = v128.and(packed, i8x16.splat(0x0f));
+      let high = i8x16.shr_u(packed, 4);
+      let codes = i8x16.shuffle(low, high, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      storeByteCodes16(F4_E2M1, codes, dst + (i << 2));
+    }
+  }
+  let table = tableOf(F4_E2M1);
+  for (; i < count; i += 2) {
+    let packed = <u32>load<u8>(src + (i >> 1));
+    store<u32>(dst + (i << 2), lookUp(F4_E2M1, table, packed & 0x0f));
+    store<u32>(dst + (i << 2), lookUp(F4_E2M1, table, packed >> 4), 4);
+  }
+}
+
+// F6: four codes in each 3 bytes, element i in bits 6i..6i+5 of the little-endian 24-bit group.
+// `count` is a multiple of 4.
+@inline function f6ToF32(kind: u32, src: usize, dst: usize, count: usize): void {
+  let i: usize = 0;
+  if (ASC_FEATURE_SIMD) {
+    // 12 bytes (four groups) give 16 codes; the 16-byte load must stay inside the input.
+    prepareByteCodes(kind);
+    let inputBytes = (count >> 2) * 3;
+    for (; (i >> 2) * 3 + 16 <= inputBytes; i += 16) {
+      let packed = v128.load(src + (i >> 2) * 3);
+      // Each 16-bit lane holds the two bytes that contain one code: group bytes (0,1) for codes 0 and 1,
+      // (1,2) for codes 2 and 3. The multiply shifts each code to bits 10..15 (no per-lane shift exists).
+      let windowsA = i8x16.shuffle(packed, packed, 0, 1, 0, 1, 1, 2, 1, 2, 3, 4, 3, 4, 4, 5, 4, 5);
+      let windowsB = i8x16.shuffle(packed, packed, 6, 7, 6, 7, 7, 8, 7, 8, 9, 10, 9, 10, 10, 11, 10, 11);
+      let toTop = i16x8(1 << 10, 1 << 4, 1 << 6, 1, 1 << 10, 1 << 4, 1 << 6, 1);
+      let codesA = i16x8.shr_u(i16x8.mul(windowsA, toTop), 10);
+      let codesB = i16x8.shr_u(i16x8.mul(windowsB, toTop), 10);
+      storeByteCodes16(kind, i8x16.narrow_i16x8_u(codesA, codesB), dst + (i << 2));
+    }
+  }
+  let table = tableOf(kind);
+  for (; i < count; i += 4) {
+    let at = src + (i >> 2) * 3;
+    let group = <u32>load<u8>(at) | (<u32>load<u8>(at, 1) << 8) | (<u32>load<u8>(at, 2) << 16);
+    let out = dst + (i << 2);
+    store<u32>(out, lookUp(kind, table, group & 0x3f));
+    store<u32>(out, lookUp(kind, table, (group >> 6) & 0x3f), 4);
+    store<u32>(out, lookUp(kind, table, (group >> 12) & 0x3f), 8);
+    store<u32>(out, lookUp(kind, table, group >> 18), 12);
+  }
+}
+
+export function f6E2m3ToF32(src: usize, dst: usize, count: usize): void {
+  f6ToF32(F6_E2M3, src, dst, count);
+}
+
+export function f6E3m2ToF32(src: usize, dst: usize, count: usize): void {
+  f6ToF32(F6_E3M2, src, dst, count);
+}
+
+export function bf16ToF32(src: usize, dst: usize, count: usize): void {
+  let i: usize = 0;
+  if (ASC_FEATURE_SIMD) {
+    let zero = i32x4.splat(0);
+    for (; i + 8 <= count; i += 8) {
+      let bits = v128.load(src + (i << 1));
+      // Interleave two zero bytes below each BF16: that is the F32 with the same bits on top.
+      v128.store(dst + (i << 2), i8x16.shuffle(zero, bits, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23));
+      v128.store(dst + (i << 2), i8x16.shuffle(zero, bits, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31), 16);
+    }
+  }
+  for (; i < count; i++) store<u32>(dst + (i << 2), <u32>load<u16>(src + (i << 1)) << 16);
+}
+
+export function f16ToF32(src: usize, dst: usize, count: usize): void {
+  let i: usize = 0;
+  if (ASC_FEATURE_SIMD) {
+    prepareF16();
+    for (; i + 8 <= count; i += 8) {
+      let bits = v128.load(src + (i << 1));
+      v128.store(dst + (i << 2), f16BitsX4(i32x4.extend_low_i16x8_u(bits)));
+      v128.store(dst + (i << 2), f16BitsX4(i32x4.extend_high_i16x8_u(bits)), 16);
+    }
+  }
+  for (; i < count; i++) store<u32>(dst + (i << 2), f16Bits(load<u16>(src + (i << 1))));
+}
+
+// 16-bit integers; `signed` is a compile-time constant after inlining.
+@inline function int16ToF32(signed: bool, src: usize, dst: usize, count: usize): void {
+  let i: usize = 0;
+  if (ASC_FEATURE_SIMD) {
+    for (; i + 8 <= count; i += 8) {
+      let values = v128.load(src + (i << 1));
+      let low = signed ? f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(values)) : f32x4.convert_i32x4_u(i32x4.extend_low_i16x8_u(values));
+      let high = signed ? f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(values)) : f32x4.convert_i32x4_u(i32x4.extend_high_i16x8_u(values));
+      v128.store(dst + (i << 2), low);
+      v128.store(dst + (i << 2), high, 16);
+    }
+  }
+  for (; i < count; i++) {
+    store<f32>(dst + (i << 2), signed ? <f32>load<i16>(src + (i << 1)) : <f32>load<u16>(src + (i << 1)));
+  }
+}
+
+export function i16ToF32(src: usize, dst: usize, count: usize): void {
+  int16ToF32(true, src, dst, count);
+}
+
+export function u16ToF32(src: usize, dst: usize, count: usize): void {
+  int16ToF32(false, src, dst, count);
+}
+
+// 32-bit integers: the conversion instructions round to nearest even.
+@inline function int32ToF32(signed: bool, src: usize, dst: usize, count: usize): void {
+  let i: usize = 0;
+  if (ASC_FEATURE_SIMD) {
+    for (; i + 4 <= count; i += 4) {
+      let values = v128.load(src + (i << 2));
+      v128.store(dst + (i << 2), signed ? f32x4.convert_i32x4_s(values) : f32x4.convert_i32x4_u(values));
+    }
+  }
+  for (; i < count; i++) {
+    store<f32>(dst + (i << 2), signed ? <f32>load<i32>(src + (i << 2)) : <f32>load<u32>(src + (i << 2)));
+  }
+}
+
+export function i32ToF32(src: usize, dst: usize, count: usize): void {
+  int32ToF32(true, src, dst, count);
+}
+
+export function u32ToF32(src: usize, dst: usize, count: usize): void {
+  int32ToF32(false, src, dst, count);
+}
+
+// 64-bit integers: wasm has no vector i64 -> f32 conversion; the scalar one rounds once, to nearest even.
+export function i64ToF32(src: usize, dst: usize, count: usize): void {
+  for (let i: usize = 0; i < count; i++) store<f32>(dst + (i << 2), <f32>load<i64>(src + (i << 3)));
+}
+
+export function u64ToF32(src: usize, dst: usize, count: usize): void {
+  for (let i: usize = 0; i < count; i++) store<f32>(dst + (i << 2), <f32>load<u64>(src + (i << 3)));
+}
+
+// F64: demotion rounds to nearest even; NaNs are made canonical (the sign of a demoted NaN is not
+// specified by wasm, so it is taken from the source).
+export function f64ToF32(src: usize, dst: usize, count: usize): void {
+  let i: usize = 0;
+  if (ASC_FEATURE_SIMD) {
+    for (; i + 4 <= count; i += 4) {
+      let a = v128.load(src + (i << 3));
+      let b = v128.load(src + (i << 3), 16);
+      let demoted = i64x2.shuffle(f32x4.demote_f64x2_zero(a), f32x4.demote_f64x2_zero(b), 0, 2);
+      let signs = v128.and(i32x4.shuffle(a, b, 1, 3, 5, 7), i32x4.splat(SIGN));
+      let nan = v128.or(signs, i32x4.splat(QUIET_NAN));
+      v128.store(dst + (i << 2), v128.bitselect(nan, demoted, f32x4.ne(demoted, demoted)));
+    }
+  }
+  for (; i < count; i++) {
+    let value = load<f64>(src + (i << 3));
+    let bits = reinterpret<u32>(<f32>value);
+    if (value != value) bits = (<u32>(reinterpret<u64>(value) >> 32) & SIGN) | QUIET_NAN;
+    store<u32>(dst + (i << 2), bits);
+  }
+}
+
+export function f32ToF16(src: usize, dst: usize, count: usize): void {
+  let i: usize = 0;
+  if (ASC_FEATURE_SIMD) {
+    prepareToF16();
+    for (; i + 8 <= count; i += 8) {
+      let low = toF16BitsX4(v128.load(src + (i << 2)));
+      let high = toF16BitsX4(v128.load(src + (i << 2), 16));
+      v128.store(dst + (i << 1), i16x8.narrow_i32x4_u(low, high));
+    }
+  }
+  for (; i < count; i++) store<u16>(dst + (i << 1), <u16>toF16Bits(load<u32>(src + (i << 2))));
+}
+
+export function f32ToBf16(src: usize, dst: usize, count: usize): void {
+  let i: usize = 0;
+  if (ASC_FEATURE_SIMD) {
+    prepareToBf16();
+    for (; i + 8 <= count; i += 8) {
+      let low = toBf16HighX4(v128.load(src + (i << 2)));
+      let high = toBf16HighX4(v128.load(src + (i << 2), 16));
+      v128.store(dst + (i << 1), i8x16.shuffle(low, high, 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31));
+    }
+  }
+  for (; i < count; i++) store<u16>(dst + (i << 1), <u16>toBf16Bits(load<u32>(src + (i << 2))));
+}
+
+// ---- Byte swaps, in place ----
+
+// `width` (2, 4 or 8) is a compile-time constant after inlining.
+@inline function swapBytes(width: usize, ptr: usize, count: usize): void {
+  let i: usize = 0;
+  if (ASC_FEATURE_SIMD) {
+    let reversed = width == 2 ? i8x16(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14)
+      : width == 4 ? i8x16(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12)
+      : i8x16(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8);
+    let perVector = <usize>16 / width;
+    for (; i + perVector <= count; i += perVector) {
+      let at = ptr + i * width;
+      v128.store(at, i8x16.swizzle(v128.load(at), reversed));
+    }
+  }
+  for (; i < count; i++) {
+    let at = ptr + i * width;
+    if (width == 2) store<u16>(at, bswap<u16>(load<u16>(at)));
+    else if (width == 4) store<u32>(at, bswap<u32>(load<u32>(at)));
+    else store<u64>(at, bswap<u64>(load<u64>(at)));
+  }
+}
+
+export function byteSwap16(ptr: usize, count: usize): void {
+  swapBytes(2, ptr, count);
+}
+
+export function byteSwap32(ptr: usize, count: usize): void {
+  swapBytes(4, ptr, count);
+}
+
+export function byteSwap64(ptr: usize, count: usize): void {
+  swapBytes(8, ptr, count);
+}

@@ -1,0 +1,200 @@
+// convert() and byteSwap(): the wasm kernels (assembly/convert.ts) on plain arrays, and convertInto()
+// for code that already has its bytes in wasm memory. The memory model is docs/memory-model.md.
+import { DTYPE_INFO, isDType, type DType, type TypedArray } from './dtypes.ts'
+import { SafetensorsError } from './errors.ts'
+import { instantiate, reserveMemory, sharedCore, type ConvertKernel, type Core, type CoreExports } from './wasm.ts'
+
+type KernelName = {
+  [K in keyof CoreExports]: CoreExports[K] extends ConvertKernel ? (K extends 'scanHeader' ? never : K) : never
+}[keyof CoreExports]
+
+const TO_F32: Partial<Record<DType, KernelName>> = {
+  BF16: 'bf16ToF32',
+  F16: 'f16ToF32',
+  F8_E4M3: 'f8E4m3ToF32',
+  F8_E5M2: 'f8E5m2ToF32',
+  F8_E4M3FNUZ: 'f8E4m3fnuzToF32',
+  F8_E5M2FNUZ: 'f8E5m2fnuzToF32',
+  F8_E8M0: 'f8E8m0ToF32',
+  F4: 'f4ToF32',
+  F6_E2M3: 'f6E2m3ToF32',
+  F6_E3M2: 'f6E3m2ToF32',
+  F64: 'f64ToF32',
+  I8: 'i8ToF32',
+  I16: 'i16ToF32',
+  I32: 'i32ToF32',
+  I64: 'i64ToF32',
+  U8: 'u8ToF32',
+  U16: 'u16ToF32',
+  U32: 'u32ToF32',
+  U64: 'u64ToF32',
+  BOOL: 'boolToF32',
+}
+
+const FROM_F32: Partial<Record<DType, KernelName>> = {
+  F16: 'f32ToF16',
+  BF16: 'f32ToBf16',
+}
+
+/**
+ * Widening conversions with outputs of at least this many bytes get a wasm instance of their own and
+ * return a view of its memory; everything else goes through the shared core in chunks and is copied
+ * out. Measured with Node 20 on Linux (docs/memory-model.md): the chunked copy out stays in cache, so the
+ * dedicated instance, whose fresh memory costs the same page faults as a fresh array plus ~80 us to
+ * create, is slower below 32 MiB and even above.
+ */
+export const DEDICATED_MIN_BYTES = 32 << 20
+
+/** Elements the packed dtypes need whole: F4 packs 2 a byte, F6 4 in 3 bytes. */
+function packingOf(dtype: DType): { elements: number; bytes: number } {
+  const bits = DTYPE_INFO[dtype].bits
+  if (bits === 4) return { elements: 2, bytes: 1 }
+  if (bits === 6) return { elements: 4, bytes: 3 }
+  return { elements: 1, bytes: bits / 8 }
+}
+
+/** The byte length of `count` elements; `count` must fill whole bytes (F4 even, F6 a multiple of 4). */
+export function byteLengthOf(dtype: DType, count: number): number {
+  const { elements, bytes } = packingOf(dtype)
+  if (count % elements !== 0) {
+    throw new SafetensorsError('TensorInvalidInfo', `${count} ${dtype} elements do not fill whole bytes: ${dtype} packs ${elements} elements in ${bytes} byte${bytes > 1 ? 's' : ''}`)
+  }
+  return (count / elements) * bytes
+}
+
+/** The element count of `byteLength` bytes of `dtype`; throws TensorInvalidInfo on a partial element. */
+export function elementCountOf(dtype: DType, byteLength: number): number {
+  const { elements, bytes } = packingOf(dtype)
+  if (byteLength % bytes !== 0) {
+    const unit = elements === 1 ? `${bytes}-byte elements` : `groups of ${elements} elements in ${bytes} bytes`
+    throw new SafetensorsError('TensorInvalidInfo', `${byteLength} bytes are not whole ${dtype} data: ${dtype} comes in ${unit}`)
+  }
+  return (byteLength / bytes) * elements
+}
+
+function checkDType(dtype: unknown, role: string): asserts dtype is DType {
+  if (!isDType(dtype)) throw new SafetensorsError('UnsupportedConversion', `unknown ${role} dtype ${JSON.stringify(dtype)}`)
+}
+
+/** The kernel for a conversion between two different dtypes; throws UnsupportedConversion. */
+function kernelFor(from: DType, to: DType): KernelName {
+  const kernel = to === 'F32' ? TO_F32[from] : from === 'F32' ? FROM_F32[to] : undefined
+  if (!kernel) {
+    throw new SafetensorsError('UnsupportedConversion', `cannot convert ${from} to ${to}: supported are every numeric dtype but C64 to F32, and F32 to F16 or BF16`)
+  }
+  return kernel
+}
+
+/**
+ * Converts `count` elements at `src` in `core`'s memory to `to` at `dst`. The two may overlap as the
+ * in-place contract allows (assembly/convert.ts): a wider output with the input at its end
+ * (src = dst + outBytes - inBytes), or a narrower or equal one with src = dst. Nothing is copied
+ * through JS; the caller makes sure both regions are addressable.
+ */
+export function convertInto(core: Core, src: number, dst: number, count: number, from: DType, to: DType): void {
+  const inBytes = byteLengthOf(from, count)
+  if (from === to) {
+    if (src !== dst) new Uint8Array(core.memory.buffer).copyWithin(dst, src, src + inBytes)
+    return
+  }
+  core.exports[kernelFor(from, to)](src, dst, count)
+}
+
+/** The bytes of `data`: a Uint8Array as is, or the natural TypedArray of `dtype` viewed as bytes. */
+function bytesOf(data: Uint8Array | TypedArray, dtype: DType): Uint8Array {
+  const natural = DTYPE_INFO[dtype].array
+  if (!(data instanceof Uint8Array) && !(data instanceof natural)) {
+    throw new TypeError(`${dtype} data must be a Uint8Array of raw little-endian bytes or a ${natural.name}, got ${Object.prototype.toString.call(data)}`)
+  }
+  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+}
+
+/**
+ * Converts `data` (raw little-endian bytes, or the natural TypedArray of `from`) to the natural
+ * TypedArray of `to`: Float32Array for F32, Uint16Array of bits for F16 and BF16. Identity returns a
+ * copy. With `out` (the natural array of `to`, exactly as long as the result, not overlapping `data`),
+ * the result is written there. Large widening results without `out` are views over a wasm memory of
+ * their own that never grows (docs/memory-model.md).
+ */
+export function convert(data: Uint8Array | TypedArray, from: DType, to: 'F32', out?: Float32Array): Float32Array
+export function convert(data: Uint8Array | TypedArray, from: DType, to: 'F16' | 'BF16', out?: Uint16Array): Uint16Array
+export function convert(data: Uint8Array | TypedArray, from: DType, to: DType, out?: TypedArray): TypedArray
+export function convert(data: Uint8Array | TypedArray, from: DType, to: DType, out?: TypedArray): TypedArray {
+  checkDType(from, 'source')
+  checkDType(to, 'target')
+  const input = bytesOf(data, from)
+  const count = elementCountOf(from, input.byteLength)
+  const kernel = from === to ? undefined : kernelFor(from, to)
+  const outBytes = byteLengthOf(to, count)
+  const natural = DTYPE_INFO[to].array
+  const outLength = outBytes / natural.BYTES_PER_ELEMENT
+  if (out !== undefined && (!(out instanceof natural) || out.length !== outLength)) {
+    throw new RangeError(`out must be a ${natural.name} of ${outLength} elements for ${count} ${to} elements, got ${Object.prototype.toString.call(out)} of ${out.length}`)
+  }
+  if (kernel === undefined) {
+    const copy = out ?? new natural(outLength)
+    new Uint8Array(copy.buffer, copy.byteOffset, outBytes).set(input)
+    return copy
+  }
+  // Only widening: a narrowing result would keep the whole input-sized memory alive behind it.
+  if (out === undefined && outBytes >= DEDICATED_MIN_BYTES && outBytes >= input.byteLength) {
+    // Sized once and never grown, so the view handed out is never detached.
+    const core = instantiate(outBytes, false)
+    convertInPlace(core, input, kernel, count, outBytes)
+    return new natural(core.memory.buffer, core.heapBase, outLength)
+  }
+  const result = out ?? new natural(outLength)
+  convertInChunks(input, from, to, kernel, count, new Uint8Array(result.buffer, result.byteOffset, outBytes))
+  return result
+}
+
+/** Copies `input` into `core` where the in-place contract wants it and converts; the output is at heapBase. */
+function convertInPlace(core: Core, input: Uint8Array, kernel: KernelName, count: number, outBytes: number): void {
+  const dst = core.heapBase
+  const src = dst + Math.max(0, outBytes - input.byteLength)
+  new Uint8Array(core.memory.buffer).set(input, src)
+  core.exports[kernel](src, dst, count)
+}
+
+/**
+ * Elements per round trip through the shared core: small enough that the copy in, the kernel and the
+ * copy out all stay in cache (a whole-array copy in and out would each cost a pass over memory), and a
+ * multiple of 4 so that F4 and F6 chunks are whole bytes.
+ */
+const CHUNK_ELEMENTS = 1 << 15
+
+function convertInChunks(input: Uint8Array, from: DType, to: DType, kernel: KernelName, count: number, output: Uint8Array): void {
+  const core = sharedCore()
+  const chunk = Math.min(count, CHUNK_ELEMENTS)
+  reserveMemory(core, core.heapBase + Math.max(byteLengthOf(from, chunk), byteLengthOf(to, chunk)))
+  for (let first = 0; first < count; first += chunk) {
+    const n = Math.min(chunk, count - first)
+    const outBytes = byteLengthOf(to, n)
+    convertInPlace(core, input.subarray(byteLengthOf(from, first), byteLengthOf(from, first + n)), kernel, n, outBytes)
+    output.set(new Uint8Array(core.memory.buffer, core.heapBase, outBytes), byteLengthOf(to, first))
+  }
+}
+
+/** Bytes swapped per kernel call: bounds the shared core's growth on huge inputs. */
+const SWAP_CHUNK = 1 << 20
+
+/** Reverses the byte order of every `elementBytes`-byte element of `bytes`, in place. */
+export function byteSwap(bytes: Uint8Array, elementBytes: 2 | 4 | 8): void {
+  if (elementBytes !== 2 && elementBytes !== 4 && elementBytes !== 8) {
+    throw new RangeError(`elementBytes must be 2, 4 or 8, got ${elementBytes}`)
+  }
+  const view = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  if (view.length % elementBytes !== 0) {
+    throw new SafetensorsError('TensorInvalidInfo', `${view.length} bytes are not whole ${elementBytes}-byte elements`)
+  }
+  const core = sharedCore()
+  const swap = elementBytes === 2 ? core.exports.byteSwap16 : elementBytes === 4 ? core.exports.byteSwap32 : core.exports.byteSwap64
+  reserveMemory(core, core.heapBase + Math.min(SWAP_CHUNK, view.length))
+  for (let offset = 0; offset < view.length; offset += SWAP_CHUNK) {
+    const chunk = view.subarray(offset, offset + SWAP_CHUNK)
+    const scratch = new Uint8Array(core.memory.buffer, core.heapBase, chunk.length)
+    scratch.set(chunk)
+    swap(core.heapBase, chunk.length / elementBytes)
+    chunk.set(scratch)
+  }
+}
