@@ -76,6 +76,11 @@ function checkDType(dtype: unknown, role: string): asserts dtype is DType {
   if (!isDType(dtype)) throw new SafetensorsError('UnsupportedConversion', `unknown ${role} dtype ${JSON.stringify(dtype)}`)
 }
 
+/** Throws UnsupportedConversion unless data of `from` can be converted to `to`. */
+export function checkConversion(from: DType, to: DType): void {
+  if (from !== to) kernelFor(from, to)
+}
+
 /** The kernel for a conversion between two different dtypes; throws UnsupportedConversion. */
 function kernelFor(from: DType, to: DType): KernelName {
   const kernel = to === 'F32' ? TO_F32[from] : from === 'F32' ? FROM_F32[to] : undefined
@@ -101,12 +106,23 @@ export function convertInto(core: Core, src: number, dst: number, count: number,
 }
 
 /** The bytes of `data`: a Uint8Array as is, or the natural TypedArray of `dtype` viewed as bytes. */
-function bytesOf(data: Uint8Array | TypedArray, dtype: DType): Uint8Array {
+export function bytesOf(data: Uint8Array | TypedArray, dtype: DType): Uint8Array {
   const natural = DTYPE_INFO[dtype].array
   if (!(data instanceof Uint8Array) && !(data instanceof natural)) {
     throw new TypeError(`${dtype} data must be a Uint8Array of raw little-endian bytes or a ${natural.name}, got ${Object.prototype.toString.call(data)}`)
   }
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+}
+
+/** Maximum bytes a dedicated instance holds above its static data (a wasm memory is at most 4 GiB). */
+const MAX_DEDICATED_BYTES = 2 ** 32 - 2 * 65536
+
+/**
+ * Whether a conversion result gets a dedicated instance (docs/memory-model.md): only large widening ones,
+ * since a narrowing result would keep the whole input-sized memory alive behind it.
+ */
+export function wantsDedicatedCore(inBytes: number, outBytes: number): boolean {
+  return outBytes >= DEDICATED_MIN_BYTES && outBytes >= inBytes && outBytes <= MAX_DEDICATED_BYTES
 }
 
 /**
@@ -136,8 +152,7 @@ export function convert(data: Uint8Array | TypedArray, from: DType, to: DType, o
     new Uint8Array(copy.buffer, copy.byteOffset, outBytes).set(input)
     return copy
   }
-  // Only widening: a narrowing result would keep the whole input-sized memory alive behind it.
-  if (out === undefined && outBytes >= DEDICATED_MIN_BYTES && outBytes >= input.byteLength) {
+  if (out === undefined && wantsDedicatedCore(input.byteLength, outBytes)) {
     // Sized once and never grown, so the view handed out is never detached.
     const core = instantiate(outBytes, false)
     convertInPlace(core, input, kernel, count, outBytes)
@@ -188,13 +203,23 @@ export function byteSwap(bytes: Uint8Array, elementBytes: 2 | 4 | 8): void {
     throw new SafetensorsError('TensorInvalidInfo', `${view.length} bytes are not whole ${elementBytes}-byte elements`)
   }
   const core = sharedCore()
-  const swap = elementBytes === 2 ? core.exports.byteSwap16 : elementBytes === 4 ? core.exports.byteSwap32 : core.exports.byteSwap64
   reserveMemory(core, core.heapBase + Math.min(SWAP_CHUNK, view.length))
   for (let offset = 0; offset < view.length; offset += SWAP_CHUNK) {
     const chunk = view.subarray(offset, offset + SWAP_CHUNK)
     const scratch = new Uint8Array(core.memory.buffer, core.heapBase, chunk.length)
     scratch.set(chunk)
-    swap(core.heapBase, chunk.length / elementBytes)
+    swapInCore(core, core.heapBase, chunk.length, elementBytes)
     chunk.set(scratch)
   }
+}
+
+/** Swaps the `byteLength` bytes at `ptr` of `core`'s memory as `elementBytes`-byte elements, in place. */
+export function swapInCore(core: Core, ptr: number, byteLength: number, elementBytes: 2 | 4 | 8): void {
+  const swap = elementBytes === 2 ? core.exports.byteSwap16 : elementBytes === 4 ? core.exports.byteSwap32 : core.exports.byteSwap64
+  swap(ptr, byteLength / elementBytes)
+}
+
+/** Bytes per swapped unit of a dtype's natural array (C64: its two F32 halves), or 1 when nothing swaps. */
+export function swapUnit(dtype: DType): 1 | 2 | 4 | 8 {
+  return DTYPE_INFO[dtype].array.BYTES_PER_ELEMENT as 1 | 2 | 4 | 8
 }

@@ -76,7 +76,9 @@ export async function fileSource(path: string): Promise<RangeSource & { size: nu
     for (let done = 0; done < target.length; ) {
       throwIfAborted(signal)
       const chunk = Math.min(target.length - done, 1 << 30)
-      const { bytesRead } = await handle.read(target, done, chunk, offset + done)
+      const { bytesRead } = await handle.read(target, done, chunk, offset + done).catch((cause: Error) => {
+        throw new SafetensorsError('Io', `${path}: cannot read ${chunk} bytes at offset ${offset + done}: ${cause.message}`, { cause })
+      })
       if (bytesRead === 0) throw new SafetensorsError('Io', `${path}: unexpected end of file at byte ${offset + done} (the file shrank?)`)
       done += bytesRead
     }

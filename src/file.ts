@@ -1,0 +1,197 @@
+// open(): one SafeTensors file behind any source, read lazily: the header first, then only the bytes of
+// the tensors (or slices) asked for.
+import { DTYPE_INFO, type DType, type TypedArray } from './dtypes.ts'
+import { SafetensorsError } from './errors.ts'
+import { readHeader, type Header, type TensorInfo } from './header.ts'
+import { httpSource, type HttpOptions } from './http.ts'
+import { planSlice, type SliceRange } from './slice.ts'
+import { blobSource, fileSource, memorySource, readInto, throwIfAborted, type RangeSource } from './source.ts'
+import { hostByteOrder, type ByteOrder } from './byte-order.ts'
+import { byteLengthOf, byteSwap, checkConversion, convert, convertInto, elementCountOf, swapInCore, swapUnit, wantsDedicatedCore } from './convert.ts'
+import { instantiate, type Core } from './wasm.ts'
+
+export interface Tensor {
+  readonly name: string
+  /** The dtype of `data`: the file's, or the one asked for. */
+  readonly dtype: DType
+  readonly shape: number[]
+  /** The natural TypedArray of `dtype` (see DTYPE_INFO). */
+  readonly data: TypedArray
+}
+
+export interface OpenOptions extends HttpOptions {
+  /** Byte order of the tensor data in the file: 'big' for legacy files written on big-endian hosts. */
+  byteOrder?: ByteOrder
+}
+
+export interface ReadOptions {
+  /** Convert to this dtype on read. */
+  dtype?: DType
+  signal?: AbortSignal
+}
+
+export type Source = Uint8Array | ArrayBuffer | Blob | URL | string | RangeSource
+
+function isRangeSource(value: unknown): value is RangeSource {
+  return typeof value === 'object' && value !== null && typeof (value as RangeSource).read === 'function'
+}
+
+/** Picks the RangeSource for an input: memory, Blob/File, http(s) URL, a Node file path, or a RangeSource. */
+export async function toRangeSource(input: Source, options: OpenOptions = {}): Promise<RangeSource> {
+  if (input instanceof Uint8Array) return memorySource(input)
+  if (input instanceof ArrayBuffer) return memorySource(new Uint8Array(input))
+  if (typeof Blob !== 'undefined' && input instanceof Blob) return blobSource(input)
+  if (isRangeSource(input)) return input
+  if (typeof input !== 'string' && !(input instanceof URL)) throw new TypeError(`cannot open ${Object.prototype.toString.call(input)}`)
+  const url = input instanceof URL ? input : /^https?:\/\//i.test(input) ? new URL(input) : undefined
+  if (url?.protocol === 'http:' || url?.protocol === 'https:') return httpSource(url, options)
+  if (url && url.protocol !== 'file:') throw new TypeError(`cannot open ${url}: unsupported URL scheme`)
+  if (typeof process === 'undefined' || !process.versions?.node) {
+    throw new TypeError(`file paths can only be opened on Node; pass a URL, Blob or bytes instead of ${JSON.stringify(String(input))}`)
+  }
+  const { fileURLToPath } = await import('node:url')
+  return fileSource(url ? fileURLToPath(url) : (input as string))
+}
+
+export async function open(input: Source, options: OpenOptions = {}): Promise<SafetensorsFile> {
+  const source = await toRangeSource(input, options)
+  try {
+    return new SafetensorsFile(await readHeader(source, options.signal), source, options.byteOrder ?? 'little')
+  } catch (error) {
+    await source.close?.()
+    throw error
+  }
+}
+
+export class SafetensorsFile {
+  constructor(
+    readonly header: Header,
+    readonly source: RangeSource,
+    /** Byte order of the tensor data in the file. */
+    readonly byteOrder: ByteOrder = 'little',
+  ) {}
+
+  get metadata(): Record<string, string> | null {
+    return this.header.metadata
+  }
+
+  /** Tensor names in data order. */
+  names(): string[] {
+    return this.header.tensors.map((t) => t.name)
+  }
+
+  /** Throws TensorNotFound. */
+  info(name: string): TensorInfo {
+    return this.header.tensor(name)
+  }
+
+  /** Reads one tensor's bytes and nothing else. */
+  async getTensor(name: string, options: ReadOptions = {}): Promise<Tensor> {
+    const info = this.info(name)
+    return this.#read(info, info.shape, [[0, info.byteLength]], options)
+  }
+
+  /** Reads only the bytes a slice covers; see SliceRange. */
+  async getSlice(name: string, ranges: readonly SliceRange[], options: ReadOptions = {}): Promise<Tensor> {
+    const info = this.info(name)
+    const plan = planSlice(name, info.dtype, info.shape, ranges)
+    return this.#read(info, plan.shape, plan.runs, options)
+  }
+
+  /** Every tensor in file order, read one after the other. */
+  async *tensors(options: ReadOptions = {}): AsyncGenerator<Tensor> {
+    for (const info of this.header.tensors) yield await this.#read(info, info.shape, [[0, info.byteLength]], options)
+  }
+
+  async close(): Promise<void> {
+    await this.source.close?.()
+  }
+
+  async #read(info: TensorInfo, shape: number[], runs: Array<[number, number]>, options: ReadOptions): Promise<Tensor> {
+    throwIfAborted(options.signal)
+    const from = info.dtype
+    const to = options.dtype ?? from
+    checkConversion(from, to)
+    const start = this.header.dataStart + info.dataOffsets[0]
+    const inBytes = runs.reduce((sum, [, length]) => sum + length, 0)
+    const outBytes = byteLengthOf(to, shape.reduce((a, b) => a * b, 1))
+    const data = from === to
+      ? await this.#readRaw(info, start, runs, inBytes, options.signal)
+      : wantsDedicatedCore(inBytes, outBytes)
+        ? await this.#readIntoCore(info, to, start, runs, inBytes, outBytes, options.signal)
+        : await this.#readAndConvert(info, to, start, runs, inBytes, outBytes, options.signal)
+    return { name: info.name, dtype: to, shape, data }
+  }
+
+  /** Without conversion: a view of the caller's bytes where possible, else one buffer read into. */
+  async #readRaw(info: TensorInfo, start: number, runs: Array<[number, number]>, inBytes: number, signal?: AbortSignal): Promise<TypedArray> {
+    const Array = DTYPE_INFO[info.dtype].array
+    const unit = swapUnit(info.dtype)
+    const swap = unit > 1 && this.byteOrder !== hostByteOrder()
+    const source = this.source as { bytes?: Uint8Array }
+    if (source.bytes && runs.length === 1 && !swap) {
+      const offset = source.bytes.byteOffset + start + runs[0][0]
+      if (offset % unit === 0) return new Array(source.bytes.buffer, offset, inBytes / unit)
+    }
+    const data = allocate(info, info.dtype, inBytes)
+    const bytes = new Uint8Array(data.buffer)
+    await this.#readRuns(start, runs, bytes, signal)
+    if (swap) byteSwap(bytes, unit as 2 | 4 | 8)
+    return data
+  }
+
+  /** Large widening conversions: the bytes land once in a memory of their own and are converted there. */
+  async #readIntoCore(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, outBytes: number, signal?: AbortSignal): Promise<TypedArray> {
+    let core: Core
+    try {
+      core = instantiate(outBytes, false)
+    } catch (cause) {
+      throw tooLarge(info, outBytes, to, cause)
+    }
+    const dst = core.heapBase
+    // The input sits at the end of the output region, as the kernels' in-place contract wants.
+    const src = dst + outBytes - inBytes
+    await this.#readRuns(start, runs, new Uint8Array(core.memory.buffer, src, inBytes), signal)
+    const inUnit = swapUnit(info.dtype)
+    const outUnit = swapUnit(to)
+    if (this.byteOrder === 'big' && inUnit > 1) swapInCore(core, src, inBytes, inUnit as 2 | 4 | 8)
+    convertInto(core, src, dst, elementCountOf(info.dtype, inBytes), info.dtype, to)
+    if (hostByteOrder() === 'big' && outUnit > 1) swapInCore(core, dst, outBytes, outUnit as 2 | 4 | 8)
+    return new (DTYPE_INFO[to].array)(core.memory.buffer, dst, outBytes / outUnit)
+  }
+
+  /** Other conversions: read into one buffer, convert through the shared core in cache-sized chunks. */
+  async #readAndConvert(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, outBytes: number, signal?: AbortSignal): Promise<TypedArray> {
+    const outUnit = swapUnit(to)
+    const data = allocate(info, to, outBytes)
+    const bytes = new Uint8Array(allocate(info, 'U8', inBytes).buffer)
+    await this.#readRuns(start, runs, bytes, signal)
+    const inUnit = swapUnit(info.dtype)
+    if (this.byteOrder === 'big' && inUnit > 1) byteSwap(bytes, inUnit as 2 | 4 | 8)
+    convert(bytes, info.dtype, to, data)
+    if (hostByteOrder() === 'big' && outUnit > 1) byteSwap(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), outUnit as 2 | 4 | 8)
+    return data
+  }
+
+  async #readRuns(start: number, runs: Array<[number, number]>, target: Uint8Array, signal?: AbortSignal): Promise<void> {
+    let at = 0
+    for (const [offset, length] of runs) {
+      await readInto(this.source, start + offset, target.subarray(at, at + length), signal)
+      at += length
+    }
+  }
+}
+
+function tooLarge(info: TensorInfo, bytes: number, dtype: DType, cause: unknown): SafetensorsError {
+  return new SafetensorsError('Io', `tensor ${JSON.stringify(info.name)} needs ${bytes} bytes as ${dtype}, more than one buffer can hold here`, { cause })
+}
+
+/** A new natural array of `dtype` holding `bytes` bytes; an error naming the size if it cannot exist. */
+function allocate(info: TensorInfo, dtype: DType, bytes: number): TypedArray {
+  const Array = DTYPE_INFO[dtype].array
+  try {
+    return new Array(bytes / Array.BYTES_PER_ELEMENT)
+  } catch (cause) {
+    throw tooLarge(info, bytes, dtype, cause)
+  }
+}

@@ -1,0 +1,155 @@
+// openModel(): a sharded model (model.safetensors.index.json and its shards) behind the same reading API
+// as one file. Every weight_map entry is checked against its shard's header when the model opens.
+import type { TensorInfo } from './header.ts'
+import { SafetensorsError } from './errors.ts'
+import { open, toRangeSource, type OpenOptions, type ReadOptions, type SafetensorsFile, type Tensor } from './file.ts'
+import type { SliceRange } from './slice.ts'
+import { readInto } from './source.ts'
+
+export const DEFAULT_INDEX = 'model.safetensors.index.json'
+const MAX_INDEX_SIZE = 100_000_000
+
+export interface ModelIndex {
+  metadata?: Record<string, unknown>
+  weight_map: Record<string, string>
+}
+
+function indexError(where: string, message: string): SafetensorsError {
+  return new SafetensorsError('InvalidHeaderDeserialization', `${where}: ${message}`)
+}
+
+/** Shard names are plain file names beside the index: nothing that could reach outside its folder. */
+function checkShardName(where: string, shard: string): void {
+  if (shard === '' || shard === '.' || shard === '..' || /[/\\:\0]/.test(shard) || /%(2f|5c|2e)/i.test(shard)) {
+    throw indexError(where, `shard name ${JSON.stringify(shard)} is not a plain file name in the index's folder`)
+  }
+}
+
+function parseIndex(where: string, text: string): ModelIndex {
+  let index: unknown
+  try {
+    index = JSON.parse(text)
+  } catch (cause) {
+    throw new SafetensorsError('InvalidHeaderDeserialization', `${where}: not valid JSON: ${(cause as Error).message}`, { cause })
+  }
+  const { weight_map: map, metadata } = (index ?? {}) as Partial<ModelIndex>
+  if (typeof index !== 'object' || Array.isArray(index) || typeof map !== 'object' || map === null || Array.isArray(map)) {
+    throw indexError(where, 'expected an object with a "weight_map" object')
+  }
+  if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))) throw indexError(where, '"metadata" must be an object')
+  for (const [name, shard] of Object.entries(map)) {
+    if (typeof shard !== 'string') throw indexError(where, `weight_map[${JSON.stringify(name)}] must be a file name`)
+    checkShardName(where, shard)
+  }
+  return { metadata, weight_map: map }
+}
+
+/** Where the index is and how to find a shard beside it. */
+async function locate(input: string | URL): Promise<{ index: string | URL; shard: (name: string) => string | URL }> {
+  const url = input instanceof URL ? input : /^https?:\/\//i.test(input) ? new URL(input) : undefined
+  if (url && url.protocol !== 'file:') {
+    const index = url.pathname.endsWith('/') ? new URL(DEFAULT_INDEX, url) : url
+    return { index, shard: (name) => new URL(name, index) }
+  }
+  const path = await import('node:path')
+  const { stat } = await import('node:fs/promises')
+  const { fileURLToPath } = await import('node:url')
+  let index = url ? fileURLToPath(url) : (input as string)
+  if ((await stat(index).catch(() => undefined))?.isDirectory()) index = path.join(index, DEFAULT_INDEX)
+  const folder = path.dirname(index)
+  return { index, shard: (name) => path.join(folder, name) }
+}
+
+/** Opens a sharded model from its index (a path, a folder holding model.safetensors.index.json, or a URL). */
+export async function openModel(input: string | URL, options: OpenOptions = {}): Promise<SafetensorsModel> {
+  const { index: location, shard } = await locate(input)
+  const where = String(location)
+  const source = await toRangeSource(location, options)
+  let text: string
+  try {
+    const head = await source.read(0, Math.min(source.size ?? MAX_INDEX_SIZE, 64 * 1024), options.signal)
+    const size = source.size ?? head.length
+    if (size > MAX_INDEX_SIZE) throw indexError(where, `the index is ${size} bytes, above the limit of ${MAX_INDEX_SIZE}`)
+    const bytes = new Uint8Array(size)
+    bytes.set(head)
+    await readInto(source, head.length, bytes.subarray(head.length), options.signal)
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes)
+  } catch (cause) {
+    if (cause instanceof SafetensorsError) throw cause
+    throw indexError(where, `the index is not UTF-8 text`)
+  } finally {
+    await source.close?.()
+  }
+  const index = parseIndex(where, text)
+  const shardNames = [...new Set(Object.values(index.weight_map))]
+  const files = new Map<string, SafetensorsFile>()
+  try {
+    for (const name of shardNames) files.set(name, await open(shard(name), options))
+    for (const [tensor, name] of Object.entries(index.weight_map)) {
+      if (!files.get(name)!.header.has(tensor)) {
+        throw new SafetensorsError('TensorNotFound', `${where}: weight_map puts ${JSON.stringify(tensor)} in ${name}, which has no tensor of that name`)
+      }
+    }
+  } catch (error) {
+    await Promise.all([...files.values()].map((f) => f.close()))
+    throw error
+  }
+  return new SafetensorsModel(index, files)
+}
+
+export class SafetensorsModel {
+  readonly #index: ModelIndex
+  readonly #files: Map<string, SafetensorsFile>
+
+  constructor(index: ModelIndex, files: Map<string, SafetensorsFile>) {
+    this.#index = index
+    this.#files = files
+  }
+
+  /** The index's metadata (e.g. { total_size }), not a shard's. */
+  get metadata(): Record<string, unknown> | null {
+    return this.#index.metadata ?? null
+  }
+
+  /** The open shards, by file name. */
+  get shards(): ReadonlyMap<string, SafetensorsFile> {
+    return this.#files
+  }
+
+  /** Tensor names, shard by shard in data order. */
+  names(): string[] {
+    return this.#listed().map(([, info]) => info.name)
+  }
+
+  info(name: string): TensorInfo {
+    return this.#shardOf(name).info(name)
+  }
+
+  getTensor(name: string, options?: ReadOptions): Promise<Tensor> {
+    return this.#shardOf(name).getTensor(name, options)
+  }
+
+  getSlice(name: string, ranges: readonly SliceRange[], options?: ReadOptions): Promise<Tensor> {
+    return this.#shardOf(name).getSlice(name, ranges, options)
+  }
+
+  async *tensors(options?: ReadOptions): AsyncGenerator<Tensor> {
+    for (const [file, info] of this.#listed()) yield await file.getTensor(info.name, options)
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#files.values()].map((f) => f.close()))
+  }
+
+  // The tensors the index lists, in shard order then data order (a shard's unlisted tensors are not the model's).
+  #listed(): Array<[SafetensorsFile, TensorInfo]> {
+    const map = this.#index.weight_map
+    return [...this.#files].flatMap(([name, file]) => file.header.tensors.filter((t) => map[t.name] === name).map((t): [SafetensorsFile, TensorInfo] => [file, t]))
+  }
+
+  #shardOf(name: string): SafetensorsFile {
+    const shard = Object.hasOwn(this.#index.weight_map, name) ? this.#index.weight_map[name] : undefined
+    if (shard === undefined) throw new SafetensorsError('TensorNotFound', `no tensor named ${JSON.stringify(name)} in this model's weight_map`)
+    return this.#files.get(shard)!
+  }
+}
