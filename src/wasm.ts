@@ -44,6 +44,10 @@ export interface CoreExports {
   byteSwap16: SwapKernel
   byteSwap32: SwapKernel
   byteSwap64: SwapKernel
+  statsPtr(): number
+  statsReset(): void
+  statsFirstPass(ptr: number, count: number): void
+  statsSecondPass(ptr: number, count: number, mean: number, lo: number, hi: number, bins: number, counts: number): void
 }
 
 export interface Core {

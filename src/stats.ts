@@ -1,0 +1,60 @@
+// tensorStats: summary statistics and a histogram of F32 data, computed in wasm (assembly/stats.ts).
+import { reserveMemory, sharedCore } from './wasm.ts'
+
+export interface TensorStats {
+  /** All elements, including NaN and infinities. */
+  readonly count: number
+  /** min, max, mean, std and the histogram cover only the finite values. */
+  readonly finite: number
+  readonly min: number
+  readonly max: number
+  readonly mean: number
+  /** Population standard deviation. */
+  readonly std: number
+  readonly nan: number
+  readonly posInf: number
+  readonly negInf: number
+  /** `counts[i]` finite values fall in [lo + i * width, lo + (i + 1) * width); the last bin includes hi. */
+  readonly histogram: { readonly lo: number; readonly hi: number; readonly counts: number[] }
+}
+
+/** Elements copied into the shared core per call: the copy and both passes stay in cache. */
+const CHUNK = 1 << 16
+
+export function tensorStats(data: Float32Array, options: { bins?: number } = {}): TensorStats {
+  const bins = options.bins ?? 64
+  if (!Number.isInteger(bins) || bins < 1 || bins > 1 << 16) throw new RangeError(`bins must be an integer from 1 to 65536, got ${bins}`)
+  const core = sharedCore()
+  const { exports } = core
+  const input = core.heapBase
+  const counts = input + CHUNK * 4
+  reserveMemory(core, counts + bins * 4)
+  const eachChunk = (pass: (ptr: number, count: number) => void) => {
+    for (let first = 0; first < data.length; first += CHUNK) {
+      const chunk = data.subarray(first, first + CHUNK)
+      new Float32Array(core.memory.buffer, input, chunk.length).set(chunk)
+      pass(input, chunk.length)
+    }
+  }
+  exports.statsReset()
+  eachChunk(exports.statsFirstPass)
+  const view = new DataView(core.memory.buffer, exports.statsPtr(), 64)
+  const finite = Number(view.getBigUint64(32, true))
+  const min = finite > 0 ? view.getFloat64(8, true) : NaN
+  const max = finite > 0 ? view.getFloat64(16, true) : NaN
+  const mean = finite > 0 ? view.getFloat64(0, true) / finite : NaN
+  new Uint32Array(core.memory.buffer, counts, bins).fill(0)
+  eachChunk((ptr, count) => exports.statsSecondPass(ptr, count, mean, min, max, bins, counts))
+  return {
+    count: data.length,
+    finite,
+    min,
+    max,
+    mean,
+    std: finite > 0 ? Math.sqrt(view.getFloat64(24, true) / finite) : NaN,
+    nan: Number(view.getBigUint64(40, true)),
+    posInf: Number(view.getBigUint64(48, true)),
+    negInf: Number(view.getBigUint64(56, true)),
+    histogram: { lo: min, hi: max, counts: [...new Uint32Array(core.memory.buffer, counts, bins)] },
+  }
+}
