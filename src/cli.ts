@@ -1,34 +1,47 @@
 #!/usr/bin/env node
-// safetensors-wasm inspect | validate: reads only each file's length prefix and header.
-import { SafetensorsError, readHeader, fileSource, type Header, type DType } from './index.ts'
+// safetensors-wasm inspect | validate: read only each file's length prefix and header (and, with
+// --tensor, that one tensor), from a path or an http(s) URL.
+import { SafetensorsError, open, tensorStats, type DType, type Header, type SafetensorsFile } from './index.ts'
 
 const USAGE = `usage:
-  safetensors-wasm inspect <file> [--json]
-  safetensors-wasm validate <file>... [--json]`
+  safetensors-wasm inspect <file|url> [--json] [--tensor NAME]
+  safetensors-wasm validate <file|url>... [--json]`
 
 class UsageError extends Error {}
 
+/** Splits `--flag` and `--option value` arguments from positional ones. */
+function parseArgs(args: string[], flags: string[], options: string[]): { positional: string[]; set: Map<string, string | true> } {
+  const positional: string[] = []
+  const set = new Map<string, string | true>()
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]
+    if (!arg.startsWith('--')) positional.push(arg)
+    else if (flags.includes(arg)) set.set(arg, true)
+    else if (options.includes(arg) && i + 1 < args.length) set.set(arg, args[++i])
+    else throw new UsageError(options.includes(arg) ? `${arg} needs a value` : `unknown option ${arg}`)
+  }
+  return { positional, set }
+}
+
 async function main(args: string[]): Promise<number> {
-  const json = args.includes('--json')
-  const unknown = args.find((a) => a.startsWith('--') && a !== '--json')
-  if (unknown) throw new UsageError(`unknown option ${unknown}`)
-  const [command, ...files] = args.filter((a) => a !== '--json')
-  if (command === 'inspect' && files.length === 1) return inspect(files[0], json)
+  const { positional, set } = parseArgs(args, ['--json', '--help'], ['--tensor'])
+  const json = set.has('--json')
+  const [command, ...files] = positional
+  const tensor = set.get('--tensor') as string | undefined
+  if (tensor !== undefined && command !== 'inspect') throw new UsageError('--tensor goes with inspect')
+  if (command === 'inspect' && files.length === 1) return inspect(files[0], json, tensor)
   if (command === 'validate' && files.length > 0) return validate(files, json)
-  if (command === 'help' || args.includes('-h') || args.length === 0) {
+  if (command === 'help' || set.has('--help') || args.includes('-h') || args.length === 0) {
     console.log(USAGE)
     return args.length === 0 ? 2 : 0
   }
   throw new UsageError(command === 'inspect' || command === 'validate' ? `${command}: wrong number of files` : `unknown command ${command ?? ''}`)
 }
 
-async function loadHeader(path: string): Promise<Header> {
-  const source = await fileSource(path)
-  try {
-    return await readHeader(source)
-  } finally {
-    await source.close?.()
-  }
+async function loadHeader(location: string): Promise<Header> {
+  const file = await open(location)
+  await file.close()
+  return file.header
 }
 
 async function validate(files: string[], json: boolean): Promise<number> {
@@ -66,23 +79,34 @@ function summarize(header: Header): { total: Totals; byDtype: Partial<Record<DTy
   return { total, byDtype }
 }
 
-async function inspect(file: string, json: boolean): Promise<number> {
-  let header: Header
+async function inspect(location: string, json: boolean, tensor: string | undefined): Promise<number> {
+  let file: SafetensorsFile
   try {
-    header = await loadHeader(file)
+    file = await open(location)
   } catch (error) {
     if (!(error instanceof SafetensorsError)) throw error
-    console.error(`${file}: ${error.code}: ${error.message}`)
+    console.error(`${location}: ${error.code}: ${error.message}`)
     return 1
   }
+  try {
+    if (tensor !== undefined) return await inspectTensor(file, tensor, json)
+    printHeader(location, file.header, json)
+    return 0
+  } finally {
+    await file.close()
+  }
+}
+
+const count = (n: number) => n.toLocaleString('en-US')
+
+function printHeader(location: string, header: Header, json: boolean): void {
   const { total, byDtype } = summarize(header)
   if (json) {
     const { headerSize, dataStart, fileSize, metadata, tensors } = header
-    console.log(JSON.stringify({ file, fileSize, headerSize, dataStart, metadata, tensors, totals: { ...total, byDtype } }, null, 2))
-    return 0
+    console.log(JSON.stringify({ file: location, fileSize, headerSize, dataStart, metadata, tensors, totals: { ...total, byDtype } }, null, 2))
+    return
   }
-  const count = (n: number) => n.toLocaleString('en-US')
-  console.log(`${file}: ${count(header.fileSize)} bytes, header ${count(header.headerSize)} bytes, data from byte ${count(header.dataStart)}`)
+  console.log(`${location}: ${count(header.fileSize)} bytes, header ${count(header.headerSize)} bytes, data from byte ${count(header.dataStart)}`)
   if (header.metadata) {
     console.log('\nmetadata:')
     for (const [key, value] of Object.entries(header.metadata)) console.log(`  ${key}: ${value}`)
@@ -97,6 +121,34 @@ async function inspect(file: string, json: boolean): Promise<number> {
   for (const [dtype, t] of Object.entries(byDtype)) {
     console.log(`  ${dtype.padEnd(12)} ${count(t.tensors).padStart(6)} tensors  ${count(t.parameters).padStart(14)} parameters  ${count(t.bytes).padStart(14)} bytes`)
   }
+}
+
+/** Reads one tensor as F32 and prints its statistics (computed in wasm). */
+async function inspectTensor(file: SafetensorsFile, name: string, json: boolean): Promise<number> {
+  let stats
+  try {
+    const info = file.info(name)
+    const tensor = await file.getTensor(name, { dtype: 'F32' })
+    stats = { name, dtype: info.dtype, shape: info.shape, ...tensorStats(tensor.data as Float32Array, { bins: 10 }) }
+  } catch (error) {
+    if (!(error instanceof SafetensorsError)) throw error
+    console.error(`${error.code}: ${error.message}`)
+    return 1
+  }
+  if (json) {
+    console.log(JSON.stringify(stats, null, 2))
+    return 0
+  }
+  const { histogram } = stats
+  console.log(`${name}: ${stats.dtype} [${stats.shape.join(', ')}], ${count(stats.count)} elements`)
+  console.log(`  min ${stats.min}  max ${stats.max}  mean ${stats.mean}  std ${stats.std}`)
+  console.log(`  NaN ${count(stats.nan)}  +Inf ${count(stats.posInf)}  -Inf ${count(stats.negInf)}`)
+  const most = Math.max(1, ...histogram.counts)
+  const width = (histogram.hi - histogram.lo) / histogram.counts.length
+  histogram.counts.forEach((n, i) => {
+    const from = histogram.lo + i * width
+    console.log(`  ${from.toPrecision(6).padStart(13)}  ${'#'.repeat(Math.round((n / most) * 40)).padEnd(40)} ${count(n)}`)
+  })
   return 0
 }
 
