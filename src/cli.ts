@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 // safetensors-wasm inspect | validate: read only each file's length prefix and header (and, with
 // --tensor, that one tensor), from a path or an http(s) URL.
-import { SafetensorsError, open, tensorStats, type DType, type Header, type SafetensorsFile } from './index.ts'
+import { SafetensorsError, open, tensorStats, convertFile, convertModel, type ConvertTarget, type DType, type Header, type SafetensorsFile } from './index.ts'
 
 const USAGE = `usage:
   safetensors-wasm inspect <file|url> [--json] [--tensor NAME]
-  safetensors-wasm validate <file|url>... [--json]`
+  safetensors-wasm validate <file|url>... [--json]
+  safetensors-wasm convert <in> <out> --dtype F32|F16|BF16
+      floating-point tensors become --dtype, others are copied; <in> may be a
+      model.safetensors.index.json (or its folder), and <out> is then a folder`
 
 class UsageError extends Error {}
 
@@ -24,18 +27,19 @@ function parseArgs(args: string[], flags: string[], options: string[]): { positi
 }
 
 async function main(args: string[]): Promise<number> {
-  const { positional, set } = parseArgs(args, ['--json', '--help'], ['--tensor'])
+  const { positional, set } = parseArgs(args, ['--json', '--help'], ['--tensor', '--dtype'])
   const json = set.has('--json')
   const [command, ...files] = positional
   const tensor = set.get('--tensor') as string | undefined
   if (tensor !== undefined && command !== 'inspect') throw new UsageError('--tensor goes with inspect')
   if (command === 'inspect' && files.length === 1) return inspect(files[0], json, tensor)
   if (command === 'validate' && files.length > 0) return validate(files, json)
+  if (command === 'convert' && files.length === 2) return convertCommand(files[0], files[1], set.get('--dtype'))
   if (command === 'help' || set.has('--help') || args.includes('-h') || args.length === 0) {
     console.log(USAGE)
     return args.length === 0 ? 2 : 0
   }
-  throw new UsageError(command === 'inspect' || command === 'validate' ? `${command}: wrong number of files` : `unknown command ${command ?? ''}`)
+  throw new UsageError(['inspect', 'validate', 'convert'].includes(command) ? `${command}: wrong number of files` : `unknown command ${command ?? ''}`)
 }
 
 async function loadHeader(location: string): Promise<Header> {
@@ -150,6 +154,34 @@ async function inspectTensor(file: SafetensorsFile, name: string, json: boolean)
     console.log(`  ${from.toPrecision(6).padStart(13)}  ${'#'.repeat(Math.round((n / most) * 40)).padEnd(40)} ${count(n)}`)
   })
   return 0
+}
+
+async function convertCommand(input: string, output: string, dtype: string | true | undefined): Promise<number> {
+  if (dtype !== 'F32' && dtype !== 'F16' && dtype !== 'BF16') throw new UsageError('convert needs --dtype F32, F16 or BF16')
+  const { stat } = await import('node:fs/promises')
+  const isModel = input.endsWith('.index.json') || (await stat(input).catch(() => undefined))?.isDirectory() === true
+  const options = { dtype: dtype as ConvertTarget, onProgress: process.stderr.isTTY ? progressBar() : undefined }
+  try {
+    await (isModel ? convertModel(input, output, options) : convertFile(input, output, options))
+  } catch (error) {
+    if (!(error instanceof SafetensorsError)) throw error
+    console.error(`${input}: ${error.code}: ${error.message}`)
+    return 1
+  } finally {
+    if (options.onProgress) process.stderr.write('\n')
+  }
+  return 0
+}
+
+function progressBar(): (done: number, total: number) => void {
+  let shown = -1
+  return (done, total) => {
+    const percent = total > 0 ? Math.floor((done / total) * 100) : 100
+    if (percent === shown) return
+    shown = percent
+    const filled = Math.round(percent / 2.5)
+    process.stderr.write(`\r[${'#'.repeat(filled).padEnd(40)}] ${String(percent).padStart(3)}%  ${(done / 2 ** 20).toFixed(0)} of ${(total / 2 ** 20).toFixed(0)} MiB`)
+  }
 }
 
 main(process.argv.slice(2)).then(
