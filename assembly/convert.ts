@@ -4,14 +4,14 @@
 // allocated. The SIMD build and the scalar build compile from this one source: the vector loops sit in
 // `if (ASC_FEATURE_SIMD)` blocks and leave the remaining elements to the scalar loop after them.
 //
-// In-place contract (src/convert.ts and docs/memory-model.md rely on it): every kernel walks the
+// In-place contract (src/convert.ts and README.md, "Memory model" rely on it): every kernel walks the
 // elements front to back and loads a block's input before it stores that block's output. That makes a
 // kernel correct on overlapping buffers laid out as JS lays them out: when the output is wider than the
 // input, the input sits at the end of the output region (src = dst + outBytes - inBytes), so each store
 // lands on input already read; when it is narrower or as wide, src = dst. A vector load may read input
 // bytes beyond its block (never beyond the input's end): that is harmless, reads change nothing.
 //
-// NaN rules (docs/formats.md): widening BF16/F16 keeps every bit of the payload (a lossless bit
+// NaN rules (README.md, "Number formats"): widening BF16/F16 keeps every bit of the payload (a lossless bit
 // extension); F8, F64 NaNs become the quiet NaN 0x7FC00000 with the source's sign bit; narrowing
 // to F16/BF16 keeps the sign and the top payload bits and sets the quiet bit, so a NaN stays a NaN.
 

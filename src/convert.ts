@@ -1,5 +1,5 @@
 // convert() and byteSwap(): the wasm kernels (assembly/convert.ts) on plain arrays, and convertInto()
-// for code that already has its bytes in wasm memory. The memory model is docs/memory-model.md.
+// for code that already has its bytes in wasm memory. The memory model is README.md, "Memory model".
 import { DTYPE_INFO, isDType, type DType, type TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import { instantiate, reserveMemory, sharedCore, type ConvertKernel, type Core, type CoreExports } from './wasm.ts'
@@ -39,7 +39,7 @@ const FROM_F32: Partial<Record<DType, KernelName>> = {
 /**
  * Widening conversions with outputs of at least this many bytes get a wasm instance of their own and
  * return a view of its memory; everything else goes through the shared core in chunks and is copied
- * out. Measured with Node 20 on Linux (docs/memory-model.md): the chunked copy out stays in cache, so the
+ * out. Measured with Node 20 on Linux (README.md, "Memory model"): the chunked copy out stays in cache, so the
  * dedicated instance, whose fresh memory costs the same page faults as a fresh array plus ~80 us to
  * create, is slower below 32 MiB and even above.
  */
@@ -118,7 +118,7 @@ export function bytesOf(data: Uint8Array | TypedArray, dtype: DType): Uint8Array
 const MAX_DEDICATED_BYTES = 2 ** 32 - 2 * 65536
 
 /**
- * Whether a conversion result gets a dedicated instance (docs/memory-model.md): only large widening ones,
+ * Whether a conversion result gets a dedicated instance (README.md, "Memory model"): only large widening ones,
  * since a narrowing result would keep the whole input-sized memory alive behind it.
  */
 export function wantsDedicatedCore(inBytes: number, outBytes: number): boolean {
@@ -130,7 +130,7 @@ export function wantsDedicatedCore(inBytes: number, outBytes: number): boolean {
  * TypedArray of `to`: Float32Array for F32, Uint16Array of bits for F16 and BF16. Identity returns a
  * copy. With `out` (the natural array of `to`, exactly as long as the result, not overlapping `data`),
  * the result is written there. Large widening results without `out` are views over a wasm memory of
- * their own that never grows (docs/memory-model.md).
+ * their own that never grows (README.md, "Memory model").
  */
 export function convert(data: Uint8Array | TypedArray, from: DType, to: 'F32', out?: Float32Array): Float32Array
 export function convert(data: Uint8Array | TypedArray, from: DType, to: 'F16' | 'BF16', out?: Uint16Array): Uint16Array

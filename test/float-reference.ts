@@ -1,4 +1,4 @@
-// A scalar reference for the conversion kernels, written from the format definitions (docs/formats.md)
+// A scalar reference for the conversion kernels, written from the format definitions (README.md, "Number formats")
 // and nothing else: codes are decoded by formula (sign, exponent, mantissa, bias, Math.pow) and
 // F32 -> F16/BF16 is rounded with plain arithmetic on JS numbers. Slow and obvious on purpose; it shares
 // no code with src/ or assembly/.
@@ -69,7 +69,7 @@ export function decodeValue(format: FloatFormat, code: number): number {
 }
 
 /**
- * The F32 bits the kernels must produce for a code. NaN rules (docs/formats.md): BF16 and F16 NaNs
+ * The F32 bits the kernels must produce for a code. NaN rules (README.md, "Number formats"): BF16 and F16 NaNs
  * keep sign and payload, moved to the top of the F32 mantissa; every other NaN becomes the quiet NaN
  * 0x7FC00000 with the code's sign bit.
  */
