@@ -459,6 +459,20 @@ function nextElement(): bool {
   return false;
 }
 
+// After an object member: true to read another, false at '}' (or on error, with status set).
+function nextMember(): bool {
+  skipWs();
+  let c = byte(pos);
+  if (c == 0x2c) {
+    pos++;
+    skipWs();
+    return true;
+  }
+  if (c != 0x7d) syntax(R_EXPECTED_COMMA_OR_BRACE);
+  else pos++;
+  return false;
+}
+
 function parseShape(record: usize): bool {
   if (byte(pos) != 0x5b) return syntax(R_SHAPE_NOT_ARRAY);
   if (!reserve(8)) return false;
@@ -522,7 +536,7 @@ function parseTensor(keyStart: u32, keyEnd: u32, keyEscaped: bool, key16Start: u
   pos++;
   skipWs();
   if (byte(pos) != 0x7d) {
-    while (true) {
+    do {
       if (byte(pos) != 0x22) return syntax(R_EXPECTED_KEY);
       let keyAt = pos;
       if (!scanString()) return false;
@@ -542,16 +556,8 @@ function parseTensor(keyStart: u32, keyEnd: u32, keyEscaped: bool, key16Start: u
         : field == F_OFFSETS ? parseOffsets(record)
         : skipValue();
       if (!ok) return false;
-      skipWs();
-      let c = byte(pos);
-      pos++;
-      if (c == 0x7d) break;
-      if (c != 0x2c) {
-        pos--;
-        return syntax(R_EXPECTED_COMMA_OR_BRACE);
-      }
-      skipWs();
-    }
+    } while (nextMember());
+    if (status != OK) return false;
   } else {
     pos++;
   }
@@ -576,20 +582,16 @@ function parseMetadata(): bool {
   pos++;
   skipWs();
   if (byte(pos) != 0x7d) {
-    while (true) {
+    do {
       if (!objectKey(object)) return false;
       skipWs();
       if (byte(pos) != 0x22) return syntax(R_METADATA_VALUE_NOT_STRING);
       if (!scanString()) return false;
-      skipWs();
-      let c = byte(pos);
-      if (c == 0x7d) break;
-      if (c != 0x2c) return syntax(R_EXPECTED_COMMA_OR_BRACE);
-      pos++;
-      skipWs();
-    }
+    } while (nextMember());
+    if (status != OK) return false;
+  } else {
+    pos++;
   }
-  pos++;
   store<u32>(RESULT, pos, 28);
   store<u32>(RESULT, pos - delta, 36);
   return true;
@@ -603,7 +605,7 @@ function parseDocument(): bool {
   if (byte(pos) == 0x7d) {
     pos++;
   } else {
-    while (true) {
+    do {
       if (byte(pos) != 0x22) return syntax(R_EXPECTED_KEY);
       let key16Start = pos + 1 - delta;
       if (!scanString()) return false;
@@ -619,14 +621,8 @@ function parseDocument(): bool {
       } else if (!parseTensor(keyStart, keyEnd, keyEscaped, key16Start)) {
         return false;
       }
-      skipWs();
-      let c = byte(pos);
-      if (c == 0x7d) break;
-      if (c != 0x2c) return syntax(R_EXPECTED_COMMA_OR_BRACE);
-      pos++;
-      skipWs();
-    }
-    pos++;
+    } while (nextMember());
+    if (status != OK) return false;
   }
   skipWs();
   if (pos != n) return syntax(R_TRAILING);
