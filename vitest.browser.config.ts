@@ -1,0 +1,66 @@
+// The browser run: test files that need no Node API run in headless Chromium against dist/index.js, the
+// bundle users import (wasm inlined), never against src/. `npm test` runs it after the Node run.
+import { fileURLToPath } from 'node:url'
+import { playwright } from '@vitest/browser-playwright'
+import { defineConfig, type Plugin } from 'vitest/config'
+
+const abs = (path: string) => fileURLToPath(new URL(path, import.meta.url))
+const SRC = abs('./src/')
+
+// Every test imports the package as '../src/index.ts'; here that name means the built bundle.
+// Any other module under src/ would bring the sources (and their wasm) back in, so it is an error.
+const bundleNotSources: Plugin = {
+  name: 'bundle-not-sources',
+  enforce: 'pre',
+  load(id) {
+    if (id.startsWith(SRC)) this.error(`${id}: the browser run tests dist/index.js; import the package as '../src/index.ts' (aliased to the bundle), not an internal module`)
+  },
+}
+
+// fuzz.test.ts reads its knobs from process.env (FUZZ_SEED, FUZZ_MUTANTS, FUZZ_ONLY); pass those through,
+// so a failure replays in the browser the same way as in Node.
+const FUZZ_ENV = Object.fromEntries(Object.entries(process.env).filter(([key]) => key.startsWith('FUZZ_')))
+
+export default defineConfig({
+  plugins: [bundleNotSources],
+  define: { 'process.env': JSON.stringify(FUZZ_ENV) },
+  resolve: {
+    alias: [
+      { find: /^(\.\.\/)+src\/index\.ts$/, replacement: abs('./dist/index.js') },
+      // The shared test helpers import these at top level; test/browser/shims says what each one offers.
+      { find: /^node:fs$/, replacement: abs('./test/browser/shims/fs.ts') },
+      { find: /^node:path$/, replacement: abs('./test/browser/shims/path.ts') },
+      { find: /^node:url$/, replacement: abs('./test/browser/shims/url.ts') },
+      { find: /^node:crypto$/, replacement: abs('./test/browser/shims/crypto.ts') },
+    ],
+  },
+  test: {
+    name: 'chromium',
+    // Chosen by hand: these use only the public API, plus fixture files read through the fs shim.
+    // A new test file joins when it needs nothing from Node but reading fixtures. Not header.test.ts:
+    // its hostile-size tests measure process.memoryUsage(), which a browser does not have.
+    include: [
+      'test/golden.test.ts',
+      'test/fuzz.test.ts',
+      'test/slice.test.ts',
+      'test/stats.test.ts',
+      'test/browser/*.browser.ts',
+    ],
+    testTimeout: 60_000,
+    // Failure screenshots and attachments go where screenshots belong (gitignored), not beside the tests.
+    attachmentsDir: 'test/screenshots/attachments',
+    browser: {
+      screenshotDirectory: 'test/screenshots/browser-failures',
+      enabled: true,
+      headless: true,
+      // Debian's chromium (installed by .ci/run), driven by playwright-core: no browser download.
+      provider: playwright({
+        launchOptions: {
+          executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+          args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage'],
+        },
+      }),
+      instances: [{ browser: 'chromium' }],
+    },
+  },
+})
