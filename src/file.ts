@@ -133,8 +133,7 @@ export class SafetensorsFile {
       const offset = source.bytes.byteOffset + start + runs[0][0]
       if (offset % unit === 0) return new Array(source.bytes.buffer, offset, inBytes / unit)
     }
-    const data = allocate(info, info.dtype, inBytes)
-    const bytes = new Uint8Array(data.buffer)
+    const { data, bytes } = allocate(info, info.dtype, inBytes)
     await this.#readRuns(start, runs, bytes, signal)
     if (swap) byteSwap(bytes, unit as 2 | 4 | 8)
     return data
@@ -163,8 +162,8 @@ export class SafetensorsFile {
   /** Other conversions: read into one buffer, convert through the shared core in cache-sized chunks. */
   async #readAndConvert(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, outBytes: number, signal?: AbortSignal): Promise<TypedArray> {
     const outUnit = swapUnit(to)
-    const data = allocate(info, to, outBytes)
-    const bytes = new Uint8Array(allocate(info, 'U8', inBytes).buffer)
+    const { data } = allocate(info, to, outBytes)
+    const { bytes } = allocate(info, info.dtype, inBytes)
     await this.#readRuns(start, runs, bytes, signal)
     const inUnit = swapUnit(info.dtype)
     if (this.byteOrder === 'big' && inUnit > 1) byteSwap(bytes, inUnit as 2 | 4 | 8)
@@ -186,11 +185,12 @@ function tooLarge(info: TensorInfo, bytes: number, dtype: DType, cause: unknown)
   return new SafetensorsError('Io', `tensor ${JSON.stringify(info.name)} needs ${bytes} bytes as ${dtype}, more than one buffer can hold here`, { cause })
 }
 
-/** A new natural array of `dtype` holding `bytes` bytes; an error naming the size if it cannot exist. */
-function allocate(info: TensorInfo, dtype: DType, bytes: number): TypedArray {
+/** A new natural array of `dtype` holding `bytes` bytes, and its bytes; an error naming the size if it cannot exist. */
+function allocate(info: TensorInfo, dtype: DType, bytes: number): { data: TypedArray; bytes: Uint8Array } {
   const Array = DTYPE_INFO[dtype].array
   try {
-    return new Array(bytes / Array.BYTES_PER_ELEMENT)
+    const data = new Array(bytes / Array.BYTES_PER_ELEMENT)
+    return { data, bytes: new Uint8Array(data.buffer) }
   } catch (cause) {
     throw tooLarge(info, bytes, dtype, cause)
   }
