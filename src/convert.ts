@@ -214,12 +214,19 @@ export function byteSwap(bytes: Uint8Array, elementBytes: 2 | 4 | 8): void {
 }
 
 /** Swaps the `byteLength` bytes at `ptr` of `core`'s memory as `elementBytes`-byte elements, in place. */
-export function swapInCore(core: Core, ptr: number, byteLength: number, elementBytes: 2 | 4 | 8): void {
+function swapInCore(core: Core, ptr: number, byteLength: number, elementBytes: 2 | 4 | 8): void {
   const swap = elementBytes === 2 ? core.exports.byteSwap16 : elementBytes === 4 ? core.exports.byteSwap32 : core.exports.byteSwap64
   swap(ptr, byteLength / elementBytes)
 }
 
-/** Bytes per swapped unit of a dtype's natural array (C64: its two F32 halves), or 1 when nothing swaps. */
-export function swapUnit(dtype: DType): 1 | 2 | 4 | 8 {
-  return DTYPE_INFO[dtype].array.BYTES_PER_ELEMENT as 1 | 2 | 4 | 8
+/** Reverses the bytes of each element of `dtype` in place (C64: of each F32 half); 1-byte dtypes stay as they are. */
+export function swapElements(bytes: Uint8Array, dtype: DType): void {
+  const unit = DTYPE_INFO[dtype].array.BYTES_PER_ELEMENT
+  if (unit > 1) byteSwap(bytes, unit as 2 | 4 | 8)
+}
+
+/** swapElements on `byteLength` bytes at `ptr` of `core`'s memory. */
+export function swapElementsInCore(core: Core, ptr: number, byteLength: number, dtype: DType): void {
+  const unit = DTYPE_INFO[dtype].array.BYTES_PER_ELEMENT
+  if (unit > 1) swapInCore(core, ptr, byteLength, unit as 2 | 4 | 8)
 }

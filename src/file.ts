@@ -7,7 +7,7 @@ import { httpSource, type HttpOptions } from './http.ts'
 import { planSlice, type SliceRange } from './slice.ts'
 import { blobSource, fileSource, memorySource, readInto, throwIfAborted, type RangeSource } from './source.ts'
 import { hostByteOrder, type ByteOrder } from './byte-order.ts'
-import { byteLengthOf, byteSwap, checkConversion, convert, convertInto, elementCountOf, swapInCore, swapUnit, wantsDedicatedCore } from './convert.ts'
+import { byteLengthOf, checkConversion, convert, convertInto, elementCountOf, swapElements, swapElementsInCore, wantsDedicatedCore } from './convert.ts'
 import { instantiate, type Core } from './wasm.ts'
 
 export interface Tensor {
@@ -126,16 +126,16 @@ export class SafetensorsFile {
   /** Without conversion: a view of the caller's bytes where possible, else one buffer read into. */
   async #readRaw(info: TensorInfo, start: number, runs: Array<[number, number]>, inBytes: number, signal?: AbortSignal): Promise<TypedArray> {
     const Array = DTYPE_INFO[info.dtype].array
-    const unit = swapUnit(info.dtype)
-    const swap = unit > 1 && this.byteOrder !== hostByteOrder()
+    const unit = Array.BYTES_PER_ELEMENT
+    const swap = this.byteOrder !== hostByteOrder()
     const source = this.source as { bytes?: Uint8Array }
-    if (source.bytes && runs.length === 1 && !swap) {
+    if (source.bytes && runs.length === 1 && (!swap || unit === 1)) {
       const offset = source.bytes.byteOffset + start + runs[0][0]
       if (offset % unit === 0) return new Array(source.bytes.buffer, offset, inBytes / unit)
     }
     const { data, bytes } = allocate(info, info.dtype, inBytes)
     await this.#readRuns(start, runs, bytes, signal)
-    if (swap) byteSwap(bytes, unit as 2 | 4 | 8)
+    if (swap) swapElements(bytes, info.dtype)
     return data
   }
 
@@ -151,25 +151,23 @@ export class SafetensorsFile {
     // The input sits at the end of the output region, as the kernels' in-place contract wants.
     const src = dst + outBytes - inBytes
     await this.#readRuns(start, runs, new Uint8Array(core.memory.buffer, src, inBytes), signal)
-    const inUnit = swapUnit(info.dtype)
-    const outUnit = swapUnit(to)
-    if (this.byteOrder === 'big' && inUnit > 1) swapInCore(core, src, inBytes, inUnit as 2 | 4 | 8)
+    // The kernels work on little-endian data, and the result must be in the host's order.
+    if (this.byteOrder === 'big') swapElementsInCore(core, src, inBytes, info.dtype)
     convertInto(core, src, dst, elementCountOf(info.dtype, inBytes), info.dtype, to)
-    if (hostByteOrder() === 'big' && outUnit > 1) swapInCore(core, dst, outBytes, outUnit as 2 | 4 | 8)
-    return new (DTYPE_INFO[to].array)(core.memory.buffer, dst, outBytes / outUnit)
+    if (hostByteOrder() === 'big') swapElementsInCore(core, dst, outBytes, to)
+    const Array = DTYPE_INFO[to].array
+    return new Array(core.memory.buffer, dst, outBytes / Array.BYTES_PER_ELEMENT)
   }
 
   /** Other conversions: read into one buffer, convert through the shared core in cache-sized chunks. */
   async #readAndConvert(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, outBytes: number, signal?: AbortSignal): Promise<TypedArray> {
-    const outUnit = swapUnit(to)
-    const { data } = allocate(info, to, outBytes)
+    const output = allocate(info, to, outBytes)
     const { bytes } = allocate(info, info.dtype, inBytes)
     await this.#readRuns(start, runs, bytes, signal)
-    const inUnit = swapUnit(info.dtype)
-    if (this.byteOrder === 'big' && inUnit > 1) byteSwap(bytes, inUnit as 2 | 4 | 8)
-    convert(bytes, info.dtype, to, data)
-    if (hostByteOrder() === 'big' && outUnit > 1) byteSwap(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), outUnit as 2 | 4 | 8)
-    return data
+    if (this.byteOrder === 'big') swapElements(bytes, info.dtype)
+    convert(bytes, info.dtype, to, output.data)
+    if (hostByteOrder() === 'big') swapElements(output.bytes, to)
+    return output.data
   }
 
   async #readRuns(start: number, runs: Array<[number, number]>, target: Uint8Array, signal?: AbortSignal): Promise<void> {

@@ -63,7 +63,7 @@ export function planLayout(tensors: readonly TensorDeclaration[], metadata?: Rec
     }
   }
   const sizes = new Map(tensors.map((t) => [t, tensorByteLength(t)]))
-  const sorted = [...tensors].sort((a, b) => RANK.get(b.dtype)! - RANK.get(a.dtype)! || compareBytes(a.name, b.name))
+  const sorted = [...tensors].sort((a, b) => RANK.get(b.dtype)! - RANK.get(a.dtype)! || compareCodePoints(a.name, b.name))
   let offset = 0
   const entries = sorted.map((t): LayoutEntry => {
     const begin = offset
@@ -84,7 +84,7 @@ export function planLayout(tensors: readonly TensorDeclaration[], metadata?: Rec
 }
 
 /** Orders names by their UTF-8 bytes (code point order), as the reference writer's Rust String order does. */
-function compareBytes(a: string, b: string): number {
+export function compareCodePoints(a: string, b: string): number {
   let k = 0
   while (k < a.length && k < b.length && a.charCodeAt(k) === b.charCodeAt(k)) k++
   if (k === a.length || k === b.length) return a.length - b.length

@@ -2,10 +2,10 @@
 // memory (declare every tensor first, then stream each one's bytes), saveModel() for sharded models.
 // Everything is validated before the first byte is written.
 import { hostByteOrder } from './byte-order.ts'
-import { byteSwap, bytesOf } from './convert.ts'
-import { DTYPE_INFO, type DType, type TypedArray } from './dtypes.ts'
+import { bytesOf, swapElements } from './convert.ts'
+import type { DType, TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
-import { planLayout, tensorByteLength, type Layout, type LayoutEntry, type TensorDeclaration } from './layout.ts'
+import { compareCodePoints, planLayout, tensorByteLength, type Layout, type LayoutEntry, type TensorDeclaration } from './layout.ts'
 import { DEFAULT_INDEX } from './model.ts'
 
 export interface TensorInput {
@@ -40,23 +40,33 @@ function littleEndianBytes(name: string, dtype: DType, data: TypedArray | Uint8A
   } catch (cause) {
     throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(name)}: ${(cause as Error).message}`, { cause })
   }
-  const unit = DTYPE_INFO[dtype].array.BYTES_PER_ELEMENT
-  if (hostByteOrder() === 'little' || unit === 1 || data instanceof Uint8Array) return bytes
+  if (hostByteOrder() === 'little' || data instanceof Uint8Array) return bytes
   const copy = bytes.slice()
-  byteSwap(copy, unit as 2 | 4 | 8)
+  swapElements(copy, dtype)
   return copy
 }
 
-/** The whole file in memory, laid out exactly as the reference writer lays it out. */
-export function serialize(tensors: TensorCollection, options: WriteOptions = {}): Uint8Array {
-  const list = named(tensors)
-  const layout = planLayout(list, options.metadata)
+interface Prepared {
+  readonly layout: Layout
+  /** Each entry's little-endian bytes, in layout order. */
+  readonly chunks: Uint8Array[]
+}
+
+/** Validates the tensors, their data and the metadata, and lays them out: nothing is written before this passes. */
+function prepare(list: Array<TensorInput & { name: string }>, metadata: WriteOptions['metadata']): Prepared {
+  const layout = planLayout(list, metadata)
   const byName = new Map(list.map((t) => [t.name, t]))
   const chunks = layout.entries.map((e) => {
     const bytes = littleEndianBytes(e.name, e.dtype, byName.get(e.name)!.data)
     checkLength(e, bytes.length)
     return bytes
   })
+  return { layout, chunks }
+}
+
+/** The whole file in memory, laid out exactly as the reference writer lays it out. */
+export function serialize(tensors: TensorCollection, options: WriteOptions = {}): Uint8Array {
+  const { layout, chunks } = prepare(named(tensors), options.metadata)
   const file = new Uint8Array(layout.fileSize)
   file.set(layout.head)
   layout.entries.forEach((e, i) => file.set(chunks[i], layout.dataStart + e.dataOffsets[0]))
@@ -152,6 +162,8 @@ export class SafetensorsWriter {
     this.layout = layout
     this.#entries = new Map(layout.entries.map((e) => [e.name, e]))
     this.#started = sink.write(layout.head, 0)
+    // A failure here surfaces from the next write() or close(); until then it is not unhandled.
+    this.#started.catch(() => {})
   }
 
   /** Validates the declarations and writes the header. */
@@ -225,12 +237,22 @@ export class SafetensorsWriter {
   }
 }
 
+/** Writes prepared bytes through a file sink; on any failure the target is untouched and nothing is left. */
+async function writePrepared(path: string, { layout, chunks }: Prepared): Promise<void> {
+  const sink = await fileSink(path)
+  try {
+    await sink.write(layout.head, 0)
+    for (const [i, e] of layout.entries.entries()) await sink.write(chunks[i], layout.dataStart + e.dataOffsets[0])
+    await sink.commit()
+  } catch (cause) {
+    await sink.abort(cause)
+    throw cause instanceof SafetensorsError ? cause : new SafetensorsError('Io', `writing ${path} failed: ${(cause as Error).message}`, { cause })
+  }
+}
+
 /** Writes `tensors` to `path` atomically (Node). */
 export async function writeFile(path: string, tensors: TensorCollection, options: WriteOptions = {}): Promise<void> {
-  const list = named(tensors)
-  const writer = SafetensorsWriter.create(await fileSink(path), list, options)
-  for (const t of list) await writer.write(t.name, t.data)
-  await writer.close()
+  await writePrepared(path, prepare(named(tensors), options.metadata))
 }
 
 export interface SaveModelOptions extends WriteOptions {
@@ -260,12 +282,12 @@ export async function saveModel(folder: string, tensors: TensorCollection, optio
     size += bytes
   }
   if (shards.length === 0) shards.push([])
-  // Validate every shard before writing any.
-  shards.forEach((shard) => planLayout(shard, options.metadata))
+  // Every shard is validated before any is written.
+  const prepared = shards.map((shard) => prepare(shard, options.metadata))
   await fs.mkdir(folder, { recursive: true })
   const count = shards.length
   const names = count === 1 ? ['model.safetensors'] : shards.map((_, i) => `model-${String(i + 1).padStart(5, '0')}-of-${String(count).padStart(5, '0')}.safetensors`)
-  for (let i = 0; i < count; i++) await writeFile(path.join(folder, names[i]), shards[i], options)
+  for (let i = 0; i < count; i++) await writePrepared(path.join(folder, names[i]), prepared[i])
   if (count === 1) return names
   const weightMap: Record<string, string> = {}
   shards.forEach((shard, i) => shard.forEach((t) => (weightMap[t.name] = names[i])))
@@ -274,12 +296,16 @@ export async function saveModel(folder: string, tensors: TensorCollection, optio
   return [...names, DEFAULT_INDEX]
 }
 
-/** model.safetensors.index.json as transformers writes it: json.dumps(indent=2, sort_keys=True) + newline. */
+/**
+ * model.safetensors.index.json as transformers writes it: Python's json.dumps(indent=2, sort_keys=True)
+ * and a newline, so keys in code point order and non-ASCII as \u escapes (ensure_ascii).
+ */
 export async function writeIndex(path: string, totalSize: number, weightMap: Record<string, string>, metadata: Record<string, unknown> = {}): Promise<void> {
   const fs = await import('node:fs/promises')
-  const sortKeys = (o: Record<string, unknown>) => Object.fromEntries(Object.keys(o).sort().map((k) => [k, o[k]]))
+  const sortKeys = (o: Record<string, unknown>) => Object.fromEntries(Object.keys(o).sort(compareCodePoints).map((k) => [k, o[k]]))
   const index = { metadata: sortKeys({ ...metadata, total_size: totalSize }), weight_map: sortKeys(weightMap) }
+  const text = JSON.stringify(index, null, 2).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
   const temporary = `${path}.tmp`
-  await fs.writeFile(temporary, `${JSON.stringify(index, null, 2)}\n`)
+  await fs.writeFile(temporary, `${text}\n`)
   await fs.rename(temporary, path)
 }
