@@ -1,0 +1,468 @@
+// @ts-check
+// The inspector page: opens a SafeTensors file (picked, dropped, or by URL) through the built package,
+// reading only the header; a click on a tensor reads that tensor alone and shows statistics computed in
+// wasm. Every read goes through a counting source, so the page can say how many bytes it really read.
+// Everything shown from the file goes in through textContent: names and metadata are untrusted text.
+import { blobSource, httpSource, open, SafetensorsError, tensorStats } from '../dist/index.js'
+
+/** @typedef {import('../dist/types/index.d.ts').RangeSource} RangeSource */
+/** @typedef {import('../dist/types/index.d.ts').SafetensorsFile} SafetensorsFile */
+/** @typedef {{ name: string, dtype: string, shape: number[], params: number, bytes: number, offset: number }} Row */
+
+/** More rows than this make the table slow to build and useless to scroll; the filter narrows it. */
+const MAX_ROWS = 2000
+const BINS = 48
+const PREVIEW_VALUES = 24
+
+const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id))
+const inputById = (/** @type {string} */ id) => /** @type {HTMLInputElement} */ ($(id))
+const tableById = (/** @type {string} */ id) => /** @type {HTMLTableElement} */ ($(id))
+const numberFormat = new Intl.NumberFormat('en-US')
+const collator = new Intl.Collator('en', { numeric: true })
+
+/**
+ * The open file. `counter` counts every byte the source hands to the library: the header read,
+ * then each tensor read.
+ * @type {{ file: SafetensorsFile, label: string, counter: { bytes: number, reads: number }, rows: Row[], selected?: string } | undefined}
+ */
+let current
+/** Bumped by each open and each tensor click, so a slow older result never overwrites a newer one. */
+let generation = 0
+/** @type {AbortController | undefined} */
+let inFlight
+/** @type {{ key: keyof Row, direction: 1 | -1 } | undefined} undefined: data order, as in the file */
+let sortBy
+
+// ---- formatting ----------------------------------------------------------------------------------
+
+const fmt = (/** @type {number} */ n) => numberFormat.format(n)
+
+/** 1536 -> "1.50 KiB"; exact counts stay in titles and data attributes. */
+function human(/** @type {number} */ bytes) {
+  const units = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB']
+  let value = bytes
+  let unit = 0
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024
+    unit++
+  }
+  return unit === 0 ? `${fmt(bytes)} bytes` : `${value.toFixed(2)} ${units[unit]}`
+}
+
+/** A statistic: integers in full, others to 6 significant digits; NaN (no finite values) as a dash. */
+function stat(/** @type {number} */ x) {
+  if (Number.isNaN(x)) return '—'
+  if (Number.isInteger(x) && Math.abs(x) < 1e15) return fmt(x)
+  return String(Number(x.toPrecision(6)))
+}
+
+const shapeText = (/** @type {number[]} */ shape) => `[${shape.join(', ')}]`
+
+/**
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {Record<string, string>} attributes
+ * @param {...(string | Node)} children
+ */
+function el(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag)
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value)
+  node.append(...children)
+  return node
+}
+
+// ---- sources -------------------------------------------------------------------------------------
+
+/**
+ * Wraps a source so that every byte it returns is counted. `size` stays a getter: an HTTP source
+ * learns the file size from its first response.
+ * @param {RangeSource} inner
+ * @param {{ bytes: number, reads: number }} counter
+ * @returns {RangeSource}
+ */
+function counting(inner, counter) {
+  /** @type {RangeSource} */
+  const source = {
+    get size() {
+      return inner.size
+    },
+    async read(offset, length, signal) {
+      const bytes = await inner.read(offset, length, signal)
+      counter.bytes += bytes.length
+      counter.reads++
+      return bytes
+    },
+    close: () => inner.close?.() ?? Promise.resolve(),
+  }
+  const readInto = inner.readInto
+  if (readInto) {
+    source.readInto = async (offset, target, signal) => {
+      await readInto(offset, target, signal)
+      counter.bytes += target.length
+      counter.reads++
+    }
+  }
+  return source
+}
+
+// ---- opening -------------------------------------------------------------------------------------
+
+/**
+ * @param {string} label what to call the file on the page
+ * @param {() => RangeSource} makeSource
+ */
+async function openFile(label, makeSource) {
+  const mine = ++generation
+  inFlight?.abort()
+  inFlight = new AbortController()
+  const previous = current
+  current = undefined
+  previous?.file.close().catch(() => {})
+  $('error').hidden = true
+  $('file-view').hidden = true
+  $('detail').hidden = true
+  $('status').textContent = `Reading the header of ${label}…`
+  const counter = { bytes: 0, reads: 0 }
+  const started = performance.now()
+  try {
+    const file = await open(counting(makeSource(), counter), { signal: inFlight.signal })
+    if (mine !== generation) return void file.close().catch(() => {})
+    const rows = file.header.tensors.map((t) => ({
+      name: t.name,
+      dtype: t.dtype,
+      shape: [...t.shape],
+      params: t.shape.reduce((a, b) => a * b, 1),
+      bytes: t.byteLength,
+      offset: t.dataOffsets[0],
+    }))
+    current = { file, label, counter, rows }
+    sortBy = undefined
+    inputById('filter').value = ''
+    showFile()
+    $('status').textContent = `Read the header in ${Math.round(performance.now() - started)} ms.`
+  } catch (error) {
+    if (mine !== generation) return
+    showError(error)
+  }
+}
+
+function showError(/** @type {unknown} */ error) {
+  // A SafetensorsError is the file's fault and fully explained on the page; anything else is a bug here.
+  if (!(error instanceof SafetensorsError)) console.error(error)
+  $('status').textContent = ''
+  $('file-view').hidden = true
+  const code = error instanceof SafetensorsError ? error.code : error instanceof Error ? error.name : 'Error'
+  $('error-code').textContent = code
+  $('error-message').textContent = error instanceof Error ? error.message : String(error)
+  $('error').hidden = false
+}
+
+// ---- the file ------------------------------------------------------------------------------------
+
+function showFile() {
+  if (!current) return
+  const { header } = current.file
+  $('file-name').textContent = current.label
+  $('fact-size').textContent = human(header.fileSize)
+  $('fact-size').title = `${fmt(header.fileSize)} bytes`
+  $('fact-header').textContent = `${fmt(header.headerSize)} bytes of JSON`
+  $('fact-tensors').textContent = fmt(current.rows.length)
+  $('fact-params').textContent = fmt(current.rows.reduce((sum, r) => sum + r.params, 0))
+  $('bytes-read').dataset.headerBytes = String(current.counter.bytes)
+  showBytesRead()
+  showTotals(current.rows)
+  showMetadata(header.metadata)
+  showTensors()
+  $('file-view').hidden = false
+}
+
+/** The header read (fixed at open), then whatever tensor reads added since. */
+function showBytesRead() {
+  if (!current) return
+  const headerBytes = Number($('bytes-read').dataset.headerBytes)
+  const size = current.file.header.fileSize
+  const share = size > 0 ? ` (${Number(((100 * headerBytes) / size).toPrecision(3))}% of the file)` : ''
+  const tensorBytes = current.counter.bytes - headerBytes
+  $('bytes-read').textContent = `${fmt(headerBytes)} bytes for the header${share}` + (tensorBytes > 0 ? `, then ${fmt(tensorBytes)} for tensors` : '')
+  $('bytes-read').dataset.bytes = String(current.counter.bytes)
+}
+
+function showTotals(/** @type {Row[]} */ rows) {
+  /** @type {Map<string, { tensors: number, params: number, bytes: number }>} */
+  const totals = new Map()
+  for (const r of rows) {
+    const t = totals.get(r.dtype) ?? { tensors: 0, params: 0, bytes: 0 }
+    t.tensors++
+    t.params += r.params
+    t.bytes += r.bytes
+    totals.set(r.dtype, t)
+  }
+  const line = (/** @type {string} */ dtype, /** @type {{ tensors: number, params: number, bytes: number }} */ t, /** @type {boolean} */ all) =>
+    el('tr', { 'data-dtype': dtype },
+      el('td', {}, all ? 'all' : el('span', { class: 'dtype' }, dtype)),
+      el('td', { class: 'num', 'data-value': String(t.tensors) }, fmt(t.tensors)),
+      el('td', { class: 'num', 'data-value': String(t.params) }, fmt(t.params)),
+      el('td', { class: 'num', 'data-value': String(t.bytes), title: `${fmt(t.bytes)} bytes` }, human(t.bytes)))
+  const body = tableById('totals').tBodies[0]
+  body.replaceChildren(...[...totals].sort((a, b) => b[1].bytes - a[1].bytes).map(([dtype, t]) => line(dtype, t, false)))
+  const sum = { tensors: rows.length, params: rows.reduce((s, r) => s + r.params, 0), bytes: rows.reduce((s, r) => s + r.bytes, 0) }
+  tableById('totals').tFoot?.replaceChildren(line('all', sum, true))
+}
+
+function showMetadata(/** @type {Record<string, string> | null} */ metadata) {
+  const entries = Object.entries(metadata ?? {})
+  $('metadata-empty').hidden = entries.length > 0
+  $('metadata').hidden = entries.length === 0
+  tableById('metadata').tBodies[0].replaceChildren(
+    ...entries.map(([key, value]) => el('tr', {}, el('td', {}, key), el('td', {}, value))),
+  )
+}
+
+// ---- the tensor table ----------------------------------------------------------------------------
+
+/** @param {Row} a @param {Row} b @param {keyof Row} key */
+function compare(a, b, key) {
+  switch (key) {
+    case 'name': return collator.compare(a.name, b.name)
+    case 'dtype': return collator.compare(a.dtype, b.dtype)
+    case 'shape': {
+      // By rank, then dimension by dimension.
+      if (a.shape.length !== b.shape.length) return a.shape.length - b.shape.length
+      for (let i = 0; i < a.shape.length; i++) if (a.shape[i] !== b.shape[i]) return a.shape[i] - b.shape[i]
+      return 0
+    }
+    default: return /** @type {number} */ (a[key]) - /** @type {number} */ (b[key])
+  }
+}
+
+function visibleRows() {
+  if (!current) return []
+  const query = inputById('filter').value.trim().toLowerCase()
+  const rows = query ? current.rows.filter((r) => r.name.toLowerCase().includes(query) || r.dtype.toLowerCase() === query) : [...current.rows]
+  const order = sortBy
+  // Ties keep data order, so every sort is deterministic.
+  if (order) rows.sort((a, b) => order.direction * compare(a, b, order.key) || a.offset - b.offset)
+  return rows
+}
+
+function showTensors() {
+  if (!current) return
+  const rows = visibleRows()
+  const shown = rows.slice(0, MAX_ROWS)
+  const body = tableById('tensors').tBodies[0]
+  body.replaceChildren(...shown.map((r) => {
+    const tr = el('tr', { 'data-name': r.name },
+      el('td', { class: 'name' }, el('button', { type: 'button' }, r.name)),
+      el('td', {}, el('span', { class: 'dtype' }, r.dtype)),
+      el('td', { class: 'shape' }, shapeText(r.shape)),
+      el('td', { class: 'num', 'data-value': String(r.params) }, fmt(r.params)),
+      el('td', { class: 'num', 'data-value': String(r.bytes), title: `${fmt(r.bytes)} bytes` }, human(r.bytes)))
+    if (r.name === current?.selected) tr.setAttribute('aria-current', 'true')
+    return tr
+  }))
+  const total = current.rows.length
+  $('shown').textContent = rows.length > MAX_ROWS
+    ? `showing the first ${fmt(MAX_ROWS)} of ${fmt(rows.length)} matching; filter to narrow`
+    : rows.length === total ? `${fmt(total)} tensors` : `${fmt(rows.length)} of ${fmt(total)} tensors`
+  for (const th of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll('#tensors th[data-key]'))) {
+    const active = sortBy?.key === th.dataset.key
+    th.setAttribute('aria-sort', active ? (sortBy?.direction === 1 ? 'ascending' : 'descending') : 'none')
+  }
+}
+
+// ---- one tensor ----------------------------------------------------------------------------------
+
+async function showTensor(/** @type {string} */ name) {
+  if (!current) return
+  const mine = ++generation
+  const { file, counter } = current
+  const info = file.info(name)
+  current.selected = name
+  for (const tr of document.querySelectorAll('#tensors tbody tr')) {
+    if (/** @type {HTMLElement} */ (tr).dataset.name === name) tr.setAttribute('aria-current', 'true')
+    else tr.removeAttribute('aria-current')
+  }
+  $('detail').hidden = false
+  $('detail-name').textContent = name
+  $('detail-info').textContent = `${info.dtype} · ${shapeText(info.shape)} · ${human(info.byteLength)}`
+  $('detail-status').textContent = `Reading ${human(info.byteLength)}…`
+  $('stats').hidden = true
+  $('histogram').hidden = true
+  $('preview').hidden = true
+
+  const before = counter.bytes
+  let tensor
+  try {
+    try {
+      tensor = await file.getTensor(name, { dtype: 'F32' })
+    } catch (error) {
+      // C64 has no F32 form: show its raw values, without statistics.
+      if (!(error instanceof SafetensorsError && error.code === 'UnsupportedConversion')) throw error
+      tensor = await file.getTensor(name)
+    }
+  } catch (error) {
+    if (mine !== generation) return
+    const code = error instanceof SafetensorsError ? error.code : 'Error'
+    $('detail-status').textContent = `${code}: ${error instanceof Error ? error.message : String(error)}`
+    return
+  }
+  if (mine !== generation) return
+  showBytesRead()
+  const converted = tensor.dtype !== info.dtype ? `, converted ${info.dtype} → ${tensor.dtype} in wasm` : ''
+  $('detail-status').textContent = `Read ${fmt(counter.bytes - before)} bytes for this tensor${converted}.`
+  $('detail-status').dataset.bytes = String(counter.bytes - before)
+
+  if (tensor.dtype === 'F32' && info.dtype !== 'C64') {
+    const s = tensorStats(/** @type {Float32Array} */ (tensor.data), { bins: BINS })
+    showStats(s)
+    showHistogram(s)
+  }
+  const data = /** @type {ArrayLike<number | bigint>} */ (tensor.data)
+  const values = []
+  for (let i = 0; i < Math.min(data.length, PREVIEW_VALUES); i++) {
+    const v = data[i]
+    values.push(typeof v === 'bigint' ? v.toString() : stat(v))
+  }
+  $('preview-values').textContent = values.length ? values.join('  ') + (data.length > PREVIEW_VALUES ? '  …' : '') : '(no elements)'
+  $('preview').hidden = false
+}
+
+/** @param {ReturnType<typeof tensorStats>} s */
+function showStats(s) {
+  const items = [
+    ['elements', s.count], ['finite', s.finite], ['NaN', s.nan],
+    ['min', s.min], ['max', s.max], ['mean', s.mean],
+    ['std', s.std], ['+Inf', s.posInf], ['−Inf', s.negInf],
+  ]
+  $('stats').replaceChildren(...items.map(([label, value]) =>
+    el('div', { 'data-stat': String(label) }, el('dt', {}, String(label)), el('dd', { 'data-value': String(value) }, stat(Number(value))))))
+  $('stats').hidden = false
+}
+
+const SVG = 'http://www.w3.org/2000/svg'
+
+function svg(/** @type {string} */ tag, /** @type {Record<string, string | number>} */ attributes = {}, /** @type {string} */ text = '') {
+  const node = document.createElementNS(SVG, tag)
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, String(value))
+  if (text) node.textContent = text
+  return node
+}
+
+/** Bars of the finite values' histogram, as inline SVG: it scales with the panel and needs no canvas. */
+function showHistogram(/** @type {ReturnType<typeof tensorStats>} */ s) {
+  const { lo, hi, counts } = s.histogram
+  const plot = $('histogram-plot')
+  if (s.finite === 0) {
+    plot.replaceChildren()
+    $('histogram-caption').textContent = 'No finite values: no histogram.'
+    $('histogram').hidden = false
+    return
+  }
+  const width = 380
+  const height = 170
+  const left = 44
+  const bottom = 20
+  const top = 8
+  const plotWidth = width - left - 4
+  const plotHeight = height - top - bottom
+  const peak = Math.max(...counts)
+  const step = (hi - lo) / counts.length
+  const chart = svg('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-labelledby': 'histogram-caption' })
+  chart.append(
+    svg('line', { class: 'axis', x1: left, x2: left + plotWidth, y1: top + plotHeight + 0.5, y2: top + plotHeight + 0.5 }),
+    svg('text', { x: left - 6, y: top + 9, 'text-anchor': 'end' }, fmt(peak)),
+    svg('text', { x: left - 6, y: top + plotHeight, 'text-anchor': 'end' }, '0'),
+    svg('text', { x: left, y: height - 4 }, stat(lo)),
+    svg('text', { x: left + plotWidth, y: height - 4, 'text-anchor': 'end' }, stat(hi)),
+  )
+  const barWidth = plotWidth / counts.length
+  counts.forEach((count, i) => {
+    if (count === 0) return
+    const barHeight = Math.max(1, (count / peak) * plotHeight)
+    const bar = svg('rect', {
+      class: 'bar',
+      x: (left + i * barWidth + 0.5).toFixed(2),
+      y: (top + plotHeight - barHeight).toFixed(2),
+      width: Math.max(1, barWidth - 1).toFixed(2),
+      height: barHeight.toFixed(2),
+      'data-count': count,
+    })
+    bar.append(svg('title', {}, `${stat(lo + i * step)} to ${stat(lo + (i + 1) * step)}: ${fmt(count)}`))
+    chart.append(bar)
+  })
+  plot.replaceChildren(chart)
+  $('histogram-caption').textContent = lo === hi
+    ? `All ${fmt(s.finite)} finite values equal ${stat(lo)}.`
+    : `${fmt(s.finite)} finite values in ${counts.length} bins from ${stat(lo)} to ${stat(hi)}, computed in wasm.`
+  $('histogram').hidden = false
+}
+
+// ---- wiring --------------------------------------------------------------------------------------
+
+function openLocal(/** @type {File} */ file) {
+  history.replaceState(null, '', location.pathname)
+  openFile(file.name, () => blobSource(file))
+}
+
+function openUrl(/** @type {string} */ text) {
+  let url
+  try {
+    url = new URL(text, location.href)
+  } catch {
+    return showError(new TypeError(`not a URL: ${text}`))
+  }
+  history.replaceState(null, '', `${location.pathname}?url=${encodeURIComponent(url.href)}`)
+  openFile(url.href, () => httpSource(url))
+}
+
+$('file-input').addEventListener('change', (event) => {
+  const input = /** @type {HTMLInputElement} */ (event.target)
+  const file = input.files?.[0]
+  if (file) openLocal(file)
+  input.value = '' // picking the same file again opens it again
+})
+
+// A drop anywhere on the page opens the file (and keeps the browser from navigating to it).
+const dropZone = $('drop-zone')
+document.addEventListener('dragover', (event) => {
+  event.preventDefault()
+  if (event.dataTransfer) event.dataTransfer.dropEffect = 'copy'
+  dropZone.classList.add('dragging')
+})
+document.addEventListener('dragleave', (event) => {
+  if (!event.relatedTarget) dropZone.classList.remove('dragging')
+})
+document.addEventListener('drop', (event) => {
+  event.preventDefault()
+  dropZone.classList.remove('dragging')
+  const file = event.dataTransfer?.files[0]
+  if (file) openLocal(file)
+})
+
+$('url-form').addEventListener('submit', (event) => {
+  event.preventDefault()
+  openUrl(inputById('url-input').value)
+})
+
+$('filter').addEventListener('input', () => showTensors())
+
+for (const th of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll('#tensors th[data-key]'))) {
+  th.querySelector('button')?.addEventListener('click', () => {
+    const key = /** @type {keyof Row} */ (th.dataset.key)
+    sortBy = { key, direction: sortBy?.key === key && sortBy.direction === 1 ? -1 : 1 }
+    showTensors()
+  })
+}
+
+// One listener for every row: the name is a button (keyboard users), the whole row is a click target.
+tableById('tensors').tBodies[0].addEventListener('click', (event) => {
+  const row = /** @type {HTMLElement} */ (event.target).closest('tr')
+  if (row?.dataset.name !== undefined) showTensor(row.dataset.name)
+})
+
+// ?url=… opens that URL on load, so a link can point at a model.
+const initial = new URLSearchParams(location.search).get('url')
+if (initial) {
+  inputById('url-input').value = initial
+  openUrl(initial)
+}
