@@ -268,6 +268,13 @@ describe('inspector', () => {
       await page.locator('#histogram').waitFor({ state: 'visible' })
       expect(server.bytesSent - before).toBe(small.data_offsets[1] - small.data_offsets[0])
       expect(await page.getAttribute('#stats [data-stat="max"] dd', 'data-value')).toBe('0')
+
+      // The page's address keeps the URL, so a link opens the same view.
+      expect(new URL(page.url()).searchParams.get('url')).toBe(url)
+      const linked = await browser.newPage()
+      await linked.goto(page.url())
+      await expectFileShown(linked, parsed, url)
+      await linked.close()
     })
   })
 })

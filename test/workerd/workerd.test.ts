@@ -8,7 +8,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import workerdBinary from 'workerd'
+import workerdBinary, { version as workerdVersion } from 'workerd'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
 import { open } from '../../src/index.ts'
 import { serveFiles, type RangeServer } from '../browser/range-server.ts'
@@ -99,6 +99,8 @@ describe('workerd', () => {
     writeFileSync(join(dir, 'config.capnp'), workerdConfig(dir, entry))
     files = await serveFiles({ [FIXTURE]: FIXTURE_PATH, [INVALID]: INVALID_PATH })
     workerd = await startWorkerd(join(dir, 'config.capnp'))
+    // One line in the CI log that says what ran where.
+    console.log(`workerd ${workerdVersion} at ${workerd.url} runs test/workerd/worker.js with ${relative(ROOT, entry)} (workerd condition)`)
   }, 30_000)
 
   afterAll(async () => {
