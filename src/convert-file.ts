@@ -3,7 +3,7 @@
 // written beside the target under a temporary name and renamed at the end (see fileSink).
 import { convert } from './convert.ts'
 import { DTYPE_INFO, type DType } from './dtypes.ts'
-import { open, type OpenOptions, type SafetensorsFile } from './file.ts'
+import { open, type OpenOptions, type SafetensorsFile, type Source } from './file.ts'
 import type { TensorInfo } from './header.ts'
 import { openModel } from './model.ts'
 import { readInto } from './source.ts'
@@ -61,7 +61,7 @@ async function convertOne(file: SafetensorsFile, output: string, options: Conver
 }
 
 /** Writes `output` as `input` with every floating-point tensor in `options.dtype`. */
-export async function convertFile(input: string | URL, output: string, options: ConvertFileOptions): Promise<void> {
+export async function convertFile(input: Source, output: string, options: ConvertFileOptions): Promise<void> {
   const file = await open(input, options)
   try {
     await convertOne(file, output, options, { done: 0, total: file.header.fileSize - file.header.dataStart })
@@ -72,24 +72,31 @@ export async function convertFile(input: string | URL, output: string, options: 
 
 /**
  * Converts a sharded model shard by shard into `folder`: the same shard names, and an index whose
- * total_size and weight_map describe the new shards.
+ * total_size and weight_map describe the new shards. Shards are written under temporary names and
+ * renamed only once all of them are complete, so a failure leaves the folder as it was.
  */
 export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions): Promise<void> {
   const path = await import('node:path')
   const fs = await import('node:fs/promises')
   const model = await openModel(index, options)
+  const pending: Array<[temporary: string, final: string]> = []
   try {
     await fs.mkdir(folder, { recursive: true })
     const progress = { done: 0, total: [...model.shards.values()].reduce((sum, f) => sum + f.header.fileSize - f.header.dataStart, 0) }
     const weightMap: Record<string, string> = {}
     let totalSize = 0
     for (const [name, file] of model.shards) {
-      totalSize += await convertOne(file, path.join(folder, name), options, progress)
+      const final = path.join(folder, name)
+      pending.push([`${final}.converting`, final])
+      totalSize += await convertOne(file, `${final}.converting`, options, progress)
       for (const tensor of file.names()) weightMap[tensor] = name
     }
+    for (const [temporary, final] of pending) await fs.rename(temporary, final)
+    pending.length = 0
     const { total_size: _, ...metadata } = model.metadata ?? {}
     await writeIndex(path.join(folder, path.basename(String(index).endsWith('.json') ? String(index) : 'model.safetensors.index.json')), totalSize, weightMap, metadata)
   } finally {
+    await Promise.all(pending.map(([temporary]) => fs.rm(temporary, { force: true })))
     await model.close()
   }
 }

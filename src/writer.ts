@@ -298,14 +298,25 @@ export async function saveModel(folder: string, tensors: TensorCollection, optio
 
 /**
  * model.safetensors.index.json as transformers writes it: Python's json.dumps(indent=2, sort_keys=True)
- * and a newline, so keys in code point order and non-ASCII as \u escapes (ensure_ascii).
+ * and a newline, so keys in code point order and everything past ASCII as \u escapes (ensure_ascii).
  */
 export async function writeIndex(path: string, totalSize: number, weightMap: Record<string, string>, metadata: Record<string, unknown> = {}): Promise<void> {
   const fs = await import('node:fs/promises')
-  const sortKeys = (o: Record<string, unknown>) => Object.fromEntries(Object.keys(o).sort(compareCodePoints).map((k) => [k, o[k]]))
-  const index = { metadata: sortKeys({ ...metadata, total_size: totalSize }), weight_map: sortKeys(weightMap) }
-  const text = JSON.stringify(index, null, 2).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+  const text = pythonJson({ metadata: { ...metadata, total_size: totalSize }, weight_map: weightMap }, '')
   const temporary = `${path}.tmp`
   await fs.writeFile(temporary, `${text}\n`)
   await fs.rename(temporary, path)
+}
+
+/** json.dumps(value, indent=2, sort_keys=True): built by hand, since JS objects reorder integer-like keys. */
+function pythonJson(value: unknown, indent: string): string {
+  const inner = `${indent}  `
+  if (Array.isArray(value)) {
+    return value.length === 0 ? '[]' : `[\n${value.map((v) => inner + pythonJson(v, inner)).join(',\n')}\n${indent}]`
+  }
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value).sort(([a], [b]) => compareCodePoints(a, b))
+    return entries.length === 0 ? '{}' : `{\n${entries.map(([k, v]) => `${inner}${pythonJson(k, inner)}: ${pythonJson(v, inner)}`).join(',\n')}\n${indent}}`
+  }
+  return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }
