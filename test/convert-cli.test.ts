@@ -21,7 +21,6 @@ import {
   f32ToF16,
   firstDifference,
   ls,
-  prng,
   pythonJsonDumps,
   randomBytes,
   referenceFile,
@@ -31,6 +30,7 @@ import {
   tempDir,
   type RefTensor,
 } from './writer-reference.ts';
+import { prng } from './random.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CLI = join(ROOT, 'dist', 'cli.js');

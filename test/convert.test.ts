@@ -8,17 +8,8 @@ import {
   bigintToF32, decodeToF32Bits, decodeValue, encodeF32Bits, f32Bits, f32FromBits, FORMATS, referenceConvert, SOURCE_BITS,
   type FloatName,
 } from './float-reference.ts'
+import { mulberry32 } from './random.ts'
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return (t ^ (t >>> 14)) >>> 0
-  }
-}
 
 function randomBytes(length: number, seed: number): Uint8Array {
   const next = mulberry32(seed)

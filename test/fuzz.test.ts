@@ -9,6 +9,7 @@ import { expect, test } from 'vitest';
 import { parseHeader, SafetensorsError } from '../src/index.ts';
 import { entry, escapeBytes, FIXTURES_REAL, obj, realFixtures, utf8 } from './helpers.ts';
 import { DTYPE_BITS, referenceValidate, type RefResult, type RefTensor } from './reference-validator.ts';
+import { prng } from './random.ts';
 
 const COUNT = Number(process.env.FUZZ_MUTANTS ?? 3000);
 const SEED =
@@ -19,20 +20,10 @@ const ONLY = process.env.FUZZ_ONLY === undefined ? undefined : Number(process.en
 
 // ---- PRNG ---------------------------------------------------------------------------------------
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Each mutant gets its own stream, so one mutant can be replayed alone (FUZZ_ONLY). */
 function rngFor(index: number) {
-  const next = mulberry32(SEED ^ Math.imul(index + 1, 0x9e3779b1));
+  const next = prng(SEED ^ Math.imul(index + 1, 0x9e3779b1));
   const int = (n: number) => Math.floor(next() * n); // 0 .. n-1
   const pick = <T,>(a: readonly T[]): T => a[int(a.length)];
   return { next, int, pick };

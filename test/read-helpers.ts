@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import { expect } from 'vitest';
 import { SafetensorsError } from '../src/index.ts';
+import { prng } from './random.ts';
 
 export const DTYPE_BITS: Record<string, number> = {
   BOOL: 8, F4: 4, F6_E2M3: 6, F6_E3M2: 6, U8: 8, I8: 8, F8_E5M2: 8, F8_E4M3: 8, F8_E8M0: 8,
@@ -99,16 +100,9 @@ export function countingSource(bytes: Uint8Array, options: { readInto?: boolean 
   return { source, reads, bytesRead: () => reads.reduce((s, [, n]) => s + n, 0), reset: () => void (reads.length = 0) };
 }
 
-/** mulberry32: a small seeded PRNG, so failures are reproducible. */
+/** Seeded random values, so failures are reproducible. */
 export function rng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = prng(seed);
   return {
     next,
     /** Integer in [lo, hi]. */

@@ -5,17 +5,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { entry, FIXTURES_GOLDEN, FIXTURES_REAL, goldenName, makeFile, obj, realFixtures } from './helpers.ts';
 import { decodeUtf8Strict, JsonError, type JValue, parseJson, referenceValidate } from './reference-validator.ts';
+import { prng } from './random.ts';
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const fatal = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 function textDecoderOrNull(b: Uint8Array): string | null {
@@ -64,7 +55,7 @@ describe('strict UTF-8 decoder', () => {
   });
 
   test('agrees with TextDecoder(fatal) on 20,000 random byte strings', () => {
-    const rnd = mulberry32(1234);
+    const rnd = prng(1234);
     const interesting = [0x00, 0x41, 0x7f, 0x80, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xed, 0xef, 0xf0, 0xf4, 0xf5, 0xff, 0xa0, 0x9f, 0x90, 0x8f];
     for (let i = 0; i < 20000; i++) {
       const b = new Uint8Array(1 + Math.floor(rnd() * 8));
@@ -110,7 +101,7 @@ describe('strict JSON parser', () => {
   // Differential test: random small JSON texts, mutated. Where we accept, JSON.parse must accept and
   // agree; where only JSON.parse accepts, it must be for one of our deliberate extra rules.
   test('agrees with JSON.parse on 20,000 mutated documents', () => {
-    const rnd = mulberry32(99);
+    const rnd = prng(99);
     const pick = <T,>(a: readonly T[]): T => a[Math.floor(rnd() * a.length)];
     const strs = ['"a"', '"b"', '"\\u0061"', '"\\ud83d\\ude00"', '"\\ud800"', '"é"', '"x\\"y"', '""'];
     const nums = ['0', '-0', '1', '12', '1.5', '1e3', '-2E-2', '01', '1.', '.5', '+1', '1e'];

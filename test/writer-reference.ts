@@ -280,17 +280,6 @@ export function decodeF8E4M3(bits: number): number {
 
 // ---- misc ----
 
-/** A small deterministic PRNG (mulberry32). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export function randomBytes(n: number, next: () => number): Uint8Array {
   const out = new Uint8Array(n);

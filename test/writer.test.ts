@@ -34,7 +34,6 @@ import {
   firstDifference,
   ls,
   orderedEntries,
-  prng,
   pythonJsonDumps,
   randomBytes,
   referenceFile,
@@ -43,6 +42,7 @@ import {
   tempDir,
   type RefTensor,
 } from './writer-reference.ts';
+import { prng } from './random.ts';
 
 const REAL = fileURLToPath(new URL('./fixtures/real/', import.meta.url));
 const temps: string[] = [];

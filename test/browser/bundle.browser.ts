@@ -7,20 +7,11 @@ import {
   byteSwap, convert, DTYPE_INFO, open, parseHeader, SafetensorsError, serialize, tensorStats, type DType, type RangeSource,
 } from '../../src/index.ts' // aliased to dist/index.js by vitest.browser.config.ts
 import { referenceConvert, SOURCE_BITS } from '../float-reference.ts'
+import { mulberry32 } from '../random.ts'
 
 const FIXTURE = '/test/fixtures/real/fluxml__safetensors.jl__model.safetensors'
 const INVALID = '/test/fixtures/real/invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors'
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return (t ^ (t >>> 14)) >>> 0
-  }
-}
 
 function randomBytes(length: number, seed: number): Uint8Array {
   const next = mulberry32(seed)
