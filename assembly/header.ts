@@ -445,8 +445,9 @@ function skipValue(): bool {
   return true;
 }
 
-// After an array element: true to read another, false at ']' (or on error, with status set).
-function nextElement(): bool {
+// After an array element (close = ']') or object member (close = '}'): true to read another, false at
+// the close (or on error, with status set).
+function nextItem(close: u32): bool {
   skipWs();
   let c = byte(pos);
   if (c == 0x2c) {
@@ -454,21 +455,7 @@ function nextElement(): bool {
     skipWs();
     return true;
   }
-  if (c != 0x5d) syntax(R_EXPECTED_COMMA_OR_BRACKET);
-  else pos++;
-  return false;
-}
-
-// After an object member: true to read another, false at '}' (or on error, with status set).
-function nextMember(): bool {
-  skipWs();
-  let c = byte(pos);
-  if (c == 0x2c) {
-    pos++;
-    skipWs();
-    return true;
-  }
-  if (c != 0x7d) syntax(R_EXPECTED_COMMA_OR_BRACE);
+  if (c != close) syntax(close == 0x5d ? R_EXPECTED_COMMA_OR_BRACKET : R_EXPECTED_COMMA_OR_BRACE);
   else pos++;
   return false;
 }
@@ -485,7 +472,7 @@ function parseShape(record: usize): bool {
       store<u64>(top, number);
       top += 8;
       ndim++;
-    } while (nextElement());
+    } while (nextItem(0x5d));
     if (status != OK) return false;
   }
   store<u32>(dims, TAG_DIMS);
@@ -500,10 +487,10 @@ function parseOffsets(record: usize): bool {
   if (openArray()) return fail(INVALID_HEADER_DESERIALIZATION, R_OFFSETS_NOT_TWO, at);
   if (!parseUint()) return false;
   store<u64>(record, number, 32);
-  if (!nextElement()) return status == OK ? fail(INVALID_HEADER_DESERIALIZATION, R_OFFSETS_NOT_TWO, at) : false;
+  if (!nextItem(0x5d)) return status == OK ? fail(INVALID_HEADER_DESERIALIZATION, R_OFFSETS_NOT_TWO, at) : false;
   if (!parseUint()) return false;
   store<u64>(record, number, 40);
-  if (nextElement()) return fail(INVALID_HEADER_DESERIALIZATION, R_OFFSETS_NOT_TWO, at);
+  if (nextItem(0x5d)) return fail(INVALID_HEADER_DESERIALIZATION, R_OFFSETS_NOT_TWO, at);
   return status == OK;
 }
 
@@ -556,7 +543,7 @@ function parseTensor(keyStart: u32, keyEnd: u32, keyEscaped: bool, key16Start: u
         : field == F_OFFSETS ? parseOffsets(record)
         : skipValue();
       if (!ok) return false;
-    } while (nextMember());
+    } while (nextItem(0x7d));
     if (status != OK) return false;
   } else {
     pos++;
@@ -587,7 +574,7 @@ function parseMetadata(): bool {
       skipWs();
       if (byte(pos) != 0x22) return syntax(R_METADATA_VALUE_NOT_STRING);
       if (!scanString()) return false;
-    } while (nextMember());
+    } while (nextItem(0x7d));
     if (status != OK) return false;
   } else {
     pos++;
@@ -621,7 +608,7 @@ function parseDocument(): bool {
       } else if (!parseTensor(keyStart, keyEnd, keyEscaped, key16Start)) {
         return false;
       }
-    } while (nextMember());
+    } while (nextItem(0x7d));
     if (status != OK) return false;
   }
   skipWs();
