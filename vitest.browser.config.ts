@@ -37,9 +37,9 @@ export default defineConfig({
   test: {
     name: 'chromium',
     // Chosen by hand: these use only the public API, plus fixture files read through the fs shim.
-    // A new test file joins when it needs nothing from Node but reading fixtures. Not header.test.ts:
-    // its hostile-size tests measure process.memoryUsage(), which a browser does not have.
+    // A new test file joins when it needs nothing from Node but reading fixtures.
     include: [
+      'test/header.test.ts',
       'test/golden.test.ts',
       'test/fuzz.test.ts',
       'test/slice.test.ts',
