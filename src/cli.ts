@@ -53,7 +53,7 @@ async function validate(files: string[], json: boolean): Promise<number> {
   for (const file of files) {
     try {
       const header = await loadHeader(file)
-      console.log(json ? JSON.stringify({ file, valid: true, tensors: header.tensors.length }) : `${file}: valid, ${header.tensors.length} tensors`)
+      console.log(json ? JSON.stringify({ file, valid: true, tensors: header.tensors.length }) : `${file}: valid, ${count(header.tensors.length, 'tensor')}`)
     } catch (error) {
       if (!(error instanceof SafetensorsError)) throw error
       invalid++
@@ -101,7 +101,11 @@ async function inspect(location: string, json: boolean, tensor: string | undefin
   }
 }
 
-const count = (n: number) => n.toLocaleString('en-US')
+/** 1,234 (and "1 tensor", "2 tensors" with a noun). */
+function count(n: number, noun?: string): string {
+  const digits = n.toLocaleString('en-US')
+  return noun === undefined ? digits : `${digits} ${noun}${n === 1 ? '' : 's'}`
+}
 
 function printHeader(location: string, header: Header, json: boolean): void {
   const { total, byDtype } = summarize(header)
@@ -121,9 +125,9 @@ function printHeader(location: string, header: Header, json: boolean): void {
   const line = (cells: string[]) => cells.map((c, i) => (i === 3 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd()
   console.log(`\n${line(titles)}`)
   for (const row of rows) console.log(line(row))
-  console.log(`\n${count(total.tensors)} tensors, ${count(total.parameters)} parameters, ${count(total.bytes)} bytes`)
+  console.log(`\n${count(total.tensors, 'tensor')}, ${count(total.parameters, 'parameter')}, ${count(total.bytes, 'byte')}`)
   for (const [dtype, t] of Object.entries(byDtype)) {
-    console.log(`  ${dtype.padEnd(12)} ${count(t.tensors).padStart(6)} tensors  ${count(t.parameters).padStart(14)} parameters  ${count(t.bytes).padStart(14)} bytes`)
+    console.log(`  ${dtype.padEnd(12)} ${count(t.tensors, 'tensor').padStart(13)}  ${count(t.parameters, 'parameter').padStart(24)}  ${count(t.bytes, 'byte').padStart(20)}`)
   }
 }
 
