@@ -4,7 +4,7 @@ import type { TensorInfo } from './header.ts'
 import { SafetensorsError } from './errors.ts'
 import { open, toRangeSource, type OpenOptions, type ReadOptions, type SafetensorsFile, type Tensor } from './file.ts'
 import type { SliceRange } from './slice.ts'
-import { readInto } from './source.ts'
+import { readInto, type RangeSource } from './source.ts'
 
 export const DEFAULT_INDEX = 'model.safetensors.index.json'
 const MAX_INDEX_SIZE = 100_000_000
@@ -60,6 +60,21 @@ async function locate(input: string | URL): Promise<{ index: string | URL; shard
   return { index, shard: (name) => path.join(folder, name) }
 }
 
+/** The whole index file as text: it is small (bounded by MAX_INDEX_SIZE), and read in at most two reads. */
+async function readIndexText(source: RangeSource, where: string, signal?: AbortSignal): Promise<string> {
+  const head = await source.read(0, Math.min(source.size ?? MAX_INDEX_SIZE, 64 * 1024), signal)
+  const size = source.size ?? head.length
+  if (size > MAX_INDEX_SIZE) throw indexError(where, `the index is ${size} bytes, above the limit of ${MAX_INDEX_SIZE}`)
+  const bytes = new Uint8Array(size)
+  bytes.set(head)
+  await readInto(source, head.length, bytes.subarray(head.length), signal)
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes)
+  } catch {
+    throw indexError(where, 'the index is not UTF-8 text')
+  }
+}
+
 /** Opens a sharded model from its index (a path, a folder holding model.safetensors.index.json, or a URL). */
 export async function openModel(input: string | URL, options: OpenOptions = {}): Promise<SafetensorsModel> {
   const { index: location, shard } = await locate(input)
@@ -67,16 +82,7 @@ export async function openModel(input: string | URL, options: OpenOptions = {}):
   const source = await toRangeSource(location, options)
   let text: string
   try {
-    const head = await source.read(0, Math.min(source.size ?? MAX_INDEX_SIZE, 64 * 1024), options.signal)
-    const size = source.size ?? head.length
-    if (size > MAX_INDEX_SIZE) throw indexError(where, `the index is ${size} bytes, above the limit of ${MAX_INDEX_SIZE}`)
-    const bytes = new Uint8Array(size)
-    bytes.set(head)
-    await readInto(source, head.length, bytes.subarray(head.length), options.signal)
-    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes)
-  } catch (cause) {
-    if (cause instanceof SafetensorsError) throw cause
-    throw indexError(where, `the index is not UTF-8 text`)
+    text = await readIndexText(source, where, options.signal)
   } finally {
     await source.close?.()
   }
