@@ -5,7 +5,7 @@ export { parseHeader, readHeader, readHeaderSize, Header, MAX_HEADER_SIZE, type 
 export { blobSource, fileSource, memorySource, type RangeSource } from './source.ts'
 export { httpSource, type HttpOptions } from './http.ts'
 export { convert, byteSwap } from './convert.ts'
-export { open, SafetensorsFile, type OpenOptions, type ReadOptions, type Source, type Tensor } from './file.ts'
+export { open, SafetensorsFile, type OpenOptions, type ReadOptions, type Source, type Tensor, type DataFor } from './file.ts'
 export { openModel, SafetensorsModel, type ModelIndex } from './model.ts'
 export type { SliceRange } from './slice.ts'
 export { serialize, SafetensorsWriter, fileSink, streamSink, writeFile, saveModel, type TensorInput, type TensorCollection, type WriteOptions, type WriterSink, type SaveModelOptions } from './writer.ts'

@@ -137,7 +137,7 @@ async function inspectTensor(file: SafetensorsFile, name: string, json: boolean)
   try {
     const info = file.info(name)
     const tensor = await file.getTensor(name, { dtype: 'F32' })
-    stats = { name, dtype: info.dtype, shape: info.shape, ...tensorStats(tensor.data as Float32Array, { bins: 10 }) }
+    stats = { name, dtype: info.dtype, shape: info.shape, ...tensorStats(tensor.data, { bins: 10 }) }
   } catch (error) {
     if (!(error instanceof SafetensorsError)) throw error
     console.error(`${error.code}: ${error.message}`)

@@ -10,23 +10,26 @@ import { hostByteOrder, type ByteOrder } from './byte-order.ts'
 import { byteLengthOf, checkConversion, convert, convertInto, elementCountOf, swapElements, swapElementsInCore, wantsDedicatedCore } from './convert.ts'
 import { instantiate, type Core } from './wasm.ts'
 
-export interface Tensor {
+export interface Tensor<T extends TypedArray = TypedArray> {
   readonly name: string
   /** The dtype of `data`: the file's, or the one asked for. */
   readonly dtype: DType
   readonly shape: number[]
   /** The natural TypedArray of `dtype` (see DTYPE_INFO). */
-  readonly data: TypedArray
+  readonly data: T
 }
+
+/** The array a read gives for a requested dtype: Float32Array for F32, Uint16Array of bits for F16/BF16. */
+export type DataFor<D extends DType> = D extends 'F32' ? Float32Array : D extends 'F16' | 'BF16' ? Uint16Array : TypedArray
 
 export interface OpenOptions extends HttpOptions {
   /** Byte order of the tensor data in the file: 'big' for legacy files written on big-endian hosts. */
   byteOrder?: ByteOrder
 }
 
-export interface ReadOptions {
+export interface ReadOptions<D extends DType = DType> {
   /** Convert to this dtype on read. */
-  dtype?: DType
+  dtype?: D
   signal?: AbortSignal
 }
 
@@ -86,21 +89,21 @@ export class SafetensorsFile {
   }
 
   /** Reads one tensor's bytes and nothing else. */
-  async getTensor(name: string, options: ReadOptions = {}): Promise<Tensor> {
+  async getTensor<D extends DType>(name: string, options: ReadOptions<D> = {}): Promise<Tensor<DataFor<D>>> {
     const info = this.info(name)
-    return this.#read(info, info.shape, [[0, info.byteLength]], options)
+    return this.#read(info, info.shape, [[0, info.byteLength]], options) as Promise<Tensor<DataFor<D>>>
   }
 
   /** Reads only the bytes a slice covers; see SliceRange. */
-  async getSlice(name: string, ranges: readonly SliceRange[], options: ReadOptions = {}): Promise<Tensor> {
+  async getSlice<D extends DType>(name: string, ranges: readonly SliceRange[], options: ReadOptions<D> = {}): Promise<Tensor<DataFor<D>>> {
     const info = this.info(name)
     const plan = planSlice(name, info.dtype, info.shape, ranges)
-    return this.#read(info, plan.shape, plan.runs, options)
+    return this.#read(info, plan.shape, plan.runs, options) as Promise<Tensor<DataFor<D>>>
   }
 
   /** Every tensor in file order, read one after the other. */
-  async *tensors(options: ReadOptions = {}): AsyncGenerator<Tensor> {
-    for (const info of this.header.tensors) yield await this.#read(info, info.shape, [[0, info.byteLength]], options)
+  async *tensors<D extends DType>(options: ReadOptions<D> = {}): AsyncGenerator<Tensor<DataFor<D>>> {
+    for (const info of this.header.tensors) yield (await this.#read(info, info.shape, [[0, info.byteLength]], options)) as Tensor<DataFor<D>>
   }
 
   async close(): Promise<void> {

@@ -1,8 +1,9 @@
 // openModel(): a sharded model (model.safetensors.index.json and its shards) behind the same reading API
 // as one file. Every weight_map entry is checked against its shard's header when the model opens.
+import type { DType } from './dtypes.ts'
 import type { TensorInfo } from './header.ts'
 import { SafetensorsError } from './errors.ts'
-import { open, toRangeSource, type OpenOptions, type ReadOptions, type SafetensorsFile, type Tensor } from './file.ts'
+import { open, toRangeSource, type DataFor, type OpenOptions, type ReadOptions, type SafetensorsFile, type Tensor } from './file.ts'
 import type { SliceRange } from './slice.ts'
 import { readInto, type RangeSource } from './source.ts'
 
@@ -131,15 +132,15 @@ export class SafetensorsModel {
     return this.#shardOf(name).info(name)
   }
 
-  getTensor(name: string, options?: ReadOptions): Promise<Tensor> {
+  getTensor<D extends DType>(name: string, options?: ReadOptions<D>): Promise<Tensor<DataFor<D>>> {
     return this.#shardOf(name).getTensor(name, options)
   }
 
-  getSlice(name: string, ranges: readonly SliceRange[], options?: ReadOptions): Promise<Tensor> {
+  getSlice<D extends DType>(name: string, ranges: readonly SliceRange[], options?: ReadOptions<D>): Promise<Tensor<DataFor<D>>> {
     return this.#shardOf(name).getSlice(name, ranges, options)
   }
 
-  async *tensors(options?: ReadOptions): AsyncGenerator<Tensor> {
+  async *tensors<D extends DType>(options?: ReadOptions<D>): AsyncGenerator<Tensor<DataFor<D>>> {
     for (const [file, info] of this.#listed()) yield await file.getTensor(info.name, options)
   }
 
