@@ -173,14 +173,29 @@ export class SafetensorsFile {
     return output.data
   }
 
+  /** Reads the runs packed one after another into `target`, a few at a time (a column slice has many). */
   async #readRuns(start: number, runs: Array<[number, number]>, target: Uint8Array, signal?: AbortSignal): Promise<void> {
-    let at = 0
-    for (const [offset, length] of runs) {
-      await readInto(this.source, start + offset, target.subarray(at, at + length), signal)
-      at += length
+    const at: number[] = []
+    runs.reduce((sum, [, length]) => (at.push(sum), sum + length), 0)
+    let next = 0
+    const reader = async () => {
+      while (next < runs.length) {
+        const i = next++
+        const [offset, length] = runs[i]
+        try {
+          await readInto(this.source, start + offset, target.subarray(at[i], at[i] + length), signal)
+        } catch (error) {
+          next = runs.length // the others start nothing more
+          throw error
+        }
+      }
     }
+    await Promise.all(Array.from({ length: Math.min(PARALLEL_READS, runs.length) }, reader))
   }
 }
+
+/** Reads in flight at once for one slice: enough to hide HTTP latency, few enough for any server. */
+const PARALLEL_READS = 6
 
 function tooLarge(info: TensorInfo, bytes: number, dtype: DType, cause: unknown): SafetensorsError {
   return new SafetensorsError('Io', `tensor ${JSON.stringify(info.name)} needs ${bytes} bytes as ${dtype}, more than one buffer can hold here`, { cause })

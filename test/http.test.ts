@@ -4,7 +4,7 @@
 // must give either correct data or a SafetensorsError 'Io' ('Aborted' when aborted), never wrong data.
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { open } from '../src/index.ts';
+import { open, SafetensorsError } from '../src/index.ts';
 import { FIXTURES_REAL, realFixtures } from './helpers.ts';
 import { ignoreRangeHandler, parseRange, rangeHandler, send, startServer, type Handler, type TestServer } from './http-server.ts';
 import { buildFile, bytesOf, errorOf, expectError, expectSameBytes, headerOf, rng } from './read-helpers.ts';
@@ -265,6 +265,41 @@ describe('a server that serves Range requests', () => {
     const all = new Float32Array(tensorBytes(LORA, t.name).slice().buffer);
     const want = [0, 1, 2, 3].flatMap((r) => [all[r * 1280 + 10], all[r * 1280 + 11]]);
     expect(Array.from(cols.data as Float32Array)).toEqual(want);
+  });
+
+  test('the runs of a column slice are requested several at a time, and a failed run stops the rest', async () => {
+    const t = loraTensors.find((x) => x.shape.length === 2 && x.shape[0] >= 64)!;
+    const [rows, columns] = t.shape;
+    // A server that holds every data request for a moment, so overlapping requests show.
+    let inFlight = 0;
+    let most = 0;
+    let failAfter = Infinity;
+    const slow = await startServer(async (req, res, log) => {
+      const data = !(req.headers.range ?? '').startsWith('bytes=0-');
+      if (data && --failAfter < 0) return void res.destroy();
+      inFlight++;
+      most = Math.max(most, inFlight);
+      if (data) await new Promise((resolve) => setTimeout(resolve, 20));
+      inFlight--;
+      return rangeHandler(lookup)(req, res, log);
+    });
+    try {
+      const file = await open(`${slow.origin}/${LORA_NAME}`);
+      const column = await file.getSlice(t.name, [null, [0, 1]]);
+      const all = new Float32Array(tensorBytes(LORA, t.name).slice().buffer);
+      expect(Array.from(column.data as Float32Array)).toEqual(Array.from({ length: rows }, (_, r) => all[r * columns]));
+      expect(most).toBeGreaterThan(1);
+      expect(most).toBeLessThanOrEqual(8);
+      slow.clear();
+      failAfter = 3;
+      const error = await file.getSlice(t.name, [null, [0, 1]]).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SafetensorsError);
+      expect((error as SafetensorsError).code).toBe('Io');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(slow.log.length, 'requests after the failure').toBeLessThan(rows);
+    } finally {
+      await slow.close();
+    }
   });
 
   test('tensors() reads the data section once: bytes sent equal the sum of the tensor sizes', async () => {
