@@ -3,7 +3,7 @@
 import { DTYPES, type DType } from './dtypes.ts'
 import { SafetensorsError, type ErrorCode } from './errors.ts'
 import { readInto, type RangeSource } from './source.ts'
-import { reserveMemory, sharedCore } from './wasm.ts'
+import { reserveMemory, sharedCore, trimSharedCore } from './wasm.ts'
 
 /** The reference implementation's limit on the JSON header length. */
 export const MAX_HEADER_SIZE = 100_000_000
@@ -122,48 +122,53 @@ export function parseHeader(bytes: Uint8Array, options: { fileSize?: number } = 
   const headerBytes = bytes.subarray(8, 8 + n)
 
   const core = sharedCore()
-  const input = core.heapBase
+  // A huge header grows the shared core; past a threshold it is dropped afterwards (wasm memory never shrinks).
   try {
-    reserveMemory(core, input + n + 64)
-  } catch {
-    throw new SafetensorsError('HeaderTooLarge', `a header of ${n} bytes does not fit in wasm memory`)
-  }
-  new Uint8Array(core.memory.buffer, input, n).set(headerBytes)
-  const status = core.exports.scanHeader(input, n, fileSize)
-
-  // The scanner may have grown memory: take views only now.
-  const memory = core.memory.buffer
-  const u32 = new Uint32Array(memory)
-  const f64 = new Float64Array(memory)
-  const result = core.exports.resultPtr() >>> 2
-  if (status !== 0) throw scanError(status, new DataView(memory), result << 2, u32, headerBytes, fileSize)
-
-  const count = u32[result + 4]
-  const order = u32[result + 5] >>> 2
-  const text = n > 0 ? decoder.decode(headerBytes) : ''
-  const tensors = new Array<TensorInfo>(count)
-  for (let i = 0; i < count; i++) {
-    // Tensor entry (see assembly/header.ts): u32 [tag, object, keyStart, keyEnd|escaped, key16Start,
-    // key16End, dtype, dims] then f64 [begin, end]; dims entry: u32 [tag, ndim] then f64 dims.
-    const entry = u32[order + i] >>> 2
-    const raw = text.slice(u32[entry + 4], u32[entry + 5])
-    const dims = u32[entry + 7] >>> 2
-    const ndim = u32[dims + 1]
-    const shape = new Array<number>(ndim)
-    for (let d = 0; d < ndim; d++) shape[d] = f64[(dims >>> 1) + 1 + d]
-    const begin = f64[(entry >>> 1) + 4]
-    const end = f64[(entry >>> 1) + 5]
-    tensors[i] = {
-      name: u32[entry + 3] & 0x80000000 ? JSON.parse(`"${raw}"`) : raw,
-      dtype: DTYPES[u32[entry + 6]],
-      shape,
-      dataOffsets: [begin, end],
-      byteLength: end - begin,
+    const input = core.heapBase
+    try {
+      reserveMemory(core, input + n + 64)
+    } catch {
+      throw new SafetensorsError('HeaderTooLarge', `a header of ${n} bytes does not fit in wasm memory`)
     }
+    new Uint8Array(core.memory.buffer, input, n).set(headerBytes)
+    const status = core.exports.scanHeader(input, n, fileSize)
+
+    // The scanner may have grown memory: take views only now.
+    const memory = core.memory.buffer
+    const u32 = new Uint32Array(memory)
+    const f64 = new Float64Array(memory)
+    const result = core.exports.resultPtr() >>> 2
+    if (status !== 0) throw scanError(status, new DataView(memory), result << 2, u32, headerBytes, fileSize)
+
+    const count = u32[result + 4]
+    const order = u32[result + 5] >>> 2
+    const text = n > 0 ? decoder.decode(headerBytes) : ''
+    const tensors = new Array<TensorInfo>(count)
+    for (let i = 0; i < count; i++) {
+      // Tensor entry (see assembly/header.ts): u32 [tag, object, keyStart, keyEnd|escaped, key16Start,
+      // key16End, dtype, dims] then f64 [begin, end]; dims entry: u32 [tag, ndim] then f64 dims.
+      const entry = u32[order + i] >>> 2
+      const raw = text.slice(u32[entry + 4], u32[entry + 5])
+      const dims = u32[entry + 7] >>> 2
+      const ndim = u32[dims + 1]
+      const shape = new Array<number>(ndim)
+      for (let d = 0; d < ndim; d++) shape[d] = f64[(dims >>> 1) + 1 + d]
+      const begin = f64[(entry >>> 1) + 4]
+      const end = f64[(entry >>> 1) + 5]
+      tensors[i] = {
+        name: u32[entry + 3] & 0x80000000 ? JSON.parse(`"${raw}"`) : raw,
+        dtype: DTYPES[u32[entry + 6]],
+        shape,
+        dataOffsets: [begin, end],
+        byteLength: end - begin,
+      }
+    }
+    const metaEnd16 = u32[result + 9]
+    const metadata = u32[result + 6] === 0xffffffff ? null : JSON.parse(text.slice(u32[result + 8], metaEnd16))
+    return new Header(n, fileSize, metadata, tensors)
+  } finally {
+    trimSharedCore()
   }
-  const metaEnd16 = u32[result + 9]
-  const metadata = u32[result + 6] === 0xffffffff ? null : JSON.parse(text.slice(u32[result + 8], metaEnd16))
-  return new Header(n, fileSize, metadata, tensors)
 }
 
 function scanError(status: number, view: DataView, result: number, u32: Uint32Array, header: Uint8Array, fileSize: number): SafetensorsError {

@@ -125,6 +125,17 @@ export function sharedCore(): Core {
   return (shared ??= instantiate())
 }
 
+/** A shared core past this size is dropped after the call that grew it: wasm memory never shrinks. */
+const SHARED_KEEP_BYTES = 64 << 20
+
+/**
+ * Lets the garbage collector take the shared core's memory back after a call that grew it a lot (a huge
+ * header): otherwise the process would hold that memory for good. The next call makes a fresh one.
+ */
+export function trimSharedCore(): void {
+  if (shared && shared.memory.buffer.byteLength > SHARED_KEEP_BYTES) shared = undefined
+}
+
 /** Grows a growable core so that [0, end) is addressable. */
 export function reserveMemory(core: Core, end: number): void {
   const have = core.memory.buffer.byteLength
