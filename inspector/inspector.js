@@ -13,6 +13,8 @@ import { blobSource, httpSource, open, SafetensorsError, tensorStats } from '../
 const MAX_ROWS = 2000
 const BINS = 48
 const PREVIEW_VALUES = 24
+/** Tensors larger than this are read only after a second click. */
+const LARGE_TENSOR = 256 * 1024 * 1024
 
 const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id))
 const inputById = (/** @type {string} */ id) => /** @type {HTMLInputElement} */ ($(id))
@@ -272,7 +274,11 @@ function showTensors() {
 
 // ---- one tensor ----------------------------------------------------------------------------------
 
-async function showTensor(/** @type {string} */ name) {
+/**
+ * @param {string} name
+ * @param {boolean} confirmed the user asked to read a tensor above LARGE_TENSOR anyway
+ */
+async function showTensor(name, confirmed = false) {
   if (!current) return
   const mine = ++generation
   const { file, counter } = current
@@ -289,6 +295,13 @@ async function showTensor(/** @type {string} */ name) {
   $('stats').hidden = true
   $('histogram').hidden = true
   $('preview').hidden = true
+  if (info.byteLength > LARGE_TENSOR && !confirmed) {
+    // A click should not start a multi-gigabyte download (or exhaust a tab's memory) unasked.
+    const button = el('button', { type: 'button', id: 'read-anyway' }, 'Read it anyway')
+    button.addEventListener('click', () => showTensor(name, true))
+    $('detail-status').replaceChildren(`This tensor is ${human(info.byteLength)}; reading it fetches all of it. `, button)
+    return
+  }
 
   const before = counter.bytes
   let tensor

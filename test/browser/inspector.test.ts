@@ -269,6 +269,14 @@ describe('inspector', () => {
       expect(server.bytesSent - before).toBe(small.data_offsets[1] - small.data_offsets[0])
       expect(await page.getAttribute('#stats [data-stat="max"] dd', 'data-value')).toBe('0')
 
+      // A tensor above 256 MiB is not read on the first click: the page asks first.
+      const big = parsed.tensors.find((t) => t.data_offsets[1] - t.data_offsets[0] > 256 * MiB)!
+      const beforeBig = server.bytesSent
+      await page.click(`#tensors tbody tr[data-name="${big.name}"] button`)
+      await page.locator('#read-anyway').waitFor({ state: 'visible' })
+      expect(server.bytesSent).toBe(beforeBig)
+      expect(await page.isHidden('#histogram')).toBe(true)
+
       // The page's address keeps the URL, so a link opens the same view.
       expect(new URL(page.url()).searchParams.get('url')).toBe(url)
       const linked = await browser.newPage()
@@ -300,7 +308,8 @@ function writeSparseModel(path: string, size: number): Parsed {
     [`model.layers.${i}.mlp.down_proj.weight`, 'BF16', [hidden, intermediate]],
   ]
   const bytesOf = (dtype: string, shape: number[]) => product(shape) * ({ F32: 4, BF16: 2, U8: 1 } as Record<string, number>)[dtype]
-  const fixed: Array<[string, string, number[]]> = [['model.embed_tokens.weight', 'BF16', [vocab, hidden]], ['model.norm.weight', 'F32', [hidden]], ['lm_head.weight', 'BF16', [vocab, hidden]]]
+  // lm_head is F32 and so above the page's 256 MiB read-on-second-click threshold.
+  const fixed: Array<[string, string, number[]]> = [['model.embed_tokens.weight', 'BF16', [vocab, hidden]], ['model.norm.weight', 'F32', [hidden]], ['lm_head.weight', 'F32', [2 * vocab, hidden]]]
   const tensors = [...fixed]
   const budget = size - 200_000 // leaves room for the header and the filler tensor
   let used = fixed.reduce((s, [, d, sh]) => s + bytesOf(d, sh), 0)
