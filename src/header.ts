@@ -18,6 +18,8 @@ export interface TensorInfo {
 }
 
 export class Header {
+  /** File offset of the data section: 8 + headerSize. */
+  readonly dataStart: number
   readonly #index = new Map<string, TensorInfo>()
 
   constructor(
@@ -27,11 +29,8 @@ export class Header {
     readonly metadata: Record<string, string> | null,
     /** In data order (sorted by offsets), which is not always the order of the JSON. */
     readonly tensors: TensorInfo[],
-  ) {}
-
-  /** File offset of the data section: 8 + headerSize. */
-  get dataStart(): number {
-    return 8 + this.headerSize
+  ) {
+    this.dataStart = 8 + headerSize
   }
 
   /** The tensor called `name`; throws TensorNotFound. */
