@@ -46,12 +46,13 @@ export async function toRangeSource(input: Source, options: OpenOptions = {}): P
   if (typeof Blob !== 'undefined' && input instanceof Blob) return blobSource(input)
   if (isRangeSource(input)) return input
   if (typeof input !== 'string' && !(input instanceof URL)) throw new TypeError(`cannot open ${Object.prototype.toString.call(input)}`)
-  const url = input instanceof URL ? input : /^https?:\/\//i.test(input) ? new URL(input) : undefined
+  const onNode = typeof process !== 'undefined' && process.versions?.node !== undefined
+  // On Node a string is a path unless it is an http(s) URL; in a page, a string is a URL relative to it.
+  const page = !onNode && typeof input === 'string' ? (globalThis as { location?: { href: string } }).location : undefined
+  const url = input instanceof URL ? input : /^https?:\/\//i.test(input) ? new URL(input) : page ? new URL(input, page.href) : undefined
   if (url?.protocol === 'http:' || url?.protocol === 'https:') return httpSource(url, options)
   if (url && url.protocol !== 'file:') throw new TypeError(`cannot open ${url}: unsupported URL scheme`)
-  if (typeof process === 'undefined' || !process.versions?.node) {
-    throw new TypeError(`file paths can only be opened on Node; pass a URL, Blob or bytes instead of ${JSON.stringify(String(input))}`)
-  }
+  if (!onNode) throw new TypeError(`file paths can only be opened on Node; pass a URL, Blob or bytes instead of ${JSON.stringify(String(input))}`)
   const { fileURLToPath } = await import('node:url')
   return fileSource(url ? fileURLToPath(url) : (input as string))
 }

@@ -138,6 +138,14 @@ describe('browser sources', () => {
     expect(requests.every((r) => /^bytes=\d+-\d+$/.test(r)), requests.join(', ')).toBe(true)
   })
 
+  test('in a page, a string is a URL relative to the page', async () => {
+    const whole = new Uint8Array(await (await fetch(FIXTURE)).arrayBuffer())
+    const st = await open(FIXTURE)
+    expect(st.names()).toEqual(parseHeader(whole).tensors.map((t) => t.name))
+    const error = await open('ftp://example.invalid/x.safetensors').then(() => undefined, (e: unknown) => e)
+    expect(error).toBeInstanceOf(TypeError)
+  })
+
   test('an invalid file fetched by URL is rejected with its code', async () => {
     // Its prefix claims a header longer than the whole file (read here independently of the library).
     const whole = new Uint8Array(await (await fetch(INVALID)).arrayBuffer())
