@@ -184,33 +184,29 @@ describe.each(valid)('%s', (f) => {
     }
   });
 
-  test.each([
+  // Every kind of input open() takes from memory or disk; each test reads all tensors through each.
+  const sources = [
     ['a file path', () => path],
     ['a Uint8Array', () => bytes()],
     ['a Uint8Array at an odd offset', () => unaligned(bytes())],
     ['an ArrayBuffer', () => bytes().buffer],
     ['a Blob', () => new Blob([bytes()])],
-  ] as const)('getTensor from %s gives the golden raw values', async (_, input) => {
-    const file = await open(input());
-    try {
-      for (const name of g.order) checkRaw(name, g.tensors[name], (await file.getTensor(name)) as unknown as TensorLike);
-    } finally {
-      await file.close();
-    }
-  });
+  ] as const;
 
-  test.each([
-    ['a file path', () => path],
-    ['a Uint8Array', () => bytes()],
-    ['a Uint8Array at an odd offset', () => unaligned(bytes())],
-  ] as const)("getTensor(name, { dtype: 'F32' }) from %s gives the golden float32 values", async (_, input) => {
-    const file = await open(input());
+  async function eachTensor(input: Parameters<typeof open>[0], check: (file: Awaited<ReturnType<typeof open>>, name: string) => Promise<void>) {
+    const file = await open(input);
     try {
-      for (const name of g.order) checkF32(name, g.tensors[name], (await file.getTensor(name, { dtype: 'F32' })) as unknown as TensorLike);
+      for (const name of g.order) await check(file, name);
     } finally {
       await file.close();
     }
-  });
+  }
+
+  test.each(sources)('getTensor from %s gives the golden raw values', (_, input) =>
+    eachTensor(input(), async (file, name) => checkRaw(name, g.tensors[name], (await file.getTensor(name)) as unknown as TensorLike)));
+
+  test.each(sources)("getTensor(name, { dtype: 'F32' }) from %s gives the golden float32 values", (_, input) =>
+    eachTensor(input(), async (file, name) => checkF32(name, g.tensors[name], (await file.getTensor(name, { dtype: 'F32' })) as unknown as TensorLike)));
 
   test('results stay valid while others are read (all F32 reads at once, checked afterwards)', async () => {
     const file = await open(bytes());
