@@ -288,13 +288,23 @@ export async function saveModel(folder: string, tensors: TensorCollection, optio
   const count = shards.length
   const names = count === 1 ? ['model.safetensors'] : shards.map((_, i) => `model-${String(i + 1).padStart(5, '0')}-of-${String(count).padStart(5, '0')}.safetensors`)
   for (let i = 0; i < count; i++) await writePrepared(path.join(folder, names[i]), prepared[i])
-  if (count === 1) return names
-  const weightMap: Record<string, string> = {}
-  shards.forEach((shard, i) => shard.forEach((t) => (weightMap[t.name] = names[i])))
-  const totalSize = list.reduce((sum, t) => sum + tensorByteLength(t), 0)
-  await writeIndex(path.join(folder, DEFAULT_INDEX), totalSize, weightMap)
-  return [...names, DEFAULT_INDEX]
+  if (count > 1) {
+    const weightMap: Record<string, string> = {}
+    shards.forEach((shard, i) => shard.forEach((t) => (weightMap[t.name] = names[i])))
+    const totalSize = list.reduce((sum, t) => sum + tensorByteLength(t), 0)
+    await writeIndex(path.join(folder, DEFAULT_INDEX), totalSize, weightMap)
+    names.push(DEFAULT_INDEX)
+  }
+  // Files of an earlier save with another shard count would be loaded in place of these (a loader that
+  // finds model.safetensors never looks for the index): remove them, as transformers does, once the new
+  // ones are complete.
+  const stale = (await fs.readdir(folder)).filter((f) => SAVED_MODEL_FILE.test(f) && !names.includes(f))
+  await Promise.all(stale.map((f) => fs.rm(path.join(folder, f), { force: true })))
+  return names
 }
+
+/** The files saveModel writes: model.safetensors, its shards and their index. */
+const SAVED_MODEL_FILE = /^model(-\d{5}-of-\d{5})?\.safetensors(\.index\.json)?$/
 
 /**
  * model.safetensors.index.json as transformers writes it: Python's json.dumps(indent=2, sort_keys=True)

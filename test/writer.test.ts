@@ -940,6 +940,27 @@ describe('saveModel', () => {
     expect(text).toBe(pythonJsonDumps({ metadata: { total_size: 4305 }, weight_map: index.weight_map }) + '\n');
   });
 
+  test('saving again with another shard count removes the earlier save\'s files, and only those', async () => {
+    const dir = join(scratch(), 'resave');
+    const tensors = [
+      { name: 'a', dtype: 'F32' as const, shape: [4], data: f32(4) },
+      { name: 'b', dtype: 'F32' as const, shape: [4], data: f32(4) },
+      { name: 'c', dtype: 'F32' as const, shape: [4], data: f32(4) },
+    ];
+    await saveModel(dir, tensors, { maxShardSize: 16 });
+    expect(ls(dir)).toEqual(['model-00001-of-00003.safetensors', 'model-00002-of-00003.safetensors', 'model-00003-of-00003.safetensors', 'model.safetensors.index.json']);
+    writeFileSync(join(dir, 'config.json'), '{}');
+    await saveModel(dir, tensors, { maxShardSize: 32 });
+    expect(ls(dir)).toEqual(['config.json', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors', 'model.safetensors.index.json']);
+    await saveModel(dir, tensors);
+    expect(ls(dir)).toEqual(['config.json', 'model.safetensors']);
+    const back = await openModel(dir).catch((e: unknown) => e);
+    expect(back).toBeInstanceOf(SafetensorsError); // no index any more: it is a single file now
+    const file = await open(join(dir, 'model.safetensors'));
+    expect(file.names()).toEqual(['a', 'b', 'c']);
+    await file.close();
+  });
+
   test('index text as transformers writes it (hand-written): indent 2, keys sorted, trailing newline', async () => {
     const dir = join(scratch(), 'm');
     await saveModel(
