@@ -81,6 +81,12 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
     } catch (error) {
       throw io(href, `request failed: ${(error as Error).message}`, error)
     }
+    // Byte offsets mean nothing in a compressed body, and its Content-Length is not the file's size.
+    const encoding = response.headers.get('Content-Encoding')
+    if (encoding && encoding.toLowerCase() !== 'identity' && response.ok) {
+      response.body?.cancel().catch(() => {})
+      throw io(href, `the server compressed the response (Content-Encoding: ${encoding}); byte ranges need it uncompressed`)
+    }
     const tag = response.headers.get('ETag')
     if (etag === undefined) etag = tag
     else if (tag !== etag) {

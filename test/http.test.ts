@@ -3,6 +3,7 @@
 // send, so these tests check what the reader asks for, not only what it returns. Every faulty server
 // must give either correct data or a SafetensorsError 'Io' ('Aborted' when aborted), never wrong data.
 import { readFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { open, SafetensorsError } from '../src/index.ts';
 import { FIXTURES_REAL, realFixtures } from './helpers.ts';
@@ -158,6 +159,13 @@ const faultyHandler: Handler = async (req, res, log) => {
       send(res, log, part.subarray(0, part.length >> 1));
       await waitForClose(res);
       return;
+    case 'gzip-200': { // ignores Range and compresses: its Content-Length is not the file's size
+      const gzipped = gzipSync(body);
+      res.writeHead(200, { ETag: '"v1"', 'Content-Encoding': 'gzip', 'Content-Length': gzipped.length });
+      send(res, log, gzipped);
+      res.end();
+      return;
+    }
     case 'chunked-200': // ignores Range, and sends no Content-Length (chunked)
       res.writeHead(200, { ETag: '"v1"' });
       send(res, log, body);
@@ -468,6 +476,7 @@ describe('faulty servers: correct data or an Io error, never wrong data', () => 
     ['status-500', true],
     ['status-404', true],
     ['status-401', true],
+    ['gzip-200', true],
     ['earlier-start', false],
     ['extra-bytes', false],
   ];
