@@ -1,8 +1,8 @@
 // convertFile / convertModel: rewrite a file (or a sharded model) with its floating-point tensors in
 // another dtype, streaming chunk by chunk so memory stays bounded whatever the file size. The output is
 // written beside the target under a temporary name and renamed at the end (see fileSink).
-import { convert } from './convert.ts'
-import { DTYPE_INFO, type DType } from './dtypes.ts'
+import { byteLengthOf, convert, swapElements } from './convert.ts'
+import type { DType } from './dtypes.ts'
 import { open, type OpenOptions, type SafetensorsFile, type Source } from './file.ts'
 import type { TensorInfo } from './header.ts'
 import { openModel } from './model.ts'
@@ -42,11 +42,12 @@ async function convertOne(file: SafetensorsFile, output: string, options: Conver
     for (const info of file.header.tensors) {
       const to = targetOf(info, options.dtype)
       const elements = info.shape.reduce((a, b) => a * b, 1)
-      const bits = DTYPE_INFO[info.dtype].bits
       for (let first = 0; first < elements; first += CHUNK_ELEMENTS) {
         const count = Math.min(CHUNK_ELEMENTS, elements - first)
-        const bytes = new Uint8Array((count * bits) / 8)
-        await readInto(file.source, file.header.dataStart + info.dataOffsets[0] + (first * bits) / 8, bytes, options.signal)
+        const bytes = new Uint8Array(byteLengthOf(info.dtype, count))
+        await readInto(file.source, file.header.dataStart + info.dataOffsets[0] + byteLengthOf(info.dtype, first), bytes, options.signal)
+        // A legacy big-endian input (open's byteOrder) still makes a little-endian file.
+        if (file.byteOrder === 'big') swapElements(bytes, info.dtype)
         await writer.write(info.name, convertChunk(bytes, info.dtype, to))
         progress.done += bytes.length
         options.onProgress?.(progress.done, progress.total)

@@ -314,3 +314,30 @@ test('the test data is what it says: the two files differ exactly by byte order'
   }
   expect(bytesOf(new Uint16Array([1]))[0]).toBe(1); // the machine running this is little-endian
 });
+
+describe('convertFile from a big-endian file', () => {
+  test('writes a little-endian file: converted and copied tensors both come out in the format order', async () => {
+    const { convertFile } = await import('../src/index.ts');
+    const dir = mkdtempSync(join(tmpdir(), 'st-byteorder-convert-'));
+    try {
+      // BF16 (converted to F32) and I32 (copied), written big-endian value by value.
+      const bf16 = new Uint8Array(8);
+      const i32 = new Uint8Array(8);
+      const bits = [0x3f80, 0xc040, 0x0001, 0x7f80]; // 1, -3, the smallest subnormal, +Inf
+      bits.forEach((b, i) => new DataView(bf16.buffer).setUint16(i * 2, b, false));
+      [7, -2].forEach((v, i) => new DataView(i32.buffer).setInt32(i * 4, v, false));
+      const input = join(dir, 'be.safetensors');
+      writeFileSync(input, buildFile([{ name: 'w', dtype: 'BF16', shape: [4], bytes: bf16 }, { name: 'n', dtype: 'I32', shape: [2], bytes: i32 }]));
+      const output = join(dir, 'le.safetensors');
+      await convertFile(input, output, { dtype: 'F32', byteOrder: 'big' });
+      const file = await open(output);
+      const w = new DataView(bytesOf((await file.getTensor('w')).data).slice().buffer);
+      expect([0, 1, 2, 3].map((i) => w.getUint32(i * 4, true))).toEqual(bits.map((b) => b << 16 >>> 0));
+      const n = new DataView(bytesOf((await file.getTensor('n')).data).slice().buffer);
+      expect([n.getInt32(0, true), n.getInt32(4, true)]).toEqual([7, -2]);
+      await file.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
