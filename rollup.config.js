@@ -24,10 +24,10 @@ const shipWasm = {
 
 export default [
   {
-    input: { index: 'build/js/index.js', cli: 'build/js/cli.js' },
+    input: { index: 'build/js/index.js', node: 'build/js/node.js', cli: 'build/js/cli.js' },
     external: [/^node:/],
     plugins: [wasmFromBuild, wasm({ sync: WASM, targetEnv: 'auto-inline' })],
-    output: { dir: 'dist', format: 'es', chunkFileNames: '[name].js' },
+    output: { dir: 'dist', format: 'es', chunkFileNames: 'shared.js' },
   },
   {
     input: 'build/js/workerd.js',

@@ -3,6 +3,7 @@
 import { fileURLToPath } from 'node:url'
 import { playwright } from '@vitest/browser-playwright'
 import { defineConfig, type Plugin } from 'vitest/config'
+import { chromiumChoice } from './test/browser/chromium.ts'
 
 const abs = (path: string) => fileURLToPath(new URL(path, import.meta.url))
 const SRC = abs('./src/')
@@ -20,6 +21,9 @@ const bundleNotSources: Plugin = {
 // fuzz.test.ts reads its knobs from process.env (FUZZ_SEED, FUZZ_MUTANTS, FUZZ_ONLY); pass those through,
 // so a failure replays in the browser the same way as in Node.
 const FUZZ_ENV = Object.fromEntries(Object.entries(process.env).filter(([key]) => key.startsWith('FUZZ_')))
+
+const chromium = await chromiumChoice()
+console.log(`browser tests: Chromium from ${chromium.origin}`)
 
 export default defineConfig({
   plugins: [bundleNotSources],
@@ -53,13 +57,8 @@ export default defineConfig({
       screenshotDirectory: 'test/screenshots/browser-failures',
       enabled: true,
       headless: true,
-      // Debian's chromium (installed by .ci/run), driven by playwright-core: no browser download.
-      provider: playwright({
-        launchOptions: {
-          executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-          args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage'],
-        },
-      }),
+      // Driven by playwright with a Chromium of ours (test/browser/chromium.ts): no browser download.
+      provider: playwright({ launchOptions: { executablePath: chromium.executablePath, args: chromium.args } }),
       instances: [{ browser: 'chromium' }],
     },
   },

@@ -3,7 +3,7 @@
 // Run after `npm run build`: `node bench/convert.js [elements]`, or import { run }.
 import { readFileSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
-import { convert } from '../dist/index.js'
+import { convert } from '../dist/node.js'
 
 const RUNS = 9
 

@@ -1,6 +1,6 @@
 // parseHeader against JSON.parse plus the same checks in plain JavaScript, on synthetic headers shaped
 // like real checkpoints. Target: parseHeader at most 1.5x the JSON.parse path.
-import { parseHeader, DTYPE_INFO } from '../dist/index.js'
+import { parseHeader, DTYPE_INFO } from '../dist/node.js'
 import { compare, table } from './util.js'
 
 const decoder = new TextDecoder()

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileSource, open, SafetensorsWriter, fileSink } from '../dist/index.js'
+import { fileSource, open, SafetensorsWriter, fileSink } from '../dist/node.js'
 import { median, table } from './util.js'
 
 const TENSORS = 16
@@ -31,7 +31,7 @@ export async function makeBigFile() {
 // Each variant runs in a child process: it loads every tensor, keeps them all, and prints ms and maxRSS.
 const VARIANTS = {
   'open + getTensor F32': `
-    import { open } from ${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)}
+    import { open } from ${JSON.stringify(new URL('../dist/node.js', import.meta.url).href)}
     const start = performance.now()
     const file = await open(process.argv[1])
     const kept = []

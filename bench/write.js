@@ -10,7 +10,7 @@ import { open as fsOpen, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { SafetensorsWriter, fileSink } from '../dist/index.js'
+import { SafetensorsWriter, fileSink } from '../dist/node.js'
 import { median, table } from './util.js'
 
 const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url))

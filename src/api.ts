@@ -1,14 +1,13 @@
-// The public API, shared by every package entry.
+// The public API that every package entry shares; the Node entry adds local files (src/node.ts).
 export { SafetensorsError, type ErrorCode } from './errors.ts'
 export { DTYPES, DTYPE_INFO, type DType, type DTypeInfo, type TypedArray } from './dtypes.ts'
 export { parseHeader, readHeader, readHeaderSize, Header, MAX_HEADER_SIZE, type TensorInfo } from './header.ts'
-export { blobSource, fileSource, memorySource, type RangeSource } from './source.ts'
+export { blobSource, memorySource, type RangeSource } from './source.ts'
 export { httpSource, type HttpOptions } from './http.ts'
 export { convert, byteSwap } from './convert.ts'
 export { open, SafetensorsFile, type OpenOptions, type ReadOptions, type Source, type Tensor, type DataFor } from './file.ts'
 export { openModel, SafetensorsModel, type ModelIndex } from './model.ts'
 export type { SliceRange } from './slice.ts'
-export { serialize, SafetensorsWriter, fileSink, streamSink, writeFile, saveModel, type TensorInput, type TensorCollection, type WriteOptions, type WriterSink, type SaveModelOptions } from './writer.ts'
+export { serialize, SafetensorsWriter, streamSink, type TensorInput, type TensorCollection, type WriteOptions, type WriterSink } from './writer.ts'
 export { planLayout, type Layout, type LayoutEntry, type TensorDeclaration } from './layout.ts'
 export { tensorStats, type TensorStats } from './stats.ts'
-export { convertFile, convertModel, type ConvertFileOptions, type ConvertTarget } from './convert-file.ts'

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // safetensors-wasm inspect | validate: read only each file's length prefix and header (and, with
 // --tensor, that one tensor), from a path or an http(s) URL.
-import { SafetensorsError, open, tensorStats, convertFile, convertModel, type ConvertTarget, type DType, type Header, type SafetensorsFile } from './index.ts'
+import { stat } from 'node:fs/promises'
+import { SafetensorsError, open, tensorStats, convertFile, convertModel, type ConvertTarget, type DType, type Header, type SafetensorsFile } from './node.ts'
 
 const USAGE = `usage:
   safetensors-wasm inspect <file|url> [--json] [--tensor NAME]
@@ -162,7 +163,6 @@ async function inspectTensor(file: SafetensorsFile, name: string, json: boolean)
 
 async function convertCommand(input: string, output: string, dtype: string | true | undefined): Promise<number> {
   if (dtype !== 'F32' && dtype !== 'F16' && dtype !== 'BF16') throw new UsageError('convert needs --dtype F32, F16 or BF16')
-  const { stat } = await import('node:fs/promises')
   const isModel = input.endsWith('.index.json') || (await stat(input).catch(() => undefined))?.isDirectory() === true
   const options = { dtype: dtype as ConvertTarget, onProgress: process.stderr.isTTY ? progressBar() : undefined }
   try {

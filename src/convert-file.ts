@@ -1,13 +1,16 @@
-// convertFile / convertModel: rewrite a file (or a sharded model) with its floating-point tensors in
+// convertFile / convertModel (Node entry): rewrite a file (or a sharded model) with its floating-point tensors in
 // another dtype, streaming chunk by chunk so memory stays bounded whatever the file size. The output is
 // written beside the target under a temporary name and renamed at the end (see fileSink).
+import { mkdir, rename, rm } from 'node:fs/promises'
+import { basename, join } from 'node:path'
 import { byteLengthOf, convert, swapElements } from './convert.ts'
 import type { DType } from './dtypes.ts'
 import { open, type OpenOptions, type SafetensorsFile, type Source } from './file.ts'
 import type { TensorInfo } from './header.ts'
 import { openModel } from './model.ts'
 import { readInto } from './source.ts'
-import { SafetensorsWriter, fileSink, writeIndex } from './writer.ts'
+import { fileSink, writeIndex } from './node-writer.ts'
+import { SafetensorsWriter } from './writer.ts'
 
 /** The dtypes that hold floating-point numbers; the others (integers, BOOL, C64) are copied as they are. */
 const FLOATS: ReadonlySet<DType> = new Set<DType>(['F4', 'F6_E2M3', 'F6_E3M2', 'F8_E5M2', 'F8_E4M3', 'F8_E8M0', 'F8_E4M3FNUZ', 'F8_E5M2FNUZ', 'F16', 'BF16', 'F32', 'F64'])
@@ -77,27 +80,25 @@ export async function convertFile(input: Source, output: string, options: Conver
  * renamed only once all of them are complete, so a failure leaves the folder as it was.
  */
 export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions): Promise<void> {
-  const path = await import('node:path')
-  const fs = await import('node:fs/promises')
   const model = await openModel(index, options)
   const pending: Array<[temporary: string, final: string]> = []
   try {
-    await fs.mkdir(folder, { recursive: true })
+    await mkdir(folder, { recursive: true })
     const progress = { done: 0, total: [...model.shards.values()].reduce((sum, f) => sum + f.header.fileSize - f.header.dataStart, 0) }
     const weightMap: Record<string, string> = {}
     let totalSize = 0
     for (const [name, file] of model.shards) {
-      const final = path.join(folder, name)
+      const final = join(folder, name)
       pending.push([`${final}.converting`, final])
       totalSize += await convertOne(file, `${final}.converting`, options, progress)
       for (const tensor of file.names()) weightMap[tensor] = name
     }
-    for (const [temporary, final] of pending) await fs.rename(temporary, final)
+    for (const [temporary, final] of pending) await rename(temporary, final)
     pending.length = 0
     const { total_size: _, ...metadata } = model.metadata ?? {}
-    await writeIndex(path.join(folder, path.basename(String(index).endsWith('.json') ? String(index) : 'model.safetensors.index.json')), totalSize, weightMap, metadata)
+    await writeIndex(join(folder, basename(String(index).endsWith('.json') ? String(index) : 'model.safetensors.index.json')), totalSize, weightMap, metadata)
   } finally {
-    await Promise.all(pending.map(([temporary]) => fs.rm(temporary, { force: true })))
+    await Promise.all(pending.map(([temporary]) => rm(temporary, { force: true })))
     await model.close()
   }
 }

@@ -5,7 +5,8 @@ import { SafetensorsError } from './errors.ts'
 import { readHeader, type Header, type TensorInfo } from './header.ts'
 import { httpSource, type HttpOptions } from './http.ts'
 import { planSlice, type SliceRange } from './slice.ts'
-import { blobSource, fileSource, memorySource, readInto, throwIfAborted, type RangeSource } from './source.ts'
+import { localFiles, requireLocalFiles } from './local-files.ts'
+import { blobSource, memorySource, readInto, throwIfAborted, type RangeSource } from './source.ts'
 import { hostByteOrder, type ByteOrder } from './byte-order.ts'
 import { byteLengthOf, checkConversion, convert, convertInto, elementCountOf, swapElements, swapElementsInCore, wantsDedicatedCore } from './convert.ts'
 import { instantiate, type Core } from './wasm.ts'
@@ -39,22 +40,21 @@ function isRangeSource(value: unknown): value is RangeSource {
   return typeof value === 'object' && value !== null && typeof (value as RangeSource).read === 'function'
 }
 
-/** Picks the RangeSource for an input: memory, Blob/File, http(s) URL, a Node file path, or a RangeSource. */
+/** Picks the RangeSource for an input: memory, Blob/File, http(s) URL, a local file path, or a RangeSource. */
 export async function toRangeSource(input: Source, options: OpenOptions = {}): Promise<RangeSource> {
   if (input instanceof Uint8Array) return memorySource(input)
   if (input instanceof ArrayBuffer) return memorySource(new Uint8Array(input))
   if (typeof Blob !== 'undefined' && input instanceof Blob) return blobSource(input)
   if (isRangeSource(input)) return input
   if (typeof input !== 'string' && !(input instanceof URL)) throw new TypeError(`cannot open ${Object.prototype.toString.call(input)}`)
-  const onNode = typeof process !== 'undefined' && process.versions?.node !== undefined
-  // On Node a string is a path unless it is an http(s) URL; in a page, a string is a URL relative to it.
-  const page = !onNode && typeof input === 'string' ? (globalThis as { location?: { href: string } }).location : undefined
+  const files = localFiles()
+  // Where local files can be read a string is a path unless it is an http(s) URL; in a page, a URL relative to it.
+  const page = !files && typeof input === 'string' ? (globalThis as { location?: { href: string } }).location : undefined
   const url = input instanceof URL ? input : /^https?:\/\//i.test(input) ? new URL(input) : page ? new URL(input, page.href) : undefined
   if (url?.protocol === 'http:' || url?.protocol === 'https:') return httpSource(url, options)
   if (url && url.protocol !== 'file:') throw new TypeError(`cannot open ${url}: unsupported URL scheme`)
-  if (!onNode) throw new TypeError(`file paths can only be opened on Node; pass a URL, Blob or bytes instead of ${JSON.stringify(String(input))}`)
-  const { fileURLToPath } = await import('node:url')
-  return fileSource(url ? fileURLToPath(url) : (input as string))
+  const local = requireLocalFiles(`open(${JSON.stringify(String(input))})`)
+  return local.open(url ? local.pathOf(url) : (input as string))
 }
 
 export async function open(input: Source, options: OpenOptions = {}): Promise<SafetensorsFile> {

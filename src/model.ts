@@ -5,6 +5,7 @@ import type { TensorInfo } from './header.ts'
 import { SafetensorsError } from './errors.ts'
 import { open, toRangeSource, type DataFor, type OpenOptions, type ReadOptions, type SafetensorsFile, type Tensor } from './file.ts'
 import type { SliceRange } from './slice.ts'
+import { requireLocalFiles } from './local-files.ts'
 import { readInto, type RangeSource } from './source.ts'
 
 export const DEFAULT_INDEX = 'model.safetensors.index.json'
@@ -52,13 +53,8 @@ async function locate(input: string | URL): Promise<{ index: string | URL; shard
     const index = url.pathname.endsWith('/') ? new URL(DEFAULT_INDEX, url) : url
     return { index, shard: (name) => new URL(name, index) }
   }
-  const path = await import('node:path')
-  const { stat } = await import('node:fs/promises')
-  const { fileURLToPath } = await import('node:url')
-  let index = url ? fileURLToPath(url) : (input as string)
-  if ((await stat(index).catch(() => undefined))?.isDirectory()) index = path.join(index, DEFAULT_INDEX)
-  const folder = path.dirname(index)
-  return { index, shard: (name) => path.join(folder, name) }
+  const local = requireLocalFiles(`openModel(${JSON.stringify(String(input))})`)
+  return local.locateIndex(url ? local.pathOf(url) : (input as string), DEFAULT_INDEX)
 }
 
 /** The whole index file as text: it is small (bounded by MAX_INDEX_SIZE), and read in at most two reads. */

@@ -28,7 +28,7 @@ export function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw new SafetensorsError('Aborted', 'the operation was aborted', { cause: signal.reason })
 }
 
-function checkRange(offset: number, length: number, size: number): void {
+export function checkRange(offset: number, length: number, size: number): void {
   if (offset < 0 || length < 0 || offset + length > size) {
     throw new SafetensorsError('Io', `read of ${length} bytes at offset ${offset} is past the end of the ${size}-byte source`)
   }
@@ -58,39 +58,4 @@ export function blobSource(blob: Blob): RangeSource & { size: number } {
     }
   }
   return { size: blob.size, read }
-}
-
-/** A file on disk (Node only: node:fs is loaded on first use). Reads go straight into the caller's buffer. */
-export async function fileSource(path: string): Promise<RangeSource & { size: number }> {
-  const fs = await import('node:fs/promises')
-  let handle: Awaited<ReturnType<typeof fs.open>>
-  try {
-    handle = await fs.open(path, 'r')
-  } catch (cause) {
-    throw new SafetensorsError('Io', `cannot open ${path}: ${(cause as Error).message}`, { cause })
-  }
-  const { size } = await handle.stat()
-  const readInto = async (offset: number, target: Uint8Array, signal?: AbortSignal) => {
-    checkRange(offset, target.length, size)
-    // Positional reads in chunks: a single read is capped near 2 GiB, and chunks let an abort land.
-    for (let done = 0; done < target.length; ) {
-      throwIfAborted(signal)
-      const chunk = Math.min(target.length - done, 1 << 30)
-      const { bytesRead } = await handle.read(target, done, chunk, offset + done).catch((cause: Error) => {
-        throw new SafetensorsError('Io', `${path}: cannot read ${chunk} bytes at offset ${offset + done}: ${cause.message}`, { cause })
-      })
-      if (bytesRead === 0) throw new SafetensorsError('Io', `${path}: unexpected end of file at byte ${offset + done} (the file shrank?)`)
-      done += bytesRead
-    }
-  }
-  return {
-    size,
-    readInto,
-    async read(offset, length, signal) {
-      const bytes = new Uint8Array(length)
-      await readInto(offset, bytes, signal)
-      return bytes
-    },
-    close: () => handle.close(),
-  }
 }

@@ -1,12 +1,11 @@
 // Writing SafeTensors files: serialize() for tensors in memory, SafetensorsWriter for files larger than
-// memory (declare every tensor first, then stream each one's bytes), saveModel() for sharded models.
+// memory (declare every tensor first, then stream each one's bytes). Writing to disk is src/node-writer.ts.
 // Everything is validated before the first byte is written.
 import { hostByteOrder } from './byte-order.ts'
 import { bytesOf, swapElements } from './convert.ts'
 import type { DType, TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
-import { compareCodePoints, planLayout, tensorByteLength, type Layout, type LayoutEntry, type TensorDeclaration } from './layout.ts'
-import { DEFAULT_INDEX } from './model.ts'
+import { planLayout, type Layout, type LayoutEntry, type TensorDeclaration } from './layout.ts'
 
 export interface TensorInput {
   readonly dtype: DType
@@ -23,7 +22,7 @@ export interface WriteOptions {
   metadata?: Record<string, string> | null
 }
 
-function named(tensors: TensorCollection): Array<TensorInput & { name: string }> {
+export function named(tensors: TensorCollection): Array<TensorInput & { name: string }> {
   if (tensors instanceof Map) return [...tensors].map(([name, t]) => ({ ...t, name }))
   if (Symbol.iterator in tensors) return [...(tensors as Iterable<TensorInput & { name: string }>)]
   return Object.entries(tensors as Record<string, TensorInput>).map(([name, t]) => ({ ...t, name }))
@@ -46,14 +45,14 @@ function littleEndianBytes(name: string, dtype: DType, data: TypedArray | Uint8A
   return copy
 }
 
-interface Prepared {
+export interface Prepared {
   readonly layout: Layout
   /** Each entry's little-endian bytes, in layout order. */
   readonly chunks: Uint8Array[]
 }
 
 /** Validates the tensors, their data and the metadata, and lays them out: nothing is written before this passes. */
-function prepare(list: Array<TensorInput & { name: string }>, metadata: WriteOptions['metadata']): Prepared {
+export function prepare(list: Array<TensorInput & { name: string }>, metadata: WriteOptions['metadata']): Prepared {
   const layout = planLayout(list, metadata)
   const byName = new Map(list.map((t) => [t.name, t]))
   const chunks = layout.entries.map((e) => {
@@ -90,40 +89,6 @@ export interface WriterSink {
   abort(reason: unknown): Promise<void>
 }
 
-/** A file on disk, written beside the target under a temporary name and renamed into place at the end. */
-export async function fileSink(path: string): Promise<WriterSink> {
-  const fs = await import('node:fs/promises')
-  const temporary = `${path}.${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}.tmp`
-  const handle = await fs.open(temporary, 'wx').catch((cause) => {
-    throw new SafetensorsError('Io', `cannot create ${temporary}: ${(cause as Error).message}`, { cause })
-  })
-  let closed = false
-  const close = async () => {
-    if (!closed) {
-      closed = true
-      await handle.close()
-    }
-  }
-  return {
-    seekable: true,
-    async write(bytes, position) {
-      for (let done = 0; done < bytes.length; ) {
-        const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, position + done)
-        done += bytesWritten
-      }
-    },
-    async commit() {
-      await handle.sync()
-      await close()
-      await fs.rename(temporary, path)
-    },
-    async abort() {
-      await close().catch(() => {})
-      await fs.rm(temporary, { force: true })
-    },
-  }
-}
-
 /** A WritableStream (browser file system access, a network upload, …): bytes must come in file order. */
 export function streamSink(stream: WritableStream<Uint8Array>): WriterSink {
   const writer = stream.getWriter()
@@ -131,7 +96,7 @@ export function streamSink(stream: WritableStream<Uint8Array>): WriterSink {
   return {
     seekable: false,
     async write(bytes, at) {
-      if (at !== position) throw new Error(`stream sinks take bytes in order: expected position ${position}, got ${at}`)
+      if (at !== position) throw new SafetensorsError('Io', `stream sinks take bytes in order: expected position ${position}, got ${at}`)
       await writer.write(bytes.slice())
       position += bytes.length
     },
@@ -216,7 +181,7 @@ export class SafetensorsWriter {
   }
 
   /** Abandons the file: nothing appears at the target. */
-  async abort(reason: unknown = new Error('aborted')): Promise<void> {
+  async abort(reason: unknown = new SafetensorsError('Aborted', 'the writer was aborted')): Promise<void> {
     if (this.#failed !== undefined) return
     this.#failed = reason
     await this.#started.catch(() => {})
@@ -235,98 +200,4 @@ export class SafetensorsWriter {
       throw cause instanceof SafetensorsError ? cause : new SafetensorsError('Io', `writing failed: ${(cause as Error).message}`, { cause })
     }
   }
-}
-
-/** Writes prepared bytes through a file sink; on any failure the target is untouched and nothing is left. */
-async function writePrepared(path: string, { layout, chunks }: Prepared): Promise<void> {
-  const sink = await fileSink(path)
-  try {
-    await sink.write(layout.head, 0)
-    for (const [i, e] of layout.entries.entries()) await sink.write(chunks[i], layout.dataStart + e.dataOffsets[0])
-    await sink.commit()
-  } catch (cause) {
-    await sink.abort(cause)
-    throw cause instanceof SafetensorsError ? cause : new SafetensorsError('Io', `writing ${path} failed: ${(cause as Error).message}`, { cause })
-  }
-}
-
-/** Writes `tensors` to `path` atomically (Node). */
-export async function writeFile(path: string, tensors: TensorCollection, options: WriteOptions = {}): Promise<void> {
-  await writePrepared(path, prepare(named(tensors), options.metadata))
-}
-
-export interface SaveModelOptions extends WriteOptions {
-  /** Largest shard in bytes of tensor data (default 5 GB, as transformers). A larger tensor gets a shard alone. */
-  maxShardSize?: number
-}
-
-/**
- * Saves a sharded model as transformers does: model-0000i-of-0000n.safetensors plus
- * model.safetensors.index.json ({ metadata: { total_size }, weight_map }), or a single model.safetensors
- * when everything fits one shard. Tensors go to shards in the order given.
- */
-export async function saveModel(folder: string, tensors: TensorCollection, options: SaveModelOptions = {}): Promise<string[]> {
-  const path = await import('node:path')
-  const fs = await import('node:fs/promises')
-  const maxShardSize = options.maxShardSize ?? 5_000_000_000
-  const list = named(tensors)
-  const shards: Array<typeof list> = []
-  let size = 0
-  for (const t of list) {
-    const bytes = tensorByteLength(t)
-    if (shards.length === 0 || (size + bytes > maxShardSize && size > 0)) {
-      shards.push([])
-      size = 0
-    }
-    shards[shards.length - 1].push(t)
-    size += bytes
-  }
-  if (shards.length === 0) shards.push([])
-  // Every shard is validated before any is written.
-  const prepared = shards.map((shard) => prepare(shard, options.metadata))
-  await fs.mkdir(folder, { recursive: true })
-  const count = shards.length
-  const names = count === 1 ? ['model.safetensors'] : shards.map((_, i) => `model-${String(i + 1).padStart(5, '0')}-of-${String(count).padStart(5, '0')}.safetensors`)
-  for (let i = 0; i < count; i++) await writePrepared(path.join(folder, names[i]), prepared[i])
-  if (count > 1) {
-    const weightMap: Record<string, string> = {}
-    shards.forEach((shard, i) => shard.forEach((t) => (weightMap[t.name] = names[i])))
-    const totalSize = list.reduce((sum, t) => sum + tensorByteLength(t), 0)
-    await writeIndex(path.join(folder, DEFAULT_INDEX), totalSize, weightMap)
-    names.push(DEFAULT_INDEX)
-  }
-  // Files of an earlier save with another shard count would be loaded in place of these (a loader that
-  // finds model.safetensors never looks for the index): remove them, as transformers does, once the new
-  // ones are complete.
-  const stale = (await fs.readdir(folder)).filter((f) => SAVED_MODEL_FILE.test(f) && !names.includes(f))
-  await Promise.all(stale.map((f) => fs.rm(path.join(folder, f), { force: true })))
-  return names
-}
-
-/** The files saveModel writes: model.safetensors, its shards and their index. */
-const SAVED_MODEL_FILE = /^model(-\d{5}-of-\d{5})?\.safetensors(\.index\.json)?$/
-
-/**
- * model.safetensors.index.json as transformers writes it: Python's json.dumps(indent=2, sort_keys=True)
- * and a newline, so keys in code point order and everything past ASCII as \u escapes (ensure_ascii).
- */
-export async function writeIndex(path: string, totalSize: number, weightMap: Record<string, string>, metadata: Record<string, unknown> = {}): Promise<void> {
-  const fs = await import('node:fs/promises')
-  const text = pythonJson({ metadata: { ...metadata, total_size: totalSize }, weight_map: weightMap }, '')
-  const temporary = `${path}.tmp`
-  await fs.writeFile(temporary, `${text}\n`)
-  await fs.rename(temporary, path)
-}
-
-/** json.dumps(value, indent=2, sort_keys=True): built by hand, since JS objects reorder integer-like keys. */
-function pythonJson(value: unknown, indent: string): string {
-  const inner = `${indent}  `
-  if (Array.isArray(value)) {
-    return value.length === 0 ? '[]' : `[\n${value.map((v) => inner + pythonJson(v, inner)).join(',\n')}\n${indent}]`
-  }
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value).sort(([a], [b]) => compareCodePoints(a, b))
-    return entries.length === 0 ? '{}' : `{\n${entries.map(([k, v]) => `${inner}${pythonJson(k, inner)}: ${pythonJson(v, inner)}`).join(',\n')}\n${indent}}`
-  }
-  return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }

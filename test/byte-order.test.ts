@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { open } from '../src/index.ts';
+import { open } from '../src/node.ts';
 import { simulateHostByteOrder } from '../src/byte-order.ts';
 import * as convertModule from '../src/convert.ts';
 import { bf16ToNumber, buildFile, bytesOf, countingSource, expectSameBytes, type TensorSpec } from './read-helpers.ts';
@@ -317,7 +317,7 @@ test('the test data is what it says: the two files differ exactly by byte order'
 
 describe('convertFile from a big-endian file', () => {
   test('writes a little-endian file: converted and copied tensors both come out in the format order', async () => {
-    const { convertFile } = await import('../src/index.ts');
+    const { convertFile } = await import('../src/node.ts');
     const dir = mkdtempSync(join(tmpdir(), 'st-byteorder-convert-'));
     try {
       // BF16 (converted to F32) and I32 (copied), written big-endian value by value.

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { openModel } from '../src/index.ts';
+import { openModel } from '../src/node.ts';
 import { rangeHandler, startServer } from './http-server.ts';
 import {
   byteSize,

@@ -1,7 +1,7 @@
 // The conversion kernels and convert()/byteSwap(), against the independent reference in
 // float-reference.ts, for both wasm builds.
 import { beforeAll, describe, expect, test } from 'vitest'
-import { byteSwap, convert, DTYPE_INFO, SafetensorsError, type DType, type TypedArray } from '../src/index.ts'
+import { byteSwap, convert, DTYPE_INFO, SafetensorsError, type DType, type TypedArray } from '../src/node.ts'
 import { byteLengthOf, convertInto, DEDICATED_MIN_BYTES } from '../src/convert.ts'
 import { instantiate, reserveMemory, selectBackend, sharedCore } from '../src/wasm.ts'
 import {

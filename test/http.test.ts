@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { open, SafetensorsError } from '../src/index.ts';
+import { open, SafetensorsError } from '../src/node.ts';
 import { FIXTURES_REAL, realFixtures } from './helpers.ts';
 import { ignoreRangeHandler, parseRange, rangeHandler, send, startServer, type Handler, type TestServer } from './http-server.ts';
 import { buildFile, bytesOf, errorOf, expectError, expectSameBytes, headerOf, rng } from './read-helpers.ts';

@@ -5,7 +5,7 @@ import { open as fsOpen, rm, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { open } from '../src/index.ts';
+import { open } from '../src/node.ts';
 import { bf16ToNumber, bytesOf, errorOf } from './read-helpers.ts';
 
 const GiB = 2 ** 30;

@@ -4,7 +4,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { openModel, SafetensorsError } from '../src/index.ts';
+import { openModel, SafetensorsError } from '../src/node.ts';
 import { FIXTURES_REAL } from './helpers.ts';
 import { rangeHandler, startServer, type TestServer } from './http-server.ts';
 import { bytesOf, errorOf, expectError, expectSameBytes, headerOf } from './read-helpers.ts';

@@ -1,6 +1,6 @@
 // The result types follow the dtype asked for (checked by tsc, which npm test runs over test/).
 import { expect, expectTypeOf, test } from 'vitest'
-import { open, type TypedArray } from '../src/index.ts'
+import { open, type TypedArray } from '../src/node.ts'
 import { FIXTURES_REAL } from './helpers.ts'
 
 test('getTensor, getSlice and tensors() give Float32Array for F32, Uint16Array for F16/BF16, else TypedArray', async () => {

@@ -7,7 +7,7 @@ import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { open } from '../src/index.ts';
+import { open } from '../src/node.ts';
 import { FIXTURES_GOLDEN, FIXTURES_REAL, realFixtures } from './helpers.ts';
 import { accurateSum, bytesOf, countingSource, errorOf, expectError, NATURAL, sha256 } from './read-helpers.ts';
 

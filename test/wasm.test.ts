@@ -1,7 +1,7 @@
 // The shared core's lifetime (src/wasm.ts): reused across calls, but not kept once a call made it huge.
 import { readFileSync } from 'node:fs'
 import { expect, test } from 'vitest'
-import { parseHeader, SafetensorsError } from '../src/index.ts'
+import { parseHeader, SafetensorsError } from '../src/node.ts'
 import { selectBackend, sharedCore } from '../src/wasm.ts'
 import { FIXTURES_REAL, makeFile, realFixtures } from './helpers.ts'
 import { mulberry32 } from './random.ts'

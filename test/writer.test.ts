@@ -23,7 +23,7 @@ import {
   type RangeSource,
   type TensorInput,
   type WriterSink,
-} from '../src/index.ts';
+} from '../src/node.ts';
 import {
   REF_DTYPES,
   byteSize,

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { chromium, type Browser, type Page } from 'playwright'
+import { chromiumChoice } from './chromium.ts'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { startInspectorServer } from '../../scripts/inspector.js'
 import { serveFiles, type RangeServer } from './range-server.ts'
@@ -108,10 +109,8 @@ describe('inspector', () => {
   beforeAll(async () => {
     mkdirSync(SCREENSHOTS, { recursive: true })
     inspector = await startInspectorServer()
-    browser = await chromium.launch({
-      executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage'],
-    })
+    const { executablePath, args } = await chromiumChoice()
+    browser = await chromium.launch({ executablePath, args })
   }, 30_000)
 
   afterAll(async () => {

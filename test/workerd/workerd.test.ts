@@ -10,7 +10,7 @@ import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import workerdBinary, { version as workerdVersion } from 'workerd'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
-import { open } from '../../src/index.ts'
+import { open } from '../../src/node.ts'
 import { serveFiles, type RangeServer } from '../browser/range-server.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
