@@ -2,14 +2,15 @@
 // safetensors-wasm inspect | validate: read only each file's length prefix and header (and, with
 // --tensor, that one tensor), from a path or an http(s) URL.
 import { stat } from 'node:fs/promises'
-import { SafetensorsError, open, tensorStats, convertFile, convertModel, type ConvertTarget, type DType, type Header, type SafetensorsFile } from './node.ts'
+import { SafetensorsError, open, openModel, tensorStats, convertFile, convertModel, type ConvertTarget, type DType, type Header, type SafetensorsFile, type SafetensorsModel, type TensorInfo } from './node.ts'
 
 const USAGE = `usage:
-  safetensors-wasm inspect <file|url> [--json] [--tensor NAME]
-  safetensors-wasm validate <file|url>... [--json]
+  safetensors-wasm inspect <file|url|model> [--json] [--tensor NAME]
+  safetensors-wasm validate <file|url|model>... [--json]
   safetensors-wasm convert <in> <out> --dtype F32|F16|BF16
       floating-point tensors become --dtype, others are copied; <in> may be a
-      model.safetensors.index.json (or its folder), and <out> is then a folder`
+      model.safetensors.index.json (or its folder), and <out> is then a folder
+  a model is a model.safetensors.index.json (path or URL) or a folder holding one`
 
 class UsageError extends Error {}
 
@@ -43,18 +44,51 @@ async function main(args: string[]): Promise<number> {
   throw new UsageError(['inspect', 'validate', 'convert'].includes(command) ? `${command}: wrong number of files` : `unknown command ${command ?? ''}`)
 }
 
-async function loadHeader(location: string): Promise<Header> {
-  const file = await open(location)
-  await file.close()
-  return file.header
+/** A model index (a path or URL ending in .index.json) or a local folder is read as a sharded model. */
+async function isModel(location: string): Promise<boolean> {
+  if (location.endsWith('.index.json')) return true
+  return !/^https?:\/\//i.test(location) && (await stat(location).catch(() => undefined))?.isDirectory() === true
+}
+
+/** Opens a sharded model and checks its index against its shards: every listed tensor is where the index says, and nothing is unlisted. */
+async function checkedModel(location: string): Promise<SafetensorsModel> {
+  const model = await openModel(location)
+  const [first] = model.unlisted()
+  if (first) {
+    await model.close()
+    const others = model.unlisted().length - 1
+    throw new SafetensorsError('TensorNotFound', `shard ${first.shard} holds ${JSON.stringify(first.tensor)}, which the index does not list there${others > 0 ? ` (and ${count(others, 'other tensor')})` : ''}`)
+  }
+  return model
+}
+
+interface Checked {
+  tensors: number
+  shards?: Array<{ file: string; tensors: number }>
+}
+
+async function check(location: string): Promise<Checked> {
+  if (!(await isModel(location))) {
+    const file = await open(location)
+    await file.close()
+    return { tensors: file.header.tensors.length }
+  }
+  const model = await checkedModel(location)
+  await model.close()
+  const shards = [...model.shards].map(([file, shard]) => ({ file, tensors: shard.header.tensors.length }))
+  return { tensors: model.names().length, shards }
 }
 
 async function validate(files: string[], json: boolean): Promise<number> {
   let invalid = 0
   for (const file of files) {
     try {
-      const header = await loadHeader(file)
-      console.log(json ? JSON.stringify({ file, valid: true, tensors: header.tensors.length }) : `${file}: valid, ${count(header.tensors.length, 'tensor')}`)
+      const { tensors, shards } = await check(file)
+      if (json) console.log(JSON.stringify({ file, valid: true, tensors, ...(shards && { shards }) }))
+      else {
+        console.log(`${file}: valid, ${count(tensors, 'tensor')}${shards ? ` in ${count(shards.length, 'shard')}` : ''}`)
+        for (const shard of shards ?? []) console.log(`  ${shard.file}: valid, ${count(shard.tensors, 'tensor')}`)
+      }
     } catch (error) {
       if (!(error instanceof SafetensorsError)) throw error
       invalid++
@@ -70,10 +104,10 @@ interface Totals {
   bytes: number
 }
 
-function summarize(header: Header): { total: Totals; byDtype: Partial<Record<DType, Totals>> } {
+function summarize(tensors: readonly TensorInfo[]): { total: Totals; byDtype: Partial<Record<DType, Totals>> } {
   const total: Totals = { tensors: 0, parameters: 0, bytes: 0 }
   const byDtype: Partial<Record<DType, Totals>> = {}
-  for (const info of header.tensors) {
+  for (const info of tensors) {
     const parameters = info.shape.reduce((a, b) => a * b, 1)
     for (const t of [total, (byDtype[info.dtype] ??= { tensors: 0, parameters: 0, bytes: 0 })]) {
       t.tensors++
@@ -85,20 +119,21 @@ function summarize(header: Header): { total: Totals; byDtype: Partial<Record<DTy
 }
 
 async function inspect(location: string, json: boolean, tensor: string | undefined): Promise<number> {
-  let file: SafetensorsFile
+  let source: SafetensorsFile | SafetensorsModel
   try {
-    file = await open(location)
+    source = (await isModel(location)) ? await checkedModel(location) : await open(location)
   } catch (error) {
     if (!(error instanceof SafetensorsError)) throw error
     console.error(`${location}: ${error.code}: ${error.message}`)
     return 1
   }
   try {
-    if (tensor !== undefined) return await inspectTensor(file, tensor, json)
-    printHeader(location, file.header, json)
+    if (tensor !== undefined) return await inspectTensor(source, tensor, json)
+    if ('header' in source) printHeader(location, source.header, json)
+    else printModel(location, source, json)
     return 0
   } finally {
-    await file.close()
+    await source.close()
   }
 }
 
@@ -109,23 +144,62 @@ function count(n: number, noun?: string): string {
 }
 
 function printHeader(location: string, header: Header, json: boolean): void {
-  const { total, byDtype } = summarize(header)
+  const totals = summarize(header.tensors)
   if (json) {
     const { headerSize, dataStart, fileSize, metadata, tensors } = header
-    console.log(JSON.stringify({ file: location, fileSize, headerSize, dataStart, metadata, tensors, totals: { ...total, byDtype } }, null, 2))
+    console.log(JSON.stringify({ file: location, fileSize, headerSize, dataStart, metadata, tensors, totals: { ...totals.total, byDtype: totals.byDtype } }, null, 2))
     return
   }
   console.log(`${location}: ${count(header.fileSize)} bytes, header ${count(header.headerSize)} bytes, data from byte ${count(header.dataStart)}`)
-  if (header.metadata) {
-    console.log('\nmetadata:')
-    for (const [key, value] of Object.entries(header.metadata)) console.log(`  ${key}: ${value}`)
+  printMetadata(header.metadata)
+  printTable(header.tensors.map((t) => tensorRow(t)), [])
+  printTotals(totals)
+}
+
+function printModel(location: string, model: SafetensorsModel, json: boolean): void {
+  const shardOf = new Map(model.names().map((name) => [name, '']))
+  const shards = [...model.shards].map(([file, shard]) => {
+    const tensors = shard.header.tensors.filter((t) => shardOf.has(t.name))
+    for (const t of tensors) shardOf.set(t.name, file)
+    return { file, fileSize: shard.header.fileSize, headerSize: shard.header.headerSize, ...summarize(tensors).total }
+  })
+  const infos = model.names().map((name) => model.info(name))
+  const totals = summarize(infos)
+  if (json) {
+    const tensors = infos.map((t) => ({ ...t, shard: shardOf.get(t.name) }))
+    console.log(JSON.stringify({ model: location, metadata: model.metadata, shards, tensors, totals: { ...totals.total, byDtype: totals.byDtype } }, null, 2))
+    return
   }
-  const rows = header.tensors.map((t) => [t.name, t.dtype, `[${t.shape.join(', ')}]`, count(t.byteLength)])
-  const titles = ['name', 'dtype', 'shape', 'bytes']
+  const fileBytes = shards.reduce((sum, s) => sum + s.fileSize, 0)
+  console.log(`${location}: sharded model, ${count(shards.length, 'shard')}, ${count(fileBytes)} bytes in all`)
+  printMetadata(model.metadata)
+  console.log('\nshards:')
+  const width = Math.max(...shards.map((s) => s.file.length))
+  for (const s of shards) console.log(`  ${s.file.padEnd(width)}  ${count(s.tensors, 'tensor').padStart(13)}  ${count(s.fileSize, 'byte').padStart(20)}`)
+  printTable(infos.map((t) => tensorRow(t, shardOf.get(t.name))), ['shard'])
+  printTotals(totals)
+}
+
+function printMetadata(metadata: Record<string, unknown> | null): void {
+  if (!metadata) return
+  console.log('\nmetadata:')
+  for (const [key, value] of Object.entries(metadata)) console.log(`  ${key}: ${typeof value === 'string' ? value : JSON.stringify(value)}`)
+}
+
+function tensorRow(t: TensorInfo, ...extra: Array<string | undefined>): string[] {
+  return [t.name, t.dtype, `[${t.shape.join(', ')}]`, count(t.byteLength), ...extra.map((e) => e ?? '')]
+}
+
+/** The tensor table: name, dtype, shape, bytes (right-aligned), then any extra columns. */
+function printTable(rows: string[][], extraTitles: string[]): void {
+  const titles = ['name', 'dtype', 'shape', 'bytes', ...extraTitles]
   const widths = titles.map((title, i) => Math.max(title.length, ...rows.map((r) => r[i].length)))
   const line = (cells: string[]) => cells.map((c, i) => (i === 3 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd()
   console.log(`\n${line(titles)}`)
   for (const row of rows) console.log(line(row))
+}
+
+function printTotals({ total, byDtype }: ReturnType<typeof summarize>): void {
   console.log(`\n${count(total.tensors, 'tensor')}, ${count(total.parameters, 'parameter')}, ${count(total.bytes, 'byte')}`)
   for (const [dtype, t] of Object.entries(byDtype)) {
     console.log(`  ${dtype.padEnd(12)} ${count(t.tensors, 'tensor').padStart(13)}  ${count(t.parameters, 'parameter').padStart(24)}  ${count(t.bytes, 'byte').padStart(20)}`)
@@ -133,7 +207,7 @@ function printHeader(location: string, header: Header, json: boolean): void {
 }
 
 /** Reads one tensor as F32 and prints its statistics (computed in wasm). */
-async function inspectTensor(file: SafetensorsFile, name: string, json: boolean): Promise<number> {
+async function inspectTensor(file: SafetensorsFile | SafetensorsModel, name: string, json: boolean): Promise<number> {
   let stats
   try {
     const info = file.info(name)
@@ -163,10 +237,10 @@ async function inspectTensor(file: SafetensorsFile, name: string, json: boolean)
 
 async function convertCommand(input: string, output: string, dtype: string | true | undefined): Promise<number> {
   if (dtype !== 'F32' && dtype !== 'F16' && dtype !== 'BF16') throw new UsageError('convert needs --dtype F32, F16 or BF16')
-  const isModel = input.endsWith('.index.json') || (await stat(input).catch(() => undefined))?.isDirectory() === true
+  const model = await isModel(input)
   const options = { dtype: dtype as ConvertTarget, onProgress: process.stderr.isTTY ? progressBar() : undefined }
   try {
-    await (isModel ? convertModel(input, output, options) : convertFile(input, output, options))
+    await (model ? convertModel(input, output, options) : convertFile(input, output, options))
   } catch (error) {
     if (!(error instanceof SafetensorsError)) throw error
     console.error(`${input}: ${error.code}: ${error.message}`)

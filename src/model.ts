@@ -27,6 +27,36 @@ function checkShardName(where: string, shard: string): void {
   }
 }
 
+/**
+ * The first key that an object of this (valid) JSON text repeats. JSON.parse keeps the last one
+ * silently, so a tensor listed twice would open from whichever shard came last.
+ */
+function repeatedKey(text: string): string | undefined {
+  // Alternately a whole string token and a run between strings (which holds no quote).
+  const token = /"(?:[^"\\]|\\.)*"|[^"]+/gy
+  const keys: Array<Set<string> | undefined> = [] // one per open container; arrays have none
+  let lastString = ''
+  for (let match; (match = token.exec(text)); ) {
+    const t = match[0]
+    if (t[0] === '"') {
+      lastString = t
+      continue
+    }
+    for (const c of t) {
+      if (c === '{') keys.push(new Set())
+      else if (c === '[') keys.push(undefined)
+      else if (c === '}' || c === ']') keys.pop()
+      else if (c === ':') {
+        const key = JSON.parse(lastString) as string
+        const seen = keys[keys.length - 1]!
+        if (seen.has(key)) return key
+        seen.add(key)
+      }
+    }
+  }
+  return undefined
+}
+
 function parseIndex(where: string, text: string): ModelIndex {
   let index: unknown
   try {
@@ -34,6 +64,8 @@ function parseIndex(where: string, text: string): ModelIndex {
   } catch (cause) {
     throw new SafetensorsError('InvalidHeaderDeserialization', `${where}: not valid JSON: ${(cause as Error).message}`, { cause })
   }
+  const repeated = repeatedKey(text)
+  if (repeated !== undefined) throw indexError(where, `the key ${JSON.stringify(repeated)} appears twice in one object`)
   const { weight_map: map, metadata } = (index ?? {}) as Partial<ModelIndex>
   if (typeof index !== 'object' || Array.isArray(index) || typeof map !== 'object' || map === null || Array.isArray(map)) {
     throw indexError(where, 'expected an object with a "weight_map" object')
@@ -87,10 +119,14 @@ export async function openModel(input: string | URL, options: OpenOptions = {}):
   const shardNames = [...new Set(Object.values(index.weight_map))]
   const files = new Map<string, SafetensorsFile>()
   try {
-    for (const name of shardNames) files.set(name, await open(shard(name), options))
+    for (const name of shardNames) files.set(name, await open(shard(name), options).catch((error: unknown) => {
+      throw error instanceof SafetensorsError ? new SafetensorsError(error.code, `shard ${name}: ${error.message}`, { cause: error }) : error
+    }))
     for (const [tensor, name] of Object.entries(index.weight_map)) {
       if (!files.get(name)!.header.has(tensor)) {
-        throw new SafetensorsError('TensorNotFound', `${where}: weight_map puts ${JSON.stringify(tensor)} in ${name}, which has no tensor of that name`)
+        const holder = [...files].find(([, file]) => file.header.has(tensor))?.[0]
+        const found = holder === undefined ? 'no shard has it' : `it is in ${holder}`
+        throw new SafetensorsError('TensorNotFound', `${where}: weight_map puts ${JSON.stringify(tensor)} in ${name}, which has no tensor of that name (${found})`)
       }
     }
   } catch (error) {
@@ -138,6 +174,12 @@ export class SafetensorsModel {
 
   async *tensors<D extends DType>(options?: ReadOptions<D>): AsyncGenerator<Tensor<DataFor<D>>> {
     for (const [file, info] of this.#listed()) yield await file.getTensor(info.name, options)
+  }
+
+  /** Tensors a shard holds that the index does not list there (the model does not include them). */
+  unlisted(): Array<{ tensor: string; shard: string }> {
+    const map = this.#index.weight_map
+    return [...this.#files].flatMap(([shard, file]) => file.header.tensors.filter((t) => map[t.name] !== shard).map((t) => ({ tensor: t.name, shard })))
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,8 @@
 // The CLI as a user runs it: node dist/cli.js (built by npm test before vitest runs).
 import { execFile } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { FIXTURES_REAL } from './helpers.ts'
@@ -93,6 +95,88 @@ describe('validate', () => {
     expect((await cli('validate', MODEL, '--bogus')).code).toBe(2)
     expect((await cli('frobnicate', MODEL)).code).toBe(2)
     expect((await cli('inspect', MODEL, '--tensor')).code).toBe(2)
+  })
+})
+
+describe('sharded models', () => {
+  const SHARDS = `${FIXTURES_REAL}sharded/fluxml__safetensors.jl`
+  const INDEX = join(SHARDS, 'model.safetensors.index.json')
+  const indexText = readFileSync(INDEX, 'utf8')
+  const index = JSON.parse(indexText) as { metadata: { total_size: number }; weight_map: Record<string, string> }
+  const shardFiles = [...new Set(Object.values(index.weight_map))].sort()
+  const tmp = mkdtempSync(join(tmpdir(), 'cli-model-'))
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }))
+  let folders = 0
+  /** A copy of the shards with this index text. */
+  const modelWith = (text: string) => {
+    const dir = join(tmp, `m${++folders}`)
+    mkdirSync(dir)
+    for (const f of shardFiles) copyFileSync(join(SHARDS, f), join(dir, f))
+    writeFileSync(join(dir, 'model.safetensors.index.json'), text)
+    return dir
+  }
+  const withMap = (weightMap: Record<string, string>) => modelWith(JSON.stringify({ ...index, weight_map: weightMap }))
+
+  test.each([['the index', INDEX], ['the folder', SHARDS]])('inspect %s: model totals, a line per shard, the shard column', async (_, where) => {
+    const { code, stdout } = await cli('inspect', where)
+    expect(code).toBe(0)
+    expect(stdout).toContain(`${shardFiles.length} shards`)
+    for (const f of shardFiles) {
+      const tensors = Object.keys(headerOf(join(SHARDS, f))).length
+      expect(stdout).toMatch(new RegExp(`^  ${f}\\s+${tensors} tensors?\\s`, 'm'))
+    }
+    for (const [name, shard] of Object.entries(index.weight_map)) expect(stdout).toMatch(new RegExp(`^${name}\\s.*\\s${shard}$`, 'm'))
+    const bytes = shardFiles.reduce((sum, f) => sum + Object.values(headerOf(join(SHARDS, f))).reduce((s, t) => s + t.data_offsets[1] - t.data_offsets[0], 0), 0)
+    expect(bytes).toBe(index.metadata.total_size)
+    expect(stdout).toContain(`${Object.keys(index.weight_map).length} tensors, `)
+    expect(stdout).toContain(`, ${bytes.toLocaleString('en-US')} bytes`)
+  })
+
+  test('inspect --json: totals and each tensor with its shard, as the index and the shard headers say', async () => {
+    const { code, stdout } = await cli('inspect', SHARDS, '--json')
+    expect(code).toBe(0)
+    const out = JSON.parse(stdout)
+    expect(out.totals.tensors).toBe(Object.keys(index.weight_map).length)
+    expect(out.totals.bytes).toBe(index.metadata.total_size)
+    expect(Object.fromEntries(out.tensors.map((t: { name: string; shard: string }) => [t.name, t.shard]))).toEqual(index.weight_map)
+    expect(out.shards.map((s: { file: string }) => s.file)).toEqual(shardFiles)
+    for (const s of out.shards) expect(s.fileSize).toBe(readFileSync(join(SHARDS, s.file)).length)
+  })
+
+  test('validate the index and the folder: exit 0, one JSON line each with the shard counts', async () => {
+    const { code, stdout } = await cli('validate', INDEX, SHARDS, '--json')
+    expect(code).toBe(0)
+    const shards = shardFiles.map((file) => ({ file, tensors: Object.keys(headerOf(join(SHARDS, file))).length }))
+    const tensors = Object.keys(index.weight_map).length
+    expect(stdout.trim().split('\n').map((l) => JSON.parse(l))).toEqual([
+      { file: INDEX, valid: true, tensors, shards },
+      { file: SHARDS, valid: true, tensors, shards },
+    ])
+  })
+
+  const [moved, home] = Object.entries(index.weight_map)[0]
+  const elsewhere = shardFiles.find((f) => f !== home)!
+  const { [moved]: _, ...withoutMoved } = index.weight_map
+  const defects: Array<[string, () => string, string, RegExp]> = [
+    ['a tensor listed but missing', () => withMap({ ...index.weight_map, ghost_tensor: home }), 'TensorNotFound', new RegExp(`"ghost_tensor" in ${home}.*no shard has it`)],
+    ['a tensor in the wrong shard', () => withMap({ ...index.weight_map, [moved]: elsewhere }), 'TensorNotFound', new RegExp(`"${moved}" in ${elsewhere}.*it is in ${home}`)],
+    ['a tensor present but unlisted', () => withMap(withoutMoved), 'TensorNotFound', new RegExp(`shard ${home} holds "${moved}", which the index does not list`)],
+    ['a tensor listed twice', () => modelWith(indexText.replace('"weight_map": {', `"weight_map": {\n    "${moved}": "${home}",`)), 'InvalidHeaderDeserialization', new RegExp(`"${moved}" appears twice`)],
+  ]
+  test.each(defects)('validate and inspect: %s gives exit 1 and names the tensor and shard', async (_, make, code, message) => {
+    const dir = make()
+    expect(readdirSync(dir)).toContain('model.safetensors.index.json')
+    const validate = await cli('validate', dir, '--json')
+    expect(validate.code).toBe(1)
+    const line = JSON.parse(validate.stdout)
+    expect(line).toMatchObject({ file: dir, valid: false, code })
+    expect(line.message).toMatch(message)
+    const text = await cli('validate', join(dir, 'model.safetensors.index.json'))
+    expect(text.code).toBe(1)
+    expect(text.stdout).toMatch(message)
+    const inspect = await cli('inspect', dir)
+    expect(inspect.code).toBe(1)
+    expect(inspect.stderr).toMatch(message)
   })
 })
 
