@@ -9,6 +9,7 @@ import { localFiles, requireLocalFiles } from './local-files.ts'
 import { blobSource, memorySource, readInto, throwIfAborted, type RangeSource } from './source.ts'
 import { hostByteOrder, type ByteOrder } from './byte-order.ts'
 import { byteLengthOf, checkConversion, convert, convertInto, elementCountOf, swapElements, swapElementsInCore, wantsDedicatedCore } from './convert.ts'
+import { runPool } from './pool.ts'
 import { instantiate, type Core } from './wasm.ts'
 
 export interface Tensor<T extends TypedArray = TypedArray> {
@@ -178,20 +179,7 @@ export class SafetensorsFile {
   async #readRuns(start: number, runs: Array<[number, number]>, target: Uint8Array, signal?: AbortSignal): Promise<void> {
     const at: number[] = []
     runs.reduce((sum, [, length]) => (at.push(sum), sum + length), 0)
-    let next = 0
-    const reader = async () => {
-      while (next < runs.length) {
-        const i = next++
-        const [offset, length] = runs[i]
-        try {
-          await readInto(this.source, start + offset, target.subarray(at[i], at[i] + length), signal)
-        } catch (error) {
-          next = runs.length // the others start nothing more
-          throw error
-        }
-      }
-    }
-    await Promise.all(Array.from({ length: Math.min(PARALLEL_READS, runs.length) }, reader))
+    await runPool(runs, PARALLEL_READS, ([offset, length], i) => readInto(this.source, start + offset, target.subarray(at[i], at[i] + length), signal))
   }
 }
 

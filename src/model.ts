@@ -6,6 +6,7 @@ import { SafetensorsError } from './errors.ts'
 import { open, toRangeSource, type DataFor, type OpenOptions, type ReadOptions, type SafetensorsFile, type Tensor } from './file.ts'
 import type { SliceRange } from './slice.ts'
 import { requireLocalFiles } from './local-files.ts'
+import { runPool } from './pool.ts'
 import { readInto, type RangeSource } from './source.ts'
 
 export const DEFAULT_INDEX = 'model.safetensors.index.json'
@@ -73,8 +74,8 @@ function parseIndex(where: string, text: string): ModelIndex {
   if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))) throw indexError(where, '"metadata" must be an object')
   for (const [name, shard] of Object.entries(map)) {
     if (typeof shard !== 'string') throw indexError(where, `weight_map[${JSON.stringify(name)}] must be a file name`)
-    checkShardName(where, shard)
   }
+  for (const shard of new Set(Object.values(map))) checkShardName(where, shard)
   return { metadata, weight_map: map }
 }
 
@@ -104,8 +105,17 @@ async function readIndexText(source: RangeSource, where: string, signal?: AbortS
   }
 }
 
+export interface OpenModelOptions extends OpenOptions {
+  /** Shard headers read at once (default 16): enough to hide a network round trip, few enough for any server. */
+  concurrency?: number
+}
+
+const DEFAULT_CONCURRENCY = 16
+
 /** Opens a sharded model from its index (a path, a folder holding model.safetensors.index.json, or a URL). */
-export async function openModel(input: string | URL, options: OpenOptions = {}): Promise<SafetensorsModel> {
+export async function openModel(input: string | URL, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
+  const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
   const { index: location, shard } = await locate(input)
   const where = String(location)
   const source = await toRangeSource(location, options)
@@ -117,11 +127,16 @@ export async function openModel(input: string | URL, options: OpenOptions = {}):
   }
   const index = parseIndex(where, text)
   const shardNames = [...new Set(Object.values(index.weight_map))]
-  const files = new Map<string, SafetensorsFile>()
+  const opened: Array<SafetensorsFile | undefined> = []
+  let files: Map<string, SafetensorsFile>
   try {
-    for (const name of shardNames) files.set(name, await open(shard(name), options).catch((error: unknown) => {
-      throw error instanceof SafetensorsError ? new SafetensorsError(error.code, `shard ${name}: ${error.message}`, { cause: error }) : error
-    }))
+    await runPool(shardNames, concurrency, async (name, i) => {
+      opened[i] = await open(shard(name), options).catch((error: unknown) => {
+        throw error instanceof SafetensorsError ? new SafetensorsError(error.code, `shard ${name}: ${error.message}`, { cause: error }) : error
+      })
+    })
+    // In index order, whatever order the reads finished in.
+    files = new Map(shardNames.map((name, i) => [name, opened[i]!]))
     for (const [tensor, name] of Object.entries(index.weight_map)) {
       if (!files.get(name)!.header.has(tensor)) {
         const holder = [...files].find(([, file]) => file.header.has(tensor))?.[0]
@@ -130,7 +145,7 @@ export async function openModel(input: string | URL, options: OpenOptions = {}):
       }
     }
   } catch (error) {
-    await Promise.all([...files.values()].map((f) => f.close()))
+    await Promise.all(opened.map((f) => f?.close()))
     throw error
   }
   return new SafetensorsModel(index, files)
@@ -161,19 +176,26 @@ export class SafetensorsModel {
   }
 
   info(name: string): TensorInfo {
-    return this.#shardOf(name).info(name)
+    return this.#fileOf(name).info(name)
   }
 
   getTensor<D extends DType>(name: string, options?: ReadOptions<D>): Promise<Tensor<DataFor<D>>> {
-    return this.#shardOf(name).getTensor(name, options)
+    return this.#fileOf(name).getTensor(name, options)
   }
 
   getSlice<D extends DType>(name: string, ranges: readonly SliceRange[], options?: ReadOptions<D>): Promise<Tensor<DataFor<D>>> {
-    return this.#shardOf(name).getSlice(name, ranges, options)
+    return this.#fileOf(name).getSlice(name, ranges, options)
   }
 
   async *tensors<D extends DType>(options?: ReadOptions<D>): AsyncGenerator<Tensor<DataFor<D>>> {
     for (const [file, info] of this.#listed()) yield await file.getTensor(info.name, options)
+  }
+
+  /** The file name of the shard that holds tensor `name`; throws TensorNotFound. */
+  shardOf(name: string): string {
+    const shard = Object.hasOwn(this.#index.weight_map, name) ? this.#index.weight_map[name] : undefined
+    if (shard === undefined) throw new SafetensorsError('TensorNotFound', `no tensor named ${JSON.stringify(name)} in this model's weight_map`)
+    return shard
   }
 
   /** Tensors a shard holds that the index does not list there (the model does not include them). */
@@ -192,9 +214,7 @@ export class SafetensorsModel {
     return [...this.#files].flatMap(([name, file]) => file.header.tensors.filter((t) => map[t.name] === name).map((t): [SafetensorsFile, TensorInfo] => [file, t]))
   }
 
-  #shardOf(name: string): SafetensorsFile {
-    const shard = Object.hasOwn(this.#index.weight_map, name) ? this.#index.weight_map[name] : undefined
-    if (shard === undefined) throw new SafetensorsError('TensorNotFound', `no tensor named ${JSON.stringify(name)} in this model's weight_map`)
-    return this.#files.get(shard)!
+  #fileOf(name: string): SafetensorsFile {
+    return this.#files.get(this.shardOf(name))!
   }
 }
