@@ -10,6 +10,7 @@ import { blobSource, memorySource, readInto, throwIfAborted, type RangeSource } 
 import { hostByteOrder, type ByteOrder } from './byte-order.ts'
 import { byteLengthOf, checkConversion, convert, convertInto, elementCountOf, swapElements, swapElementsInCore, wantsDedicatedCore } from './convert.ts'
 import { runPool } from './pool.ts'
+import { metered, ProgressMeter, type ProgressCallback } from './progress.ts'
 import { instantiate, type Core } from './wasm.ts'
 
 export interface Tensor<T extends TypedArray = TypedArray> {
@@ -27,12 +28,19 @@ export type DataFor<D extends DType> = D extends 'F32' ? Float32Array : D extend
 export interface OpenOptions extends HttpOptions {
   /** Byte order of the tensor data in the file: 'big' for legacy files written on big-endian hosts. */
   byteOrder?: ByteOrder
+  /**
+   * Every read made through this file (header included), as its bytes arrive: `loaded` never decreases
+   * and `total` is the bytes asked for so far, so loaded === total whenever nothing is pending.
+   */
+  onProgress?: ProgressCallback
 }
 
 export interface ReadOptions<D extends DType = DType> {
   /** Convert to this dtype on read. */
   dtype?: D
   signal?: AbortSignal
+  /** This read alone, as its bytes arrive; the last event has loaded === total. */
+  onProgress?: ProgressCallback
 }
 
 export type Source = Uint8Array | ArrayBuffer | Blob | URL | string | RangeSource
@@ -59,7 +67,13 @@ export async function toRangeSource(input: Source, options: OpenOptions = {}): P
 }
 
 export async function open(input: Source, options: OpenOptions = {}): Promise<SafetensorsFile> {
-  const source = await toRangeSource(input, options)
+  return openMetered(input, options, options.onProgress && new ProgressMeter(options.onProgress))
+}
+
+/** open(), with every read counted by `meter` (a model's meter counts all its shards). */
+export async function openMetered(input: Source, options: OpenOptions, meter: ProgressMeter | undefined): Promise<SafetensorsFile> {
+  const opened = await toRangeSource(input, options)
+  const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
   try {
     return new SafetensorsFile(await readHeader(source, options.signal), source, options.byteOrder ?? 'little')
   } catch (error) {
@@ -120,32 +134,36 @@ export class SafetensorsFile {
     const start = this.header.dataStart + info.dataOffsets[0]
     const inBytes = runs.reduce((sum, [, length]) => sum + length, 0)
     const outBytes = byteLengthOf(to, shape.reduce((a, b) => a * b, 1))
+    const meter = options.onProgress && new ProgressMeter(options.onProgress)
+    meter?.asked(inBytes)
+    const io: ReadIo = { signal: options.signal, onBytes: meter && ((bytes) => meter.arrived(bytes)) }
     const data = from === to
-      ? await this.#readRaw(info, start, runs, inBytes, options.signal)
+      ? await this.#readRaw(info, start, runs, inBytes, io)
       : wantsDedicatedCore(inBytes, outBytes)
-        ? await this.#readIntoCore(info, to, start, runs, inBytes, outBytes, options.signal)
-        : await this.#readAndConvert(info, to, start, runs, inBytes, outBytes, options.signal)
+        ? await this.#readIntoCore(info, to, start, runs, inBytes, outBytes, io)
+        : await this.#readAndConvert(info, to, start, runs, inBytes, outBytes, io)
     return { name: info.name, dtype: to, shape, data }
   }
 
   /** Without conversion: a view of the caller's bytes where possible, else one buffer read into. */
-  async #readRaw(info: TensorInfo, start: number, runs: Array<[number, number]>, inBytes: number, signal?: AbortSignal): Promise<TypedArray> {
+  async #readRaw(info: TensorInfo, start: number, runs: Array<[number, number]>, inBytes: number, io: ReadIo): Promise<TypedArray> {
     const Array = DTYPE_INFO[info.dtype].array
     const unit = Array.BYTES_PER_ELEMENT
     const swap = this.byteOrder !== hostByteOrder()
     const source = this.source as { bytes?: Uint8Array }
-    if (source.bytes && runs.length === 1 && (!swap || unit === 1)) {
-      const offset = source.bytes.byteOffset + start + runs[0][0]
-      if (offset % unit === 0) return new Array(source.bytes.buffer, offset, inBytes / unit)
+    if (source.bytes && runs.length === 1 && (!swap || unit === 1) && (source.bytes.byteOffset + start + runs[0][0]) % unit === 0) {
+      // A memory source's read is a view of its bytes: no copy, and counted like any other read.
+      const view = await this.source.read(start + runs[0][0], inBytes, io.signal, io.onBytes)
+      return new Array(view.buffer, view.byteOffset, inBytes / unit)
     }
     const { data, bytes } = allocate(info, info.dtype, inBytes)
-    await this.#readRuns(start, runs, bytes, signal)
+    await this.#readRuns(start, runs, bytes, io)
     if (swap) swapElements(bytes, info.dtype)
     return data
   }
 
   /** Large widening conversions: the bytes land once in a memory of their own and are converted there. */
-  async #readIntoCore(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, outBytes: number, signal?: AbortSignal): Promise<TypedArray> {
+  async #readIntoCore(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, outBytes: number, io: ReadIo): Promise<TypedArray> {
     let core: Core
     try {
       core = instantiate(outBytes, false)
@@ -155,7 +173,7 @@ export class SafetensorsFile {
     const dst = core.heapBase
     // The input sits at the end of the output region, as the kernels' in-place contract wants.
     const src = dst + outBytes - inBytes
-    await this.#readRuns(start, runs, new Uint8Array(core.memory.buffer, src, inBytes), signal)
+    await this.#readRuns(start, runs, new Uint8Array(core.memory.buffer, src, inBytes), io)
     // The kernels work on little-endian data, and the result must be in the host's order.
     if (this.byteOrder === 'big') swapElementsInCore(core, src, inBytes, info.dtype)
     convertInto(core, src, dst, elementCountOf(info.dtype, inBytes), info.dtype, to)
@@ -165,10 +183,10 @@ export class SafetensorsFile {
   }
 
   /** Other conversions: read into one buffer, convert through the shared core in cache-sized chunks. */
-  async #readAndConvert(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, outBytes: number, signal?: AbortSignal): Promise<TypedArray> {
+  async #readAndConvert(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, outBytes: number, io: ReadIo): Promise<TypedArray> {
     const output = allocate(info, to, outBytes)
     const { bytes } = allocate(info, info.dtype, inBytes)
-    await this.#readRuns(start, runs, bytes, signal)
+    await this.#readRuns(start, runs, bytes, io)
     if (this.byteOrder === 'big') swapElements(bytes, info.dtype)
     convert(bytes, info.dtype, to, output.data)
     if (hostByteOrder() === 'big') swapElements(output.bytes, to)
@@ -176,11 +194,17 @@ export class SafetensorsFile {
   }
 
   /** Reads the runs packed one after another into `target`, a few at a time (a column slice has many). */
-  async #readRuns(start: number, runs: Array<[number, number]>, target: Uint8Array, signal?: AbortSignal): Promise<void> {
+  async #readRuns(start: number, runs: Array<[number, number]>, target: Uint8Array, io: ReadIo): Promise<void> {
     const at: number[] = []
     runs.reduce((sum, [, length]) => (at.push(sum), sum + length), 0)
-    await runPool(runs, PARALLEL_READS, ([offset, length], i) => readInto(this.source, start + offset, target.subarray(at[i], at[i] + length), signal))
+    await runPool(runs, PARALLEL_READS, ([offset, length], i) => readInto(this.source, start + offset, target.subarray(at[i], at[i] + length), io.signal, io.onBytes))
   }
+}
+
+/** What every read of one getTensor/getSlice passes down: its abort signal and its progress. */
+interface ReadIo {
+  signal?: AbortSignal
+  onBytes?: (bytes: number) => void
 }
 
 /** Reads in flight at once for one slice: enough to hide HTTP latency, few enough for any server. */

@@ -3,10 +3,11 @@
 import type { DType } from './dtypes.ts'
 import type { TensorInfo } from './header.ts'
 import { SafetensorsError } from './errors.ts'
-import { open, toRangeSource, type DataFor, type OpenOptions, type ReadOptions, type SafetensorsFile, type Tensor } from './file.ts'
+import { openMetered, toRangeSource, type DataFor, type OpenOptions, type ReadOptions, type SafetensorsFile, type Tensor } from './file.ts'
 import type { SliceRange } from './slice.ts'
 import { requireLocalFiles } from './local-files.ts'
 import { runPool } from './pool.ts'
+import { metered, ProgressMeter } from './progress.ts'
 import { readInto, type RangeSource } from './source.ts'
 
 export const DEFAULT_INDEX = 'model.safetensors.index.json'
@@ -118,7 +119,10 @@ export async function openModel(input: string | URL, options: OpenModelOptions =
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
   const { index: location, shard } = await locate(input)
   const where = String(location)
-  const source = await toRangeSource(location, options)
+  // One meter for the index and every shard: the model's progress is their sum.
+  const meter = options.onProgress && new ProgressMeter(options.onProgress)
+  const opened = await toRangeSource(location, options)
+  const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
   let text: string
   try {
     text = await readIndexText(source, where, options.signal)
@@ -127,16 +131,16 @@ export async function openModel(input: string | URL, options: OpenModelOptions =
   }
   const index = parseIndex(where, text)
   const shardNames = [...new Set(Object.values(index.weight_map))]
-  const opened: Array<SafetensorsFile | undefined> = []
+  const shards: Array<SafetensorsFile | undefined> = []
   let files: Map<string, SafetensorsFile>
   try {
     await runPool(shardNames, concurrency, async (name, i) => {
-      opened[i] = await open(shard(name), options).catch((error: unknown) => {
+      shards[i] = await openMetered(shard(name), options, meter).catch((error: unknown) => {
         throw error instanceof SafetensorsError ? new SafetensorsError(error.code, `shard ${name}: ${error.message}`, { cause: error }) : error
       })
     })
     // In index order, whatever order the reads finished in.
-    files = new Map(shardNames.map((name, i) => [name, opened[i]!]))
+    files = new Map(shardNames.map((name, i) => [name, shards[i]!]))
     for (const [tensor, name] of Object.entries(index.weight_map)) {
       if (!files.get(name)!.header.has(tensor)) {
         const holder = [...files].find(([, file]) => file.header.has(tensor))?.[0]
@@ -145,7 +149,7 @@ export async function openModel(input: string | URL, options: OpenModelOptions =
       }
     }
   } catch (error) {
-    await Promise.all(opened.map((f) => f?.close()))
+    await Promise.all(shards.map((f) => f?.close()))
     throw error
   }
   return new SafetensorsModel(index, files)

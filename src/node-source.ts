@@ -7,6 +7,9 @@ import { SafetensorsError } from './errors.ts'
 import type { LocalFiles } from './local-files.ts'
 import { checkRange, throwIfAborted, type RangeSource } from './source.ts'
 
+/** Bytes per positional read: large enough to cost nothing per call, small enough for an abort or a progress event to come soon. */
+const FILE_CHUNK = 16 << 20
+
 /** A file on disk. Reads go straight into the caller's buffer. */
 export async function fileSource(path: string): Promise<RangeSource & { size: number }> {
   let handle: Awaited<ReturnType<typeof openFile>>
@@ -22,25 +25,26 @@ export async function fileSource(path: string): Promise<RangeSource & { size: nu
     await handle.close().catch(() => {})
     throw new SafetensorsError('Io', `cannot stat ${path}: ${(cause as Error).message}`, { cause })
   }
-  const readInto = async (offset: number, target: Uint8Array, signal?: AbortSignal) => {
+  const readInto = async (offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void) => {
     checkRange(offset, target.length, size)
-    // Positional reads in chunks: a single read is capped near 2 GiB, and chunks let an abort land.
+    // Positional reads in chunks: a single read is capped near 2 GiB, and chunks let an abort land and progress show.
     for (let done = 0; done < target.length; ) {
       throwIfAborted(signal)
-      const chunk = Math.min(target.length - done, 1 << 30)
+      const chunk = Math.min(target.length - done, FILE_CHUNK)
       const { bytesRead } = await handle.read(target, done, chunk, offset + done).catch((cause: Error) => {
         throw new SafetensorsError('Io', `${path}: cannot read ${chunk} bytes at offset ${offset + done}: ${cause.message}`, { cause })
       })
       if (bytesRead === 0) throw new SafetensorsError('Io', `${path}: unexpected end of file at byte ${offset + done} (the file shrank?)`)
       done += bytesRead
+      onBytes?.(bytesRead)
     }
   }
   return {
     size,
     readInto,
-    async read(offset, length, signal) {
+    async read(offset, length, signal, onBytes) {
       const bytes = new Uint8Array(length)
-      await readInto(offset, bytes, signal)
+      await readInto(offset, bytes, signal, onBytes)
       return bytes
     },
     close: () => handle.close(),

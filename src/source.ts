@@ -8,18 +8,22 @@ export interface RangeSource {
    * undefined until then; such a source may return fewer bytes than asked at the end of the file.
    */
   readonly size?: number
-  /** Resolves to exactly `length` bytes starting at `offset`, or rejects. */
-  read(offset: number, length: number, signal?: AbortSignal): Promise<Uint8Array>
+  /**
+   * Resolves to exactly `length` bytes starting at `offset`, or rejects. A source that receives its
+   * bytes in parts may call `onBytes` with each part's length as it lands (progress); the parts add up
+   * to the bytes returned.
+   */
+  read(offset: number, length: number, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<Uint8Array>
   /** Optional: fills `target` with the bytes from `offset` on, without an intermediate copy. */
-  readInto?(offset: number, target: Uint8Array, signal?: AbortSignal): Promise<void>
+  readInto?(offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<void>
   close?(): Promise<void>
 }
 
 /** Reads bytes straight into `target` (a view of wasm memory, say), through readInto where a source has it. */
-export async function readInto(source: RangeSource, offset: number, target: Uint8Array, signal?: AbortSignal): Promise<void> {
+export async function readInto(source: RangeSource, offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<void> {
   if (target.length === 0) return
-  if (source.readInto) return source.readInto(offset, target, signal)
-  const bytes = await source.read(offset, target.length, signal)
+  if (source.readInto) return source.readInto(offset, target, signal, onBytes)
+  const bytes = await source.read(offset, target.length, signal, onBytes)
   if (bytes.length !== target.length) throw new SafetensorsError('Io', `asked for ${target.length} bytes at offset ${offset}, the source returned ${bytes.length}`)
   target.set(bytes)
 }
@@ -46,16 +50,35 @@ export function memorySource(bytes: Uint8Array): RangeSource & { size: number; b
   }
 }
 
-/** A Blob or File (browser file picker, drag and drop): each read slices only what it needs. */
+/** A Blob or File (browser file picker, drag and drop): each read streams only the slice it needs into its target. */
 export function blobSource(blob: Blob): RangeSource & { size: number } {
-  const read = async (offset: number, length: number, signal?: AbortSignal) => {
-    checkRange(offset, length, blob.size)
+  const readInto = async (offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void) => {
+    checkRange(offset, target.length, blob.size)
     throwIfAborted(signal)
+    const reader = blob.slice(offset, offset + target.length).stream().getReader()
     try {
-      return new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer())
+      for (let filled = 0; filled < target.length; ) {
+        throwIfAborted(signal)
+        const { done, value } = await reader.read()
+        if (done || filled + value.length > target.length) throw new Error(`the slice gave ${done ? filled : filled + value.length} of ${target.length} bytes`)
+        target.set(value, filled)
+        filled += value.length
+        onBytes?.(value.length)
+      }
     } catch (cause) {
-      throw new SafetensorsError('Io', `cannot read ${length} bytes at offset ${offset} of the Blob: ${(cause as Error).message}`, { cause })
+      if (cause instanceof SafetensorsError) throw cause
+      throw new SafetensorsError('Io', `cannot read ${target.length} bytes at offset ${offset} of the Blob: ${(cause as Error).message}`, { cause })
+    } finally {
+      reader.cancel().catch(() => {})
     }
   }
-  return { size: blob.size, read }
+  return {
+    size: blob.size,
+    readInto,
+    async read(offset, length, signal, onBytes) {
+      const bytes = new Uint8Array(length)
+      await readInto(offset, bytes, signal, onBytes)
+      return bytes
+    },
+  }
 }
