@@ -1,0 +1,229 @@
+// The package as a browser app gets it: `npm pack`'s tarball installed into a fresh folder, the small page
+// in test/consumers/page/ bundled there by the default setup of esbuild, webpack 5, Vite 8 and Rollup 4
+// (no plugin or alias for `node:`), and each bundle run in headless Chromium, on the page and in a module
+// Web Worker. The page opens a real fixture over HTTP Range from a loopback server; what it must read is
+// worked out here from the fixture's bytes. One line per bundler in the log says what ran and how it went.
+import { execFile } from 'node:child_process'
+import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, extname, join, relative, resolve, sep } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { chromium, type Browser } from 'playwright'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { chromiumChoice } from '../browser/chromium.ts'
+import { rangeHandler, startServer, type TestServer } from '../http-server.ts'
+import { headerOf } from '../read-helpers.ts'
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const PAGE = join(ROOT, 'test/consumers/page')
+const run = promisify(execFile)
+
+// The URL paths the page fetches (see page/checks.js) and the files behind them.
+const FIXTURE = '/fixtures/model.safetensors'
+const FIXTURES = new Map([
+  [FIXTURE, new Uint8Array(readFileSync(join(ROOT, 'test/fixtures/real/fluxml__safetensors.jl__model.safetensors')))],
+  ['/fixtures/invalid.safetensors', new Uint8Array(readFileSync(join(ROOT, 'test/fixtures/real/invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors')))],
+])
+
+interface Bundler {
+  name: string
+  /** The npm package whose version the log names. */
+  pkg: string
+  /** The CLI and its arguments, run in the consumer folder, writing to `out`. */
+  command(out: string): string[]
+}
+
+// Each bundler's own CLI with its defaults, as its docs show it for a browser app. esbuild and Rollup do
+// not bundle `new Worker(new URL(...))`, so worker.js is their second entry point; webpack and Vite do.
+const BUNDLERS: Bundler[] = [
+  { name: 'esbuild', pkg: 'esbuild', command: (out) => ['esbuild', 'app.js', 'worker.js', '--bundle', '--platform=browser', '--format=esm', `--outdir=${out}`] },
+  { name: 'webpack', pkg: 'webpack', command: (out) => ['webpack', './app.js', '--mode', 'production', '--target', 'web', '--output-path', out, '--output-filename', 'app.js'] },
+  { name: 'Vite', pkg: 'vite', command: (out) => ['vite', 'build', '--outDir', out] },
+  { name: 'Rollup', pkg: 'rollup', command: (out) => ['rollup', 'app.js', 'worker.js', '--plugin', 'node-resolve={browser:true}', '--format', 'es', '--dir', out] },
+]
+
+const versionOf = (pkg: string): string => JSON.parse(readFileSync(join(ROOT, 'node_modules', pkg, 'package.json'), 'utf8')).version
+
+/**
+ * A bundler's error or warning about a `node:` import: esbuild `Could not resolve "node:fs"`, webpack
+ * `"node:" URIs`, Vite `Module "node:fs" has been externalized`; not Node's `(node:1234)` warning prefix.
+ * Rollup with node-resolve keeps such an import as an external one without a word: the check of the
+ * output files catches that.
+ */
+const NODE_IMPORT = /node:[a-z"]/
+
+interface Built {
+  ms: number
+  log: string
+  /** Every output file: path relative to the output folder -> size in bytes. */
+  files: Record<string, number>
+}
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).map((f) => join(dir, f)).filter((f) => statSync(f).isFile())
+}
+
+async function build(bundler: Bundler, consumer: string): Promise<Built> {
+  const out = join(consumer, 'out', bundler.name)
+  const [bin, ...args] = bundler.command(out)
+  // The environment of a user's shell, not of this test run (Vite reads NODE_ENV, which vitest sets).
+  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => key !== 'NODE_ENV' && !key.startsWith('VITEST')))
+  const started = performance.now()
+  const { stdout, stderr } = await run(join(ROOT, 'node_modules/.bin', bin), args, { cwd: consumer, env: { ...env, NO_COLOR: '1' }, encoding: 'utf8' })
+  const ms = Math.round(performance.now() - started)
+  // Vite turns index.html into its own; the others get the page beside their output.
+  if (!existsSync(join(out, 'index.html'))) cpSync(join(PAGE, 'index.html'), join(out, 'index.html'))
+  return { ms, log: stdout + stderr, files: Object.fromEntries(filesUnder(out).map((f) => [relative(out, f), statSync(f).size])) }
+}
+
+const TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8' }
+
+/** A site per bundle, as it would be deployed: its output folder at the root, the fixtures (with Range) under /fixtures/. */
+function serveSite(dir: string): Promise<TestServer> {
+  const fixtures = rangeHandler((path) => FIXTURES.get(path))
+  return startServer((request, response, log) => {
+    if (log.path.startsWith('/fixtures/')) return fixtures(request, response, log)
+    const path = resolve(dir, '.' + (log.path === '/' ? '/index.html' : log.path))
+    const found = path.startsWith(dir + sep) && existsSync(path)
+    response.writeHead(found ? 200 : 404, { 'Content-Type': TYPES[extname(path)] ?? 'application/octet-stream' })
+    response.end(found ? readFileSync(path) : undefined)
+  })
+}
+
+/** The files of the browser entry's module graph in an installed package, and any import that leaves it. */
+function browserGraph(pkgDir: string): { files: string[]; outside: string[] } {
+  const entry = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')).exports['.'].browser.default
+  const files = [resolve(pkgDir, entry)]
+  const outside: string[] = []
+  // Static imports and re-exports (`from '...'`), side-effect imports and dynamic import().
+  for (const file of files) {
+    for (const [, specifier] of readFileSync(file, 'utf8').matchAll(/(?:\bfrom|\bimport)\s*\(?\s*["']([^"']+)["']/g)) {
+      if (!specifier.startsWith('.')) outside.push(specifier)
+      else if (!files.includes(resolve(dirname(file), specifier))) files.push(resolve(dirname(file), specifier))
+    }
+  }
+  return { files: files.map((f) => relative(pkgDir, f)), outside }
+}
+
+/** What checks.js must report, worked out from the fixture's bytes (JSON header, raw BF16 bits). */
+function expectedResults(where: 'page' | 'worker') {
+  const bytes = FIXTURES.get(FIXTURE)!
+  const { dataStart, tensors } = headerOf(bytes)
+  const rawBits = (name: string) => {
+    const [begin, end] = tensors[name].data_offsets
+    return Array.from(new Uint16Array(bytes.slice(dataStart + begin, dataStart + end).buffer))
+  }
+  // BF16 is the upper half of an F32: converting is exact, the bits shifted left by 16.
+  const f32Bits = (bf16: number) => (bf16 << 16) >>> 0
+  const bf16 = Object.keys(tensors).filter((name) => tensors[name].dtype === 'BF16')
+  expect(bf16.length).toBeGreaterThan(0)
+  // The slice [[1, 3], 2, [4, 7]] of bfloat16_357 (shape [3, 5, 7], row-major): rows 1-2, column 2, 4..6.
+  expect(tensors.bfloat16_357.shape).toEqual([3, 5, 7])
+  const b357 = rawBits('bfloat16_357')
+  const slice = [1, 2].flatMap((i) => [4, 5, 6].map((k) => f32Bits(b357[(i * 5 + 2) * 7 + k])))
+  const invalid = FIXTURES.get('/fixtures/invalid.safetensors')!
+  // Its prefix claims a header longer than the file: InvalidHeaderLength, by the format's rules.
+  expect(Number(new DataView(invalid.buffer).getBigUint64(0, true))).toBeGreaterThan(invalid.length - 8)
+  const safetensorsError = (code: string, message: unknown) => ({ safetensorsError: true, typeError: false, code, message })
+  return {
+    where,
+    nodeOnly: [],
+    tensors: Object.fromEntries(bf16.map((name) => [name, { dtype: 'F32', shape: tensors[name].shape, float32: true, bits: rawBits(name).map(f32Bits), raw: rawBits(name) }])),
+    slice: { shape: [2, 3], bits: slice },
+    errors: {
+      missingTensor: safetensorsError('TensorNotFound', expect.stringContaining('"missing"')),
+      sliceOutOfRange: safetensorsError('SliceOutOfRange', expect.stringContaining('bfloat16_357')),
+      invalidFile: safetensorsError('InvalidHeaderLength', expect.any(String)),
+      filePath: { safetensorsError: false, typeError: true, message: expect.stringContaining('Node entry') },
+    },
+  }
+}
+
+describe('the packed package in bundlers, run in Chromium', () => {
+  let dir: string
+  let consumer: string
+  let browser: Browser
+  const builds = new Map<string, Promise<Built>>()
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'safetensors-consumers-'))
+    // One pack per run, installed as a user installs it (it has no dependencies: nothing to download).
+    const [{ filename }] = JSON.parse((await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: ROOT, encoding: 'utf8' })).stdout)
+    consumer = join(dir, 'consumer')
+    mkdirSync(consumer)
+    writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }))
+    await run('npm', ['install', '--offline', '--no-audit', '--no-fund', join(dir, filename)], { cwd: consumer, encoding: 'utf8' })
+    cpSync(PAGE, consumer, { recursive: true })
+    // All builds at once (separate processes); each test waits for its own.
+    for (const bundler of BUNDLERS) {
+      const built = build(bundler, consumer)
+      built.catch(() => {}) // reported by its test
+      builds.set(bundler.name, built)
+    }
+    const choice = await chromiumChoice()
+    browser = await chromium.launch({ executablePath: choice.executablePath, args: choice.args })
+    console.log(`consumer matrix: ${filename} installed in a fresh folder; Chromium ${browser.version()} from ${choice.origin}`)
+  }, 120_000)
+
+  afterAll(async () => {
+    await browser?.close()
+    // Let running builds finish before their folder goes away.
+    await Promise.allSettled(builds.values())
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  test('the tarball holds the package itself, and its browser entry reaches no node: module', () => {
+    const pkgDir = join(consumer, 'node_modules/safetensors-wasm')
+    expect(lstatSync(pkgDir).isSymbolicLink()).toBe(false)
+    const { files, outside } = browserGraph(pkgDir)
+    expect(files).toEqual(expect.arrayContaining(['dist/index.js', 'dist/shared.js']))
+    expect(outside).toEqual([])
+    for (const file of files) expect(readFileSync(join(pkgDir, file), 'utf8').split('node:').length - 1, file).toBe(0)
+  })
+
+  test.each(BUNDLERS)('$name: default build, then the page and a module Worker read the fixture in Chromium', async (bundler) => {
+    const built = await builds.get(bundler.name)!
+    expect(built.log).not.toMatch(NODE_IMPORT)
+    const out = join(consumer, 'out', bundler.name)
+    expect(Object.keys(built.files)).toContain('index.html')
+    for (const file of Object.keys(built.files)) expect(readFileSync(join(out, file), 'utf8').split('node:').length - 1, file).toBe(0)
+
+    const site = await serveSite(out)
+    const page = await browser.newPage()
+    const problems: string[] = []
+    page.on('pageerror', (error) => problems.push(String(error)))
+    page.on('console', (message) => void (message.type() === 'error' && problems.push(message.text())))
+    const workers: string[] = []
+    page.on('worker', (worker) => workers.push(worker.url()))
+    const started = performance.now()
+    let results
+    try {
+      await page.goto(site.origin + '/')
+      await page.waitForFunction(() => 'consumerResults' in window, undefined, { timeout: 30_000 }).catch((error) => {
+        throw new Error(`${error.message}\nin the page: ${problems.join('\n')}`)
+      })
+      results = await page.evaluate(() => (window as { consumerResults?: unknown }).consumerResults)
+    } finally {
+      await page.close()
+      await site.close()
+    }
+    const ms = Math.round(performance.now() - started)
+
+    expect(results).not.toHaveProperty('error')
+    expect(results).toEqual({ page: expectedResults('page'), worker: expectedResults('worker') })
+    expect(workers).toHaveLength(1)
+    expect(problems).toEqual([])
+    // Every read of the fixture was a Range request, answered 206; each BF16 tensor was read by its exact range.
+    const reads = site.log.filter((entry) => entry.path === FIXTURE)
+    expect(reads.map((entry) => [entry.range, entry.status]).filter(([range, status]) => !/^bytes=\d+-\d+$/.test(String(range)) || status !== 206)).toEqual([])
+    const { dataStart, tensors } = headerOf(FIXTURES.get(FIXTURE)!)
+    for (const name of Object.keys(expectedResults('page').tensors)) {
+      const [begin, end] = tensors[name].data_offsets
+      expect(reads.map((entry) => entry.range)).toContain(`bytes=${dataStart + begin}-${dataStart + end - 1}`)
+    }
+
+    const sizes = Object.entries(built.files).map(([file, bytes]) => `${file} ${(bytes / 1000).toFixed(1)} kB`).join(', ')
+    console.log(`${bundler.name} ${versionOf(bundler.pkg)}: built in ${built.ms} ms with no node: error (${sizes}); in Chromium: page passed, module Worker (${workers[0].slice(site.origin.length)}) passed, ${reads.length} Range reads, ${ms} ms`)
+  })
+})
