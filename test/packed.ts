@@ -4,8 +4,9 @@
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { afterAll } from 'vitest'
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url))
 
@@ -27,10 +28,15 @@ export interface PackedConsumer {
 
 let consumer: PackedConsumer | undefined
 
+// Vitest ends its workers without an 'exit' event, so the folder goes with the test file that made it.
+afterAll(() => {
+  if (consumer) rmSync(dirname(consumer.dir), { recursive: true, force: true })
+  consumer = undefined
+})
+
 export function packedConsumer(): PackedConsumer {
   if (consumer) return consumer
   const root = mkdtempSync(join(tmpdir(), 'safetensors-packed-'))
-  process.on('exit', () => rmSync(root, { recursive: true, force: true }))
   const [pack] = JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', root], { cwd: ROOT, encoding: 'utf8' })) as PackInfo[]
   const tarball = join(root, pack.filename)
   const dir = join(root, 'consumer')
