@@ -22,11 +22,23 @@ const shipWasm = {
   },
 }
 
+// require('safetensors-wasm') from CommonJS: Node >= 20.19 loads ES modules synchronously (require(esm)), so a
+// CommonJS file that requires the ES entry gives CJS callers the very same module instance (no second copy of
+// the library, SafetensorsError stays one class). Its types re-export the entry's, so TypeScript's node16
+// resolution from CJS sees a CommonJS module rather than an ES one it could only import().
+const requireEntry = {
+  name: 'require-entry',
+  generateBundle() {
+    this.emitFile({ type: 'asset', fileName: 'node.cjs', source: "module.exports = require('./node.js')\n" })
+    this.emitFile({ type: 'asset', fileName: 'types/node.d.cts', source: "export * from './node.js'\n" })
+  },
+}
+
 export default [
   {
     input: { index: 'build/js/index.js', node: 'build/js/node.js', cli: 'build/js/cli.js' },
     external: [/^node:/],
-    plugins: [wasmFromBuild, wasm({ sync: WASM, targetEnv: 'auto-inline' })],
+    plugins: [wasmFromBuild, wasm({ sync: WASM, targetEnv: 'auto-inline' }), requireEntry],
     output: { dir: 'dist', format: 'es', chunkFileNames: 'shared.js' },
   },
   {

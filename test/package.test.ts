@@ -1,0 +1,101 @@
+// The package as published, checked with the ecosystem's own tools on `npm pack`'s tarball: publint and
+// arethetypeswrong find nothing, TypeScript consumers type-check under node16 and bundler resolution,
+// CommonJS can require() it, and the tarball holds only what users need, at the size the README states.
+import { execFile } from 'node:child_process'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { publint } from 'publint'
+import { formatMessage } from 'publint/utils'
+import { beforeAll, describe, expect, test } from 'vitest'
+import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenName } from './helpers.ts'
+import { packedConsumer, ROOT, type PackedConsumer } from './packed.ts'
+
+const run = promisify(execFile)
+const bin = (name: string) => join(ROOT, 'node_modules/.bin', name)
+
+let consumer: PackedConsumer
+beforeAll(() => void (consumer = packedConsumer()), 120_000)
+
+describe('the packed package', () => {
+  test('publint reports nothing', async () => {
+    // pack: false lints the installed copy, which is exactly the tarball's files.
+    const { messages, pkg } = await publint({ pkgDir: join(consumer.dir, 'node_modules/safetensors-wasm'), pack: false })
+    expect(messages.map((m) => `${m.type}: ${formatMessage(m, pkg)}`)).toEqual([])
+  })
+
+  test('arethetypeswrong reports nothing', async () => {
+    // attw exits non-zero on any problem; the JSON also lists them, for a readable failure.
+    const { stdout } = await run(bin('attw'), [consumer.tarball, '--format', 'json'])
+    expect(JSON.parse(stdout).analysis.problems).toEqual([])
+  })
+
+  test('the tarball holds the entries, the wasm, the types and the README, nothing else', () => {
+    const modules = readdirSync(join(ROOT, 'src'))
+      .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts') && f !== 'cli.ts')
+      .map((f) => `dist/types/${f.replace(/\.ts$/, '.d.ts')}`)
+    const expected = [
+      'README.md',
+      'package.json',
+      ...['cli.js', 'index.js', 'node.js', 'node.cjs', 'shared.js', 'workerd.js', 'core-simd.wasm', 'core-scalar.wasm'].map((f) => `dist/${f}`),
+      'dist/types/node.d.cts',
+      ...modules,
+    ]
+    expect(consumer.pack.files.map((f) => f.path).sort()).toEqual(expected.sort())
+  })
+
+  test('the README states the tarball size to within 10%', () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+    const m = /tarball is about (\d+) kB \((\d+) kB unpacked\)/.exec(readme)
+    expect(m, 'README: "tarball is about N kB (M kB unpacked)"').not.toBeNull()
+    const [packed, unpacked] = [Number(m![1]) * 1000, Number(m![2]) * 1000]
+    console.log(`tarball: ${consumer.pack.size} bytes, ${consumer.pack.unpackedSize} unpacked`)
+    expect(Math.abs(packed - consumer.pack.size) / consumer.pack.size).toBeLessThan(0.1)
+    expect(Math.abs(unpacked - consumer.pack.unpackedSize) / consumer.pack.unpackedSize).toBeLessThan(0.1)
+  })
+
+  // The same consumer under each resolution. @ts-expect-error lines fail the check if the types were `any`
+  // or if an entry exposed what it should not.
+  const consumerSource = `import { open, parseHeader, SafetensorsError, type DType, type Tensor } from 'safetensors-wasm'
+
+export async function firstAsF32(bytes: Uint8Array): Promise<Float32Array> {
+  const [first] = parseHeader(bytes).tensors
+  const file = await open(bytes)
+  const dtype: DType = 'F32'
+  const tensor: Tensor = await file.getTensor(first.name, { dtype })
+  // @ts-expect-error not a dtype
+  await file.getTensor(first.name, { dtype: 'F17' })
+  await file.close()
+  if (!(tensor.data instanceof Float32Array)) throw new SafetensorsError('UnsupportedConversion', 'not F32')
+  return tensor.data
+}
+`
+  const nodeOnly = "export { writeFile, fileSink } from 'safetensors-wasm'\n"
+  const node16 = ['--moduleResolution', 'node16']
+  const consumers = [
+    { name: 'node16, ES module', file: 'consumer.mts', source: consumerSource + nodeOnly, flags: [...node16, '--module', 'node16'] },
+    // TypeScript models require(esm) (Node >= 20.19) as module node20: the CommonJS side loads the ES entry.
+    { name: 'node16, CommonJS, module node20', file: 'consumer.cts', source: consumerSource + nodeOnly, flags: [...node16, '--module', 'node20'] },
+    // Under module node16 (Node 16, before require(esm)) the package's CommonJS types still re-export the ES
+    // ones, which only skipLibCheck (tsc --init's default) lets by; the consumer's own code checks clean.
+    { name: 'node16, CommonJS, module node16', file: 'consumer.cts', source: consumerSource + nodeOnly, flags: [...node16, '--module', 'node16', '--skipLibCheck'] },
+    // A bundler resolves the default entry, the portable one: no local files there.
+    { name: 'bundler', file: 'consumer.ts', source: `${consumerSource}// @ts-expect-error the default entry has no local files\n${nodeOnly}`, flags: ['--moduleResolution', 'bundler', '--module', 'esnext'] },
+  ]
+
+  test.concurrent.each(consumers)('a TypeScript consumer type-checks: $name', async ({ file, source, flags }) => {
+    writeFileSync(join(consumer.dir, file), source)
+    const tsc = join(ROOT, 'node_modules/typescript/bin/tsc')
+    await expect(run(process.execPath, [tsc, '--noEmit', '--strict', '--target', 'es2022', ...flags, file], { cwd: consumer.dir })).resolves.toBeDefined()
+  })
+
+  test('require() gives CommonJS the same module as import (Node >= 20.19)', async () => {
+    const fixture = 'fluxml__safetensors.jl__model.with_metadata.safetensors'
+    const script = `const m = require('safetensors-wasm')
+const h = m.parseHeader(require('node:fs').readFileSync(process.argv[1]))
+import('safetensors-wasm').then((esm) => console.log(JSON.stringify({ names: h.tensors.map((t) => t.name), metadata: h.metadata, same: esm.SafetensorsError === m.SafetensorsError })))`
+    const { stdout } = await run(process.execPath, ['-e', script, FIXTURES_REAL + fixture], { cwd: consumer.dir })
+    const golden = JSON.parse(readFileSync(FIXTURES_GOLDEN + goldenName(fixture), 'utf8'))
+    expect(JSON.parse(stdout)).toEqual({ names: golden.tensors.map((t: { name: string }) => t.name), metadata: golden.metadata, same: true })
+  })
+})
