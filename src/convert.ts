@@ -1,40 +1,8 @@
 // convert() and byteSwap(): the wasm kernels (assembly/convert.ts) on plain arrays, and convertInto()
 // for code that already has its bytes in wasm memory. The memory model is README.md, "Memory model".
-import { DTYPE_INFO, isDType, type DType, type TypedArray } from './dtypes.ts'
+import { canConvert, DTYPE_INFO, dtypeIndex, isDType, type DType, type TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
-import { instantiate, reserveMemory, sharedCore, type ConvertKernel, type Core, type CoreExports } from './wasm.ts'
-
-type KernelName = {
-  [K in keyof CoreExports]: CoreExports[K] extends ConvertKernel ? (K extends 'scanHeader' ? never : K) : never
-}[keyof CoreExports]
-
-const TO_F32: Partial<Record<DType, KernelName>> = {
-  BF16: 'bf16ToF32',
-  F16: 'f16ToF32',
-  F8_E4M3: 'f8E4m3ToF32',
-  F8_E5M2: 'f8E5m2ToF32',
-  F8_E4M3FNUZ: 'f8E4m3fnuzToF32',
-  F8_E5M2FNUZ: 'f8E5m2fnuzToF32',
-  F8_E8M0: 'f8E8m0ToF32',
-  F4: 'f4ToF32',
-  F6_E2M3: 'f6E2m3ToF32',
-  F6_E3M2: 'f6E3m2ToF32',
-  F64: 'f64ToF32',
-  I8: 'i8ToF32',
-  I16: 'i16ToF32',
-  I32: 'i32ToF32',
-  I64: 'i64ToF32',
-  U8: 'u8ToF32',
-  U16: 'u16ToF32',
-  U32: 'u32ToF32',
-  U64: 'u64ToF32',
-  BOOL: 'boolToF32',
-}
-
-const FROM_F32: Partial<Record<DType, KernelName>> = {
-  F16: 'f32ToF16',
-  BF16: 'f32ToBf16',
-}
+import { instantiate, reserveMemory, sharedCore, type Core } from './wasm.ts'
 
 /**
  * Widening conversions with outputs of at least this many bytes get a wasm instance of their own and
@@ -78,23 +46,16 @@ function checkDType(dtype: unknown, role: string): asserts dtype is DType {
 
 /** Throws UnsupportedConversion unless data of `from` can be converted to `to`. */
 export function checkConversion(from: DType, to: DType): void {
-  if (from !== to) kernelFor(from, to)
-}
-
-/** The kernel for a conversion between two different dtypes; throws UnsupportedConversion. */
-function kernelFor(from: DType, to: DType): KernelName {
-  const kernel = to === 'F32' ? TO_F32[from] : from === 'F32' ? FROM_F32[to] : undefined
-  if (!kernel) {
-    throw new SafetensorsError('UnsupportedConversion', `cannot convert ${from} to ${to}: supported are every numeric dtype but C64 to F32, and F32 to F16 or BF16`)
+  if (from !== to && !canConvert(from, to)) {
+    throw new SafetensorsError('UnsupportedConversion', `cannot convert ${from} to ${to}: supported are every float dtype to F32, F16 and BF16, and every other numeric dtype but C64 to F32`)
   }
-  return kernel
 }
 
 /**
  * Converts `count` elements at `src` in `core`'s memory to `to` at `dst`. The two may overlap as the
  * in-place contract allows (assembly/convert.ts): a wider output with the input at its end
  * (src = dst + outBytes - inBytes), or a narrower or equal one with src = dst. Nothing is copied
- * through JS; the caller makes sure both regions are addressable.
+ * through JS; the caller makes sure both regions are addressable and checkConversion accepts the pair.
  */
 export function convertInto(core: Core, src: number, dst: number, count: number, from: DType, to: DType): void {
   const inBytes = byteLengthOf(from, count)
@@ -102,7 +63,7 @@ export function convertInto(core: Core, src: number, dst: number, count: number,
     if (src !== dst) new Uint8Array(core.memory.buffer).copyWithin(dst, src, src + inBytes)
     return
   }
-  core.exports[kernelFor(from, to)](src, dst, count)
+  core.exports.convertKernel(dtypeIndex(from), dtypeIndex(to), src, dst, count)
 }
 
 /** The bytes of `data`: a Uint8Array as is, or the natural TypedArray of `dtype` viewed as bytes. */
@@ -140,14 +101,14 @@ export function convert(data: Uint8Array | TypedArray, from: DType, to: DType, o
   checkDType(to, 'target')
   const input = bytesOf(data, from)
   const count = elementCountOf(from, input.byteLength)
-  const kernel = from === to ? undefined : kernelFor(from, to)
+  checkConversion(from, to)
   const outBytes = byteLengthOf(to, count)
   const natural = DTYPE_INFO[to].array
   const outLength = outBytes / natural.BYTES_PER_ELEMENT
   if (out !== undefined && (!(out instanceof natural) || out.length !== outLength)) {
     throw new RangeError(`out must be a ${natural.name} of ${outLength} elements for ${count} ${to} elements, got ${Object.prototype.toString.call(out)} of ${out.length}`)
   }
-  if (kernel === undefined) {
+  if (from === to) {
     const copy = out ?? new natural(outLength)
     new Uint8Array(copy.buffer, copy.byteOffset, outBytes).set(input)
     return copy
@@ -155,20 +116,20 @@ export function convert(data: Uint8Array | TypedArray, from: DType, to: DType, o
   if (out === undefined && wantsDedicatedCore(input.byteLength, outBytes)) {
     // Sized once and never grown, so the view handed out is never detached.
     const core = instantiate(outBytes, false)
-    convertInPlace(core, input, kernel, count, outBytes)
+    convertInPlace(core, input, from, to, count, outBytes)
     return new natural(core.memory.buffer, core.heapBase, outLength)
   }
   const result = out ?? new natural(outLength)
-  convertInChunks(input, from, to, kernel, count, new Uint8Array(result.buffer, result.byteOffset, outBytes))
+  convertInChunks(input, from, to, count, new Uint8Array(result.buffer, result.byteOffset, outBytes))
   return result
 }
 
 /** Copies `input` into `core` where the in-place contract wants it and converts; the output is at heapBase. */
-function convertInPlace(core: Core, input: Uint8Array, kernel: KernelName, count: number, outBytes: number): void {
+function convertInPlace(core: Core, input: Uint8Array, from: DType, to: DType, count: number, outBytes: number): void {
   const dst = core.heapBase
   const src = dst + Math.max(0, outBytes - input.byteLength)
   new Uint8Array(core.memory.buffer).set(input, src)
-  core.exports[kernel](src, dst, count)
+  convertInto(core, src, dst, count, from, to)
 }
 
 /**
@@ -178,14 +139,14 @@ function convertInPlace(core: Core, input: Uint8Array, kernel: KernelName, count
  */
 const CHUNK_ELEMENTS = 1 << 15
 
-function convertInChunks(input: Uint8Array, from: DType, to: DType, kernel: KernelName, count: number, output: Uint8Array): void {
+function convertInChunks(input: Uint8Array, from: DType, to: DType, count: number, output: Uint8Array): void {
   const core = sharedCore()
   const chunk = Math.min(count, CHUNK_ELEMENTS)
   reserveMemory(core, core.heapBase + Math.max(byteLengthOf(from, chunk), byteLengthOf(to, chunk)))
   for (let first = 0; first < count; first += chunk) {
     const n = Math.min(chunk, count - first)
     const outBytes = byteLengthOf(to, n)
-    convertInPlace(core, input.subarray(byteLengthOf(from, first), byteLengthOf(from, first + n)), kernel, n, outBytes)
+    convertInPlace(core, input.subarray(byteLengthOf(from, first), byteLengthOf(from, first + n)), from, to, n, outBytes)
     output.set(new Uint8Array(core.memory.buffer, core.heapBase, outBytes), byteLengthOf(to, first))
   }
 }

@@ -6,9 +6,6 @@
 // memory.grow would detach every view.
 import { DTYPES, DTYPE_INFO } from './dtypes.ts'
 
-/** A conversion kernel (assembly/convert.ts): `count` elements from `src` to `dst`, in place allowed. */
-export type ConvertKernel = (src: number, dst: number, count: number) => void
-
 /** Reverses the bytes of each of `count` elements at `ptr`, in place. */
 export type SwapKernel = (ptr: number, count: number) => void
 
@@ -19,28 +16,13 @@ export interface CoreExports {
   resultPtr(): number
   dtypeTable(count: number): number
   scanHeader(input: number, length: number, fileSize: number): number
-  bf16ToF32: ConvertKernel
-  f16ToF32: ConvertKernel
-  f8E4m3ToF32: ConvertKernel
-  f8E5m2ToF32: ConvertKernel
-  f8E4m3fnuzToF32: ConvertKernel
-  f8E5m2fnuzToF32: ConvertKernel
-  f8E8m0ToF32: ConvertKernel
-  f4ToF32: ConvertKernel
-  f6E2m3ToF32: ConvertKernel
-  f6E3m2ToF32: ConvertKernel
-  f64ToF32: ConvertKernel
-  i8ToF32: ConvertKernel
-  i16ToF32: ConvertKernel
-  i32ToF32: ConvertKernel
-  i64ToF32: ConvertKernel
-  u8ToF32: ConvertKernel
-  u16ToF32: ConvertKernel
-  u32ToF32: ConvertKernel
-  u64ToF32: ConvertKernel
-  boolToF32: ConvertKernel
-  f32ToF16: ConvertKernel
-  f32ToBf16: ConvertKernel
+  /**
+   * Converts `count` elements at `src` from dtype `from` to `to` at `dst` (indices in DTYPES; in place
+   * allowed, see assembly/convert.ts); 0, touching nothing, where the pair has no kernel.
+   */
+  convertKernel(from: number, to: number, src: number, dst: number, count: number): number
+  /** Exponent bits | mantissa bits << 8 | bias << 16 of a format the kernels decode from its fields, else 0. */
+  floatFormat(dtype: number): number
   byteSwap16: SwapKernel
   byteSwap32: SwapKernel
   byteSwap64: SwapKernel

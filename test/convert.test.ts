@@ -5,8 +5,8 @@ import { byteSwap, convert, DTYPE_INFO, SafetensorsError, type DType, type Typed
 import { byteLengthOf, convertInto, DEDICATED_MIN_BYTES } from '../src/convert.ts'
 import { instantiate, reserveMemory, selectBackend, sharedCore } from '../src/wasm.ts'
 import {
-  bigintToF32, decodeToF32Bits, decodeValue, encodeF32Bits, f32Bits, f32FromBits, FORMATS, referenceConvert, SOURCE_BITS,
-  type FloatName,
+  bigintToF32, decodeToF32Bits, decodeValue, encodeF32Bits, encodeValue, f32Bits, f32FromBits, FLOAT_SOURCES, FORMATS,
+  referenceConvert, SOURCE_BITS, type FloatName,
 } from './float-reference.ts'
 import { mulberry32 } from './random.ts'
 
@@ -42,7 +42,10 @@ function expectSameBits(actual: Uint8Array, expected: Uint8Array, width: number,
 }
 
 const TO_F32_SOURCES = Object.keys(SOURCE_BITS) as DType[]
-const PAIRS: Array<[DType, DType]> = [...TO_F32_SOURCES.map((from): [DType, DType] => [from, 'F32']), ['F32', 'F16'], ['F32', 'BF16']]
+const NARROW_TARGETS = ['F16', 'BF16'] as const
+/** Every float source to F16 and BF16 but the identities. */
+const TO_16_PAIRS = (FLOAT_SOURCES as DType[]).flatMap((from) => NARROW_TARGETS.filter((to) => to !== from).map((to): [DType, DType] => [from, to]))
+const PAIRS: Array<[DType, DType]> = [...TO_F32_SOURCES.map((from): [DType, DType] => [from, 'F32']), ...TO_16_PAIRS]
 const FLOAT_NAMES = Object.keys(FORMATS) as FloatName[]
 
 function bitsOf(dtype: DType): number {
@@ -81,6 +84,50 @@ function packF6(codes: number[]): Uint8Array {
   return out
 }
 
+/** Each of the 64 codes in each of the 4 positions of a group, the other positions filled with varied codes. */
+function everyF6CodeInEveryPosition(): number[] {
+  const codes: number[] = []
+  for (let code = 0; code < 64; code++) {
+    for (let position = 0; position < 4; position++) {
+      for (let k = 0; k < 4; k++) codes.push(k === position ? code : (code * 5 + k * 17 + 1) & 63)
+    }
+  }
+  return codes
+}
+
+/**
+ * Doubles that probe every rounding decision of F16 or BF16: in every binade from below the smallest
+ * subnormal to the overflow, grid points, ties between them, and ties moved by 2^-30 ulp (too little for
+ * F32 to hold, so a conversion through F32 rounds them as ties), and the same around the subnormal steps.
+ */
+function f64Cases(to: 'F16' | 'BF16'): number[] {
+  const { expBits, mantBits, bias } = FORMATS[to]
+  const smallest = Math.pow(2, 1 - bias - mantBits)
+  const values: number[] = [0, Infinity, Number.MAX_VALUE, 5e-324, 1e-300, 1e300, 3.4028234663852886e38, (2 - Math.pow(2, -24)) * Math.pow(2, 127)]
+  const nudges = [0, Math.pow(2, -30), -Math.pow(2, -30)]
+  for (let e = 1 - bias - mantBits - 2; e <= (1 << expBits) - 1 - bias; e++) {
+    const ulp = Math.pow(2, e - mantBits)
+    for (const j of [0, 1, 2, 3, Math.pow(2, mantBits) - 1]) {
+      for (const half of [0, 0.5, -0.5]) for (const nudge of nudges) values.push(Math.pow(2, e) + ulp * (j + half + nudge))
+    }
+  }
+  for (let k = 0; k <= 9; k++) for (const nudge of nudges) values.push(smallest * (k / 2 + nudge))
+  return values.flatMap((v) => [v, -v])
+}
+
+/** Doubles with random 52-bit mantissas and exponents across the target's range and a little beyond. */
+function randomDoubles(to: 'F16' | 'BF16', count: number): number[] {
+  const { expBits, mantBits, bias } = FORMATS[to]
+  const next = mulberry32(count + expBits)
+  const low = 1 - bias - mantBits - 3
+  const span = (1 << expBits) + mantBits + 4
+  return Array.from({ length: count }, () => {
+    const mantissa = 1 + (next() * Math.pow(2, 20) + (next() >>> 12)) * Math.pow(2, -52)
+    const sign = next() & 1 ? -1 : 1
+    return sign * mantissa * Math.pow(2, low + (next() % span))
+  })
+}
+
 describe('the reference agrees with values from the format specifications', () => {
   const cases: Array<[FloatName, number, number]> = [
     ['BF16', 0x3f80, 1], ['BF16', 0xc040, -3], ['BF16', 0x0001, Math.pow(2, -133)], ['BF16', 0x7f7f, 3.3895313892515355e38],
@@ -112,6 +159,18 @@ describe('the reference agrees with values from the format specifications', () =
   ]
   test.each(encodings)('F32 -> %s of bits %i', (name, bits, expected) => {
     expect(encodeF32Bits(name, bits)).toBe(expected)
+  })
+
+  // Doubles just above a tie of the target: rounding through F32 first lands on the tie, then rounds to even.
+  const doubles: Array<['F16' | 'BF16', number, number]> = [
+    ['F16', 1 + Math.pow(2, -11) + Math.pow(2, -40), 0x3c01], ['F16', 1 + Math.pow(2, -11), 0x3c00],
+    ['F16', 65520 - Math.pow(2, -30), 0x7bff], ['F16', 65520, 0x7c00], ['F16', 1e300, 0x7c00], ['F16', -5e-324, 0x8000],
+    ['F16', Math.pow(2, -25) + Math.pow(2, -60), 0x0001], ['F16', Math.pow(2, -25), 0x0000],
+    ['BF16', 1 + Math.pow(2, -8) + Math.pow(2, -40), 0x3f81], ['BF16', Math.pow(2, -134) * (1 + Math.pow(2, -30)), 0x0001],
+    ['BF16', Math.pow(2, -134), 0x0000], ['BF16', 3 * Math.pow(2, -134), 0x0002], ['BF16', Number.MAX_VALUE, 0x7f80],
+  ]
+  test.each(doubles)('F64 -> %s of %d', (name, value, expected) => {
+    expect(encodeValue(name, value)).toBe(expected)
   })
 
   test('bigint rounding is exact where Number() would round twice', () => {
@@ -152,17 +211,45 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
     })
 
     test.each(['F6_E2M3', 'F6_E3M2'] as const)('all 64 %s codes in every position of the group', (name) => {
-      const codes: number[] = []
-      for (let code = 0; code < 64; code++) {
-        for (let position = 0; position < 4; position++) {
-          for (let k = 0; k < 4; k++) codes.push(k === position ? code : (code * 5 + k * 17 + 1) & 63)
-        }
-      }
+      const codes = everyF6CodeInEveryPosition()
       const input = packF6(codes)
       checkConvert(name, 'F32', input, name)
       // The reference unpacks on its own; check it also against the codes that were packed.
       const result = new Uint32Array(convert(input, name, 'F32').buffer.slice(0))
       codes.forEach((code, i) => expect(result[i]).toBe(decodeToF32Bits(name, code)))
+    })
+  })
+
+  describe('every code to F16 and BF16', () => {
+    const sources16 = TO_16_PAIRS.filter(([from]) => bitsOf(from) === 16)
+    test.each(sources16)('all 65,536 %s patterns to %s', (from, to) => {
+      checkConvert(from, to, everyCode(16), `${from} -> ${to}`)
+    })
+
+    const sources8 = TO_16_PAIRS.filter(([from]) => from.startsWith('F8_'))
+    test.each(sources8)('all 256 %s codes to %s', (from, to) => {
+      checkConvert(from, to, everyCode(8), `${from} -> ${to}`)
+    })
+
+    test.each(NARROW_TARGETS)('all 16 F4 codes in both nibbles (every byte) to %s', (to) => {
+      checkConvert('F4', to, everyCode(8), `F4 -> ${to}`)
+    })
+
+    const sources6 = TO_16_PAIRS.filter(([from]) => bitsOf(from) === 6)
+    test.each(sources6)('all 64 %s codes in every position of the group to %s', (from, to) => {
+      checkConvert(from, to, packF6(everyF6CodeInEveryPosition()), `${from} -> ${to}`)
+    })
+
+    test('NaN rules: F8 NaNs are the quiet NaN with their sign, F8_E8M0 positive, F16 <-> BF16 keep the top payload bits', () => {
+      const bits = (from: DType, to: DType, codes: number[]) => Array.from(convert(bitsOf(from) === 8 ? Uint8Array.from(codes) : Uint16Array.from(codes), from, to as 'F16'))
+      expect(bits('F8_E4M3', 'F16', [0x7f, 0xff])).toEqual([0x7e00, 0xfe00])
+      expect(bits('F8_E5M2', 'BF16', [0x7d, 0xff, 0x7c])).toEqual([0x7fc0, 0xffc0, 0x7f80])
+      expect(bits('F8_E4M3FNUZ', 'F16', [0x80])).toEqual([0xfe00])
+      expect(bits('F8_E8M0', 'BF16', [0xff])).toEqual([0x7fc0])
+      // A signalling BF16 NaN with payload 0x01 gives F16 payload 0x08 plus the quiet bit.
+      expect(bits('BF16', 'F16', [0x7f81, 0xffff])).toEqual([0x7e08, 0xfff8])
+      // F16 payload 0x007 truncates to nothing in BF16: the quiet bit keeps it a NaN.
+      expect(bits('F16', 'BF16', [0x7c07, 0xfdff])).toEqual([0x7fc0, 0xffff])
     })
   })
 
@@ -242,6 +329,23 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
     })
   })
 
+  describe('F64 to F16 and BF16, rounded once', () => {
+    test.each(NARROW_TARGETS)('ties, near-ties, subnormals, overflow, NaN payloads and random doubles to %s', (to) => {
+      const input = bytesOf(Float64Array.from([...f64Cases(to), ...randomDoubles(to, 20_000)]))
+      const nans = bytesOf(new BigUint64Array([
+        0x7ff8000000000000n, 0xfff8000000000000n, 0x7ff0000000000001n, 0xfff0000000000001n, 0xffffffffffffffffn,
+        0x7ff4000000000000n, 0x7ff0040000000000n, 0xfff0200000000000n, 0x7ff0000020000000n,
+      ]))
+      const random = randomBytes(80_000, 5)
+      checkConvert('F64', to, new Uint8Array([...input, ...nans, ...random]), `F64 -> ${to}`)
+    })
+
+    test('a double just above a tie rounds up, where rounding through F32 would land on the tie and round to even', () => {
+      expect(Array.from(convert(Float64Array.of(1 + Math.pow(2, -11) + Math.pow(2, -40), 1 + Math.pow(2, -11)), 'F64', 'F16'))).toEqual([0x3c01, 0x3c00])
+      expect(Array.from(convert(Float64Array.of(1 + Math.pow(2, -8) + Math.pow(2, -40), -(1 + Math.pow(2, -8))), 'F64', 'BF16'))).toEqual([0x3f81, 0xbf80])
+    })
+  })
+
   describe('in place, as the memory model lays buffers out', () => {
     test.each(PAIRS)('%s -> %s: disjoint, overlapping, and input at the end of memory', (from, to) => {
       const core = instantiate(1 << 16, false)
@@ -310,7 +414,7 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
       expect(convert(new Uint8Array(6), 'F6_E3M2', 'F32')).toHaveLength(8)
     })
 
-    test.each([['F16', 'BF16'], ['C64', 'F32'], ['F32', 'I32'], ['BF16', 'F16'], ['F32', 'F8_E4M3'], ['F64', 'F16']] as const)(
+    test.each([['C64', 'F32'], ['F32', 'I32'], ['F32', 'F8_E4M3'], ['I32', 'F16'], ['U8', 'BF16'], ['C64', 'F16'], ['BF16', 'F64']] as const)(
       '%s -> %s is UnsupportedConversion naming both',
       (from, to) => {
         const call = () => convert(new Uint8Array(8), from, to)

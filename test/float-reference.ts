@@ -1,6 +1,6 @@
 // A scalar reference for the conversion kernels, written from the format definitions (README.md, "Number formats")
-// and nothing else: codes are decoded by formula (sign, exponent, mantissa, bias, Math.pow) and
-// F32 -> F16/BF16 is rounded with plain arithmetic on JS numbers. Slow and obvious on purpose; it shares
+// and nothing else: codes are decoded by formula (sign, exponent, mantissa, bias, Math.pow) to their exact
+// value as a JS number, and rounded to F16/BF16 once with plain arithmetic on that value. Slow and obvious on purpose; it shares
 // no code with src/ or assembly/.
 
 /** A sign/exponent/mantissa format. */
@@ -105,21 +105,32 @@ function roundHalfEven(x: number): number {
   return floor
 }
 
+/** The sign and the mantissa field of a NaN, as narrowing keeps them (README.md, "Number formats"). */
+export interface NaNBits {
+  readonly sign: number
+  readonly payload: number
+  readonly payloadBits: number
+}
+
 /**
- * The bits of an F32 value in an IEEE-style format (BF16, F16): round to nearest even, overflow to
- * infinity, subnormals by the fixed quantum of the smallest exponent. NaN keeps its sign and the top
- * payload bits, with the quiet bit set.
+ * The bits of a NaN in BF16 or F16: the sign and the top payload bits kept, the quiet bit set, so that
+ * a payload that would truncate to zero still gives a NaN.
  */
-export function encodeF32Bits(name: 'BF16' | 'F16', bits: number): number {
+export function encodeNaN(name: 'BF16' | 'F16', nan: NaNBits): number {
+  const { expBits, mantBits } = FORMATS[name]
+  const top = Math.floor(nan.payload * Math.pow(2, mantBits - nan.payloadBits))
+  return nan.sign * Math.pow(2, expBits + mantBits) + (((1 << expBits) - 1) << mantBits) + ((top | (1 << (mantBits - 1))) & ((1 << mantBits) - 1))
+}
+
+/**
+ * The bits of a number (any double, not NaN) in an IEEE-style format (BF16, F16): one rounding to
+ * nearest even, overflow to infinity, subnormals by the fixed quantum of the smallest exponent. Every
+ * step is exact in float64: scaling by powers of two and taking the integer part.
+ */
+export function encodeValue(name: 'BF16' | 'F16', value: number): number {
   const { expBits, mantBits, bias } = FORMATS[name]
-  const sign = bits >>> 31
-  const signBit = sign << (expBits + mantBits)
+  const signBit = (value < 0 || Object.is(value, -0) ? 1 : 0) << (expBits + mantBits)
   const infinity = signBit | (((1 << expBits) - 1) << mantBits)
-  const value = f32FromBits(bits)
-  if (Number.isNaN(value)) {
-    const quiet = 1 << (mantBits - 1)
-    return infinity | quiet | ((bits & 0x7fffff) >>> (23 - mantBits))
-  }
   const a = Math.abs(value)
   if (a === Infinity) return infinity
   const minExponent = 1 - bias
@@ -133,6 +144,13 @@ export function encodeF32Bits(name: 'BF16' | 'F16', bits: number): number {
   if (exponent > maxExponent) return infinity
   if (steps < Math.pow(2, mantBits)) return signBit | steps // subnormal (or zero)
   return signBit | ((exponent + bias) << mantBits) | (steps - Math.pow(2, mantBits))
+}
+
+/** The BF16 or F16 bits of F32 bits. */
+export function encodeF32Bits(name: 'BF16' | 'F16', bits: number): number {
+  const value = f32FromBits(bits)
+  if (!Number.isNaN(value)) return encodeValue(name, value)
+  return encodeNaN(name, { sign: bits >>> 31, payload: bits & 0x7fffff, payloadBits: 23 })
 }
 
 /** A bigint rounded to the nearest F32, ties to even, exactly (Number(bigint) would round first). */
@@ -198,17 +216,52 @@ function elementToF32Bits(dtype: string, bytes: Uint8Array, view: DataView, inde
   }
 }
 
-/** The expected output bytes of converting `bytes` from `from` to `to` (X -> F32, F32 -> F16/BF16). */
+/** Sources whose NaNs keep their payload when narrowed; the others' NaNs become the quiet NaN with their sign. */
+const PAYLOAD_SOURCES = new Set(['BF16', 'F16', 'F32', 'F64'])
+
+/** The value of element `index` of a float dtype, and what a NaN keeps. */
+function elementValue(dtype: string, bytes: Uint8Array, view: DataView, index: number): { value: number; nan: NaNBits } {
+  if (dtype === 'F64') {
+    const high = view.getUint32(index * 8 + 4, true)
+    const payload = (high & 0xfffff) * Math.pow(2, 32) + view.getUint32(index * 8, true)
+    return { value: view.getFloat64(index * 8, true), nan: { sign: high >>> 31, payload, payloadBits: 52 } }
+  }
+  if (dtype === 'F32') {
+    const bits = view.getUint32(index * 4, true)
+    return { value: f32FromBits(bits), nan: { sign: bits >>> 31, payload: bits & 0x7fffff, payloadBits: 23 } }
+  }
+  const name = dtype as FloatName
+  const code = name === 'F4' ? f4Code(bytes, index)
+    : name === 'F6_E2M3' || name === 'F6_E3M2' ? f6Code(bytes, index)
+      : name === 'BF16' || name === 'F16' ? view.getUint16(index * 2, true)
+        : bytes[index]
+  const format: FloatFormat = FORMATS[name]
+  const width = format.expBits + format.mantBits
+  const sign = format.signed ? (code >> width) & 1 : 0
+  const payload = PAYLOAD_SOURCES.has(name) ? code & ((1 << format.mantBits) - 1) : 0
+  return { value: decodeValue(format, code), nan: { sign, payload, payloadBits: Math.max(1, format.mantBits) } }
+}
+
+/** The float dtypes the reference converts to F16 and BF16. */
+export const FLOAT_SOURCES = [...Object.keys(FORMATS), 'F32', 'F64']
+
+/**
+ * The expected output bytes of converting `bytes` from `from` to `to`: any source to F32, any float to
+ * F16 or BF16 (each element's exact value rounded once).
+ */
 export function referenceConvert(from: string, to: string, bytes: Uint8Array): Uint8Array {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  if (from === 'F32') {
-    if (to !== 'F16' && to !== 'BF16') throw new Error(`no reference for F32 -> ${to}`)
-    const out = new DataView(new ArrayBuffer(bytes.length / 2))
-    for (let i = 0; i < bytes.length / 4; i++) out.setUint16(i * 2, encodeF32Bits(to, view.getUint32(i * 4, true)), true)
+  const count = (bytes.length * 8) / (from === 'F32' ? 32 : SOURCE_BITS[from])
+  if (to === 'F16' || to === 'BF16') {
+    if (!FLOAT_SOURCES.includes(from)) throw new Error(`no reference for ${from} -> ${to}`)
+    const out = new DataView(new ArrayBuffer(count * 2))
+    for (let i = 0; i < count; i++) {
+      const { value, nan } = elementValue(from, bytes, view, i)
+      out.setUint16(i * 2, Number.isNaN(value) ? encodeNaN(to, nan) : encodeValue(to, value), true)
+    }
     return new Uint8Array(out.buffer)
   }
   if (to !== 'F32') throw new Error(`no reference for ${from} -> ${to}`)
-  const count = (bytes.length * 8) / SOURCE_BITS[from]
   const out = new DataView(new ArrayBuffer(count * 4))
   for (let i = 0; i < count; i++) out.setUint32(i * 4, elementToF32Bits(from, bytes, view, i), true)
   return new Uint8Array(out.buffer)
