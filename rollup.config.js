@@ -34,17 +34,30 @@ const requireEntry = {
   },
 }
 
+// Each entry's types beside it (tsc writes them to dist/types), so plain JS that imports dist/x.js by
+// path (the inspector page, the benchmarks) is type-checked against them too.
+const entryTypes = {
+  name: 'entry-types',
+  generateBundle(options, bundle) {
+    for (const chunk of Object.values(bundle)) {
+      if (chunk.type === 'chunk' && chunk.isEntry && chunk.name !== 'cli') {
+        this.emitFile({ type: 'asset', fileName: `${chunk.name}.d.ts`, source: `export * from './types/${chunk.name}.js'\n` })
+      }
+    }
+  },
+}
+
 export default [
   {
     input: { index: 'build/js/index.js', node: 'build/js/node.js', cli: 'build/js/cli.js' },
     external: [/^node:/],
-    plugins: [wasmFromBuild, wasm({ sync: WASM, targetEnv: 'auto-inline' }), requireEntry],
+    plugins: [wasmFromBuild, wasm({ sync: WASM, targetEnv: 'auto-inline' }), requireEntry, entryTypes],
     output: { dir: 'dist', format: 'es', chunkFileNames: 'shared.js' },
   },
   {
     input: 'build/js/workerd.js',
     external: [/^node:/, /\.wasm\?module$/],
-    plugins: [shipWasm],
+    plugins: [shipWasm, entryTypes],
     output: {
       file: 'dist/workerd.js',
       format: 'es',

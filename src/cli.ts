@@ -2,14 +2,15 @@
 // safetensors-wasm inspect | validate: read only each file's length prefix and header (and, with
 // --tensor, that one tensor), from a path or an http(s) URL.
 import { stat } from 'node:fs/promises'
-import { SafetensorsError, open, openModel, tensorStats, convertFile, convertModel, type ConvertTarget, type DType, type Header, type SafetensorsFile, type SafetensorsModel, type TensorInfo } from './node.ts'
+import { SafetensorsError, open, openModel, tensorStats, convertFile, convertModel, type ConvertTarget, type DType, type Header, type SafetensorsFile, type SafetensorsModel, type TensorInfo, type ProgressCallback } from './node.ts'
 
 const USAGE = `usage:
   safetensors-wasm inspect <file|url|model> [--json] [--tensor NAME]
   safetensors-wasm validate <file|url|model>... [--json]
-  safetensors-wasm convert <in> <out> --dtype F32|F16|BF16
+  safetensors-wasm convert <in> <out> [--dtype F32|F16|BF16] [--max-shard-size SIZE]
       floating-point tensors become --dtype, others are copied; <in> may be a
-      model.safetensors.index.json (or its folder), and <out> is then a folder
+      model.safetensors.index.json (or its folder), and <out> is then a folder;
+      --max-shard-size (2GB, 500MB, 1GiB) reshards into a folder with an index
   a model is a model.safetensors.index.json (path or URL) or a folder holding one`
 
 class UsageError extends Error {}
@@ -29,14 +30,14 @@ function parseArgs(args: string[], flags: string[], options: string[]): { positi
 }
 
 async function main(args: string[]): Promise<number> {
-  const { positional, set } = parseArgs(args, ['--json', '--help'], ['--tensor', '--dtype'])
+  const { positional, set } = parseArgs(args, ['--json', '--help'], ['--tensor', '--dtype', '--max-shard-size'])
   const json = set.has('--json')
   const [command, ...files] = positional
   const tensor = set.get('--tensor') as string | undefined
   if (tensor !== undefined && command !== 'inspect') throw new UsageError('--tensor goes with inspect')
   if (command === 'inspect' && files.length === 1) return inspect(files[0], json, tensor)
   if (command === 'validate' && files.length > 0) return validate(files, json)
-  if (command === 'convert' && files.length === 2) return convertCommand(files[0], files[1], set.get('--dtype'))
+  if (command === 'convert' && files.length === 2) return convertCommand(files[0], files[1], set.get('--dtype'), set.get('--max-shard-size'))
   if (command === 'help' || set.has('--help') || args.includes('-h') || args.length === 0) {
     console.log(USAGE)
     return args.length === 0 ? 2 : 0
@@ -235,12 +236,27 @@ async function inspectTensor(file: SafetensorsFile | SafetensorsModel, name: str
   return 0
 }
 
-async function convertCommand(input: string, output: string, dtype: string | true | undefined): Promise<number> {
-  if (dtype !== 'F32' && dtype !== 'F16' && dtype !== 'BF16') throw new UsageError('convert needs --dtype F32, F16 or BF16')
-  const model = await isModel(input)
-  const options = { dtype: dtype as ConvertTarget, onProgress: process.stderr.isTTY ? progressBar() : undefined }
+/** "2GB", "500MB", "1.5GiB", "4096": a size as transformers' max_shard_size takes it (KB/MB/GB decimal, KiB/MiB/GiB binary). */
+function parseSize(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)\s*([KMGT]i?B)?$/i.exec(text.trim())
+  const units: Record<string, number> = { KB: 1e3, MB: 1e6, GB: 1e9, TB: 1e12, KIB: 2 ** 10, MIB: 2 ** 20, GIB: 2 ** 30, TIB: 2 ** 40 }
+  const value = match ? Number(match[1]) * (match[2] ? units[match[2].toUpperCase()] : 1) : NaN
+  // A fraction of a unit rounds down; a fraction of a byte is a typo.
+  const bytes = match?.[2] || Number.isInteger(value) ? Math.floor(value) : NaN
+  if (!(bytes > 0)) throw new UsageError(`--max-shard-size takes a size such as 2GB, 500MB or 1GiB, got ${JSON.stringify(text)}`)
+  return bytes
+}
+
+async function convertCommand(input: string, output: string, dtype: string | true | undefined, maxShardSize: string | true | undefined): Promise<number> {
+  if (dtype !== undefined && dtype !== 'F32' && dtype !== 'F16' && dtype !== 'BF16') throw new UsageError('--dtype takes F32, F16 or BF16')
+  if (dtype === undefined && maxShardSize === undefined) throw new UsageError('convert needs --dtype F32|F16|BF16, --max-shard-size SIZE or both')
+  const options = {
+    dtype: dtype as ConvertTarget | undefined,
+    maxShardSize: maxShardSize === undefined ? undefined : parseSize(String(maxShardSize)),
+    onProgress: process.stderr.isTTY ? progressBar() : undefined,
+  }
   try {
-    await (model ? convertModel(input, output, options) : convertFile(input, output, options))
+    await ((await isModel(input)) ? convertModel(input, output, options) : convertFile(input, output, options))
   } catch (error) {
     if (!(error instanceof SafetensorsError)) throw error
     console.error(`${input}: ${error.code}: ${error.message}`)
@@ -251,14 +267,14 @@ async function convertCommand(input: string, output: string, dtype: string | tru
   return 0
 }
 
-function progressBar(): (done: number, total: number) => void {
+function progressBar(): ProgressCallback {
   let shown = -1
-  return (done, total) => {
-    const percent = total > 0 ? Math.floor((done / total) * 100) : 100
+  return ({ loaded, total }) => {
+    const percent = total > 0 ? Math.floor((loaded / total) * 100) : 100
     if (percent === shown) return
     shown = percent
     const filled = Math.round(percent / 2.5)
-    process.stderr.write(`\r[${'#'.repeat(filled).padEnd(40)}] ${String(percent).padStart(3)}%  ${(done / 2 ** 20).toFixed(0)} of ${(total / 2 ** 20).toFixed(0)} MiB`)
+    process.stderr.write(`\r[${'#'.repeat(filled).padEnd(40)}] ${String(percent).padStart(3)}%  ${(loaded / 2 ** 20).toFixed(0)} of ${(total / 2 ** 20).toFixed(0)} MiB`)
   }
 }
 

@@ -1,104 +1,193 @@
-// convertFile / convertModel (Node entry): rewrite a file (or a sharded model) with its floating-point tensors in
-// another dtype, streaming chunk by chunk so memory stays bounded whatever the file size. The output is
-// written beside the target under a temporary name and renamed at the end (see fileSink).
-import { mkdir, rename, rm } from 'node:fs/promises'
-import { basename, join } from 'node:path'
-import { byteLengthOf, convert, swapElements } from './convert.ts'
-import type { DType } from './dtypes.ts'
+// convertFile / convertModel (Node entry): rewrite a file or a sharded model with its floating-point
+// tensors in another dtype, and optionally in other shards, streaming so that memory stays bounded
+// whatever the size. Every chunk is read straight into a fixed working set in wasm memory, converted
+// there in place and written from a view of it: nothing is allocated per chunk. The output files appear
+// only once all of them are complete (src/node-writer.ts, fileSet).
+import { mkdir } from 'node:fs/promises'
+import { basename, dirname, join } from 'node:path'
+import { byteLengthOf, convertInto, swapElementsInCore } from './convert.ts'
+import { DTYPE_INFO, type DType } from './dtypes.ts'
 import { open, type OpenOptions, type SafetensorsFile, type Source } from './file.ts'
 import type { TensorInfo } from './header.ts'
-import { openModel } from './model.ts'
+import { DEFAULT_INDEX, openModel } from './model.ts'
+import { tensorByteLength } from './layout.ts'
+import { finishModel, planShards, writeSet, type FileSet } from './node-writer.ts'
+import type { ProgressCallback } from './progress.ts'
 import { readInto } from './source.ts'
-import { fileSink, writeIndex } from './node-writer.ts'
+import { instantiate, type Core } from './wasm.ts'
 import { SafetensorsWriter } from './writer.ts'
-
-/** The dtypes that hold floating-point numbers; the others (integers, BOOL, C64) are copied as they are. */
-const FLOATS: ReadonlySet<DType> = new Set<DType>(['F4', 'F6_E2M3', 'F6_E3M2', 'F8_E5M2', 'F8_E4M3', 'F8_E8M0', 'F8_E4M3FNUZ', 'F8_E5M2FNUZ', 'F16', 'BF16', 'F32', 'F64'])
 
 export type ConvertTarget = 'F32' | 'F16' | 'BF16'
 
 export interface ConvertFileOptions extends OpenOptions {
-  dtype: ConvertTarget
-  /** Called after each chunk with the input bytes done so far and in all. */
-  onProgress?: (done: number, total: number) => void
+  /** Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied. Omitted: every dtype is kept. */
+  dtype?: ConvertTarget
+  /**
+   * Reshard: the output is a folder of shards of at most this many bytes of tensor data each, named
+   * and indexed as transformers does (model-0000i-of-0000n.safetensors and model.safetensors.index.json).
+   */
+  maxShardSize?: number
+  /** Input bytes of tensor data done so far and in all, after each chunk; ends at loaded === total. */
+  onProgress?: ProgressCallback
 }
 
-/** Elements per chunk: bounds memory (about 40 MiB at most for F64 input) and is a multiple of 4 for F4/F6. */
-const CHUNK_ELEMENTS = 4 << 20
+/** Elements per chunk: a multiple of 4 (whole F4/F6 bytes), and large enough that a chunk costs far more than a call. */
+const CHUNK_ELEMENTS = 1 << 20
+/** The most bytes one chunk takes, input or output (F64 input, 8 bytes an element). */
+const SLOT_BYTES = CHUNK_ELEMENTS * 8
 
-/** The dtype `info` gets in the output. */
-function targetOf(info: TensorInfo, dtype: ConvertTarget): DType {
-  return FLOATS.has(info.dtype) ? dtype : info.dtype
-}
+/**
+ * The working set: two slots in a wasm memory sized once (it never grows, so its views stay valid). One
+ * slot is written out while the next chunk is read into the other, so reading and writing overlap.
+ */
+class ChunkPipeline {
+  readonly #core: Core = instantiate(2 * SLOT_BYTES, false)
+  #slot = 0
+  #writing: Promise<void> = Promise.resolve()
 
-/** Converts one chunk of little-endian bytes; through F32 when no kernel goes straight there. */
-function convertChunk(bytes: Uint8Array, from: DType, to: DType): Uint8Array {
-  if (from === to) return bytes
-  const viaF32 = from === 'F32' || to === 'F32' ? convert(bytes, from, to) : convert(convert(bytes, from, 'F32'), 'F32', to)
-  return new Uint8Array(viaF32.buffer, viaF32.byteOffset, viaF32.byteLength)
-}
-
-async function convertOne(file: SafetensorsFile, output: string, options: ConvertFileOptions, progress: { done: number; total: number }): Promise<number> {
-  const declarations = file.header.tensors.map((info) => ({ name: info.name, dtype: targetOf(info, options.dtype), shape: info.shape }))
-  const writer = SafetensorsWriter.create(await fileSink(output), declarations, { metadata: file.metadata })
-  try {
-    for (const info of file.header.tensors) {
-      const to = targetOf(info, options.dtype)
-      const elements = info.shape.reduce((a, b) => a * b, 1)
-      for (let first = 0; first < elements; first += CHUNK_ELEMENTS) {
-        const count = Math.min(CHUNK_ELEMENTS, elements - first)
-        const bytes = new Uint8Array(byteLengthOf(info.dtype, count))
-        await readInto(file.source, file.header.dataStart + info.dataOffsets[0] + byteLengthOf(info.dtype, first), bytes, options.signal)
-        // A legacy big-endian input (open's byteOrder) still makes a little-endian file.
-        if (file.byteOrder === 'big') swapElements(bytes, info.dtype)
-        await writer.write(info.name, convertChunk(bytes, info.dtype, to))
-        progress.done += bytes.length
-        options.onProgress?.(progress.done, progress.total)
-      }
+  /** Streams one tensor of `file` into `writer` as `to`. */
+  async copy(file: SafetensorsFile, info: TensorInfo, to: DType, writer: SafetensorsWriter, progress: Counter, signal?: AbortSignal): Promise<void> {
+    const from = info.dtype
+    const start = file.header.dataStart + info.dataOffsets[0]
+    const elements = info.shape.reduce((a, b) => a * b, 1)
+    const buffer = this.#core.memory.buffer
+    for (let first = 0; first < elements; first += CHUNK_ELEMENTS) {
+      const count = Math.min(CHUNK_ELEMENTS, elements - first)
+      const inBytes = byteLengthOf(from, count)
+      const outBytes = byteLengthOf(to, count)
+      const dst = this.#core.heapBase + this.#slot * SLOT_BYTES
+      // The kernels' in-place layout: a wider output has the input at its end, a narrower one at its start.
+      const src = dst + Math.max(0, outBytes - inBytes)
+      await readInto(file.source, start + byteLengthOf(from, first), new Uint8Array(buffer, src, inBytes), signal)
+      // The kernels read little-endian data, and the output file is little-endian.
+      if (file.byteOrder === 'big') swapElementsInCore(this.#core, src, inBytes, from)
+      convertInto(this.#core, src, dst, count, from, to)
+      await this.#writing
+      this.#writing = writer.write(info.name, new Uint8Array(buffer, dst, outBytes))
+      this.#slot ^= 1
+      progress.add(inBytes)
     }
-    await writer.close()
-  } catch (error) {
-    await writer.abort(error)
-    throw error
   }
-  return writer.layout.fileSize - writer.layout.dataStart
+
+  /** Waits for the last write; a failed write rejects here if no later step has seen it. */
+  async drain(): Promise<void> {
+    const writing = this.#writing
+    this.#writing = Promise.resolve()
+    await writing
+  }
 }
 
-/** Writes `output` as `input` with every floating-point tensor in `options.dtype`. */
-export async function convertFile(input: Source, output: string, options: ConvertFileOptions): Promise<void> {
+class Counter {
+  loaded = 0
+  constructor(
+    readonly total: number,
+    readonly onProgress?: ProgressCallback,
+  ) {}
+
+  add(bytes: number): void {
+    this.loaded += bytes
+    this.onProgress?.({ loaded: this.loaded, total: this.total })
+  }
+}
+
+/** The dtype a tensor gets in the output: floats become the target, everything else stays. */
+function targetOf(info: TensorInfo, dtype: ConvertTarget | undefined): DType {
+  return dtype !== undefined && DTYPE_INFO[info.dtype].float !== undefined ? dtype : info.dtype
+}
+
+interface Planned {
+  file: string
+  tensors: Array<{ source: SafetensorsFile; info: TensorInfo; to: DType }>
+  metadata: Record<string, string> | null
+}
+
+/** Writes each planned shard into the set, tensor by tensor through one pipeline; returns the bytes of tensor data written. */
+async function writeShards(folder: string, set: FileSet, shards: Planned[], total: number, options: ConvertFileOptions): Promise<number> {
+  const pipeline = new ChunkPipeline()
+  const progress = new Counter(total, options.onProgress)
+  let written = 0
+  for (const shard of shards) {
+    const declarations = shard.tensors.map(({ info, to }) => ({ name: info.name, dtype: to, shape: info.shape }))
+    const writer = SafetensorsWriter.create(await set.sink(join(folder, shard.file)), declarations, { metadata: shard.metadata })
+    try {
+      for (const { source, info, to } of shard.tensors) await pipeline.copy(source, info, to, writer, progress, options.signal)
+      await pipeline.drain()
+      await writer.close()
+    } catch (error) {
+      await pipeline.drain().catch(() => {})
+      await writer.abort(error)
+      throw error
+    }
+    written += writer.layout.fileSize - writer.layout.dataStart
+  }
+  return written
+}
+
+function dataBytes(files: Iterable<SafetensorsFile>): number {
+  let total = 0
+  for (const f of files) total += f.header.fileSize - f.header.dataStart
+  return total
+}
+
+/** Plans the output shards of `tensors` (in model order) under `maxShardSize`, each with the metadata of the input holding its first tensor. */
+function reshard(tensors: Planned['tensors'], maxShardSize: number): Planned[] {
+  const sized = (t: Planned['tensors'][number]) => tensorByteLength({ name: t.info.name, dtype: t.to, shape: t.info.shape })
+  return planShards(tensors, sized, maxShardSize).map(({ file, tensors }) => ({ file, tensors, metadata: tensors[0]?.source.metadata ?? null }))
+}
+
+/**
+ * Writes `output` as `input` with every floating-point tensor in `options.dtype`. With
+ * `options.maxShardSize`, `output` is a folder that gets the shards and their index.
+ */
+export async function convertFile(input: Source, output: string, options: ConvertFileOptions = {}): Promise<void> {
   const file = await open(input, options)
   try {
-    await convertOne(file, output, options, { done: 0, total: file.header.fileSize - file.header.dataStart })
+    const tensors = file.header.tensors.map((info) => ({ source: file, info, to: targetOf(info, options.dtype) }))
+    const total = dataBytes([file])
+    if (options.maxShardSize === undefined) {
+      await writeSet((set) => writeShards(dirname(output), set, [{ file: basename(output), tensors, metadata: file.metadata }], total, options))
+      return
+    }
+    const shards = reshard(tensors, options.maxShardSize)
+    await mkdir(output, { recursive: true })
+    await writeSet(async (set) => finishModel(output, set, shardNames(shards), await writeShards(output, set, shards, total, options), { metadata: {} }))
   } finally {
     await file.close()
   }
 }
 
+function shardNames(shards: Planned[]): Array<{ file: string; names: string[] }> {
+  return shards.map((s) => ({ file: s.file, names: s.tensors.map((t) => t.info.name) }))
+}
+
 /**
- * Converts a sharded model shard by shard into `folder`: the same shard names, and an index whose
- * total_size and weight_map describe the new shards. Shards are written under temporary names and
- * renamed only once all of them are complete, so a failure leaves the folder as it was.
+ * Converts a sharded model into `folder`: shard by shard under the same names and the same index name,
+ * or, with `options.maxShardSize`, into new shards named as transformers names them. The index's
+ * total_size and weight_map describe the new shards; its other metadata is kept. All files appear at
+ * once, when every one is complete.
  */
-export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions): Promise<void> {
+export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions = {}): Promise<void> {
   const model = await openModel(index, options)
-  const pending: Array<[temporary: string, final: string]> = []
   try {
-    await mkdir(folder, { recursive: true })
-    const progress = { done: 0, total: [...model.shards.values()].reduce((sum, f) => sum + f.header.fileSize - f.header.dataStart, 0) }
-    const weightMap: Record<string, string> = {}
-    let totalSize = 0
-    for (const [name, file] of model.shards) {
-      const final = join(folder, name)
-      pending.push([`${final}.converting`, final])
-      totalSize += await convertOne(file, `${final}.converting`, options, progress)
-      for (const tensor of file.names()) weightMap[tensor] = name
-    }
-    for (const [temporary, final] of pending) await rename(temporary, final)
-    pending.length = 0
+    const inputs = [...model.shards]
+    const listed = model.names().map((name) => {
+      const source = model.shards.get(model.shardOf(name))!
+      const info = source.info(name)
+      return { source, info, to: targetOf(info, options.dtype) }
+    })
+    const shards: Planned[] =
+      options.maxShardSize === undefined
+        ? inputs.map(([file, source]) => ({ file, tensors: listed.filter((t) => t.source === source), metadata: source.metadata }))
+        : reshard(listed, options.maxShardSize)
     const { total_size: _, ...metadata } = model.metadata ?? {}
-    await writeIndex(join(folder, basename(String(index).endsWith('.json') ? String(index) : 'model.safetensors.index.json')), totalSize, weightMap, metadata)
+    await mkdir(folder, { recursive: true })
+    await writeSet(async (set) => {
+      const totalSize = await writeShards(folder, set, shards, dataBytes(model.shards.values()), options)
+      // The same layout keeps the index's name too, and always has one.
+      const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
+      return finishModel(folder, set, shardNames(shards), totalSize, { metadata, index: indexName })
+    })
   } finally {
-    await Promise.all(pending.map(([temporary]) => rm(temporary, { force: true })))
     await model.close()
   }
 }

@@ -41,6 +41,12 @@ export interface ReadOptions<D extends DType = DType> {
   signal?: AbortSignal
   /** This read alone, as its bytes arrive; the last event has loaded === total. */
   onProgress?: ProgressCallback
+  /**
+   * Write the result here (e.g. `gpuBuffer.getMappedRange()`): an ArrayBuffer or a view with at least
+   * the result's byte length, aligned for its array. `data` is then a view of it, and no array of the
+   * result's size is allocated. Too small an `out` is a RangeError before anything is read.
+   */
+  out?: ArrayBuffer | ArrayBufferView
 }
 
 export type Source = Uint8Array | ArrayBuffer | Blob | URL | string | RangeSource
@@ -134,35 +140,40 @@ export class SafetensorsFile {
     const start = this.header.dataStart + info.dataOffsets[0]
     const inBytes = runs.reduce((sum, [, length]) => sum + length, 0)
     const outBytes = byteLengthOf(to, shape.reduce((a, b) => a * b, 1))
+    // Checked before any read: a wrong `out` is the caller's mistake, not the file's.
+    const out = options.out === undefined ? undefined : outputIn(options.out, info, to, outBytes)
     const meter = options.onProgress && new ProgressMeter(options.onProgress)
     meter?.asked(inBytes)
     const io: ReadIo = { signal: options.signal, onBytes: meter && ((bytes) => meter.arrived(bytes)) }
     const data = from === to
-      ? await this.#readRaw(info, start, runs, inBytes, io)
-      : wantsDedicatedCore(inBytes, outBytes)
+      ? await this.#readRaw(info, start, runs, inBytes, io, out)
+      : !out && wantsDedicatedCore(inBytes, outBytes)
         ? await this.#readIntoCore(info, to, start, runs, inBytes, outBytes, io)
-        : await this.#readAndConvert(info, to, start, runs, inBytes, outBytes, io)
-    return { name: info.name, dtype: to, shape, data }
+        : await this.#readAndConvert(info, to, start, runs, inBytes, io, out ?? allocate(info, to, outBytes))
+    return { name: info.name, dtype: to, shape: [...shape], data }
   }
 
-  /** Without conversion: a view of the caller's bytes where possible, else one buffer read into. */
-  async #readRaw(info: TensorInfo, start: number, runs: Array<[number, number]>, inBytes: number, io: ReadIo): Promise<TypedArray> {
+  /** Without conversion: a view of the caller's bytes where possible, else read straight into the result. */
+  async #readRaw(info: TensorInfo, start: number, runs: Array<[number, number]>, inBytes: number, io: ReadIo, out?: Output): Promise<TypedArray> {
     const Array = DTYPE_INFO[info.dtype].array
     const unit = Array.BYTES_PER_ELEMENT
     const swap = this.byteOrder !== hostByteOrder()
     const source = this.source as { bytes?: Uint8Array }
-    if (source.bytes && runs.length === 1 && (!swap || unit === 1) && (source.bytes.byteOffset + start + runs[0][0]) % unit === 0) {
+    if (!out && source.bytes && runs.length === 1 && (!swap || unit === 1) && (source.bytes.byteOffset + start + runs[0][0]) % unit === 0) {
       // A memory source's read is a view of its bytes: no copy, and counted like any other read.
       const view = await this.source.read(start + runs[0][0], inBytes, io.signal, io.onBytes)
       return new Array(view.buffer, view.byteOffset, inBytes / unit)
     }
-    const { data, bytes } = allocate(info, info.dtype, inBytes)
+    const { data, bytes } = out ?? allocate(info, info.dtype, inBytes)
     await this.#readRuns(start, runs, bytes, io)
     if (swap) swapElements(bytes, info.dtype)
     return data
   }
 
-  /** Large widening conversions: the bytes land once in a memory of their own and are converted there. */
+  /**
+   * Large widening conversions: the bytes land once in a memory of their own and are converted there,
+   * chunk by chunk as they arrive, so reading and converting overlap.
+   */
   async #readIntoCore(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, outBytes: number, io: ReadIo): Promise<TypedArray> {
     let core: Core
     try {
@@ -170,27 +181,60 @@ export class SafetensorsFile {
     } catch (cause) {
       throw tooLarge(info, outBytes, to, cause)
     }
+    const from = info.dtype
     const dst = core.heapBase
-    // The input sits at the end of the output region, as the kernels' in-place contract wants.
+    // The input sits at the end of the output region, as the kernels' in-place contract wants; a chunk's
+    // output ends before the next chunk's input begins, so converting chunk by chunk front to back is safe.
     const src = dst + outBytes - inBytes
-    await this.#readRuns(start, runs, new Uint8Array(core.memory.buffer, src, inBytes), io)
-    // The kernels work on little-endian data, and the result must be in the host's order.
-    if (this.byteOrder === 'big') swapElementsInCore(core, src, inBytes, info.dtype)
-    convertInto(core, src, dst, elementCountOf(info.dtype, inBytes), info.dtype, to)
+    await this.#readConverting(start, runs, new Uint8Array(core.memory.buffer, src, inBytes), io, (at, end) => {
+      // The kernels work on little-endian data, and the result must be in the host's order.
+      if (this.byteOrder === 'big') swapElementsInCore(core, src + at, end - at, from)
+      convertInto(core, src + at, dst + byteLengthOf(to, elementCountOf(from, at)), elementCountOf(from, end - at), from, to)
+    })
     if (hostByteOrder() === 'big') swapElementsInCore(core, dst, outBytes, to)
     const Array = DTYPE_INFO[to].array
     return new Array(core.memory.buffer, dst, outBytes / Array.BYTES_PER_ELEMENT)
   }
 
-  /** Other conversions: read into one buffer, convert through the shared core in cache-sized chunks. */
-  async #readAndConvert(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, outBytes: number, io: ReadIo): Promise<TypedArray> {
-    const output = allocate(info, to, outBytes)
-    const { bytes } = allocate(info, info.dtype, inBytes)
-    await this.#readRuns(start, runs, bytes, io)
-    if (this.byteOrder === 'big') swapElements(bytes, info.dtype)
-    convert(bytes, info.dtype, to, output.data)
+  /** Other conversions: read into one buffer and convert into the result through the shared core, chunk by chunk as the bytes arrive. */
+  async #readAndConvert(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, io: ReadIo, output: Output): Promise<TypedArray> {
+    const from = info.dtype
+    const { bytes } = allocate(info, from, inBytes)
+    await this.#readConverting(start, runs, bytes, io, (at, end) => {
+      const chunk = bytes.subarray(at, end)
+      if (this.byteOrder === 'big') swapElements(chunk, from)
+      const first = elementCountOf(from, at)
+      convert(chunk, from, to, output.data.subarray(first, first + elementCountOf(from, end - at)))
+    })
     if (hostByteOrder() === 'big') swapElements(output.bytes, to)
     return output.data
+  }
+
+  /**
+   * Reads the runs into `target` and calls `convert(at, end)` on byte ranges that together cover it once,
+   * in order. A single run is converted in chunks as its bytes land (sources fill a read front to back
+   * and report each part through onBytes), so the conversion of one chunk overlaps the transfer of the
+   * next; the runs of a slice arrive in any order, and are converted once all have come.
+   */
+  async #readConverting(start: number, runs: Array<[number, number]>, target: Uint8Array, io: ReadIo, convert: (at: number, end: number) => void): Promise<void> {
+    if (runs.length !== 1) {
+      await this.#readRuns(start, runs, target, io)
+      if (target.length > 0) convert(0, target.length)
+      return
+    }
+    let landed = 0
+    let converted = 0
+    const onBytes = (bytes: number) => {
+      io.onBytes?.(bytes)
+      landed += bytes
+      const whole = landed - ((landed - converted) % CONVERT_CHUNK)
+      if (whole > converted) {
+        convert(converted, whole)
+        converted = whole
+      }
+    }
+    await this.#readRuns(start, runs, target, { signal: io.signal, onBytes })
+    if (converted < target.length) convert(converted, target.length)
   }
 
   /** Reads the runs packed one after another into `target`, a few at a time (a column slice has many). */
@@ -199,6 +243,29 @@ export class SafetensorsFile {
     runs.reduce((sum, [, length]) => (at.push(sum), sum + length), 0)
     await runPool(runs, PARALLEL_READS, ([offset, length], i) => readInto(this.source, start + offset, target.subarray(at[i], at[i] + length), io.signal, io.onBytes))
   }
+}
+
+/**
+ * Bytes converted at a time while a read is still arriving: a multiple of 24, so every chunk holds whole
+ * elements of every dtype (F6 packs 4 in 3 bytes, F64 takes 8); large enough that a call costs nothing.
+ */
+const CONVERT_CHUNK = 3 << 20
+
+/** A result's natural array and its bytes. */
+interface Output {
+  data: TypedArray
+  bytes: Uint8Array
+}
+
+/** The result's array inside the caller's `out` (its first bytes); a RangeError when it is too small or misaligned. */
+function outputIn(out: ArrayBuffer | ArrayBufferView, info: TensorInfo, to: DType, outBytes: number): Output {
+  const isBuffer = out instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && out instanceof SharedArrayBuffer)
+  if (!isBuffer && !ArrayBuffer.isView(out)) throw new TypeError(`out must be an ArrayBuffer or a TypedArray/DataView, got ${Object.prototype.toString.call(out)}`)
+  const [buffer, offset, length] = isBuffer ? [out as ArrayBuffer, 0, (out as ArrayBuffer).byteLength] : [(out as ArrayBufferView).buffer, (out as ArrayBufferView).byteOffset, (out as ArrayBufferView).byteLength]
+  const Array = DTYPE_INFO[to].array
+  if (length < outBytes) throw new RangeError(`out holds ${length} bytes, but tensor ${JSON.stringify(info.name)} as ${to} takes ${outBytes}`)
+  if (offset % Array.BYTES_PER_ELEMENT !== 0) throw new RangeError(`out starts at byte ${offset} of its buffer, which a ${Array.name} cannot start at`)
+  return { data: new Array(buffer, offset, outBytes / Array.BYTES_PER_ELEMENT), bytes: new Uint8Array(buffer, offset, outBytes) }
 }
 
 /** What every read of one getTensor/getSlice passes down: its abort signal and its progress. */
@@ -215,7 +282,7 @@ function tooLarge(info: TensorInfo, bytes: number, dtype: DType, cause: unknown)
 }
 
 /** A new natural array of `dtype` holding `bytes` bytes, and its bytes; an error naming the size if it cannot exist. */
-function allocate(info: TensorInfo, dtype: DType, bytes: number): { data: TypedArray; bytes: Uint8Array } {
+function allocate(info: TensorInfo, dtype: DType, bytes: number): Output {
   const Array = DTYPE_INFO[dtype].array
   try {
     const data = new Array(bytes / Array.BYTES_PER_ELEMENT)

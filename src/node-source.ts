@@ -8,7 +8,7 @@ import type { LocalFiles } from './local-files.ts'
 import { checkRange, throwIfAborted, type RangeSource } from './source.ts'
 
 /** Bytes per positional read: large enough to cost nothing per call, small enough for an abort or a progress event to come soon. */
-const FILE_CHUNK = 16 << 20
+const FILE_CHUNK = 8 << 20
 
 /** A file on disk. Reads go straight into the caller's buffer. */
 export async function fileSource(path: string): Promise<RangeSource & { size: number }> {
@@ -25,18 +25,34 @@ export async function fileSource(path: string): Promise<RangeSource & { size: nu
     await handle.close().catch(() => {})
     throw new SafetensorsError('Io', `cannot stat ${path}: ${(cause as Error).message}`, { cause })
   }
-  const readInto = async (offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void) => {
-    checkRange(offset, target.length, size)
-    // Positional reads in chunks: a single read is capped near 2 GiB, and chunks let an abort land and progress show.
-    for (let done = 0; done < target.length; ) {
-      throwIfAborted(signal)
-      const chunk = Math.min(target.length - done, FILE_CHUNK)
-      const { bytesRead } = await handle.read(target, done, chunk, offset + done).catch((cause: Error) => {
-        throw new SafetensorsError('Io', `${path}: cannot read ${chunk} bytes at offset ${offset + done}: ${cause.message}`, { cause })
+  /** Fills target[at, end) from the file at offset + at (a positional read may return less than asked). */
+  const fill = async (target: Uint8Array, at: number, end: number, offset: number) => {
+    for (let done = at; done < end; ) {
+      const { bytesRead } = await handle.read(target, done, end - done, offset + done).catch((cause: Error) => {
+        throw new SafetensorsError('Io', `${path}: cannot read ${end - done} bytes at offset ${offset + done}: ${cause.message}`, { cause })
       })
       if (bytesRead === 0) throw new SafetensorsError('Io', `${path}: unexpected end of file at byte ${offset + done} (the file shrank?)`)
       done += bytesRead
-      onBytes?.(bytesRead)
+    }
+  }
+  // In chunks, with the next one always being read while the caller handles the bytes of this one
+  // (progress, conversion as they arrive): so the disk and that work overlap. Chunks also keep each
+  // read under the ~2 GiB cap of one read, and let an abort land between them.
+  const readInto = async (offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void) => {
+    checkRange(offset, target.length, size)
+    const chunk = (at: number) => fill(target, at, Math.min(at + FILE_CHUNK, target.length), offset)
+    let pending: Promise<void> | undefined = chunk(0)
+    try {
+      for (let at = 0; at < target.length; at += FILE_CHUNK) {
+        await pending
+        throwIfAborted(signal)
+        const end = Math.min(at + FILE_CHUNK, target.length)
+        pending = end < target.length ? chunk(end) : undefined
+        onBytes?.(end - at)
+      }
+    } catch (error) {
+      await pending?.catch(() => {})
+      throw error
     }
   }
   return {

@@ -8,48 +8,101 @@ import { compareCodePoints, tensorByteLength } from './layout.ts'
 import { DEFAULT_INDEX } from './model.ts'
 import { named, prepare, type Prepared, type TensorCollection, type WriteOptions, type WriterSink } from './writer.ts'
 
-/** A file on disk, written beside the target under a temporary name and renamed into place at the end. */
-export async function fileSink(path: string): Promise<WriterSink> {
-  const temporary = `${path}.${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}.tmp`
-  const handle = await openFile(temporary, 'wx').catch((cause) => {
-    throw new SafetensorsError('Io', `cannot create ${temporary}: ${(cause as Error).message}`, { cause })
-  })
-  let closed = false
-  const close = async () => {
-    if (!closed) {
-      closed = true
-      await handle.close()
-    }
-  }
+/**
+ * Files that appear together or not at all: each is written beside its target under a unique temporary
+ * name, and publish() renames them all into place once every one is complete (a sharded model and its
+ * index); discard() removes whatever was written.
+ */
+export interface FileSet {
+  /** A sink for one file of the set; its commit() only completes the file (data synced, handle closed). */
+  sink(path: string): Promise<WriterSink>
+  publish(): Promise<void>
+  discard(): Promise<void>
+}
+
+export function fileSet(): FileSet {
+  const complete: Array<[temporary: string, path: string]> = []
+  const started = new Set<string>()
   return {
-    seekable: true,
-    async write(bytes, position) {
-      for (let done = 0; done < bytes.length; ) {
-        const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, position + done)
-        done += bytesWritten
+    async sink(path) {
+      const temporary = `${path}.${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}.tmp`
+      const handle = await openFile(temporary, 'wx').catch((cause) => {
+        throw new SafetensorsError('Io', `cannot create ${temporary}: ${(cause as Error).message}`, { cause })
+      })
+      started.add(temporary)
+      let closed = false
+      const close = async () => {
+        if (!closed) {
+          closed = true
+          await handle.close()
+        }
+      }
+      return {
+        seekable: true,
+        async write(bytes, position) {
+          for (let done = 0; done < bytes.length; ) {
+            const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, position + done)
+            done += bytesWritten
+          }
+        },
+        async commit() {
+          // Synced before any rename, so a crash never leaves a renamed file without its data.
+          await handle.sync()
+          await close()
+          complete.push([temporary, path])
+        },
+        async abort() {
+          await close().catch(() => {})
+          started.delete(temporary)
+          await rm(temporary, { force: true })
+        },
       }
     },
-    async commit() {
-      await handle.sync()
-      await close()
-      await rename(temporary, path)
+    async publish() {
+      for (const [temporary, path] of complete) {
+        await rename(temporary, path)
+        started.delete(temporary)
+      }
+      complete.length = 0
     },
-    async abort() {
-      await close().catch(() => {})
-      await rm(temporary, { force: true })
+    async discard() {
+      await Promise.all([...started].map((temporary) => rm(temporary, { force: true })))
+      started.clear()
+      complete.length = 0
     },
   }
 }
 
-/** Writes `parts` ([bytes, position]) through a file sink; on any failure the target is untouched and nothing is left. */
-async function writeAtomically(path: string, parts: Iterable<readonly [Uint8Array, number]>): Promise<void> {
-  const sink = await fileSink(path)
+/** A file on disk, written beside the target under a temporary name and renamed into place at the end. */
+export async function fileSink(path: string): Promise<WriterSink> {
+  const set = fileSet()
+  const sink = await set.sink(path)
+  return {
+    ...sink,
+    async commit() {
+      await sink.commit()
+      await set.publish()
+    },
+  }
+}
+
+type Parts = Iterable<readonly [bytes: Uint8Array, position: number]>
+
+async function writeParts(sink: WriterSink, parts: Parts): Promise<void> {
+  for (const [bytes, position] of parts) await sink.write(bytes, position)
+  await sink.commit()
+}
+
+/** Runs `write` on a new file set and publishes it; on any failure nothing of it is left and the targets are untouched. */
+export async function writeSet<T>(write: (set: FileSet) => Promise<T>): Promise<T> {
+  const set = fileSet()
   try {
-    for (const [bytes, position] of parts) await sink.write(bytes, position)
-    await sink.commit()
+    const result = await write(set)
+    await set.publish()
+    return result
   } catch (cause) {
-    await sink.abort(cause)
-    throw cause instanceof SafetensorsError ? cause : new SafetensorsError('Io', `writing ${path} failed: ${(cause as Error).message}`, { cause })
+    await set.discard()
+    throw cause instanceof SafetensorsError ? cause : new SafetensorsError('Io', `writing failed: ${(cause as Error).message}`, { cause })
   }
 }
 
@@ -60,7 +113,8 @@ function* partsOf({ layout, chunks }: Prepared): Generator<readonly [Uint8Array,
 
 /** Writes `tensors` to `path` atomically. */
 export async function writeFile(path: string, tensors: TensorCollection, options: WriteOptions = {}): Promise<void> {
-  await writeAtomically(path, partsOf(prepare(named(tensors), options.metadata)))
+  const prepared = prepare(named(tensors), options.metadata)
+  await writeSet(async (set) => writeParts(await set.sink(path), partsOf(prepared)))
 }
 
 export interface SaveModelOptions extends WriteOptions {
@@ -68,18 +122,19 @@ export interface SaveModelOptions extends WriteOptions {
   maxShardSize?: number
 }
 
+export const DEFAULT_MAX_SHARD_SIZE = 5_000_000_000
+
 /**
- * Saves a sharded model as transformers does: model-0000i-of-0000n.safetensors plus
- * model.safetensors.index.json ({ metadata: { total_size }, weight_map }), or a single model.safetensors
- * when everything fits one shard. Tensors go to shards in the order given.
+ * Splits tensors into shards as transformers does: in the order given, a new shard whenever the next
+ * tensor would take the current one past `maxShardSize` (a larger tensor gets a shard alone). Returns
+ * each shard's tensors and its file name: model-0000i-of-0000n.safetensors, or model.safetensors alone.
  */
-export async function saveModel(folder: string, tensors: TensorCollection, options: SaveModelOptions = {}): Promise<string[]> {
-  const maxShardSize = options.maxShardSize ?? 5_000_000_000
-  const list = named(tensors)
-  const shards: Array<typeof list> = []
+export function planShards<T>(tensors: readonly T[], byteLength: (t: T) => number, maxShardSize: number): Array<{ file: string; tensors: T[] }> {
+  if (!(maxShardSize > 0)) throw new RangeError(`maxShardSize must be a positive number of bytes, got ${maxShardSize}`)
+  const shards: T[][] = []
   let size = 0
-  for (const t of list) {
-    const bytes = tensorByteLength(t)
+  for (const t of tensors) {
+    const bytes = byteLength(t)
     if (shards.length === 0 || (size + bytes > maxShardSize && size > 0)) {
       shards.push([])
       size = 0
@@ -88,25 +143,55 @@ export async function saveModel(folder: string, tensors: TensorCollection, optio
     size += bytes
   }
   if (shards.length === 0) shards.push([])
-  // Every shard is validated before any is written.
-  const prepared = shards.map((shard) => prepare(shard, options.metadata))
-  await mkdir(folder, { recursive: true })
   const count = shards.length
-  const names = count === 1 ? ['model.safetensors'] : shards.map((_, i) => `model-${String(i + 1).padStart(5, '0')}-of-${String(count).padStart(5, '0')}.safetensors`)
-  for (let i = 0; i < count; i++) await writeAtomically(join(folder, names[i]), partsOf(prepared[i]))
-  if (count > 1) {
+  const file = (i: number) => (count === 1 ? 'model.safetensors' : `model-${String(i + 1).padStart(5, '0')}-of-${String(count).padStart(5, '0')}.safetensors`)
+  return shards.map((shard, i) => ({ file: file(i), tensors: shard }))
+}
+
+/**
+ * Writes a model's index into the set (`index`: its file name; by default model.safetensors.index.json
+ * when there is more than one shard, none for one), then publishes the set. Files of an earlier save
+ * with another shard count would be loaded in place of these (a loader that finds model.safetensors
+ * never looks for the index): they are removed, as transformers does, once the new ones are in place.
+ * Returns the names written.
+ */
+export async function finishModel(
+  folder: string,
+  set: FileSet,
+  shards: ReadonlyArray<{ file: string; names: readonly string[] }>,
+  totalSize: number,
+  options: { metadata?: Record<string, unknown>; index?: string } = {},
+): Promise<string[]> {
+  const names = shards.map((s) => s.file)
+  const index = options.index ?? (shards.length > 1 ? DEFAULT_INDEX : undefined)
+  if (index !== undefined) {
     const weightMap: Record<string, string> = {}
-    shards.forEach((shard, i) => shard.forEach((t) => (weightMap[t.name] = names[i])))
-    const totalSize = list.reduce((sum, t) => sum + tensorByteLength(t), 0)
-    await writeIndex(join(folder, DEFAULT_INDEX), totalSize, weightMap)
-    names.push(DEFAULT_INDEX)
+    for (const shard of shards) for (const name of shard.names) weightMap[name] = shard.file
+    await writeParts(await set.sink(join(folder, index)), [[indexBytes(totalSize, weightMap, options.metadata), 0]])
+    names.push(index)
   }
-  // Files of an earlier save with another shard count would be loaded in place of these (a loader that
-  // finds model.safetensors never looks for the index): remove them, as transformers does, once the new
-  // ones are complete.
+  await set.publish()
   const stale = (await readdir(folder)).filter((f) => SAVED_MODEL_FILE.test(f) && !names.includes(f))
   await Promise.all(stale.map((f) => rm(join(folder, f), { force: true })))
   return names
+}
+
+/**
+ * Saves a sharded model as transformers does: model-0000i-of-0000n.safetensors plus
+ * model.safetensors.index.json ({ metadata: { total_size }, weight_map }), or a single model.safetensors
+ * when everything fits one shard. Tensors go to shards in the order given; the files appear together.
+ */
+export async function saveModel(folder: string, tensors: TensorCollection, options: SaveModelOptions = {}): Promise<string[]> {
+  const list = named(tensors)
+  const shards = planShards(list, tensorByteLength, options.maxShardSize ?? DEFAULT_MAX_SHARD_SIZE)
+  // Every shard is validated before any is written.
+  const prepared = shards.map((shard) => prepare(shard.tensors, options.metadata))
+  await mkdir(folder, { recursive: true })
+  return writeSet(async (set) => {
+    for (const [i, shard] of shards.entries()) await writeParts(await set.sink(join(folder, shard.file)), partsOf(prepared[i]))
+    const totalSize = list.reduce((sum, t) => sum + tensorByteLength(t), 0)
+    return finishModel(folder, set, shards.map((s) => ({ file: s.file, names: s.tensors.map((t) => t.name) })), totalSize)
+  })
 }
 
 /** The files saveModel writes: model.safetensors, its shards and their index. */
@@ -116,9 +201,8 @@ const SAVED_MODEL_FILE = /^model(-\d{5}-of-\d{5})?\.safetensors(\.index\.json)?$
  * model.safetensors.index.json as transformers writes it: Python's json.dumps(indent=2, sort_keys=True)
  * and a newline, so keys in code point order and everything past ASCII as \u escapes (ensure_ascii).
  */
-export async function writeIndex(path: string, totalSize: number, weightMap: Record<string, string>, metadata: Record<string, unknown> = {}): Promise<void> {
-  const text = pythonJson({ metadata: { ...metadata, total_size: totalSize }, weight_map: weightMap }, '')
-  await writeAtomically(path, [[new TextEncoder().encode(`${text}\n`), 0]])
+function indexBytes(totalSize: number, weightMap: Record<string, string>, metadata: Record<string, unknown> = {}): Uint8Array {
+  return new TextEncoder().encode(`${pythonJson({ metadata: { ...metadata, total_size: totalSize }, weight_map: weightMap }, '')}\n`)
 }
 
 /** json.dumps(value, indent=2, sort_keys=True): built by hand, since JS objects reorder integer-like keys. */

@@ -307,8 +307,8 @@ describe('convert: sharded models', () => {
         expect(got.shape).toEqual(t.shape);
         if (decoders[t.dtype]) {
           expect(info.dtype, t.name).toBe('BF16');
-          // F32 -> BF16 rounds to nearest even; F64 through F32 first, as the CLI converts (and torch does)
-          const expected = decoders[t.dtype](t.bytes).map((v) => encodeIeee(Math.fround(v), 8, 7));
+          // Every float rounds once, to nearest even, straight to BF16 (F64 too: no detour through F32).
+          const expected = decoders[t.dtype](t.bytes).map((v) => encodeIeee(v, 8, 7));
           expectFloatBits(got.data as Uint16Array, expected, (b) => isNaN16(b, 8), t.name);
         } else {
           expect(info.dtype).toBe(t.dtype);
@@ -334,6 +334,108 @@ describe('convert: sharded models', () => {
     expect(model.info('bfloat16_357').dtype).toBe('F32');
     expect(model.info('int64_357').dtype).toBe('I64');
     await model.close();
+  });
+});
+
+describe('convert --max-shard-size: resharding', () => {
+  const inputIndex = JSON.parse(readFileSync(join(FLUX, 'model.safetensors.index.json'), 'utf8')) as { weight_map: Record<string, string> };
+  /** Every tensor of the FluxML model as the shard files hold them, read with JSON.parse (not the library). */
+  const originals = new Map<string, RefTensor>();
+  for (const shard of new Set(Object.values(inputIndex.weight_map))) {
+    for (const t of parse(new Uint8Array(readFileSync(join(FLUX, shard)))).tensors.values()) originals.set(t.name, t);
+  }
+
+  /** Reads a written model folder by hand: the index (if any) and every shard; checks the layout rules on the way. */
+  function readModel(dir: string, maxShardSize: number): { shards: string[]; tensors: Map<string, RefTensor> } {
+    const files = ls(dir);
+    const shards = files.filter((f) => f.endsWith('.safetensors'));
+    const tensors = new Map<string, RefTensor>();
+    const weightMap: Record<string, string> = {};
+    for (const shard of shards) {
+      const { tensors: held } = parse(new Uint8Array(readFileSync(join(dir, shard))));
+      const bytes = [...held.values()].reduce((sum, t) => sum + t.bytes.length, 0);
+      // Over the limit only when one tensor alone is larger.
+      if (held.size > 1) expect(bytes, `${shard} data`).toBeLessThanOrEqual(maxShardSize);
+      for (const t of held.values()) {
+        tensors.set(t.name, t);
+        weightMap[t.name] = shard;
+      }
+    }
+    if (shards.length === 1) {
+      expect(files).toEqual(['model.safetensors']);
+    } else {
+      const n = String(shards.length).padStart(5, '0');
+      expect(shards).toEqual(shards.map((_, i) => `model-${String(i + 1).padStart(5, '0')}-of-${n}.safetensors`));
+      expect(files).toEqual([...shards, 'model.safetensors.index.json']);
+      const text = readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8');
+      const index = JSON.parse(text);
+      expect(index.weight_map).toEqual(weightMap);
+      expect(index.metadata.total_size).toBe([...tensors.values()].reduce((sum, t) => sum + t.bytes.length, 0));
+      expect(text).toBe(pythonJsonDumps(index) + '\n');
+    }
+    return { shards, tensors };
+  }
+
+  function expectSameTensors(got: Map<string, RefTensor>): void {
+    expect([...got.keys()].sort()).toEqual([...originals.keys()].sort());
+    for (const [name, t] of originals) {
+      const g = got.get(name)!;
+      expect({ dtype: g.dtype, shape: g.shape }, name).toEqual({ dtype: t.dtype, shape: t.shape });
+      expect(Buffer.compare(g.bytes, t.bytes), `${name} bytes`).toBe(0);
+    }
+  }
+
+  test('a 6-shard model into more shards (300 bytes each), then back into one file: tensors byte-equal', async () => {
+    const more = join(scratch(), 'more');
+    const run = await cli('convert', join(FLUX, 'model.safetensors.index.json'), more, '--max-shard-size', '300');
+    expect(run, run.stderr).toMatchObject({ code: 0 });
+    const split = readModel(more, 300);
+    expect(split.shards.length).toBeGreaterThan(6);
+    expectSameTensors(split.tensors);
+    const model = await openModel(more);
+    expect(model.names().length).toBe(originals.size);
+    await model.close();
+
+    const fewer = join(scratch(), 'fewer');
+    const back = await cli('convert', more, fewer, '--max-shard-size', '5GB');
+    expect(back, back.stderr).toMatchObject({ code: 0 });
+    const one = readModel(fewer, 5e9);
+    expect(one.shards).toEqual(['model.safetensors']);
+    expectSameTensors(one.tensors);
+  });
+
+  test('into fewer shards (2KB): 3 shards of at most 2,000 bytes, tensors byte-equal', async () => {
+    const out = join(scratch(), 'two-kb');
+    const run = await cli('convert', FLUX, out, '--max-shard-size', '2KB');
+    expect(run, run.stderr).toMatchObject({ code: 0 });
+    const { shards, tensors } = readModel(out, 2000);
+    expect(shards.length).toBeGreaterThan(1);
+    expect(shards.length).toBeLessThan(6);
+    expectSameTensors(tensors);
+  });
+
+  test('a single file with --dtype F32 and --max-shard-size: shards of converted tensors', async () => {
+    const dir = scratch();
+    const { tensors, file } = bf16Input();
+    writeFileSync(join(dir, 'in.safetensors'), file);
+    const run = await cli('convert', join(dir, 'in.safetensors'), join(dir, 'out'), '--dtype', 'F32', '--max-shard-size', '1KiB');
+    expect(run, run.stderr).toMatchObject({ code: 0 });
+    const got = readModel(join(dir, 'out'), 1024);
+    expect([...got.tensors.keys()].sort()).toEqual(tensors.map((t) => t.name).sort());
+    for (const t of tensors) {
+      const g = got.tensors.get(t.name)!;
+      if (t.dtype === 'BF16') {
+        expect(g.dtype).toBe('F32');
+        expectFloatBits(u32(g.bytes), Array.from(u16(t.bytes), (b) => b << 16 >>> 0), isNaN32, t.name);
+      } else expect(Buffer.compare(g.bytes, t.bytes), t.name).toBe(0);
+    }
+  });
+
+  test.each(['0', '-5', 'lots', '2XB', '1.5'])('--max-shard-size %s is bad usage (exit 2), nothing written', async (size) => {
+    const dir = scratch();
+    const run = await cli('convert', FLUX, join(dir, 'out'), '--max-shard-size', size);
+    expect(run.code, run.stderr).toBe(2);
+    expect(ls(dir)).toEqual([]);
   });
 });
 

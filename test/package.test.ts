@@ -39,6 +39,7 @@ describe('the packed package', () => {
       'package.json',
       ...['cli.js', 'index.js', 'node.js', 'node.cjs', 'shared.js', 'workerd.js', 'core-simd.wasm', 'core-scalar.wasm'].map((f) => `dist/${f}`),
       'dist/types/node.d.cts',
+      ...['index.d.ts', 'node.d.ts', 'workerd.d.ts'].map((f) => `dist/${f}`),
       ...modules,
     ]
     expect(consumer.pack.files.map((f) => f.path).sort()).toEqual(expected.sort())

@@ -43,7 +43,7 @@ const dataStart = 8 + Number(new DataView(big.file.buffer).getBigUint64(0, true)
 
 describe.each([
   ['bytes', async () => big.file],
-  ['a Blob', async () => new Blob([big.file])],
+  ['a Blob', async () => new Blob([big.file as Uint8Array<ArrayBuffer>])],
   ['a file path', async () => big.path],
   ['a Blob of a file (openAsBlob)', async () => openAsBlob(big.path)],
 ])('%s', (_, source) => {
