@@ -9,7 +9,7 @@ import { localFiles, requireLocalFiles } from './local-files.ts'
 import { blobSource, memorySource, readInto, throwIfAborted, type RangeSource } from './source.ts'
 import { hostByteOrder, type ByteOrder } from './byte-order.ts'
 import { byteLengthOf, checkConversion, convert, convertInto, elementCountOf, swapElements, swapElementsInCore, wantsDedicatedCore } from './convert.ts'
-import { runPool } from './pool.ts'
+import { readingAhead, runPool } from './pool.ts'
 import { metered, ProgressMeter, type ProgressCallback } from './progress.ts'
 import { instantiate, type Core } from './wasm.ts'
 
@@ -123,9 +123,9 @@ export class SafetensorsFile {
     return this.#read(info, plan.shape, plan.runs, options) as Promise<Tensor<DataFor<D>>>
   }
 
-  /** Every tensor in file order, read one after the other. */
-  async *tensors<D extends DType>(options: ReadOptions<D> = {}): AsyncGenerator<Tensor<DataFor<D>>> {
-    for (const info of this.header.tensors) yield (await this.#read(info, info.shape, [[0, info.byteLength]], options)) as Tensor<DataFor<D>>
+  /** Every tensor in file order; the next one (when small) is read while this one is handled. */
+  tensors<D extends DType>(options: ReadOptions<D> = {}): AsyncGenerator<Tensor<DataFor<D>>> {
+    return readingAhead(this.header.tensors.map((info) => ({ bytes: info.byteLength, read: () => this.getTensor(info.name, options) })))
   }
 
   async close(): Promise<void> {

@@ -6,7 +6,7 @@ import { SafetensorsError } from './errors.ts'
 import { openMetered, toRangeSource, type DataFor, type OpenOptions, type ReadOptions, type SafetensorsFile, type Tensor } from './file.ts'
 import type { SliceRange } from './slice.ts'
 import { requireLocalFiles } from './local-files.ts'
-import { runPool } from './pool.ts'
+import { readingAhead, runPool } from './pool.ts'
 import { metered, ProgressMeter } from './progress.ts'
 import { readInto, type RangeSource } from './source.ts'
 
@@ -191,8 +191,9 @@ export class SafetensorsModel {
     return this.#fileOf(name).getSlice(name, ranges, options)
   }
 
-  async *tensors<D extends DType>(options?: ReadOptions<D>): AsyncGenerator<Tensor<DataFor<D>>> {
-    for (const [file, info] of this.#listed()) yield await file.getTensor(info.name, options)
+  /** Every tensor, shard by shard in data order; the next one (when small) is read while this one is handled. */
+  tensors<D extends DType>(options?: ReadOptions<D>): AsyncGenerator<Tensor<DataFor<D>>> {
+    return readingAhead(this.#listed().map(([file, info]) => ({ bytes: info.byteLength, read: () => file.getTensor(info.name, options) })))
   }
 
   /** The file name of the shard that holds tensor `name`; throws TensorNotFound. */
