@@ -20,7 +20,7 @@ const BIG = { path: join(tmpdir(), 'safetensors-wasm-bench-2gib-bf16-write.safet
 const SMALL = { path: join(tmpdir(), 'safetensors-wasm-bench-256mib-bf16-write.safetensors'), tensors: 8, elements: 16 << 20 } // 8 x 32 MiB
 
 /** Writes a BF16 file chunk by chunk (never held in memory); values are finite, so F32 and back is exact. */
-async function makeInput({ path, tensors, elements }) {
+export async function makeInput({ path, tensors, elements }) {
   if (existsSync(path) && statSync(path).size > tensors * elements * 2) return
   const names = Array.from({ length: tensors }, (_, i) => `model.layers.${i}.mlp.weight`)
   const writer = SafetensorsWriter.create(await fileSink(path), names.map((name) => ({ name, dtype: 'BF16', shape: [elements >> 12, 4096] })), { metadata: { format: 'pt' } })
@@ -39,7 +39,7 @@ async function makeInput({ path, tensors, elements }) {
 }
 
 /** Runs `node -e code args...` and returns { ms, maxRss } (maxRSS as the child reports it when it exits). */
-function child(code, args) {
+export function child(code, args) {
   return new Promise((resolve, reject) => {
     const start = performance.now()
     execFile(process.execPath, ['--input-type=module', '-e', code, ...args], { maxBuffer: 16 * MiB }, (error, stdout, stderr) => {
@@ -52,10 +52,10 @@ function child(code, args) {
   })
 }
 
-const REPORT_RSS = `process.on('exit', () => process.stderr.write('\\nBENCH ' + JSON.stringify({ maxRss: process.resourceUsage().maxRSS * 1024, exitCode: process.exitCode ?? 0 }) + '\\n'))`
+export const REPORT_RSS = `process.on('exit', () => process.stderr.write('\\nBENCH ' + JSON.stringify({ maxRss: process.resourceUsage().maxRSS * 1024, exitCode: process.exitCode ?? 0 }) + '\\n'))`
 
 /** The CLI itself, with argv set as if it had been started as `node dist/cli.js convert in out --dtype D`. */
-const CLI_CHILD = `
+export const CLI_CHILD = `
   ${REPORT_RSS}
   process.argv = [process.argv[0], ${JSON.stringify(CLI)}, 'convert', ...process.argv.slice(1)]
   await import(${JSON.stringify(new URL('../dist/cli.js', import.meta.url).href)})`

@@ -212,7 +212,8 @@ async function inspectTensor(file: SafetensorsFile | SafetensorsModel, name: str
   let stats
   try {
     const info = file.info(name)
-    const tensor = await file.getTensor(name, { dtype: 'F32' })
+    const onProgress = process.stderr.isTTY ? progressBar() : undefined
+    const tensor = await file.getTensor(name, { dtype: 'F32', onProgress }).finally(() => onProgress && process.stderr.write('\n'))
     stats = { name, dtype: info.dtype, shape: info.shape, ...tensorStats(tensor.data, { bins: 10 }) }
   } catch (error) {
     if (!(error instanceof SafetensorsError)) throw error

@@ -52,6 +52,16 @@ describe('inspect', () => {
     expect(out.totals.byDtype.BF16.parameters).toBe(bf16.reduce((s, t) => s + t.shape.reduce((a, b) => a * b, 1), 0))
   })
 
+  test('--tensor on a terminal shows a progress bar on stderr up to 100%; on a pipe, none', async () => {
+    // `script` gives the child a pseudo-terminal (its output is stdout and stderr together)
+    const command = [process.execPath, CLI, 'inspect', MODEL, '--tensor', 'float32_357'].map((a) => `'${a}'`).join(' ')
+    const onTerminal = await promisify(execFile)('script', ['-qec', command, '/dev/null'], { encoding: 'utf8' })
+    expect(onTerminal.stdout).toMatch(/\[#{40}\]\s+100%/)
+    expect(onTerminal.stdout).toContain('float32_357: F32 [3, 5, 7]')
+    const piped = await cli('inspect', MODEL, '--tensor', 'float32_357')
+    expect(piped).toMatchObject({ code: 0, stderr: '' })
+  })
+
   test('--tensor prints statistics of that tensor', async () => {
     const { code, stdout } = await cli('inspect', MODEL, '--tensor', 'float32_35', '--json')
     expect(code).toBe(0)
