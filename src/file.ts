@@ -124,7 +124,8 @@ export class SafetensorsFile {
       : wantsDedicatedCore(inBytes, outBytes)
         ? await this.#readIntoCore(info, to, start, runs, inBytes, outBytes, options.signal)
         : await this.#readAndConvert(info, to, start, runs, inBytes, outBytes, options.signal)
-    return { name: info.name, dtype: to, shape, data }
+    // A copy: the caller may change it, and the header's own array must stay as the file says.
+    return { name: info.name, dtype: to, shape: [...shape], data }
   }
 
   /** Without conversion: a view of the caller's bytes where possible, else one buffer read into. */
