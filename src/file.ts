@@ -4,6 +4,7 @@ import { DTYPE_INFO, type DType, type TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import { readHeader, type Header, type TensorInfo } from './header.ts'
 import { httpSource, type HttpOptions } from './http.ts'
+import { retrySettings } from './retry.ts'
 import { planSlice, type SliceRange } from './slice.ts'
 import { blobSource, fileSource, memorySource, readInto, throwIfAborted, type RangeSource } from './source.ts'
 import { hostByteOrder, type ByteOrder } from './byte-order.ts'
@@ -58,6 +59,8 @@ export async function toRangeSource(input: Source, options: OpenOptions = {}): P
 }
 
 export async function open(input: Source, options: OpenOptions = {}): Promise<SafetensorsFile> {
+  // Checked whatever the source, so that a bad value shows on a local file as it would on a URL.
+  retrySettings(options)
   const source = await toRangeSource(input, options)
   try {
     return new SafetensorsFile(await readHeader(source, options.signal), source, options.byteOrder ?? 'little')
