@@ -89,11 +89,22 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
   }
 
   async function attemptTransfer(t: Transfer, signals: AbortSignal[]): Promise<void> {
-    const aborted = () => signals.find((s) => s.aborted)
-    if (aborted()) throw new SafetensorsError('Aborted', `${href}: aborted`, { cause: aborted()!.reason })
-    const stall = new AbortController()
-    const dog = watchdog(idleTimeout, () => stall.abort())
-    const signal = AbortSignal.any([...signals, stall.signal])
+    const stopIfAborted = () => {
+      const by = signals.find((s) => s.aborted)
+      if (by) throw new SafetensorsError('Aborted', `${href}: aborted`, { cause: by.reason })
+    }
+    stopIfAborted()
+    // One controller per attempt, ended by the caller's signals or by the watchdog (listeners rather than
+    // AbortSignal.any, which older browsers lack and which keeps a link from a long-lived signal).
+    const attempt = new AbortController()
+    const end = () => attempt.abort()
+    for (const s of signals) s.addEventListener('abort', end)
+    let stalled = false
+    const dog = watchdog(idleTimeout, () => {
+      stalled = true
+      end()
+    })
+    const { signal } = attempt
     // Raced against every wait, so that a fetch or a body that ignores its signal still stops.
     const gone = new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }))
     gone.catch(() => {})
@@ -116,14 +127,14 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
         dog.touch()
       })
     } catch (error) {
-      const by = aborted()
-      if (by) throw new SafetensorsError('Aborted', `${href}: aborted`, { cause: by.reason })
-      if (stall.signal.aborted) throw new TransientError(href, `no byte arrived for ${idleTimeout} ms`)
+      stopIfAborted()
+      if (stalled) throw new TransientError(href, `no byte arrived for ${idleTimeout} ms`)
       if (error instanceof SafetensorsError) throw error
       // fetch() rejects, or a body stream errors, only when the connection failed.
       throw new TransientError(href, `the connection failed: ${(error as Error).message}`, undefined, error)
     } finally {
       dog.stop()
+      for (const s of signals) s.removeEventListener('abort', end)
     }
   }
 

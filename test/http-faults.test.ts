@@ -302,6 +302,15 @@ describe('abort', () => {
     expect(since(start)).toBeLessThan(500);
   });
 
+  test.each([Infinity, 2 ** 31])('idleTimeout: %s never counts a stall (a timer that long would fire at once)', async (idleTimeout) => {
+    const url = await serve({ fault: faultAt({ kind: 'stall', at: 0.5 }, 1) });
+    const controller = new AbortController();
+    const file = await open(url, { signal: controller.signal, idleTimeout });
+    setTimeout(() => controller.abort(), 300);
+    await expectError(() => file.getTensor('big'), 'Aborted');
+    expect((await dataRequests()).length, 'no retry').toBe(1);
+  });
+
   test('aborting while waiting to retry (Retry-After: 30) ends the read with Aborted, at once', async () => {
     const url = await serve({ fault: faultAt({ kind: 'status', status: 503, retryAfter: '30' }, 1, Infinity) });
     const file = await open(url);
