@@ -18,8 +18,6 @@ export interface Logged {
   status: number;
   /** Body bytes handed to the socket so far. */
   bytesSent: number;
-  /** True once the server saw the connection close before it finished the body. */
-  cutShort: boolean;
 }
 
 export type Handler = (req: IncomingMessage, res: ServerResponse, log: Logged) => void | Promise<void>;
@@ -65,7 +63,6 @@ export async function startServer(handler: Handler, options: { cors?: boolean } 
       headers: req.headers,
       status: 0,
       bytesSent: 0,
-      cutShort: false,
     };
     try {
       entry.path = decodeURIComponent(entry.path);
@@ -74,10 +71,7 @@ export async function startServer(handler: Handler, options: { cors?: boolean } 
     }
     log.push(entry);
     closed.push(waitForClose(res));
-    res.on('close', () => {
-      entry.status = res.statusCode;
-      if (!res.writableFinished) entry.cutShort = true;
-    });
+    res.on('close', () => void (entry.status = res.statusCode));
     Promise.resolve(handler(req, res, entry)).catch((error) => {
       if (!res.headersSent) res.writeHead(599);
       res.destroy(error);

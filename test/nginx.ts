@@ -117,7 +117,7 @@ export async function startNginx(binary: string, root: string): Promise<Nginx> {
       .map((line, n) => {
         const e = JSON.parse(line);
         const headers = Object.fromEntries(['authorization', 'x-test', 'if-range'].filter((h) => e[h] !== '').map((h) => [h, e[h]]));
-        return { n, method: e.method, path: e.path, range: e.range || undefined, headers, status: e.status, bytesSent: e.bytes, cutShort: false };
+        return { n, method: e.method, path: e.path, range: e.range || undefined, headers, status: e.status, bytesSent: e.bytes };
       });
   // "Writing: 1" is the status request itself: no other response is in progress.
   const settled = async () => {
