@@ -121,6 +121,7 @@ describe.each(servers)('%s', (_, start) => {
     test("a real fixture's 38 KB header (256 tensors) arrives in one request", async () => {
       expect(loraHeader.dataStart).toBeGreaterThan(38_000);
       const file = await open(`${ranged.origin}/${LORA_NAME}`);
+      await ranged.settled();
       expect(ranged.log.length).toBe(1);
       expect(ranged.log[0].range).toMatch(/^bytes=0-\d+$/);
       expect(file.names().length).toBe(256);
@@ -130,6 +131,7 @@ describe.each(servers)('%s', (_, start) => {
 
     test.each(realFixtures().valid)('%s: open() makes exactly one request', async (f) => {
       const file = await open(`${ranged.origin}/${f}`);
+      await ranged.settled();
       expect(ranged.log.length).toBe(1);
       expect(file.header.fileSize).toBe(files[f].length);
     });
@@ -139,6 +141,7 @@ describe.each(servers)('%s', (_, start) => {
       for (const t of loraTensors) {
         ranged.clear();
         const tensor = await file.getTensor(t.name);
+        await ranged.settled();
         expect(ranged.log.length, t.name).toBe(1);
         const a = loraHeader.dataStart + t.begin;
         expect(ranged.log[0].range, t.name).toBe(`bytes=${a}-${a + t.end - t.begin - 1}`);
@@ -158,6 +161,7 @@ describe.each(servers)('%s', (_, start) => {
       ranged.clear();
       const rows = await file.getSlice(t.name, [[1, 3]]);
       expect(rows.shape).toEqual([2, 1280]);
+      await ranged.settled();
       expect(ranged.bytesSent()).toBe(2 * rowBytes);
       expect(ranged.log.length).toBe(1); // two adjacent rows are one run
       expectSameBytes(dataBytes(rows), all.subarray(rowBytes, 3 * rowBytes));
@@ -165,6 +169,7 @@ describe.each(servers)('%s', (_, start) => {
       ranged.clear();
       const row = await file.getSlice(t.name, [3, null]);
       expect(row.shape).toEqual([1280]);
+      await ranged.settled();
       expect(ranged.bytesSent()).toBe(rowBytes);
       expectSameBytes(dataBytes(row), all.subarray(3 * rowBytes));
 
@@ -173,6 +178,7 @@ describe.each(servers)('%s', (_, start) => {
       ranged.clear();
       const block = await file.getSlice(up.name, [[100, 164]]);
       expect(block.shape).toEqual([64, 4]);
+      await ranged.settled();
       expect(ranged.bytesSent()).toBe(64 * 16);
       expectSameBytes(dataBytes(block), tensorBytes(LORA, up.name).subarray(100 * 16, 164 * 16));
     });
@@ -183,6 +189,7 @@ describe.each(servers)('%s', (_, start) => {
       ranged.clear();
       const cols = await file.getSlice(t.name, [null, [10, 12]]);
       expect(cols.shape).toEqual([4, 2]);
+      await ranged.settled();
       expect(ranged.bytesSent()).toBe(4 * 2 * 4);
       expect(ranged.log.length).toBeLessThanOrEqual(4);
       const all = new Float32Array(tensorBytes(LORA, t.name).slice().buffer);
@@ -199,6 +206,7 @@ describe.each(servers)('%s', (_, start) => {
         expectSameBytes(dataBytes(t), tensorBytes(LORA, t.name), t.name);
       }
       expect(names).toEqual(loraTensors.map((t) => t.name));
+      await ranged.settled();
       expect(ranged.bytesSent()).toBe(LORA.length - loraHeader.dataStart);
     });
 
@@ -221,6 +229,7 @@ describe.each(servers)('%s', (_, start) => {
       expect(empty.shape).toEqual([0, 4]);
       expect(empty.data).toBeInstanceOf(Float32Array);
       expect(empty.data.length).toBe(0);
+      await ranged.settled();
       expect(ranged.bytesSent()).toBe(0);
       expect(Array.from((await file.getTensor('a')).data as Int16Array)).toEqual([1, -2, 3]);
     });
@@ -231,6 +240,7 @@ describe.each(servers)('%s', (_, start) => {
       const file = await open(`${ranged.origin}/auth/${FLUX_NAME}`, { headers: { Authorization: 'Bearer s3cret', 'X-Test': 'yes' } });
       await file.getTensor('float32_35');
       await file.getSlice('int64_357', [1]);
+      await ranged.settled();
       expect(ranged.log.length).toBe(3);
       for (const entry of ranged.log) {
         expect(entry.headers.authorization).toBe('Bearer s3cret');
@@ -250,6 +260,7 @@ describe.each(servers)('%s', (_, start) => {
       };
       const file = await open(`${ranged.origin}/${FLUX_NAME}`, { fetch: myFetch });
       await file.getTensor('float64_357');
+      await ranged.settled();
       expect(calls.length).toBe(ranged.log.length);
       expect(calls.length).toBeGreaterThanOrEqual(2);
       for (const c of calls) expect(c).toBe(`${ranged.origin}/${FLUX_NAME}`);
@@ -270,6 +281,7 @@ describe.each(servers)('%s', (_, start) => {
       for (let j = 0; j < 5; j++) for (let k = 2; k < 4; k++) want.push(all[35 + j * 7 + k]);
       expect(slice.shape).toEqual([1, 5, 2]);
       expect(Array.from(slice.data as Float32Array)).toEqual(want);
+      await ignoring.settled();
       expect(ignoring.log.every((e) => e.status === 200)).toBe(true);
     });
 
@@ -307,6 +319,7 @@ describe.each(servers)('%s', (_, start) => {
         const error = await expectError(() => file.getTensor('float32_357'), 'Io');
         expect(error.message).toMatch(/changed/);
         expect(error.message).toContain(`${ranged.origin}/${NAME}`);
+        await ranged.settled();
         expect(ranged.log.length).toBe(1);
         expect(ranged.log[0].headers['if-range'], 'the validator of the first response').toMatch(/^"[^"]+"$/);
       });
@@ -318,6 +331,7 @@ describe.each(servers)('%s', (_, start) => {
         const error = await expectError(() => file.getTensor('float32_357'), 'Io');
         expect(error.message).toMatch(/HTTP 404/);
         expect(error.message).toContain(`${ranged.origin}/${NAME}`);
+        await ranged.settled();
         expect(ranged.log.length).toBe(1);
       });
     });
@@ -335,6 +349,7 @@ describe.each(servers)('%s', (_, start) => {
       ranged.clear();
       const s = await file.getSlice(t.name, [[a, b]]);
       expect(s.shape).toEqual([b - a, cols]);
+      await ranged.settled();
       expect(ranged.bytesSent()).toBe((b - a) * cols * 4);
       expectSameBytes(dataBytes(s), tensorBytes(LORA, t.name).subarray(a * cols * 4, b * cols * 4));
     }

@@ -1,8 +1,9 @@
 // Debian's nginx as the production server of the reading tests: started here on a free loopback port,
 // with a config, a document root, logs and a pid file in a temporary folder (no daemon, nothing outside
 // that folder), and stopped by the test. Its access log gives each request's Range, status and body
-// bytes, which makes it look like a TestServer to the tests; nginx writes a request's line when the
-// request is over, and its status page says when none is still being answered.
+// bytes, which makes it look like a TestServer to the tests. nginx writes a request's line when it is
+// done with the request, which can be just after the client has the response: tests await settled()
+// (nginx's status page showing no response in progress) before they read the log.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, chmodSync, constants, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer, type AddressInfo } from 'node:net';
