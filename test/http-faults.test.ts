@@ -246,7 +246,7 @@ describe('permanent failures fail at once, with the status (or "changed") and th
     ['a weak ETag changes', bytesResource(FILE, { etag: 'W/"w1"' }), bytesResource(FILE2, { etag: 'W/"w2"' }), false, undefined, /changed .*ETag W\/"w1" became W\/"w2"/],
   ];
 
-  test.each(versions)('%s mid-read (after a drop at 50%%): Io, no byte of the new version used', async (_, v1, v2, ifRange, sent, says) => {
+  test.each(versions)('%s mid-read (after a drop half-way): Io, no byte of the new version used', async (_, v1, v2, ifRange, sent, says) => {
     const url = await serve({ fault: faultAt({ kind: 'drop', at: 0.5 }, 1), ifRange }, (_path, n) => (n < 2 ? v1 : v2));
     const { error } = await readBig(url);
     const e = await expectError(() => Promise.reject(error), 'Io');
