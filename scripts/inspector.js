@@ -28,7 +28,15 @@ export async function startInspectorServer({ port = 0 } = {}) {
       response.writeHead(302, { Location: '/inspector/' })
       return response.end()
     }
-    let path = resolve(ROOT, '.' + decodeURIComponent(pathname))
+    let decoded
+    try {
+      decoded = decodeURIComponent(pathname)
+    } catch {
+      // A malformed escape (%E0%A4%A) throws URIError, which would end the process: refuse the request.
+      response.writeHead(400, { 'Content-Type': 'text/plain' })
+      return response.end('malformed URL')
+    }
+    let path = resolve(ROOT, '.' + decoded)
     if (pathname.endsWith('/')) path = join(path, 'index.html')
     const allowed = SERVED.some((dir) => path.startsWith(dir))
     if (!allowed || !existsSync(path) || !statSync(path).isFile() || (request.method !== 'GET' && request.method !== 'HEAD')) {

@@ -4,6 +4,7 @@ import { DTYPE_INFO, type DType, type TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import { readHeader, type Header, type TensorInfo } from './header.ts'
 import { httpSource, type HttpOptions } from './http.ts'
+import { retrySettings } from './retry.ts'
 import { planSlice, type SliceRange } from './slice.ts'
 import { localFiles, requireLocalFiles } from './local-files.ts'
 import { blobSource, memorySource, readInto, throwIfAborted, type RangeSource } from './source.ts'
@@ -78,6 +79,8 @@ export async function open(input: Source, options: OpenOptions = {}): Promise<Sa
 
 /** open(), with every read counted by `meter` (a model's meter counts all its shards). */
 export async function openMetered(input: Source, options: OpenOptions, meter: ProgressMeter | undefined): Promise<SafetensorsFile> {
+  // Checked whatever the source, so that a bad value shows on a local file as it would on a URL.
+  retrySettings(options)
   const opened = await toRangeSource(input, options)
   const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
   try {
@@ -150,6 +153,7 @@ export class SafetensorsFile {
       : !out && wantsDedicatedCore(inBytes, outBytes)
         ? await this.#readIntoCore(info, to, start, runs, inBytes, outBytes, io)
         : await this.#readAndConvert(info, to, start, runs, inBytes, io, out ?? allocate(info, to, outBytes))
+    // A copy: the caller may change it, and the header's own array must stay as the file says.
     return { name: info.name, dtype: to, shape: [...shape], data }
   }
 

@@ -3,13 +3,11 @@
 // (round to nearest even written with double arithmetic), never from the library's kernels.
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync, rmSync, mkdirSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { openModel } from '../src/node.ts';
-import { rangeHandler, startServer } from './http-server.ts';
+import { parseRange, rangeHandler, startServer, type TestServer } from './http-server.ts';
 import {
   byteSize,
   decodeBF16,
@@ -441,17 +439,14 @@ describe('convert --max-shard-size: resharding', () => {
 
 describe('convert: sharded models, atomically', () => {
   test('a shard failing mid-conversion leaves the output folder as it was: no shard, no index, no temporary file', async () => {
-    // Serve the model over loopback, cutting the connection on the first data read of the fifth shard,
-    // after four shards are already converted.
+    // Serve the model over loopback, refusing the first data read of the fifth shard (403), after four
+    // shards are already converted.
     const failing = 'model-00005-of-00006.safetensors';
-    const server = await startServer((req, res, log) => {
-      if (log.path === `/${failing}` && !(req.headers.range ?? '').startsWith('bytes=0-')) {
-        res.writeHead(206, { 'Content-Range': 'bytes 0-0/1', 'Content-Length': 100 });
-        res.destroy();
-        return;
-      }
-      return rangeHandler((path) => (existsSync(join(FLUX, path)) ? new Uint8Array(readFileSync(join(FLUX, path))) : undefined))(req, res, log);
-    });
+    const server = await startServer(
+      rangeHandler((path) => (existsSync(join(FLUX, path)) ? new Uint8Array(readFileSync(join(FLUX, path))) : undefined), {
+        fault: (_, log) => (log.path === `/${failing}` && !(log.range ?? '').startsWith('bytes=0-') ? { kind: 'status', status: 403 } : undefined),
+      }),
+    );
     try {
       const out = scratch();
       writeFileSync(join(out, 'keep.txt'), 'already here');
@@ -549,37 +544,29 @@ describe('convert: errors', () => {
   });
 
   describe('an HTTP source that fails half-way', () => {
-    let server: Server;
-    let origin: string;
+    let server: TestServer;
     let input: Uint8Array;
     let failFrom: number;
-    const ranges: string[] = [];
+    let struck: boolean;
     beforeAll(async () => {
       const next = prng(77);
-      // four 64 KiB BF16 tensors; reads past the middle of the data get half a body and a reset connection
+      // Four 64 KiB BF16 tensors. The first read past the middle of the data loses its connection half-way
+      // through its body; its resumed request, and every later one, finds the file gone (410).
       input = referenceFile(['a', 'b', 'c', 'd'].map((name) => ({ name, dtype: 'BF16', shape: [128, 256], bytes: randomBytes(65536, next) })));
       failFrom = splitFile(input).dataStart + 2 * 65536 + 10;
-      server = createServer((req, res) => {
-        const m = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '');
-        if (!m) {
-          res.writeHead(200, { 'Content-Length': input.length, 'Accept-Ranges': 'bytes' });
-          res.end(input);
-          return;
-        }
-        ranges.push(req.headers.range!);
-        const start = Number(m[1]);
-        const end = Math.min(Number(m[2]), input.length - 1);
-        res.writeHead(206, { 'Content-Range': `bytes ${start}-${end}/${input.length}`, 'Content-Length': end - start + 1, 'Accept-Ranges': 'bytes' });
-        if (end >= failFrom) {
-          res.write(input.subarray(start, start + Math.floor((end - start + 1) / 2)), () => res.destroy());
-          return;
-        }
-        res.end(input.subarray(start, end + 1));
-      });
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-      origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      server = await startServer(
+        rangeHandler(() => input, {
+          fault: (_, log) => {
+            const range = parseRange(log.range, input.length);
+            if (typeof range !== 'object' || range.end < failFrom) return undefined;
+            if (struck) return { kind: 'status', status: 410 };
+            struck = true;
+            return { kind: 'drop', at: 0.5 };
+          },
+        }),
+      );
     });
-    afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    afterAll(() => server.close());
 
     test.each([
       ['absent', false],
@@ -589,11 +576,13 @@ describe('convert: errors', () => {
       mkdirSync(join(dir, 'sub'));
       const target = join(dir, 'sub', 'out.safetensors');
       if (existed) writeFileSync(target, 'previous');
-      ranges.length = 0;
-      const run = await cli('convert', `${origin}/model.safetensors`, target, '--dtype', 'F32');
+      server.clear();
+      struck = false;
+      const run = await cli('convert', `${server.origin}/model.safetensors`, target, '--dtype', 'F32');
       expect(run.code, run.stderr).toBe(1);
       expect(run.stderr).toMatch(/Io/);
-      expect(ranges.length, 'the header and the first tensors were read before the failure').toBeGreaterThanOrEqual(3);
+      expect(run.stderr).toMatch(/HTTP 410/);
+      expect(server.ranges().length, 'the header and the first tensors were read before the failure').toBeGreaterThanOrEqual(3);
       expect(ls(join(dir, 'sub'))).toEqual(existed ? ['out.safetensors'] : []);
       if (existed) expect(readFileSync(target, 'utf8')).toBe('previous');
     });
@@ -603,7 +592,7 @@ describe('convert: errors', () => {
       const saved = failFrom;
       failFrom = Infinity;
       try {
-        const run = await cli('convert', `${origin}/model.safetensors`, join(dir, 'out.safetensors'), '--dtype', 'F32');
+        const run = await cli('convert', `${server.origin}/model.safetensors`, join(dir, 'out.safetensors'), '--dtype', 'F32');
         expect(run, run.stderr).toMatchObject({ code: 0 });
       } finally {
         failFrom = saved;

@@ -1,10 +1,16 @@
-// Real HTTP servers on 127.0.0.1 (node:http, port 0) for the reading tests. Every request is logged with
-// its Range header, request headers, status and the body bytes the server wrote, so tests can count
-// requests and bytes. Handlers are plain functions; the server knows nothing about the library.
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+// The one HTTP server of the tests, on 127.0.0.1 (node:http, port 0): the reading tests, the CLI tests,
+// the inspector page in Chromium and the workerd worker all use it. It logs every request with its
+// headers, status and the body bytes it wrote, so a test can count requests and bytes on the server's
+// side of the wire; and it can break a response the ways real networks and servers do (Fault). It knows
+// nothing about the library.
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 
 export interface Logged {
+  /** Number of the request on its server, from 0 (clear() starts again). */
+  n: number;
   method: string;
   path: string;
   range: string | undefined;
@@ -12,8 +18,6 @@ export interface Logged {
   status: number;
   /** Body bytes handed to the socket so far. */
   bytesSent: number;
-  /** True once the server saw the connection close before it finished the body. */
-  cutShort: boolean;
 }
 
 export type Handler = (req: IncomingMessage, res: ServerResponse, log: Logged) => void | Promise<void>;
@@ -21,29 +25,53 @@ export type Handler = (req: IncomingMessage, res: ServerResponse, log: Logged) =
 export interface TestServer {
   /** http://127.0.0.1:PORT (no trailing slash). */
   origin: string;
+  /** origin + '/', for appending file names. */
+  url: string;
   log: Logged[];
   bytesSent(): number;
+  /** The Range header of each GET ('' when there was none). */
+  ranges(): string[];
+  /** Resolves once every response so far is over (finished, or its connection closed), so the log is final. */
+  settled(): Promise<void>;
   clear(): void;
   close(): Promise<void>;
 }
 
-export async function startServer(handler: Handler): Promise<TestServer> {
+/**
+ * Starts `handler` on a free port. With `cors`, any origin may read the responses: a Range request and
+ * the Content-Range a reader needs are not CORS-safelisted, hence the preflight answer and the exposed
+ * headers (a page on another origin, such as the inspector's, needs them).
+ */
+export async function startServer(handler: Handler, options: { cors?: boolean } = {}): Promise<TestServer> {
   const log: Logged[] = [];
-  const server: Server = createServer((req, res) => {
+  const closed: Array<Promise<void>> = [];
+  let count = 0;
+  const server = createServer((req, res) => {
+    if (options.cors) {
+      res.setHeader('Access-Control-Allow-Origin', '*');
+      res.setHeader('Access-Control-Expose-Headers', 'Content-Range, Content-Length, ETag, Last-Modified, Accept-Ranges');
+      if (req.method === 'OPTIONS') {
+        res.writeHead(204, { 'Access-Control-Allow-Headers': 'Range', 'Access-Control-Allow-Methods': 'GET, HEAD' });
+        return res.end();
+      }
+    }
     const entry: Logged = {
+      n: count++,
       method: req.method ?? '',
-      path: decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname),
+      path: new URL(req.url ?? '/', 'http://x').pathname,
       range: req.headers.range,
       headers: req.headers,
       status: 0,
       bytesSent: 0,
-      cutShort: false,
     };
+    try {
+      entry.path = decodeURIComponent(entry.path);
+    } catch {
+      // kept as sent: a handler answers 404 to a path it does not know
+    }
     log.push(entry);
-    res.on('close', () => {
-      entry.status = res.statusCode;
-      if (!res.writableFinished) entry.cutShort = true;
-    });
+    closed.push(waitForClose(res));
+    res.on('close', () => void (entry.status = res.statusCode));
     Promise.resolve(handler(req, res, entry)).catch((error) => {
       if (!res.headersSent) res.writeHead(599);
       res.destroy(error);
@@ -53,11 +81,19 @@ export async function startServer(handler: Handler): Promise<TestServer> {
   server.on('clientError', (_e, socket) => socket.destroy());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
+  const origin = `http://127.0.0.1:${port}`;
   return {
-    origin: `http://127.0.0.1:${port}`,
+    origin,
+    url: `${origin}/`,
     log,
     bytesSent: () => log.reduce((s, e) => s + e.bytesSent, 0),
-    clear: () => void (log.length = 0),
+    ranges: () => log.filter((e) => e.method === 'GET').map((e) => e.range ?? ''),
+    settled: async () => void (await Promise.all(closed)),
+    clear: () => {
+      log.length = 0;
+      closed.length = 0;
+      count = 0;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -66,10 +102,147 @@ export async function startServer(handler: Handler): Promise<TestServer> {
   };
 }
 
-/** Writes `chunk` and counts it. */
-export function send(res: ServerResponse, log: Logged, chunk: Uint8Array): boolean {
-  log.bytesSent += chunk.length;
-  return res.write(chunk);
+/** What a URL serves: its bytes (read a chunk at a time, so a 5 GiB sparse file costs nothing) and validators. */
+export interface Resource {
+  size: number;
+  etag?: string;
+  lastModified?: string;
+  /** Bytes [start, end). */
+  read(start: number, end: number): Uint8Array;
+}
+
+export function bytesResource(bytes: Uint8Array, validators: { etag?: string; lastModified?: string } = { etag: '"v1"' }): Resource {
+  return { size: bytes.length, ...validators, read: (start, end) => bytes.subarray(start, end) };
+}
+
+/** A file on disk, with an ETag made of its size and modification time (as nginx makes it). */
+export function fileResource(path: string): Resource {
+  const { size, mtimeMs } = statSync(path);
+  return {
+    size,
+    etag: `"${size.toString(16)}-${Math.floor(mtimeMs).toString(16)}"`,
+    read(start, end) {
+      const fd = openSync(path, 'r');
+      try {
+        const out = new Uint8Array(end - start);
+        readSync(fd, out, 0, out.length, start);
+        return out;
+      } finally {
+        closeSync(fd);
+      }
+    },
+  };
+}
+
+/**
+ * What can go wrong with one response. `at` is a fraction of the body: the fault strikes after that
+ * much of it was sent.
+ */
+export type Fault =
+  /** The connection is destroyed (a reset, a dropped network). */
+  | { kind: 'drop'; at: number }
+  /** The connection is closed cleanly before the body is complete (a proxy that gives up). */
+  | { kind: 'close'; at: number }
+  /** Nothing more is sent until the client goes away: before the headers, or part-way through the body. */
+  | { kind: 'stall'; at: number | 'headers' }
+  | { kind: 'status'; status: number; retryAfter?: string }
+  /** Content-Range and the bytes sent start `by` bytes from where they were asked for. */
+  | { kind: 'shift'; by: number }
+  /** Content-Range's total is `by` bytes off the real size; the bytes are right. */
+  | { kind: 'total'; by: number }
+  /** A complete response whose Content-Length (and body) is half its Content-Range. */
+  | { kind: 'short' }
+  /** 16 bytes more than Content-Range says. */
+  | { kind: 'extra' }
+  /** A 206 without Content-Range. */
+  | { kind: 'noContentRange' }
+  /** Range is ignored: 200 with the whole body; gzip: compressed; chunked: no Content-Length. */
+  | { kind: 'ignoreRange'; encoding?: 'gzip' | 'chunked' };
+
+/** Faults by request number: `fault` for requests `from` .. `from + times - 1`. */
+export function faultAt(fault: Fault, from: number, times = 1): (n: number) => Fault | undefined {
+  return (n) => (n >= from && n < from + times ? fault : undefined);
+}
+
+export interface RangeOptions {
+  /** The fault, if any, for a request (n as in Logged). */
+  fault?: (n: number, log: Logged) => Fault | undefined;
+  /** false: a server that ignores If-Range (sends the range even when the validator does not match). */
+  ifRange?: boolean;
+}
+
+/**
+ * Serves `lookup(path, n)` as a static file server does: 206 with Content-Range for a single range, 200
+ * with the whole body without one (or when If-Range does not match the current validator), 416 for a
+ * range past the end, HEAD, 404 for an unknown path. Faults come on top.
+ */
+export function rangeHandler(lookup: (path: string, n: number) => Resource | Uint8Array | undefined, options: RangeOptions = {}): Handler {
+  return async (req, res, log) => {
+    const found = lookup(log.path, log.n);
+    if (!found || (req.method !== 'GET' && req.method !== 'HEAD')) {
+      res.writeHead(found ? 405 : 404, { 'Content-Length': 0 });
+      return void res.end();
+    }
+    const resource = found instanceof Uint8Array ? bytesResource(found) : found;
+    const fault = options.fault?.(log.n, log);
+    const { size } = resource;
+    const headers: Record<string, string | number> = { 'Accept-Ranges': 'bytes', 'Content-Type': 'application/octet-stream', 'Cache-Control': 'no-store' };
+    if (resource.etag) headers.ETag = resource.etag;
+    if (resource.lastModified) headers['Last-Modified'] = resource.lastModified;
+    if (fault?.kind === 'stall' && fault.at === 'headers') return waitForClose(res);
+    if (fault?.kind === 'status') {
+      res.writeHead(fault.status, { 'Content-Type': 'text/plain', ...(fault.retryAfter === undefined ? {} : { 'Retry-After': fault.retryAfter }) });
+      return void res.end(`error ${fault.status}`);
+    }
+    const ifRange = req.headers['if-range'];
+    const stale = options.ifRange !== false && ifRange !== undefined && ifRange !== resource.etag && ifRange !== resource.lastModified;
+    const range = stale || fault?.kind === 'ignoreRange' ? 'none' : parseRange(req.headers.range, size);
+    if (range === 'unsatisfiable') {
+      res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}`, 'Content-Length': 0 });
+      return void res.end();
+    }
+    if (range === 'none') {
+      if (fault?.kind === 'ignoreRange' && fault.encoding === 'gzip') {
+        const gzipped = gzipSync(resource.read(0, size));
+        res.writeHead(200, { ...headers, 'Content-Encoding': 'gzip', 'Content-Length': gzipped.length });
+        return sendBody(res, log, bytesResource(gzipped), 0, gzipped.length, fault);
+      }
+      if (!(fault?.kind === 'ignoreRange' && fault.encoding === 'chunked')) headers['Content-Length'] = size;
+      res.writeHead(200, headers);
+      return sendBody(res, log, resource, 0, req.method === 'HEAD' ? 0 : size, fault);
+    }
+    // [start, end) is what Content-Range says, [start, bodyEnd) what is sent.
+    let { start, end } = range;
+    end += 1;
+    if (fault?.kind === 'shift') {
+      start = Math.max(0, start + fault.by);
+      end = Math.min(size, end + fault.by);
+    }
+    const bodyEnd = fault?.kind === 'short' ? start + ((end - start) >> 1) : end;
+    const total = fault?.kind === 'total' ? size + fault.by : size;
+    if (fault?.kind !== 'noContentRange') headers['Content-Range'] = `bytes ${start}-${end - 1}/${total}`;
+    headers['Content-Length'] = bodyEnd - start + (fault?.kind === 'extra' ? 16 : 0);
+    res.writeHead(206, headers);
+    if (req.method === 'HEAD') return void res.end();
+    await sendBody(res, log, resource, start, bodyEnd, fault);
+    if (fault?.kind === 'extra' && !res.destroyed) {
+      await write(res, log, new Uint8Array(16).fill(0xee));
+      res.end();
+    }
+  };
+}
+
+/** Ignores Range: 200 with the whole body. */
+export function ignoreRangeHandler(lookup: Parameters<typeof rangeHandler>[0]): Handler {
+  return rangeHandler(lookup, { fault: () => ({ kind: 'ignoreRange' }) });
+}
+
+/** Serves `files` (URL name -> path on disk), as a static file server does. */
+export function serveFiles(files: Record<string, string>, options: { cors?: boolean } = {}): Promise<TestServer> {
+  return startServer(
+    rangeHandler((path) => (Object.hasOwn(files, path.slice(1)) ? fileResource(files[path.slice(1)]) : undefined)),
+    options,
+  );
 }
 
 /** Parses a single "bytes=A-B", "bytes=A-" or "bytes=-N" range against `size`. */
@@ -90,65 +263,32 @@ export function parseRange(header: string | undefined, size: number): { start: n
   return { start, end };
 }
 
-/** Serves `lookup(path)` with correct Range support (206 + Content-Range + ETag), 200 without Range. */
-export function rangeHandler(lookup: (path: string) => Uint8Array | undefined, etag = '"v1"'): Handler {
-  return (req, res, log) => {
-    const body = lookup(log.path);
-    if (!body) {
-      res.writeHead(404, { 'Content-Length': 0 });
-      res.end();
-      return;
-    }
-    const range = parseRange(req.headers.range, body.length);
-    const common = { ETag: etag, 'Accept-Ranges': 'bytes', 'Content-Type': 'application/octet-stream' };
-    if (range === 'unsatisfiable') {
-      res.writeHead(416, { ...common, 'Content-Range': `bytes */${body.length}`, 'Content-Length': 0 });
-      res.end();
-      return;
-    }
-    if (range === 'none') {
-      res.writeHead(200, { ...common, 'Content-Length': body.length });
-      send(res, log, body);
-      res.end();
-      return;
-    }
-    const part = body.subarray(range.start, range.end + 1);
-    res.writeHead(206, { ...common, 'Content-Range': `bytes ${range.start}-${range.end}/${body.length}`, 'Content-Length': part.length });
-    send(res, log, part);
-    res.end();
-  };
+const CHUNK = 64 * 1024;
+
+const waitForClose = (res: ServerResponse) => new Promise<void>((resolve) => (res.destroyed ? resolve() : res.on('close', () => resolve())));
+
+/** Writes `chunk`, counts it, and resolves once it is handed to the socket (or the socket is gone). */
+function write(res: ServerResponse, log: Logged, chunk: Uint8Array): Promise<void> {
+  log.bytesSent += chunk.length;
+  return new Promise((resolve) => res.write(chunk, () => resolve()));
 }
 
 /**
- * Ignores Range: always 200 with the whole body, streamed in 64 KiB chunks that wait for the socket to
- * drain, stopping as soon as the client goes away (so bytesSent shows how much the client let through).
+ * Sends bytes [start, end) of `resource` in 64 KiB chunks, each once the last one reached the socket,
+ * so the client runs between chunks as on a real network, and the count stops where the client went
+ * away. A body fault strikes at its fraction of the body; 'extra' leaves the response open for more.
  */
-export function ignoreRangeHandler(lookup: (path: string) => Uint8Array | undefined): Handler {
-  return async (_req, res, log) => {
-    const body = lookup(log.path);
-    if (!body) {
-      res.writeHead(404, { 'Content-Length': 0 });
-      res.end();
-      return;
-    }
-    res.writeHead(200, { ETag: '"v1"', 'Content-Length': body.length, 'Content-Type': 'application/octet-stream' });
-    let closed = false;
-    res.on('close', () => (closed = true));
-    for (let at = 0; at < body.length && !closed; at += 65536) {
-      if (!send(res, log, body.subarray(at, Math.min(body.length, at + 65536)))) {
-        await new Promise<void>((resolve) => {
-          const done = () => {
-            res.off('drain', done);
-            res.off('close', done);
-            resolve();
-          };
-          res.on('drain', done);
-          res.on('close', done);
-        });
-      }
-      // Let the client run between chunks, as a real network would.
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    if (!closed) res.end();
-  };
+async function sendBody(res: ServerResponse, log: Logged, resource: Resource, start: number, end: number, fault: Fault | undefined): Promise<void> {
+  const cutAt = fault && 'at' in fault && typeof fault.at === 'number' ? start + Math.floor((end - start) * fault.at) : end;
+  for (let at = start; at < cutAt && !res.destroyed; at += CHUNK) await write(res, log, resource.read(at, Math.min(cutAt, at + CHUNK)));
+  if (res.destroyed) return;
+  switch (fault?.kind) {
+    case 'drop':
+      return void res.socket?.destroy();
+    case 'close':
+      return void res.socket?.end();
+    case 'stall':
+      return waitForClose(res);
+  }
+  if (fault?.kind !== 'extra') res.end();
 }

@@ -4,9 +4,10 @@
 import { mkdtempSync, openAsBlob, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, describe, expect, test } from 'vitest'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { open, openModel, type Progress } from '../src/node.ts'
 import { FIXTURES_REAL } from './helpers.ts'
+import { rangeHandler, startServer, type TestServer } from './http-server.ts'
 import { buildFile, countingSource, rng } from './read-helpers.ts'
 
 const MODEL = `${FIXTURES_REAL}fluxml__safetensors.jl__model.safetensors`
@@ -130,4 +131,36 @@ test('a failed read is withdrawn from the total, so the sequence still ends at l
 
 test('onProgress must be a function', async () => {
   await expect(open(MODEL, { onProgress: 'yes' as never })).rejects.toThrow(TypeError)
+})
+
+describe('over HTTP', () => {
+  let server: TestServer
+  let dropNext = false
+  beforeAll(async () => {
+    server = await startServer(
+      rangeHandler((path) => (path === '/big.safetensors' ? big.file : undefined), {
+        // One dropped connection half-way through the first tensor read, to check a resumed read's count.
+        fault: (_, log) => (dropNext && log.range !== undefined && !log.range.startsWith('bytes=0-') ? ((dropNext = false), { kind: 'drop', at: 0.5 }) : undefined),
+      }),
+    )
+  })
+  afterAll(() => server.close())
+
+  test.each([false, true])('events name the URL and end at the bytes the server sent (a connection dropped half-way: %s)', async (drop) => {
+    server.clear()
+    const url = `${server.url}big.safetensors`
+    const events: Progress[] = []
+    const file = await open(url, { onProgress: (p) => events.push({ ...p }) })
+    dropNext = drop
+    const readEvents: Progress[] = []
+    await file.getTensor('w', { dtype: 'F32', onProgress: (p) => readEvents.push({ ...p }) })
+    await server.settled()
+    expect(server.log.length).toBe(drop ? 3 : 2)
+    const last = expectWellFormed(events, 'http')
+    expect(last.url).toBe(url)
+    // Every byte counted once, the resumed part included: what the server sent, header and tensor.
+    expect(last.total).toBe(server.bytesSent())
+    expect(expectWellFormed(readEvents, 'http read').total).toBe(24 << 20)
+    expect(readEvents.length).toBeGreaterThan(2)
+  })
 })

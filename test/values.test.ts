@@ -222,6 +222,22 @@ describe.each(valid)('%s', (f) => {
     }
   });
 
+  test("a result's shape is its own: changing it leaves the header and later reads as they were", async () => {
+    const file = await open(bytes());
+    try {
+      const name = g.order[0];
+      const want = g.tensors[name].shape;
+      const results = [await file.getTensor(name), await file.getSlice(name, []), (await file.tensors()[Symbol.asyncIterator]().next()).value!];
+      for (const t of results) {
+        t.shape.push(99);
+        expect(Array.from(file.info(name).shape)).toEqual(want);
+      }
+      expect((await file.getTensor(name)).shape).toEqual(want);
+    } finally {
+      await file.close();
+    }
+  });
+
   test('tensors() yields every tensor in file (data) order with the golden values', async () => {
     const file = await open(path);
     try {

@@ -11,7 +11,7 @@ import { chromium, type Browser, type Page } from 'playwright'
 import { chromiumChoice } from './chromium.ts'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { startInspectorServer } from '../../scripts/inspector.js'
-import { serveFiles, type RangeServer } from './range-server.ts'
+import { serveFiles, type TestServer } from '../http-server.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const REAL = join(ROOT, 'test/fixtures/real')
@@ -230,7 +230,7 @@ describe('inspector', () => {
 
   describe('a 5 GiB sparse file by URL', () => {
     let dir: string
-    let server: RangeServer
+    let server: TestServer
     let parsed: Parsed
 
     beforeAll(async () => {
@@ -255,25 +255,25 @@ describe('inspector', () => {
       const pageCount = await headerBytes(page)
       expect(pageCount).toBeGreaterThanOrEqual(8 + parsed.headerSize)
       expect(pageCount).toBeLessThan(MiB)
-      expect(server.bytesSent).toBeLessThan(MiB)
-      expect(server.bytesSent).toBe(pageCount)
-      expect(server.ranges.every((r) => /^bytes=\d+-\d+$/.test(r)), server.ranges.join(', ')).toBe(true)
+      expect(server.bytesSent()).toBeLessThan(MiB)
+      expect(server.bytesSent()).toBe(pageCount)
+      expect(server.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)), server.ranges().join(', ')).toBe(true)
       await screenshot(page, 'inspector-5gib')
 
       // One small tensor of it: exactly its bytes come over the wire.
       const small = parsed.tensors.find((t) => t.name.endsWith('input_layernorm.weight'))!
-      const before = server.bytesSent
+      const before = server.bytesSent()
       await page.click(`#tensors tbody tr[data-name="${small.name}"] button`)
       await page.locator('#histogram').waitFor({ state: 'visible' })
-      expect(server.bytesSent - before).toBe(small.data_offsets[1] - small.data_offsets[0])
+      expect(server.bytesSent() - before).toBe(small.data_offsets[1] - small.data_offsets[0])
       expect(await page.getAttribute('#stats [data-stat="max"] dd', 'data-value')).toBe('0')
 
       // A tensor above 256 MiB is not read on the first click: the page asks first.
       const big = parsed.tensors.find((t) => t.data_offsets[1] - t.data_offsets[0] > 256 * MiB)!
-      const beforeBig = server.bytesSent
+      const beforeBig = server.bytesSent()
       await page.click(`#tensors tbody tr[data-name="${big.name}"] button`)
       await page.locator('#read-anyway').waitFor({ state: 'visible' })
-      expect(server.bytesSent).toBe(beforeBig)
+      expect(server.bytesSent()).toBe(beforeBig)
       expect(await page.isHidden('#histogram')).toBe(true)
 
       // The page's address keeps the URL, so a link opens the same view.

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url'
 import workerdBinary, { version as workerdVersion } from 'workerd'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
 import { open } from '../../src/node.ts'
-import { serveFiles, type RangeServer } from '../browser/range-server.ts'
+import { serveFiles, type TestServer } from '../http-server.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const FIXTURE = 'fluxml__safetensors.jl__model.safetensors'
@@ -89,7 +89,7 @@ function headerJson(bytes: Uint8Array): { dataStart: number; tensors: Record<str
 
 describe('workerd', () => {
   let dir: string
-  let files: RangeServer
+  let files: TestServer
   let workerd: Awaited<ReturnType<typeof startWorkerd>>
 
   beforeAll(async () => {
@@ -112,7 +112,7 @@ describe('workerd', () => {
   const ask = (params: Record<string, string>) => fetch(`${workerd.url}?${new URLSearchParams(params)}`)
 
   test.each(['bfloat16_3', 'bfloat16_35', 'bfloat16_357'])('%s: BF16 -> F32 in the worker equals the tensor read in Node', async (name) => {
-    files.reset()
+    files.clear()
     const response = await ask({ url: files.url + FIXTURE, tensor: name, dtype: 'F32' })
     expect(response.status, await response.clone().text()).toBe(200)
     const got = new Float32Array(await response.arrayBuffer())
@@ -135,9 +135,9 @@ describe('workerd', () => {
     expect(Array.from(got)).toEqual(Array.from(byHand))
 
     // The worker asked for ranges, never the whole file: the header, then this tensor's bytes.
-    expect(files.ranges.length).toBeGreaterThanOrEqual(2)
-    expect(files.ranges.every((r) => /^bytes=\d+-\d+$/.test(r)), files.ranges.join(', ')).toBe(true)
-    expect(files.ranges.at(-1)).toBe(`bytes=${dataStart + info.data_offsets[0]}-${dataStart + info.data_offsets[1] - 1}`)
+    expect(files.ranges().length).toBeGreaterThanOrEqual(2)
+    expect(files.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)), files.ranges().join(', ')).toBe(true)
+    expect(files.ranges().at(-1)).toBe(`bytes=${dataStart + info.data_offsets[0]}-${dataStart + info.data_offsets[1] - 1}`)
   })
 
   test('an invalid file: the worker gets the SafetensorsError code', async () => {
