@@ -93,7 +93,7 @@ export async function run() {
   let bytesRead = 0
   const counting = { size: source.size, read: async (offset, length) => ((bytesRead += length), source.read(offset, length)) }
   const file = await open(counting)
-  await source.close()
+  await source.close?.()
   console.log(`inspecting it (${file.header.tensors.length} tensors) read ${bytesRead} bytes (target < 1 MiB)`)
 }
 

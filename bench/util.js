@@ -6,6 +6,7 @@ export function median(values) {
 
 /** Runs each variant `rounds` times, interleaved; returns the median milliseconds per variant. */
 export function compare(variants, rounds = 15) {
+  /** @type {Record<string, number[]>} */
   const times = Object.fromEntries(Object.keys(variants).map((k) => [k, []]))
   for (const fn of Object.values(variants)) fn() // warm up
   for (let r = 0; r < rounds; r++) {

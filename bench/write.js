@@ -42,7 +42,7 @@ export async function makeInput({ path, tensors, elements }) {
 export function child(code, args) {
   return new Promise((resolve, reject) => {
     const start = performance.now()
-    execFile(process.execPath, ['--input-type=module', '-e', code, ...args], { maxBuffer: 16 * MiB }, (error, stdout, stderr) => {
+    execFile(process.execPath, ['--input-type=module', '-e', code, ...args], { maxBuffer: 16 * MiB }, (error, _stdout, stderr) => {
       const ms = performance.now() - start
       if (error) return reject(new Error(`child failed (${error.code}): ${stderr}`))
       const line = stderr.split('\n').find((l) => l.startsWith('BENCH '))
@@ -158,13 +158,15 @@ export async function run() {
     await child(BASELINE_CHILD, [BIG.path, `${BIG.path}.baseline.f32.safetensors`, '--dtype', 'F32'])
     bigBaseline = 'ran (unexpectedly)'
   } catch (error) {
-    bigBaseline = /ERR_FS_FILE_TOO_LARGE|RangeError[^\n]*/.exec(error.message)?.[0] ?? error.message.split('\n')[0]
+    const message = /** @type {Error} */ (error).message
+    bigBaseline = /ERR_FS_FILE_TOO_LARGE|RangeError[^\n]*/.exec(message)?.[0] ?? message.split('\n')[0]
   } finally {
     await rm(`${BIG.path}.baseline.f32.safetensors`, { force: true })
   }
   console.log(`fs.readFile + JS loop on the ${(bigSize / 2 ** 30).toFixed(2)} GiB file: fails (${bigBaseline})`)
 
   console.log(`\nsame round trip on a ${mib(smallSize)} MiB BF16 file (${SMALL.tensors} tensors): CLI vs fs.readFile + JS loop + fs.writeFile, median of 3, interleaved`)
+  /** @type {Record<string, Array<Awaited<ReturnType<typeof roundTrip>>>>} */
   const results = { 'CLI convert': [], 'fs.readFile + JS loop': [] }
   for (let round = 0; round < 3; round++) {
     results['CLI convert'].push(await roundTrip('cli', SMALL.path, CLI_CHILD))
