@@ -36,7 +36,7 @@ export async function startInspectorServer({ port = 0 } = {}) {
       response.writeHead(400, { 'Content-Type': 'text/plain' })
       return response.end('malformed URL')
     }
-    let path = resolve(ROOT, '.' + decoded)
+    let path = resolve(ROOT, `.${decoded}`)
     if (pathname.endsWith('/')) path = join(path, 'index.html')
     const allowed = SERVED.some((dir) => path.startsWith(dir))
     if (!allowed || !existsSync(path) || !statSync(path).isFile() || (request.method !== 'GET' && request.method !== 'HEAD')) {
@@ -53,14 +53,16 @@ export async function startInspectorServer({ port = 0 } = {}) {
   })
   await new Promise((resolveListen, reject) => {
     server.once('error', reject)
-    server.listen(port, '127.0.0.1', resolveListen)
+    server.listen(Number(port), '127.0.0.1', () => resolveListen(undefined))
   })
+  const { port: listening } = /** @type {import('node:net').AddressInfo} */ (server.address())
   return {
-    url: `http://127.0.0.1:${server.address().port}/inspector/`,
-    close: () => new Promise((resolveClose) => {
-      server.closeAllConnections()
-      server.close(() => resolveClose())
-    }),
+    url: `http://127.0.0.1:${listening}/inspector/`,
+    close: () =>
+      new Promise((resolveClose) => {
+        server.closeAllConnections()
+        server.close(() => resolveClose(undefined))
+      }),
   }
 }
 
@@ -81,7 +83,9 @@ function buildIfNeeded() {
   console.log('dist/ is missing or older than src/ and assembly/: building')
   // Under `npm run`, npm_execpath is npm's own script: run the same npm, whatever PATH says.
   const npm = process.env.npm_execpath
-  const result = npm ? spawnSync(process.execPath, [npm, 'run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' }) : spawnSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' })
+  const result = npm
+    ? spawnSync(process.execPath, [npm, 'run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' })
+    : spawnSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' })
   if (result.status !== 0) process.exit(result.status ?? 1)
 }
 

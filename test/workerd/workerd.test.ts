@@ -3,13 +3,13 @@
 // condition, opens a fixture served over loopback HTTP by open(url) (Range requests through fetch), and
 // returns a converted tensor. workerd refuses to compile wasm from bytes at run time, so this is the only
 // way to know that entry works.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import workerdBinary, { version as workerdVersion } from 'workerd'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
+import workerdBinary, { version as workerdVersion } from 'workerd'
 import { open } from '../../src/node.ts'
 import { serveFiles, type TestServer } from '../http-server.ts'
 
@@ -21,7 +21,10 @@ const INVALID_PATH = join(ROOT, 'test/fixtures/real/invalid', INVALID)
 
 /** What `import 'safetensors-wasm'` means under the `workerd` condition, resolved by Node itself. */
 function resolveWorkerdEntry(): string {
-  const url = execFileSync(process.execPath, ['--conditions=workerd', '--input-type=module', '-e', "console.log(import.meta.resolve('safetensors-wasm'))"], { cwd: ROOT, encoding: 'utf8' })
+  const url = execFileSync(process.execPath, ['--conditions=workerd', '--input-type=module', '-e', "console.log(import.meta.resolve('safetensors-wasm'))"], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  })
   return fileURLToPath(url.trim())
 }
 
@@ -136,7 +139,10 @@ describe('workerd', () => {
 
     // The worker asked for ranges, never the whole file: the header, then this tensor's bytes.
     expect(files.ranges().length).toBeGreaterThanOrEqual(2)
-    expect(files.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)), files.ranges().join(', ')).toBe(true)
+    expect(
+      files.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)),
+      files.ranges().join(', '),
+    ).toBe(true)
     expect(files.ranges().at(-1)).toBe(`bytes=${dataStart + info.data_offsets[0]}-${dataStart + info.data_offsets[1] - 1}`)
   })
 
