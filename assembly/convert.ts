@@ -519,55 +519,41 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
   return v128.or(result, v128.andnot(bits, splat(W_ABS)));
 }
 
-@inline function bf16To(to: u32, src: usize, dst: usize, count: usize): void {
+// The F32 bits of elements i..i+3 (`high` false) or i+4..i+7 (`high` true) of BF16, F16, F32 or F64.
+@inline function ieeeBitsX4(from: u32, to: u32, src: usize, i: usize, high: bool): v128 {
+  if (from == F64) {
+    let at = src + (i << 3) + (high ? 32 : 0);
+    return f64BitsX4(to, v128.load(at), v128.load(at, 16));
+  }
+  if (from == F32) return v128.load(src + (i << 2) + (high ? 16 : 0));
+  let bits = v128.load(src + (i << 1));
+  if (from == F16) return f16BitsX4(high ? i32x4.extend_high_i16x8_u(bits) : i32x4.extend_low_i16x8_u(bits));
+  return high ? bf16HighHalf(bits) : bf16LowHalf(bits);
+}
+
+@inline function ieeeBits(from: u32, to: u32, src: usize, i: usize): u32 {
+  if (from == F64) return f64Bits(to, load<f64>(src + (i << 3)));
+  if (from == F32) return load<u32>(src + (i << 2));
+  let h = <u32>load<u16>(src + (i << 1));
+  return from == F16 ? f16Bits(h) : h << 16;
+}
+
+// BF16, F16, F32, F64: eight elements a step, all loaded before any is stored.
+@inline function ieeeTo(from: u32, to: u32, src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
   if (ASC_FEATURE_SIMD) {
-    if (to == F16) prepareBf16ToF16();
+    let direct = from == BF16 && to == F16;
+    if (from == F16) prepareF16();
+    if (from == F64) prepareF64();
+    if (direct) prepareBf16ToF16();
     else prepareTarget(to);
     for (; i + 8 <= count; i += 8) {
-      let bits = v128.load(src + (i << 1));
-      if (to == F16) v128.store(dst + (i << 1), bf16ToF16X8(bits));
-      else store8(to, bf16LowHalf(bits), bf16HighHalf(bits), dst + (i << outShift(to)));
+      let at = dst + (i << outShift(to));
+      if (direct) v128.store(at, bf16ToF16X8(v128.load(src + (i << 1))));
+      else store8(to, ieeeBitsX4(from, to, src, i, false), ieeeBitsX4(from, to, src, i, true), at);
     }
   }
-  for (; i < count; i++) storeElement(to, dst, i, <u32>load<u16>(src + (i << 1)) << 16);
-}
-
-@inline function f16To(to: u32, src: usize, dst: usize, count: usize): void {
-  let i: usize = 0;
-  if (ASC_FEATURE_SIMD) {
-    prepareF16();
-    prepareTarget(to);
-    for (; i + 8 <= count; i += 8) {
-      let bits = v128.load(src + (i << 1));
-      store8(to, f16BitsX4(i32x4.extend_low_i16x8_u(bits)), f16BitsX4(i32x4.extend_high_i16x8_u(bits)), dst + (i << outShift(to)));
-    }
-  }
-  for (; i < count; i++) storeElement(to, dst, i, f16Bits(load<u16>(src + (i << 1))));
-}
-
-@inline function f32To(to: u32, src: usize, dst: usize, count: usize): void {
-  let i: usize = 0;
-  if (ASC_FEATURE_SIMD) {
-    prepareTarget(to);
-    for (; i + 8 <= count; i += 8) store8(to, v128.load(src + (i << 2)), v128.load(src + (i << 2), 16), dst + (i << 1));
-  }
-  for (; i < count; i++) storeElement(to, dst, i, load<u32>(src + (i << 2)));
-}
-
-@inline function f64To(to: u32, src: usize, dst: usize, count: usize): void {
-  let i: usize = 0;
-  if (ASC_FEATURE_SIMD) {
-    prepareF64();
-    prepareTarget(to);
-    for (; i + 8 <= count; i += 8) {
-      let at = src + (i << 3);
-      let low = f64BitsX4(to, v128.load(at), v128.load(at, 16));
-      let high = f64BitsX4(to, v128.load(at, 32), v128.load(at, 48));
-      store8(to, low, high, dst + (i << outShift(to)));
-    }
-  }
-  for (; i < count; i++) storeElement(to, dst, i, f64Bits(to, load<f64>(src + (i << 3))));
+  for (; i < count; i++) storeElement(to, dst, i, ieeeBits(from, to, src, i));
 }
 
 // 16-bit integers; `signed` is a compile-time constant after inlining.
@@ -611,10 +597,10 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
 // Every float source to `to` (F32, F16 or BF16; identities are the caller's copy); false if `from` is not
 // a float. Each branch passes its kind as a literal so that the kernel is compiled for it.
 @inline function floatTo(to: u32, from: u32, src: usize, dst: usize, count: usize): bool {
-  if (from == BF16 && to != BF16) bf16To(to, src, dst, count);
-  else if (from == F16 && to != F16) f16To(to, src, dst, count);
-  else if (from == F32 && to != F32) f32To(to, src, dst, count);
-  else if (from == F64) f64To(to, src, dst, count);
+  if (from == BF16 && to != BF16) ieeeTo(BF16, to, src, dst, count);
+  else if (from == F16 && to != F16) ieeeTo(F16, to, src, dst, count);
+  else if (from == F32 && to != F32) ieeeTo(F32, to, src, dst, count);
+  else if (from == F64) ieeeTo(F64, to, src, dst, count);
   else if (from == F4) f4To(to, src, dst, count);
   else if (from == F6_E2M3) f6To(F6_E2M3, to, src, dst, count);
   else if (from == F6_E3M2) f6To(F6_E3M2, to, src, dst, count);
