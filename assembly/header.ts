@@ -3,59 +3,32 @@
 // JS copies the N header bytes to `input` and calls scanHeader. The scanner checks UTF-8, JSON and the
 // schema while appending fixed-size entries to a log that grows behind the input, then dedupes every key
 // with a hash table, sorts tensors by (begin, end) and runs the per-tensor checks. The log is the table JS
-// reads (layout documented in src/header.ts, which must stay in step with the constants below).
+// reads; its layout, the result table's and the status and reason codes are in assembly/boundary.ts.
 // Nothing here allocates through the AssemblyScript runtime: memory above the input belongs to this call.
 
 import { matchDtype, dtypeBits } from './dtypes';
+import {
+  DIMS_COUNT, DIMS_VALUES, ENTRY_KEY_END, ENTRY_KEY_START, ENTRY_OBJECT, ENTRY_TAG, ESCAPED, KEY_SIZE, RESULT_A,
+  RESULT_AT, RESULT_B, RESULT_C, RESULT_METADATA_END, RESULT_METADATA_END16, RESULT_METADATA_START, RESULT_METADATA_START16,
+  RESULT_ORDER, RESULT_REASON, RESULT_SIZE, RESULT_STATUS, RESULT_TENSOR, RESULT_TENSOR_COUNT, TENSOR_BEGIN, TENSOR_DIMS,
+  TENSOR_DTYPE, TENSOR_END, TENSOR_KEY16_END, TENSOR_KEY16_START, TENSOR_SIZE,
+  STATUS_OK as OK, STATUS_INVALID_HEADER as INVALID_HEADER, STATUS_INVALID_HEADER_DESERIALIZATION as INVALID_HEADER_DESERIALIZATION,
+  STATUS_INVALID_OFFSET as INVALID_OFFSET, STATUS_VALIDATION_OVERFLOW as VALIDATION_OVERFLOW, STATUS_MISALIGNED_SLICE as MISALIGNED_SLICE,
+  STATUS_TENSOR_INVALID_INFO as TENSOR_INVALID_INFO, STATUS_METADATA_INCOMPLETE_BUFFER as METADATA_INCOMPLETE_BUFFER,
+  STATUS_OUT_OF_MEMORY as OUT_OF_MEMORY,
+  R_BAD_ESCAPE, R_BAD_VALUE, R_BIT_COUNT, R_CONTROL_CHAR, R_DTYPE_NOT_STRING, R_DUPLICATE_KEY, R_EXPECTED_COLON,
+  R_EXPECTED_COMMA_OR_BRACE, R_EXPECTED_COMMA_OR_BRACKET, R_EXPECTED_KEY, R_EXPECTED_OBJECT, R_EXPECTED_UINT, R_INT_TOO_LARGE,
+  R_INVALID_UTF8, R_LONE_SURROGATE, R_METADATA_NOT_OBJECT, R_METADATA_VALUE_NOT_STRING, R_MISSING_FIELD, R_NOT_PLAIN_INT,
+  R_NOT_SAFE_INTEGER, R_OFFSETS_NOT_ARRAY, R_OFFSETS_NOT_TWO, R_SHAPE_NOT_ARRAY, R_SHAPE_PRODUCT, R_TENSOR_NOT_OBJECT,
+  R_TOO_DEEP, R_TRAILING, R_UNKNOWN_DTYPE,
+} from './boundary';
 
-// Status codes, in the order of STATUS in src/header.ts.
-const OK: i32 = 0;
-const INVALID_HEADER: i32 = 1;
-const INVALID_HEADER_DESERIALIZATION: i32 = 2;
-const INVALID_OFFSET: i32 = 3;
-const VALIDATION_OVERFLOW: i32 = 4;
-const MISALIGNED_SLICE: i32 = 5;
-const TENSOR_INVALID_INFO: i32 = 6;
-const METADATA_INCOMPLETE_BUFFER: i32 = 7;
-const OUT_OF_MEMORY: i32 = 8;
+const RESULT = memory.data(RESULT_SIZE, 8);
 
-// Reasons for InvalidHeaderDeserialization and ValidationOverflow, in the order of REASONS in src/header.ts.
-const R_EXPECTED_OBJECT: i32 = 1;
-const R_EXPECTED_KEY: i32 = 2;
-const R_EXPECTED_COLON: i32 = 3;
-const R_EXPECTED_COMMA_OR_BRACE: i32 = 4;
-const R_EXPECTED_COMMA_OR_BRACKET: i32 = 5;
-const R_TRAILING: i32 = 6;
-const R_CONTROL_CHAR: i32 = 7;
-const R_BAD_ESCAPE: i32 = 8;
-const R_LONE_SURROGATE: i32 = 9;
-const R_BAD_VALUE: i32 = 10;
-const R_EXPECTED_UINT: i32 = 11;
-const R_NOT_PLAIN_INT: i32 = 12;
-const R_INT_TOO_LARGE: i32 = 13;
-const R_TOO_DEEP: i32 = 14;
-const R_METADATA_NOT_OBJECT: i32 = 15;
-const R_METADATA_VALUE_NOT_STRING: i32 = 16;
-const R_TENSOR_NOT_OBJECT: i32 = 17;
-const R_DTYPE_NOT_STRING: i32 = 18;
-const R_UNKNOWN_DTYPE: i32 = 19;
-const R_SHAPE_NOT_ARRAY: i32 = 20;
-const R_OFFSETS_NOT_ARRAY: i32 = 21;
-const R_OFFSETS_NOT_TWO: i32 = 22;
-const R_MISSING_FIELD: i32 = 23;
-const R_DUPLICATE_KEY: i32 = 24;
-const R_INVALID_UTF8: i32 = 25;
-const R_SHAPE_PRODUCT: i32 = 26;
-const R_BIT_COUNT: i32 = 27;
-const R_NOT_SAFE_INTEGER: i32 = 28;
-
-// Log entry tags and sizes. A tensor entry is followed later in the log by its dims entry.
+// Log entry tags. A tensor entry is followed later in the log by its dims entry.
 const TAG_TENSOR: u32 = 1;
 const TAG_KEY: u32 = 2;
 const TAG_DIMS: u32 = 3;
-const TENSOR_SIZE: usize = 48;
-const KEY_SIZE: usize = 16;
-const ESCAPED: u32 = 0x80000000;
 
 const TOP_OBJECT: u32 = 1;
 const MAX_DEPTH: i32 = 64;
@@ -67,7 +40,6 @@ const F_DTYPE: u32 = 1;
 const F_SHAPE: u32 = 2;
 const F_OFFSETS: u32 = 4;
 
-const RESULT = memory.data(96, 8);
 const STACK = memory.data(MAX_DEPTH * 4, 4);
 const LIT_DTYPE = memory.data<u8>([0x64, 0x74, 0x79, 0x70, 0x65]);
 const LIT_SHAPE = memory.data<u8>([0x73, 0x68, 0x61, 0x70, 0x65]);
@@ -310,10 +282,10 @@ function decodedText(start: u32, end: u32, escaped: bool, scratch: usize): bool 
 
 function addKey(object: u32, start: u32, end: u32, escaped: bool): bool {
   if (!reserve(KEY_SIZE)) return false;
-  store<u32>(top, TAG_KEY);
-  store<u32>(top, object, 4);
-  store<u32>(top, start, 8);
-  store<u32>(top, end | (escaped ? ESCAPED : 0), 12);
+  store<u32>(top, TAG_KEY, ENTRY_TAG);
+  store<u32>(top, object, ENTRY_OBJECT);
+  store<u32>(top, start, ENTRY_KEY_START);
+  store<u32>(top, end | (escaped ? ESCAPED : 0), ENTRY_KEY_END);
   top += KEY_SIZE;
   keyCount++;
   return true;
@@ -475,9 +447,9 @@ function parseShape(record: usize): bool {
     } while (nextItem(0x5d));
     if (status != OK) return false;
   }
-  store<u32>(dims, TAG_DIMS);
-  store<u32>(dims, ndim, 4);
-  store<u32>(record, <u32>dims, 28);
+  store<u32>(dims, TAG_DIMS, ENTRY_TAG);
+  store<u32>(dims, ndim, DIMS_COUNT);
+  store<u32>(record, <u32>dims, TENSOR_DIMS);
   return true;
 }
 
@@ -486,10 +458,10 @@ function parseOffsets(record: usize): bool {
   let at = pos;
   if (openArray()) return fail(INVALID_HEADER_DESERIALIZATION, R_OFFSETS_NOT_TWO, at);
   if (!parseUint()) return false;
-  store<u64>(record, number, 32);
+  store<u64>(record, number, TENSOR_BEGIN);
   if (!nextItem(0x5d)) return status == OK ? fail(INVALID_HEADER_DESERIALIZATION, R_OFFSETS_NOT_TWO, at) : false;
   if (!parseUint()) return false;
-  store<u64>(record, number, 40);
+  store<u64>(record, number, TENSOR_END);
   if (nextItem(0x5d)) return fail(INVALID_HEADER_DESERIALIZATION, R_OFFSETS_NOT_TWO, at);
   return status == OK;
 }
@@ -500,7 +472,7 @@ function parseDtype(record: usize): bool {
   if (!scanString() || !decodedText(strStart, strEnd, strEscaped, top)) return false;
   let dtype = matchDtype(textPtr, textLen);
   if (dtype < 0) return fail(INVALID_HEADER_DESERIALIZATION, R_UNKNOWN_DTYPE, at);
-  store<u32>(record, <u32>dtype, 24);
+  store<u32>(record, <u32>dtype, TENSOR_DTYPE);
   return true;
 }
 
@@ -511,12 +483,12 @@ function parseTensor(keyStart: u32, keyEnd: u32, keyEscaped: bool, key16Start: u
   if (!reserve(TENSOR_SIZE)) return false;
   let record = top;
   top += TENSOR_SIZE;
-  store<u32>(record, TAG_TENSOR);
-  store<u32>(record, TOP_OBJECT, 4);
-  store<u32>(record, keyStart, 8);
-  store<u32>(record, keyEnd | (keyEscaped ? ESCAPED : 0), 12);
-  store<u32>(record, key16Start, 16);
-  store<u32>(record, keyEnd - delta, 20);
+  store<u32>(record, TAG_TENSOR, ENTRY_TAG);
+  store<u32>(record, TOP_OBJECT, ENTRY_OBJECT);
+  store<u32>(record, keyStart, ENTRY_KEY_START);
+  store<u32>(record, keyEnd | (keyEscaped ? ESCAPED : 0), ENTRY_KEY_END);
+  store<u32>(record, key16Start, TENSOR_KEY16_START);
+  store<u32>(record, keyEnd - delta, TENSOR_KEY16_END);
   tensorCount++;
   let object = ++objects;
   let seen: u32 = 0;
@@ -549,7 +521,7 @@ function parseTensor(keyStart: u32, keyEnd: u32, keyEscaped: bool, key16Start: u
     pos++;
   }
   if (seen != (F_DTYPE | F_SHAPE | F_OFFSETS)) {
-    store<u64>(RESULT, <u64>seen, 48);
+    store<u64>(RESULT, <u64>seen, RESULT_A);
     return fail(INVALID_HEADER_DESERIALIZATION, R_MISSING_FIELD, objectAt);
   }
   return true;
@@ -563,8 +535,8 @@ function parseMetadata(): bool {
     return true;
   }
   if (c != 0x7b) return syntax(R_METADATA_NOT_OBJECT);
-  store<u32>(RESULT, pos, 24);
-  store<u32>(RESULT, pos - delta, 32);
+  store<u32>(RESULT, pos, RESULT_METADATA_START);
+  store<u32>(RESULT, pos - delta, RESULT_METADATA_START16);
   let object = ++objects;
   pos++;
   skipWs();
@@ -579,8 +551,8 @@ function parseMetadata(): bool {
   } else {
     pos++;
   }
-  store<u32>(RESULT, pos, 28);
-  store<u32>(RESULT, pos - delta, 36);
+  store<u32>(RESULT, pos, RESULT_METADATA_END);
+  store<u32>(RESULT, pos - delta, RESULT_METADATA_END16);
   return true;
 }
 
@@ -637,9 +609,9 @@ function hashBytes(p: usize, len: u32, seed: u64): u64 {
 
 // Both tensor and key entries hold the object id at +4 and the key span at +8/+12.
 function sameKey(a: usize, b: usize, scratch: usize): bool {
-  if (load<u32>(a, 4) != load<u32>(b, 4)) return false;
-  let aEnd = load<u32>(a, 12), bEnd = load<u32>(b, 12);
-  let aStart = load<u32>(a, 8), bStart = load<u32>(b, 8);
+  if (load<u32>(a, ENTRY_OBJECT) != load<u32>(b, ENTRY_OBJECT)) return false;
+  let aEnd = load<u32>(a, ENTRY_KEY_END), bEnd = load<u32>(b, ENTRY_KEY_END);
+  let aStart = load<u32>(a, ENTRY_KEY_START), bStart = load<u32>(b, ENTRY_KEY_START);
   if (((aEnd | bEnd) & ESCAPED) == 0) {
     let len = aEnd - aStart;
     return len == bEnd - bStart && memory.compare(base + aStart, base + bStart, len) == 0;
@@ -663,16 +635,16 @@ function dedupe(logStart: usize, logEnd: usize): bool {
   let scratch = top;
   let entry = logStart;
   while (entry < logEnd) {
-    let tag = load<u32>(entry);
+    let tag = load<u32>(entry, ENTRY_TAG);
     if (tag == TAG_DIMS) {
-      entry += 8 + (<usize>load<u32>(entry, 4) << 3);
+      entry += DIMS_VALUES + (<usize>load<u32>(entry, DIMS_COUNT) << 3);
       continue;
     }
     let next = entry + (tag == TAG_TENSOR ? TENSOR_SIZE : KEY_SIZE);
-    let start = load<u32>(entry, 8), end = load<u32>(entry, 12);
+    let start = load<u32>(entry, ENTRY_KEY_START), end = load<u32>(entry, ENTRY_KEY_END);
     let escaped = (end & ESCAPED) != 0;
     if (!decodedText(start, end & ~ESCAPED, escaped, scratch)) return false;
-    let hash = <u32>hashBytes(textPtr, textLen, <u64>load<u32>(entry, 4));
+    let hash = <u32>hashBytes(textPtr, textLen, <u64>load<u32>(entry, ENTRY_OBJECT));
     let slot = hash & mask;
     while (true) {
       let at = table + (<usize>slot << 3);
@@ -683,8 +655,8 @@ function dedupe(logStart: usize, logEnd: usize): bool {
         break;
       }
       if (load<u32>(at) == hash && sameKey(other, entry, scratch)) {
-        store<u64>(RESULT, start, 48);
-        store<u64>(RESULT, end & ~ESCAPED, 56);
+        store<u64>(RESULT, start, RESULT_A);
+        store<u64>(RESULT, end & ~ESCAPED, RESULT_B);
         return fail(INVALID_HEADER_DESERIALIZATION, R_DUPLICATE_KEY, start - 1);
       }
       if (status != OK) return false;
@@ -696,8 +668,8 @@ function dedupe(logStart: usize, logEnd: usize): bool {
 }
 
 @inline function lessOffsets(a: usize, b: usize): bool {
-  let ab = load<u64>(a, 32), bb = load<u64>(b, 32);
-  return ab < bb || (ab == bb && load<u64>(a, 40) < load<u64>(b, 40));
+  let ab = load<u64>(a, TENSOR_BEGIN), bb = load<u64>(b, TENSOR_BEGIN);
+  return ab < bb || (ab == bb && load<u64>(a, TENSOR_END) < load<u64>(b, TENSOR_END));
 }
 
 // Stable bottom-up merge sort of tensor entry pointers by (begin, end); returns where the result is.
@@ -733,11 +705,11 @@ function sortByOffsets(list: usize, spare: usize, count: u32): usize {
 }
 
 function tensorFail(code: i32, why: i32, record: usize, a: u64, b: u64, c: u64): bool {
-  store<u32>(RESULT, <u32>record, 12);
-  store<u64>(RESULT, a, 48);
-  store<u64>(RESULT, b, 56);
-  store<u64>(RESULT, c, 64);
-  return fail(code, why, load<u32>(record, 8) - 1);
+  store<u32>(RESULT, <u32>record, RESULT_TENSOR);
+  store<u64>(RESULT, a, RESULT_A);
+  store<u64>(RESULT, b, RESULT_B);
+  store<u64>(RESULT, c, RESULT_C);
+  return fail(code, why, load<u32>(record, ENTRY_KEY_START) - 1);
 }
 
 // The per-tensor rules, in data order; then the file size. Numbers JS reads become f64 in place.
@@ -748,29 +720,29 @@ function validate(logStart: usize, logEnd: usize, fileSize: u64): bool {
   top += <usize>tensorCount << 3;
   let k: u32 = 0;
   for (let entry = logStart; entry < logEnd; ) {
-    let tag = load<u32>(entry);
+    let tag = load<u32>(entry, ENTRY_TAG);
     if (tag == TAG_TENSOR) store<u32>(list + (<usize>(k++) << 2), <u32>entry);
-    entry += tag == TAG_TENSOR ? TENSOR_SIZE : tag == TAG_KEY ? KEY_SIZE : 8 + (<usize>load<u32>(entry, 4) << 3);
+    entry += tag == TAG_TENSOR ? TENSOR_SIZE : tag == TAG_KEY ? KEY_SIZE : DIMS_VALUES + (<usize>load<u32>(entry, DIMS_COUNT) << 3);
   }
   let order = sortByOffsets(list, spare, tensorCount);
-  store<u32>(RESULT, <u32>order, 20);
+  store<u32>(RESULT, <u32>order, RESULT_ORDER);
   let previousEnd: u64 = 0;
   for (let i: u32 = 0; i < tensorCount; i++) {
     let record = <usize>load<u32>(order + (<usize>i << 2));
-    let begin = load<u64>(record, 32), end = load<u64>(record, 40);
+    let begin = load<u64>(record, TENSOR_BEGIN), end = load<u64>(record, TENSOR_END);
     if (begin != previousEnd || end < begin) return tensorFail(INVALID_OFFSET, 0, record, begin, end, previousEnd);
     previousEnd = end;
-    let dims = <usize>load<u32>(record, 28);
-    let ndim = load<u32>(dims, 4);
+    let dims = <usize>load<u32>(record, TENSOR_DIMS);
+    let ndim = load<u32>(dims, DIMS_COUNT);
     let elements: u64 = 1;
     let largest: u64 = 0;
     for (let d: u32 = 0; d < ndim; d++) {
-      let dim = load<u64>(dims + 8 + (<usize>d << 3));
+      let dim = load<u64>(dims + DIMS_VALUES + (<usize>d << 3));
       if (dim != 0 && elements > <u64>-1 / dim) return tensorFail(VALIDATION_OVERFLOW, R_SHAPE_PRODUCT, record, elements, dim, 0);
       elements *= dim;
       largest = max(largest, dim);
     }
-    let bitsPer = <u64>dtypeBits(load<u32>(record, 24));
+    let bitsPer = <u64>dtypeBits(load<u32>(record, TENSOR_DTYPE));
     if (elements > <u64>-1 / bitsPer) return tensorFail(VALIDATION_OVERFLOW, R_BIT_COUNT, record, elements, bitsPer, 0);
     let bits = elements * bitsPer;
     let bytes = bits >> 3;
@@ -778,17 +750,17 @@ function validate(logStart: usize, logEnd: usize, fileSize: u64): bool {
     if (notSafe != 0) return tensorFail(VALIDATION_OVERFLOW, R_NOT_SAFE_INTEGER, record, notSafe, 0, 0);
     if ((bits & 7) != 0) return tensorFail(MISALIGNED_SLICE, 0, record, elements, bitsPer, 0);
     if (end - begin != bytes) return tensorFail(TENSOR_INVALID_INFO, 0, record, end - begin, bytes, elements);
-    store<f64>(record + 32, <f64>begin);
-    store<f64>(record + 40, <f64>end);
+    store<f64>(record, <f64>begin, TENSOR_BEGIN);
+    store<f64>(record, <f64>end, TENSOR_END);
     for (let d: u32 = 0; d < ndim; d++) {
-      let at = dims + 8 + (<usize>d << 3);
+      let at = dims + DIMS_VALUES + (<usize>d << 3);
       store<f64>(at, <f64>load<u64>(at));
     }
   }
   let total = previousEnd + 8 + <u64>n;
   if (total != fileSize) {
-    store<u64>(RESULT, total, 48);
-    store<u64>(RESULT, fileSize, 56);
+    store<u64>(RESULT, total, RESULT_A);
+    store<u64>(RESULT, fileSize, RESULT_B);
     return fail(METADATA_INCOMPLETE_BUFFER, 0, n);
   }
   return true;
@@ -808,8 +780,8 @@ export function scanHeader(input: usize, length: u32, fileSize: f64): i32 {
   tensorCount = 0;
   keyCount = 0;
   limit = <usize>memory.size() << 16;
-  memory.fill(RESULT, 0, 96);
-  store<u32>(RESULT, <u32>-1, 24);
+  memory.fill(RESULT, 0, RESULT_SIZE);
+  store<u32>(RESULT, <u32>-1, RESULT_METADATA_START);
   top = input + length;
   if (reserve(SENTINEL + 8)) {
     memory.fill(top, 0, SENTINEL);
@@ -823,9 +795,9 @@ export function scanHeader(input: usize, length: u32, fileSize: f64): i32 {
     let logEnd = top;
     if (ok && dedupe(logStart, logEnd)) validate(logStart, logEnd, <u64>fileSize);
   }
-  store<i32>(RESULT, status);
-  store<i32>(RESULT, reason, 4);
-  store<u32>(RESULT, errPos, 8);
-  store<u32>(RESULT, tensorCount, 16);
+  store<i32>(RESULT, status, RESULT_STATUS);
+  store<i32>(RESULT, reason, RESULT_REASON);
+  store<u32>(RESULT, errPos, RESULT_AT);
+  store<u32>(RESULT, tensorCount, RESULT_TENSOR_COUNT);
   return status;
 }

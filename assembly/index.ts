@@ -13,3 +13,5 @@ export function heapBase(): usize {
 }
 export { convertKernel, floatFormat, byteSwap16, byteSwap32, byteSwap64 } from './convert';
 export { statsPtr, statsReset, statsFirstPass, statsSecondPass } from './stats';
+// The layout of the scanner's results and its codes, as wasm globals that src/header.ts reads by name.
+export * from './boundary';

@@ -1,9 +1,10 @@
 // parseHeader: the length prefix is checked here, everything after it by the wasm scanner
-// (assembly/header.ts), whose table this module decodes into a Header.
+// (assembly/header.ts), whose table this module decodes into a Header; the table's layout and the
+// scanner's codes are defined once, in assembly/boundary.ts, and read from the module's globals.
 import { DTYPES, type DType } from './dtypes.ts'
 import { type ErrorCode, SafetensorsError } from './errors.ts'
 import { type RangeSource, readInto } from './source.ts'
-import { reserveMemory, sharedCore, trimSharedCore } from './wasm.ts'
+import { type CoreExports, reserveMemory, sharedCore, trimSharedCore } from './wasm.ts'
 
 /** The reference implementation's limit on the JSON header length. */
 export const MAX_HEADER_SIZE = 100_000_000
@@ -67,52 +68,97 @@ export function readHeaderSize(prefix: Uint8Array, fileSize: number): number {
   return Number(n)
 }
 
-const STATUS: ErrorCode[] = [
-  'InvalidHeader',
-  'InvalidHeader',
-  'InvalidHeaderDeserialization',
-  'InvalidOffset',
-  'ValidationOverflow',
-  'MisalignedSlice',
-  'TensorInvalidInfo',
-  'MetadataIncompleteBuffer',
-  'HeaderTooLarge',
-]
-const OUT_OF_MEMORY = 8
+/** The error each status of the scanner gives, by the status's name in assembly/boundary.ts. */
+export const STATUS_ERRORS = {
+  STATUS_INVALID_HEADER: 'InvalidHeader',
+  STATUS_INVALID_HEADER_DESERIALIZATION: 'InvalidHeaderDeserialization',
+  STATUS_INVALID_OFFSET: 'InvalidOffset',
+  STATUS_VALIDATION_OVERFLOW: 'ValidationOverflow',
+  STATUS_MISALIGNED_SLICE: 'MisalignedSlice',
+  STATUS_TENSOR_INVALID_INFO: 'TensorInvalidInfo',
+  STATUS_METADATA_INCOMPLETE_BUFFER: 'MetadataIncompleteBuffer',
+  STATUS_OUT_OF_MEMORY: 'HeaderTooLarge',
+} as const satisfies Record<string, ErrorCode>
 
-// Indexed by the scanner's R_* constants.
-const REASONS = [
-  '',
-  'expected the header to be a JSON object',
-  'expected a string key',
-  "expected ':' after the key",
-  "expected ',' or '}'",
-  "expected ',' or ']'",
-  'unexpected characters after the header object',
-  'control character in a string (it must be escaped)',
-  'invalid escape sequence',
-  'lone surrogate escape (\\uD800-\\uDFFF must form a pair)',
-  'invalid JSON value',
-  'expected a non-negative integer',
-  'not a plain integer (no sign, fraction, exponent or leading zero)',
-  'integer does not fit in 64 bits',
-  'values nested deeper than 64 levels',
-  '__metadata__ must be null or an object',
-  '__metadata__ values must be strings',
-  'a tensor entry must be an object',
-  'dtype must be a string',
-  `unknown dtype (expected one of ${DTYPES.join(', ')})`,
-  'shape must be an array of integers',
-  'data_offsets must be an array',
-  'data_offsets must hold exactly two integers',
-  'missing field',
-  'duplicate key',
-  'invalid UTF-8',
-]
-const R_MISSING_FIELD = 23
-const R_DUPLICATE_KEY = 24
-const R_SHAPE_PRODUCT = 26
-const R_BIT_COUNT = 27
+/** What each reason of the scanner says, by the reason's name in assembly/boundary.ts. */
+export const REASON_TEXT = {
+  R_EXPECTED_OBJECT: 'expected the header to be a JSON object',
+  R_EXPECTED_KEY: 'expected a string key',
+  R_EXPECTED_COLON: "expected ':' after the key",
+  R_EXPECTED_COMMA_OR_BRACE: "expected ',' or '}'",
+  R_EXPECTED_COMMA_OR_BRACKET: "expected ',' or ']'",
+  R_TRAILING: 'unexpected characters after the header object',
+  R_CONTROL_CHAR: 'control character in a string (it must be escaped)',
+  R_BAD_ESCAPE: 'invalid escape sequence',
+  R_LONE_SURROGATE: 'lone surrogate escape (\\uD800-\\uDFFF must form a pair)',
+  R_BAD_VALUE: 'invalid JSON value',
+  R_EXPECTED_UINT: 'expected a non-negative integer',
+  R_NOT_PLAIN_INT: 'not a plain integer (no sign, fraction, exponent or leading zero)',
+  R_INT_TOO_LARGE: 'integer does not fit in 64 bits',
+  R_TOO_DEEP: 'values nested deeper than 64 levels',
+  R_METADATA_NOT_OBJECT: '__metadata__ must be null or an object',
+  R_METADATA_VALUE_NOT_STRING: '__metadata__ values must be strings',
+  R_TENSOR_NOT_OBJECT: 'a tensor entry must be an object',
+  R_DTYPE_NOT_STRING: 'dtype must be a string',
+  R_UNKNOWN_DTYPE: `unknown dtype (expected one of ${DTYPES.join(', ')})`,
+  R_SHAPE_NOT_ARRAY: 'shape must be an array of integers',
+  R_OFFSETS_NOT_ARRAY: 'data_offsets must be an array',
+  R_OFFSETS_NOT_TWO: 'data_offsets must hold exactly two integers',
+  R_MISSING_FIELD: 'missing field',
+  R_DUPLICATE_KEY: 'duplicate key',
+  R_INVALID_UTF8: 'invalid UTF-8',
+  R_SHAPE_PRODUCT: "the shape's element count overflows 64 bits",
+  R_BIT_COUNT: 'the bit count overflows 64 bits',
+  R_NOT_SAFE_INTEGER: 'a number is larger than a JavaScript safe integer (2^53 - 1)',
+} as const
+
+/** The byte offsets of the scanner's result table and log entries that this module reads (assembly/boundary.ts). */
+const LAYOUT = [
+  'RESULT_REASON',
+  'RESULT_AT',
+  'RESULT_TENSOR',
+  'RESULT_TENSOR_COUNT',
+  'RESULT_ORDER',
+  'RESULT_METADATA_START',
+  'RESULT_METADATA_START16',
+  'RESULT_METADATA_END16',
+  'RESULT_A',
+  'RESULT_B',
+  'RESULT_C',
+  'ENTRY_KEY_START',
+  'ENTRY_KEY_END',
+  'TENSOR_KEY16_START',
+  'TENSOR_KEY16_END',
+  'TENSOR_DTYPE',
+  'TENSOR_DIMS',
+  'TENSOR_BEGIN',
+  'TENSOR_END',
+  'DIMS_COUNT',
+  'DIMS_VALUES',
+  'ESCAPED',
+] as const
+
+type StatusName = keyof typeof STATUS_ERRORS | 'STATUS_OK'
+type ReasonName = keyof typeof REASON_TEXT
+
+/** The scanner's constants, read from its wasm globals (the same in both builds), and its codes by number. */
+interface Boundary {
+  readonly layout: Readonly<Record<(typeof LAYOUT)[number] | StatusName | ReasonName, number>>
+  readonly errors: ReadonlyMap<number, ErrorCode>
+  readonly reasons: ReadonlyMap<number, string>
+}
+
+let boundary: Boundary | undefined
+
+export function boundaryOf(exports: CoreExports): Boundary {
+  if (boundary) return boundary
+  const globals = exports as unknown as Record<string, WebAssembly.Global>
+  const names = [...LAYOUT, 'STATUS_OK', ...Object.keys(STATUS_ERRORS), ...Object.keys(REASON_TEXT)]
+  const layout = Object.fromEntries(names.map((name) => [name, globals[name].value >>> 0])) as Boundary['layout']
+  const errors = new Map(Object.entries(STATUS_ERRORS).map(([name, code]) => [globals[name].value as number, code]))
+  const reasons = new Map(Object.entries(REASON_TEXT).map(([name, text]) => [globals[name].value as number, text as string]))
+  return (boundary = { layout, errors, reasons })
+}
 
 const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
 
@@ -145,56 +191,57 @@ export function parseHeader(bytes: Uint8Array, options: { fileSize?: number } = 
 
     // The scanner may have grown memory: take views only now.
     const memory = core.memory.buffer
-    const u32 = new Uint32Array(memory)
-    const f64 = new Float64Array(memory)
-    const result = core.exports.resultPtr() >>> 2
-    if (status !== 0) throw scanError(status, new DataView(memory), result << 2, u32, headerBytes, fileSize)
+    const view = new DataView(memory)
+    const b = boundaryOf(core.exports)
+    const L = b.layout
+    const result = core.exports.resultPtr() >>> 0
+    const u32At = (at: number) => view.getUint32(at, true)
+    if (status !== L.STATUS_OK) throw scanError(status, view, result, b, headerBytes, fileSize)
 
-    const count = u32[result + 4]
-    const order = u32[result + 5] >>> 2
+    const count = u32At(result + L.RESULT_TENSOR_COUNT)
+    const order = u32At(result + L.RESULT_ORDER)
     const text = n > 0 ? decoder.decode(headerBytes) : ''
     const tensors = new Array<TensorInfo>(count)
     for (let i = 0; i < count; i++) {
-      // Tensor entry (see assembly/header.ts): u32 [tag, object, keyStart, keyEnd|escaped, key16Start,
-      // key16End, dtype, dims] then f64 [begin, end]; dims entry: u32 [tag, ndim] then f64 dims.
-      const entry = u32[order + i] >>> 2
-      const raw = text.slice(u32[entry + 4], u32[entry + 5])
-      const dims = u32[entry + 7] >>> 2
-      const ndim = u32[dims + 1]
+      const entry = u32At(order + 4 * i)
+      const raw = text.slice(u32At(entry + L.TENSOR_KEY16_START), u32At(entry + L.TENSOR_KEY16_END))
+      const dims = u32At(entry + L.TENSOR_DIMS)
+      const ndim = u32At(dims + L.DIMS_COUNT)
       const shape = new Array<number>(ndim)
-      for (let d = 0; d < ndim; d++) shape[d] = f64[(dims >>> 1) + 1 + d]
-      const begin = f64[(entry >>> 1) + 4]
-      const end = f64[(entry >>> 1) + 5]
+      for (let d = 0; d < ndim; d++) shape[d] = view.getFloat64(dims + L.DIMS_VALUES + 8 * d, true)
+      const begin = view.getFloat64(entry + L.TENSOR_BEGIN, true)
+      const end = view.getFloat64(entry + L.TENSOR_END, true)
       tensors[i] = {
-        name: u32[entry + 3] & 0x80000000 ? JSON.parse(`"${raw}"`) : raw,
-        dtype: DTYPES[u32[entry + 6]],
+        name: u32At(entry + L.ENTRY_KEY_END) & L.ESCAPED ? JSON.parse(`"${raw}"`) : raw,
+        dtype: DTYPES[u32At(entry + L.TENSOR_DTYPE)],
         shape,
         dataOffsets: [begin, end],
         byteLength: end - begin,
       }
     }
-    const metaEnd16 = u32[result + 9]
-    const metadata = u32[result + 6] === 0xffffffff ? null : JSON.parse(text.slice(u32[result + 8], metaEnd16))
+    const hasMetadata = u32At(result + L.RESULT_METADATA_START) !== 0xffffffff
+    const metadata = hasMetadata ? JSON.parse(text.slice(u32At(result + L.RESULT_METADATA_START16), u32At(result + L.RESULT_METADATA_END16))) : null
     return new Header(n, fileSize, metadata, tensors)
   } finally {
     trimSharedCore()
   }
 }
 
-function scanError(status: number, view: DataView, result: number, u32: Uint32Array, header: Uint8Array, fileSize: number): SafetensorsError {
-  const code = STATUS[status]
-  const reason = view.getInt32(result + 4, true)
-  const at = view.getUint32(result + 8, true)
-  const a = view.getBigUint64(result + 48, true)
-  const b = view.getBigUint64(result + 56, true)
-  const c = view.getBigUint64(result + 64, true)
+function scanError(status: number, view: DataView, result: number, boundary: Boundary, header: Uint8Array, fileSize: number): SafetensorsError {
+  const L = boundary.layout
+  const code = boundary.errors.get(status)!
+  const reason = view.getInt32(result + L.RESULT_REASON, true)
+  const at = view.getUint32(result + L.RESULT_AT, true)
+  const a = view.getBigUint64(result + L.RESULT_A, true)
+  const b = view.getBigUint64(result + L.RESULT_B, true)
+  const c = view.getBigUint64(result + L.RESULT_C, true)
   const n = header.length
-  if (status === OUT_OF_MEMORY) return new SafetensorsError(code, `validating a header of ${n} bytes needs more wasm memory than could be allocated`)
+  if (status === L.STATUS_OUT_OF_MEMORY) return new SafetensorsError(code, `validating a header of ${n} bytes needs more wasm memory than could be allocated`)
   if (code === 'InvalidHeader') return new SafetensorsError(code, `the header is not valid UTF-8 at byte ${at} (file offset ${8 + at})`)
   if (code === 'InvalidHeaderDeserialization') {
-    let why = REASONS[reason]
-    if (reason === R_MISSING_FIELD) why = `tensor entry lacks ${['dtype', 'shape', 'data_offsets'].filter((_, i) => !(Number(a) & (1 << i))).join(', ')}`
-    if (reason === R_DUPLICATE_KEY && a < b) why = `duplicate key ${JSON.stringify(keyText(header, Number(a), Number(b)))}`
+    let why = boundary.reasons.get(reason)
+    if (reason === L.R_MISSING_FIELD) why = `tensor entry lacks ${['dtype', 'shape', 'data_offsets'].filter((_, i) => !(Number(a) & (1 << i))).join(', ')}`
+    if (reason === L.R_DUPLICATE_KEY && a < b) why = `duplicate key ${JSON.stringify(keyText(header, Number(a), Number(b)))}`
     return new SafetensorsError(
       code,
       `invalid header at byte ${at} (file offset ${8 + at}): ${why}${at >= n ? ' (the header ended)' : `, near ${excerpt(header, at)}`}`,
@@ -204,9 +251,10 @@ function scanError(status: number, view: DataView, result: number, u32: Uint32Ar
     const why = a < BigInt(fileSize) ? `${BigInt(fileSize) - a} trailing bytes` : `${a - BigInt(fileSize)} bytes missing`
     return new SafetensorsError(code, `the tensors end at file offset ${a}, but the file has ${fileSize} bytes (${why})`)
   }
-  const entry = u32[(result + 12) >>> 2] >>> 2
-  const name = JSON.stringify(keyText(header, u32[entry + 2], u32[entry + 3] & 0x7fffffff))
-  const dtype = DTYPES[u32[entry + 6]]
+  const entry = view.getUint32(result + L.RESULT_TENSOR, true)
+  const keyEnd = view.getUint32(entry + L.ENTRY_KEY_END, true) & ~L.ESCAPED
+  const name = JSON.stringify(keyText(header, view.getUint32(entry + L.ENTRY_KEY_START, true), keyEnd))
+  const dtype = DTYPES[view.getUint32(entry + L.TENSOR_DTYPE, true)]
   switch (code) {
     case 'InvalidOffset':
       return new SafetensorsError(
@@ -215,15 +263,10 @@ function scanError(status: number, view: DataView, result: number, u32: Uint32Ar
           ? `tensor ${name}: data_offsets [${a}, ${b}] end before they begin`
           : `tensor ${name}: data_offsets [${a}, ${b}] should begin at ${c}, where the ${c === 0n ? 'data section starts' : 'previous tensor ends'}`,
       )
-    case 'ValidationOverflow':
-      return new SafetensorsError(
-        code,
-        reason === R_SHAPE_PRODUCT
-          ? `tensor ${name}: the shape's element count overflows 64 bits (${a} × ${b})`
-          : reason === R_BIT_COUNT
-            ? `tensor ${name}: ${a} elements of ${dtype} overflow a 64-bit bit count`
-            : `tensor ${name}: ${a} is larger than a JavaScript safe integer (2^53 - 1)`,
-      )
+    case 'ValidationOverflow': {
+      const detail = reason === L.R_SHAPE_PRODUCT ? `${a} × ${b}` : reason === L.R_BIT_COUNT ? `${a} elements of ${dtype}` : `${a}`
+      return new SafetensorsError(code, `tensor ${name}: ${boundary.reasons.get(reason)} (${detail})`)
+    }
     case 'MisalignedSlice':
       return new SafetensorsError(code, `tensor ${name}: ${a} elements of ${dtype} take ${a * b} bits, not a whole number of bytes`)
     default:

@@ -299,6 +299,7 @@ describe('reading errors', () => {
     ['float32_35', 'I8'],
     ['int64_35', 'BF16'],
     ['int32_35', 'F16'],
+    ['bfloat16_35', 'F64'],
     ['float32_35', 'NOT_A_DTYPE'],
   ])('%s as %s: UnsupportedConversion, and no tensor data read', async (name, dtype) => {
     const counting = countingSource(new Uint8Array(readFileSync(FLUX)))

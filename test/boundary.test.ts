@@ -1,0 +1,61 @@
+// The facts the wasm core and src/ must agree on, which AssemblyScript cannot import from TypeScript:
+// the scanner's status and reason codes (defined in assembly/boundary.ts, named in src/header.ts), the
+// dtype indices and float layouts the kernels are compiled with (a mirror of DTYPE_INFO in
+// assembly/dtypes.ts and assembly/convert.ts), and which conversions have a kernel. Both builds.
+import { describe, expect, test } from 'vitest'
+import { canConvert, DTYPES } from '../src/dtypes.ts'
+import { REASON_TEXT, STATUS_ERRORS } from '../src/header.ts'
+import { DTYPE_INFO } from '../src/index.ts'
+import { instantiate, selectBackend } from '../src/wasm.ts'
+
+describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
+  const core = () => {
+    selectBackend(backend)
+    try {
+      return instantiate(0, false)
+    } finally {
+      selectBackend('simd')
+    }
+  }
+  const globals = (prefix: string): Record<string, number> =>
+    Object.fromEntries(
+      Object.entries(core().exports)
+        .filter(([name, value]) => name.startsWith(prefix) && value instanceof WebAssembly.Global)
+        .map(([name, value]) => [name, (value as WebAssembly.Global).value as number]),
+    )
+
+  test('every status the scanner returns has its error, and the codes are distinct', () => {
+    const statuses = globals('STATUS_')
+    expect(Object.keys(statuses).sort()).toEqual([...Object.keys(STATUS_ERRORS), 'STATUS_OK'].sort())
+    expect(statuses.STATUS_OK).toBe(0)
+    expect(new Set(Object.values(statuses)).size).toBe(Object.keys(statuses).length)
+  })
+
+  test('every reason the scanner reports has its text, and the codes are distinct', () => {
+    const reasons = globals('R_')
+    expect(Object.keys(reasons).sort()).toEqual(Object.keys(REASON_TEXT).sort())
+    expect(new Set(Object.values(reasons)).size).toBe(Object.keys(reasons).length)
+  })
+
+  test('the kernels decode each format with the exponent, mantissa and bias of DTYPE_INFO', () => {
+    const { exports } = core()
+    // The formats decoded from their fields; BF16, F32 and F64 are moved bitwise or by the FPU.
+    const byFormula = DTYPES.filter((d) => DTYPE_INFO[d].float !== undefined && !['BF16', 'F32', 'F64'].includes(d))
+    expect(byFormula).toHaveLength(9)
+    DTYPES.forEach((dtype, index) => {
+      const float = DTYPE_INFO[dtype].float
+      const expected = float && byFormula.includes(dtype) ? float.exponentBits | (float.mantissaBits << 8) | (float.bias << 16) : 0
+      expect(exports.floatFormat(index), dtype).toBe(expected)
+    })
+  })
+
+  test('convertKernel has a kernel for exactly the pairs canConvert accepts', () => {
+    const { exports } = core()
+    for (const [from, fromIndex] of DTYPES.map((d, i) => [d, i] as const)) {
+      for (const [to, toIndex] of DTYPES.map((d, i) => [d, i] as const)) {
+        expect(exports.convertKernel(fromIndex, toIndex, 0, 0, 0) === 1, `${from} -> ${to}`).toBe(canConvert(from, to))
+      }
+    }
+    expect(canConvert('F8_E8M0', 'BF16') && canConvert('U64', 'F32') && !canConvert('C64', 'F32') && !canConvert('I8', 'F16')).toBe(true)
+  })
+})
