@@ -3,6 +3,8 @@
 // value as a JS number, and rounded to F16/BF16 once with plain arithmetic on that value. Slow and obvious on purpose; it shares
 // no code with src/ or assembly/.
 
+import { FORMAT_DTYPES } from './dtype-table.ts'
+
 /** A sign/exponent/mantissa format. */
 interface FloatFormat {
   readonly expBits: number
@@ -185,29 +187,8 @@ export function f6Code(bytes: Uint8Array, index: number): number {
   return Math.floor(bits / 2 ** (6 * (index % 4))) % 64
 }
 
-/** Bits per element of each source the reference knows. */
-export const SOURCE_BITS: Record<string, number> = {
-  BF16: 16,
-  F16: 16,
-  F8_E4M3: 8,
-  F8_E5M2: 8,
-  F8_E4M3FNUZ: 8,
-  F8_E5M2FNUZ: 8,
-  F8_E8M0: 8,
-  F4: 4,
-  F6_E2M3: 6,
-  F6_E3M2: 6,
-  F64: 64,
-  I8: 8,
-  I16: 16,
-  I32: 32,
-  I64: 64,
-  U8: 8,
-  U16: 16,
-  U32: 32,
-  U64: 64,
-  BOOL: 8,
-}
+/** Bits per element of each source the reference knows: every dtype but F32 itself and C64. */
+export const SOURCE_BITS: Record<string, number> = Object.fromEntries(FORMAT_DTYPES.filter(([d]) => d !== 'F32' && d !== 'C64'))
 
 /** The F32 bits of element `index` of `bytes` (little-endian) in `dtype`. */
 function elementToF32Bits(dtype: string, bytes: Uint8Array, view: DataView, index: number): number {

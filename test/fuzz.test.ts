@@ -4,12 +4,14 @@
 //   FUZZ_MUTANTS=100000 npx vitest run test/fuzz.test.ts     # more mutants (default 3000)
 //   FUZZ_SEED=123 | FUZZ_SEED=random                          # another seed (default fixed, for CI)
 //   FUZZ_SEED=123 FUZZ_ONLY=4567                              # replay one mutant from a failure report
+
 import { readFileSync } from 'node:fs'
 import { expect, test } from 'vitest'
 import { parseHeader, SafetensorsError } from '../src/index.ts'
+import { DTYPE_BITS } from './dtype-table.ts'
 import { entry, escapeBytes, FIXTURES_REAL, obj, realFixtures, utf8 } from './helpers.ts'
 import { prng } from './random.ts'
-import { DTYPE_BITS, type RefResult, type RefTensor, referenceValidate } from './reference-validator.ts'
+import { type RefResult, type RefTensor, referenceValidate } from './reference-validator.ts'
 
 const COUNT = Number(process.env.FUZZ_MUTANTS ?? 3000)
 const SEED = process.env.FUZZ_SEED === 'random' ? (Math.random() * 2 ** 32) >>> 0 : Number(process.env.FUZZ_SEED ?? 20250101) >>> 0

@@ -4,8 +4,9 @@
 // reference validator, which must agree (that checks the reference as much as the library).
 import { describe, expect, test } from 'vitest'
 import { parseHeader, SafetensorsError } from '../src/index.ts'
+import { DTYPE_BITS } from './dtype-table.ts'
 import { concat, entry, escapeBytes, makeFile, obj, utf8 } from './helpers.ts'
-import { DTYPE_BITS, referenceValidate } from './reference-validator.ts'
+import { referenceValidate } from './reference-validator.ts'
 
 type Opts = { fileSize?: number; tensor?: string }
 

@@ -8,31 +8,7 @@
 //   then per tensor in (begin, end) order: InvalidOffset, ValidationOverflow, MisalignedSlice,
 //   TensorInvalidInfo; finally MetadataIncompleteBuffer.
 
-export const DTYPE_BITS: ReadonlyMap<string, number> = new Map([
-  ['BOOL', 8],
-  ['F4', 4],
-  ['F6_E2M3', 6],
-  ['F6_E3M2', 6],
-  ['U8', 8],
-  ['I8', 8],
-  ['F8_E5M2', 8],
-  ['F8_E4M3', 8],
-  ['F8_E8M0', 8],
-  ['F8_E4M3FNUZ', 8],
-  ['F8_E5M2FNUZ', 8],
-  ['I16', 16],
-  ['U16', 16],
-  ['F16', 16],
-  ['BF16', 16],
-  ['I32', 32],
-  ['U32', 32],
-  ['F32', 32],
-  ['C64', 64],
-  ['F64', 64],
-  ['I64', 64],
-  ['U64', 64],
-])
-
+import { DTYPE_BITS } from './dtype-table.ts'
 export const MAX_HEADER_SIZE = 100_000_000n
 /** Nesting depth limit of the JSON parser (objects and arrays; the top-level object is depth 1). */
 export const MAX_DEPTH = 64

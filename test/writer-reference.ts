@@ -5,34 +5,9 @@
 import { mkdtempSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { DTYPE_BITS as BITS, FORMAT_DTYPES } from './dtype-table.ts'
 
-/** The format's dtype list, in the format's order, with bits per element (DESIGN.md, "The format"). */
-export const REF_DTYPES: ReadonlyArray<readonly [string, number]> = [
-  ['BOOL', 8],
-  ['F4', 4],
-  ['F6_E2M3', 6],
-  ['F6_E3M2', 6],
-  ['U8', 8],
-  ['I8', 8],
-  ['F8_E5M2', 8],
-  ['F8_E4M3', 8],
-  ['F8_E8M0', 8],
-  ['F8_E4M3FNUZ', 8],
-  ['F8_E5M2FNUZ', 8],
-  ['I16', 16],
-  ['U16', 16],
-  ['F16', 16],
-  ['BF16', 16],
-  ['I32', 32],
-  ['U32', 32],
-  ['F32', 32],
-  ['C64', 64],
-  ['F64', 64],
-  ['I64', 64],
-  ['U64', 64],
-]
-const RANK = new Map(REF_DTYPES.map(([d], i) => [d, i]))
-const BITS = new Map(REF_DTYPES)
+const RANK = new Map(FORMAT_DTYPES.map(([d], i) => [d, i]))
 
 export function dtypeRank(dtype: string): number {
   const r = RANK.get(dtype)

@@ -2,6 +2,7 @@
 // layout written independently in writer-reference.ts), round trips of every dtype and awkward names, the
 // streaming writer on file and stream sinks, atomic writes under failure, bad input, and saveModel().
 // Expected bytes never come from the code under test: they come from writer-reference.ts or from real files.
+
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -24,6 +25,7 @@ import {
   type WriterSink,
   writeFile,
 } from '../src/node.ts'
+import { FORMAT_DTYPES } from './dtype-table.ts'
 import { prng } from './random.ts'
 import {
   byteSize,
@@ -35,7 +37,6 @@ import {
   ls,
   orderedEntries,
   pythonJsonDumps,
-  REF_DTYPES,
   type RefTensor,
   randomBytes,
   referenceFile,
@@ -417,14 +418,14 @@ describe('real fixtures written by the Python safetensors library serialize back
 
 describe('round trips', () => {
   test('DTYPES is the format list (22 dtypes, in the order the layout sorts by)', () => {
-    expect([...DTYPES]).toEqual(REF_DTYPES.map(([d]) => d))
+    expect([...DTYPES]).toEqual(FORMAT_DTYPES.map(([d]) => d))
   })
 
   /** For each dtype: a small tensor, a zero-sized one, a scalar where a scalar is a whole number of bytes. */
   function everyDtype(seed: number): RefTensor[] {
     const next = prng(seed)
     const out: RefTensor[] = []
-    for (const [dtype, bits] of REF_DTYPES) {
+    for (const [dtype, bits] of FORMAT_DTYPES) {
       const shape = bits === 4 ? [3, 2] : bits === 6 ? [2, 4] : [3, 5]
       const mk = (name: string, s: number[]) => out.push({ name, dtype, shape: s, bytes: randomBytes(byteSize(dtype, s), next) })
       mk(`t.${dtype}`, shape)
@@ -615,7 +616,7 @@ describe('round trips', () => {
       for (let i = 0; i < len; i++) name += alphabet[Math.floor(next() * alphabet.length)]
       if (seen.has(name) || name === '__metadata__') continue
       seen.add(name)
-      const [dtype, bits] = REF_DTYPES[Math.floor(next() * REF_DTYPES.length)]
+      const [dtype, bits] = FORMAT_DTYPES[Math.floor(next() * FORMAT_DTYPES.length)]
       const rank = Math.floor(next() * 4)
       const shape = Array.from({ length: rank }, () => Math.floor(next() * 4))
       if (bits === 4 && shape.length > 0) shape[0] *= 2
