@@ -4,7 +4,7 @@ export { DTYPES, DTYPE_INFO, type DType, type DTypeInfo, type TypedArray } from 
 export { parseHeader, readHeader, readHeaderSize, Header, MAX_HEADER_SIZE, type TensorInfo } from './header.ts'
 export { blobSource, memorySource, type RangeSource } from './source.ts'
 export { httpSource, type HttpOptions } from './http.ts'
-export { convert, byteSwap } from './convert.ts'
+export { convert, byteSwap, type ConvertTarget } from './convert.ts'
 export { open, SafetensorsFile, type OpenOptions, type ReadOptions, type Source, type Tensor, type DataFor } from './file.ts'
 export { openModel, SafetensorsModel, type ModelIndex, type OpenModelOptions } from './model.ts'
 export type { SliceRange } from './slice.ts'
@@ -12,3 +12,4 @@ export { serialize, SafetensorsWriter, streamSink, type TensorInput, type Tensor
 export { planLayout, type Layout, type LayoutEntry, type TensorDeclaration } from './layout.ts'
 export { tensorStats, type TensorStats } from './stats.ts'
 export type { Progress, ProgressCallback } from './progress.ts'
+export { validateStream, convertStream, type StreamOptions, type ValidateStreamOptions, type ConvertStreamOptions } from './stream.ts'

@@ -10,9 +10,10 @@ import { localFiles, requireLocalFiles } from './local-files.ts'
 import { blobSource, memorySource, readInto, throwIfAborted, type RangeSource } from './source.ts'
 import { hostByteOrder, type ByteOrder } from './byte-order.ts'
 import { byteLengthOf, checkConversion, convert, convertInto, elementCountOf, swapElements, swapElementsInCore, wantsDedicatedCore } from './convert.ts'
-import { readingAhead, runPool } from './pool.ts'
+import { PARALLEL_READS, readingAhead, runPool } from './pool.ts'
 import { metered, ProgressMeter, type ProgressCallback } from './progress.ts'
 import { instantiate, type Core } from './wasm.ts'
+import { tensorStream, type StreamOptions } from './stream.ts'
 
 export interface Tensor<T extends TypedArray = TypedArray> {
   readonly name: string
@@ -124,6 +125,17 @@ export class SafetensorsFile {
     const info = this.info(name)
     const plan = planSlice(name, info.dtype, info.shape, ranges)
     return this.#read(info, plan.shape, plan.runs, options) as Promise<Tensor<DataFor<D>>>
+  }
+
+  /**
+   * The tensor's (or, with `ranges`, the slice's) little-endian bytes as a stream, converted chunk by
+   * chunk as the consumer pulls, in memory bounded by a few chunks (src/stream.ts). Read errors error the
+   * stream; cancel() aborts the reads.
+   */
+  stream(name: string, options: StreamOptions & { ranges?: readonly SliceRange[] } = {}): ReadableStream<Uint8Array> {
+    const info = this.info(name)
+    const runs = options.ranges === undefined ? [[0, info.byteLength] as [number, number]] : planSlice(name, info.dtype, info.shape, options.ranges).runs
+    return tensorStream(this, info, runs, options)
   }
 
   /** Every tensor in file order; the next one (when small) is read while this one is handled. */
@@ -277,9 +289,6 @@ interface ReadIo {
   signal?: AbortSignal
   onBytes?: (bytes: number) => void
 }
-
-/** Reads in flight at once for one slice: enough to hide HTTP latency, few enough for any server. */
-const PARALLEL_READS = 6
 
 function tooLarge(info: TensorInfo, bytes: number, dtype: DType, cause: unknown): SafetensorsError {
   return new SafetensorsError('Io', `tensor ${JSON.stringify(info.name)} needs ${bytes} bytes as ${dtype}, more than one buffer can hold here`, { cause })

@@ -8,4 +8,4 @@ registerLocalFiles(nodeFiles)
 export * from './index.ts'
 export { fileSource } from './node-source.ts'
 export { fileSink, writeFile, saveModel, type SaveModelOptions } from './node-writer.ts'
-export { convertFile, convertModel, type ConvertFileOptions, type ConvertTarget } from './convert-file.ts'
+export { convertFile, convertModel, type ConvertFileOptions } from './convert-file.ts'
