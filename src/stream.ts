@@ -345,8 +345,8 @@ export function convertStream(input: ReadableStream<Uint8Array> | SafetensorsFil
     }
     const byteOrder = isFile ? (input as SafetensorsFile).byteOrder : 'little'
     // A stream's tensors arrive in its data order, so the output must keep it; a file is read in any order.
-    await writeConverted(header, byteOrder, !isFile, bytes, writable, options)
-    if (stream) await expectEnd(stream, header)
+    // A stream's end is checked before the output is closed: trailing bytes must not leave a complete file.
+    await writeConverted(header, byteOrder, !isFile, bytes, writable, options, async () => stream && expectEnd(stream, header))
   }
   run().catch((error) => {
     const failure = asSafetensorsError(error, 'converting the stream')
@@ -358,7 +358,7 @@ export function convertStream(input: ReadableStream<Uint8Array> | SafetensorsFil
 }
 
 /** Writes `header`'s file with its floats as `options.dtype` into `writable`, in `header`'s data order with `keepOrder`. */
-async function writeConverted(header: Header, byteOrder: ByteOrder, keepOrder: boolean, bytes: TensorBytes, writable: WritableStream<Uint8Array>, options: ConvertStreamOptions): Promise<void> {
+async function writeConverted(header: Header, byteOrder: ByteOrder, keepOrder: boolean, bytes: TensorBytes, writable: WritableStream<Uint8Array>, options: ConvertStreamOptions, beforeClose: () => Promise<void>): Promise<void> {
   const declarations = header.tensors.map((info) => ({ name: info.name, dtype: targetOf(info, options.dtype), shape: info.shape }))
   const writer = SafetensorsWriter.create(streamSink(writable), declarations, { metadata: header.metadata, keepOrder })
   const converter = new ChunkConverter(MAX_SLOT_BYTES)
@@ -374,6 +374,7 @@ async function writeConverted(header: Header, byteOrder: ByteOrder, keepOrder: b
         at += inBytes
       }
     }
+    await beforeClose()
     await writer.close()
   } catch (error) {
     const failure = asSafetensorsError(error, 'converting the stream')
