@@ -24,7 +24,7 @@ const file = buildFile([
   { name: 'f8', dtype: 'F8_E4M3', shape: [7, 3], bytes: r.bytes(21) },
   { name: 'f4', dtype: 'F4', shape: [4, 6], bytes: r.bytes(12) },
   { name: 'empty', dtype: 'F32', shape: [0, 4], bytes: new Uint8Array(0) },
-]);
+]) as Uint8Array<ArrayBuffer>;
 
 describe('file.stream', () => {
   test.each([

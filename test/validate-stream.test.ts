@@ -91,7 +91,7 @@ describe('validateStream', () => {
   const good = buildFile([
     { name: 'a', dtype: 'F32', shape: [3], bytes: new Uint8Array(12).fill(1) },
     { name: 'b', dtype: 'U8', shape: [5], bytes: new Uint8Array(5).fill(2) },
-  ]);
+  ]) as Uint8Array<ArrayBuffer>;
 
   test('a Blob, and a Node Readable through Readable.toWeb', async () => {
     expect((await validateStream(new Blob([good]).stream())).tensors.map((t) => t.name)).toEqual(['a', 'b']);
