@@ -288,6 +288,10 @@ describe('workerd', () => {
     expect((await response.json()).code).toBe('InvalidHeaderLength')
   })
 
+  test.each(['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js'])('README, "Edge workers", shows %s as tested', (file) => {
+    expect(readFileSync(join(ROOT, 'README.md'), 'utf8')).toContain('```js\n' + readFileSync(join(ROOT, 'test/workerd', file), 'utf8'))
+  })
+
   test('outbound fetch is limited to loopback: another address is refused', async () => {
     // 192.0.2.1 is TEST-NET-1 (never routed); the network service must refuse it before any connection.
     const response = await ask({ url: 'http://192.0.2.1/x.safetensors', tensor: 'x' })
