@@ -1,6 +1,6 @@
 // parseHeader against JSON.parse plus the same checks in plain JavaScript, on synthetic headers shaped
 // like real checkpoints. Target: parseHeader at most 1.5x the JSON.parse path.
-import { parseHeader, DTYPE_INFO } from '../dist/node.js'
+import { DTYPE_INFO, parseHeader } from '../dist/node.js'
 import { compare, table } from './util.js'
 
 const decoder = new TextDecoder()
@@ -65,7 +65,7 @@ export function run() {
       'parseHeader ms': ms.wasm.toFixed(3),
       'JSON.parse path ms': ms.json.toFixed(3),
       ratio: (ms.wasm / ms.json).toFixed(2),
-      'parseHeader MB/s': ((bytes.length / ms.wasm) / 1000).toFixed(0),
+      'parseHeader MB/s': (bytes.length / ms.wasm / 1000).toFixed(0),
     })
   }
   table(rows)

@@ -5,16 +5,16 @@
 // only once all of them are complete (src/node-writer.ts, fileSet).
 import { mkdir } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
-import { byteLengthOf, convertInto, swapElementsInCore, targetOf, type ConvertTarget } from './convert.ts'
+import { byteLengthOf, type ConvertTarget, convertInto, swapElementsInCore, targetOf } from './convert.ts'
 import type { DType } from './dtypes.ts'
-import { open, type OpenOptions, type SafetensorsFile, type Source } from './file.ts'
+import { type OpenOptions, open, type SafetensorsFile, type Source } from './file.ts'
 import type { TensorInfo } from './header.ts'
-import { DEFAULT_INDEX, openModel } from './model.ts'
 import { tensorByteLength } from './layout.ts'
-import { finishModel, planShards, writeSet, type FileSet } from './node-writer.ts'
+import { DEFAULT_INDEX, openModel } from './model.ts'
+import { type FileSet, finishModel, planShards, writeSet } from './node-writer.ts'
 import type { ProgressCallback } from './progress.ts'
 import { readInto } from './source.ts'
-import { instantiate, type Core } from './wasm.ts'
+import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter } from './writer.ts'
 
 export interface ConvertFileOptions extends OpenOptions {

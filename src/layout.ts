@@ -2,7 +2,7 @@
 // format's dtype order) then by name, packed with no gaps; a compact JSON header with __metadata__ first,
 // padded with spaces to a multiple of 8. With the widest dtypes first and the data section 8-aligned,
 // every tensor starts aligned to its own element size.
-import { DTYPES, DTYPE_INFO, isDType, type DType } from './dtypes.ts'
+import { DTYPE_INFO, DTYPES, type DType, isDType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import { MAX_HEADER_SIZE } from './header.ts'
 
@@ -42,7 +42,8 @@ export function tensorByteLength(t: TensorDeclaration): number {
   const elements = t.shape.reduce((a, b) => a * b, 1)
   const bits = elements * DTYPE_INFO[t.dtype].bits
   if (!Number.isSafeInteger(bits)) throw new SafetensorsError('ValidationOverflow', `${where}: shape [${t.shape.join(', ')}] is too large`)
-  if (bits % 8 !== 0) throw new SafetensorsError('MisalignedSlice', `${where}: ${elements} elements of ${t.dtype} take ${bits} bits, not a whole number of bytes`)
+  if (bits % 8 !== 0)
+    throw new SafetensorsError('MisalignedSlice', `${where}: ${elements} elements of ${t.dtype} take ${bits} bits, not a whole number of bytes`)
   return bits / 8
 }
 
@@ -73,7 +74,8 @@ export function planLayout(tensors: readonly TensorDeclaration[], metadata?: Rec
 
   const parts: string[] = []
   if (metadata != null) parts.push(`"__metadata__":${JSON.stringify(metadata)}`)
-  for (const e of entries) parts.push(`${JSON.stringify(e.name)}:{"dtype":"${e.dtype}","shape":[${e.shape.join(',')}],"data_offsets":[${e.dataOffsets[0]},${e.dataOffsets[1]}]}`)
+  for (const e of entries)
+    parts.push(`${JSON.stringify(e.name)}:{"dtype":"${e.dtype}","shape":[${e.shape.join(',')}],"data_offsets":[${e.dataOffsets[0]},${e.dataOffsets[1]}]}`)
   const json = new TextEncoder().encode(`{${parts.join(',')}}`)
   const n = json.length + ((8 - (json.length % 8)) % 8)
   if (n > MAX_HEADER_SIZE) throw new SafetensorsError('HeaderTooLarge', `the header would be ${n} bytes, above the limit of ${MAX_HEADER_SIZE}`)

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { SafetensorsError } from './errors.ts'
 import { compareCodePoints, tensorByteLength } from './layout.ts'
 import { DEFAULT_INDEX } from './model.ts'
-import { named, prepare, type Prepared, type TensorCollection, type WriteOptions, type WriterSink } from './writer.ts'
+import { named, type Prepared, prepare, type TensorCollection, type WriteOptions, type WriterSink } from './writer.ts'
 
 /**
  * Files that appear together or not at all: each is written beside its target under a unique temporary
@@ -190,7 +190,12 @@ export async function saveModel(folder: string, tensors: TensorCollection, optio
   return writeSet(async (set) => {
     for (const [i, shard] of shards.entries()) await writeParts(await set.sink(join(folder, shard.file)), partsOf(prepared[i]))
     const totalSize = list.reduce((sum, t) => sum + tensorByteLength(t), 0)
-    return finishModel(folder, set, shards.map((s) => ({ file: s.file, names: s.tensors.map((t) => t.name) })), totalSize)
+    return finishModel(
+      folder,
+      set,
+      shards.map((s) => ({ file: s.file, names: s.tensors.map((t) => t.name) })),
+      totalSize,
+    )
   })
 }
 

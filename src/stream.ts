@@ -5,15 +5,15 @@
 // Every chunk lands in a wasm memory of its own that never grows (so views into it survive the awaits
 // between a read and its conversion), is converted there in place, and leaves as one copy.
 import type { ByteOrder } from './byte-order.ts'
-import { byteLengthOf, checkConversion, convertInto, elementCountOf, swapElementsInCore, targetOf, type ConvertTarget } from './convert.ts'
+import { byteLengthOf, type ConvertTarget, checkConversion, convertInto, elementCountOf, swapElementsInCore, targetOf } from './convert.ts'
 import type { DType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import type { SafetensorsFile } from './file.ts'
-import { parseHeaderOfUnknownSize, readHeaderSize, type Header, type TensorInfo } from './header.ts'
+import { type Header, parseHeaderOfUnknownSize, readHeaderSize, type TensorInfo } from './header.ts'
 import { PARALLEL_READS, runPool } from './pool.ts'
 import type { SlicePlan } from './slice.ts'
 import { readInto, throwIfAborted } from './source.ts'
-import { instantiate, type Core } from './wasm.ts'
+import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter, streamSink } from './writer.ts'
 
 export interface StreamOptions<D extends DType = DType> {
@@ -78,7 +78,10 @@ function abortedError(signal: AbortSignal): SafetensorsError {
  * An AbortController of this stream's own, aborted by the caller's signal as well: cancel() aborts the
  * reads in flight without touching the caller's signal. `release` drops the listener on the caller's.
  */
-function linkedAbort(signal: AbortSignal | undefined, onAbort: (error: SafetensorsError) => void): { signal: AbortSignal; abort(reason: unknown): void; release(): void } {
+function linkedAbort(
+  signal: AbortSignal | undefined,
+  onAbort: (error: SafetensorsError) => void,
+): { signal: AbortSignal; abort(reason: unknown): void; release(): void } {
   const controller = new AbortController()
   const listener = () => {
     controller.abort(signal!.reason)
@@ -140,7 +143,9 @@ export function tensorStream(file: SafetensorsFile, info: TensorInfo, runs: Slic
             // Sized for this stream's largest chunk: a small tensor gets a small memory.
             converter ??= new ChunkConverter(Math.max(inBytes, byteLengthOf(to, elementCountOf(from, inBytes))))
             const out = await converter.convert(from, to, file.byteOrder, inBytes, (target) =>
-              runPool(pieces, PARALLEL_READS, ([offset, into, length]) => readInto(file.source, start + offset, target.subarray(into, into + length), stop.signal)),
+              runPool(pieces, PARALLEL_READS, ([offset, into, length]) =>
+                readInto(file.source, start + offset, target.subarray(into, into + length), stop.signal),
+              ),
             )
             done += inBytes
             controller.enqueue(out.slice())
@@ -173,7 +178,8 @@ class StreamInput {
   position = 0
 
   constructor(stream: ReadableStream<Uint8Array>, signal: AbortSignal | undefined) {
-    if (typeof (stream as { getReader?: unknown })?.getReader !== 'function') throw new TypeError(`expected a ReadableStream, got ${Object.prototype.toString.call(stream)}`)
+    if (typeof (stream as { getReader?: unknown })?.getReader !== 'function')
+      throw new TypeError(`expected a ReadableStream, got ${Object.prototype.toString.call(stream)}`)
     this.#reader = stream.getReader()
     this.#signal = signal
     // A read waiting on a stalled upstream must end on abort: cancelling ends it (as if the stream had ended).
@@ -222,7 +228,10 @@ function trailingBytes(header: Header): SafetensorsError {
 }
 
 function cutShort(header: Header, position: number): SafetensorsError {
-  return new SafetensorsError('MetadataIncompleteBuffer', `the tensors end at file offset ${header.fileSize}, but the stream ended after ${position} bytes (${header.fileSize - position} bytes missing)`)
+  return new SafetensorsError(
+    'MetadataIncompleteBuffer',
+    `the tensors end at file offset ${header.fileSize}, but the stream ended after ${position} bytes (${header.fileSize - position} bytes missing)`,
+  )
 }
 
 /**
@@ -358,7 +367,15 @@ export function convertStream(input: ReadableStream<Uint8Array> | SafetensorsFil
 }
 
 /** Writes `header`'s file with its floats as `options.dtype` into `writable`, in `header`'s data order with `keepOrder`. */
-async function writeConverted(header: Header, byteOrder: ByteOrder, keepOrder: boolean, bytes: TensorBytes, writable: WritableStream<Uint8Array>, options: ConvertStreamOptions, beforeClose: () => Promise<void>): Promise<void> {
+async function writeConverted(
+  header: Header,
+  byteOrder: ByteOrder,
+  keepOrder: boolean,
+  bytes: TensorBytes,
+  writable: WritableStream<Uint8Array>,
+  options: ConvertStreamOptions,
+  beforeClose: () => Promise<void>,
+): Promise<void> {
   const declarations = header.tensors.map((info) => ({ name: info.name, dtype: targetOf(info, options.dtype), shape: info.shape }))
   const writer = SafetensorsWriter.create(streamSink(writable), declarations, { metadata: header.metadata, keepOrder })
   const converter = new ChunkConverter(MAX_SLOT_BYTES)

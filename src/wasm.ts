@@ -4,7 +4,7 @@
 // outlives the call that made it. Results that must stay in wasm memory as long-lived views get an
 // instance of their own whose memory is sized once and never grown (instantiate with a fixed size):
 // memory.grow would detach every view.
-import { DTYPES, DTYPE_INFO } from './dtypes.ts'
+import { DTYPE_INFO, DTYPES } from './dtypes.ts'
 
 /** Reverses the bytes of each of `count` elements at `ptr`, in place. */
 export type SwapKernel = (ptr: number, count: number) => void
@@ -51,8 +51,7 @@ const MAX_PAGES = 65536
 
 // (module (func (result v128) v128.const 0)): validates only where WebAssembly SIMD is supported.
 const SIMD_PROBE = new Uint8Array([
-  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 22, 1, 20, 0, 253, 12,
-  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 11,
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 22, 1, 20, 0, 253, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 11,
 ])
 
 let sources: ModuleSources | undefined

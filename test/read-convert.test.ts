@@ -2,8 +2,8 @@
 // independent reference, for both wasm builds and on both paths of src/file.ts: small results through the
 // shared core in chunks, large widening (and same-width) results converted in a memory of their own.
 import { beforeAll, describe, expect, test } from 'vitest'
-import { open } from '../src/index.ts'
 import { DEDICATED_MIN_BYTES } from '../src/convert.ts'
+import { open } from '../src/index.ts'
 import { selectBackend } from '../src/wasm.ts'
 import { referenceConvert } from './float-reference.ts'
 import { buildFile, bytesOf, expectSameBytes, rng } from './read-helpers.ts'

@@ -3,16 +3,16 @@
 // condition, opens a fixture served over loopback HTTP by open(url) (Range requests through fetch), and
 // returns a converted tensor. workerd refuses to compile wasm from bytes at run time, so this is the only
 // way to know that entry works.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import workerdBinary, { version as workerdVersion } from 'workerd'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
+import workerdBinary, { version as workerdVersion } from 'workerd'
 import { open } from '../../src/node.ts'
-import { serveFiles, startServer, type TestServer } from '../http-server.ts'
 import { FLOAT_SOURCES, referenceConvert } from '../float-reference.ts'
+import { serveFiles, startServer, type TestServer } from '../http-server.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const FIXTURE = 'fluxml__safetensors.jl__model.safetensors'
@@ -23,15 +23,18 @@ const INVALID_PATH = join(ROOT, 'test/fixtures/real/invalid', INVALID)
 
 /** What `import 'safetensors-wasm'` means under the `workerd` condition, resolved by Node itself. */
 function resolveWorkerdEntry(): string {
-  const url = execFileSync(process.execPath, ['--conditions=workerd', '--input-type=module', '-e', "console.log(import.meta.resolve('safetensors-wasm'))"], { cwd: ROOT, encoding: 'utf8' })
+  const url = execFileSync(process.execPath, ['--conditions=workerd', '--input-type=module', '-e', "console.log(import.meta.resolve('safetensors-wasm'))"], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  })
   return fileURLToPath(url.trim())
 }
 
 /** A worker of the config: its file in test/workerd, and text bindings (env.NAME) such as the URLs it talks to. */
 interface WorkerSpec {
-  name: string;
-  file: string;
-  bindings?: Record<string, string>;
+  name: string
+  file: string
+  bindings?: Record<string, string>
 }
 
 /** The config: each worker on a socket of its own on 127.0.0.1 (port chosen by the OS), outbound fetch to loopback only. */
@@ -155,9 +158,14 @@ describe('workerd', () => {
       { name: 'convert', file: 'convert-proxy.js', bindings: { ORIGIN: files.url } },
     ]
     writeFileSync(join(dir, 'config.capnp'), workerdConfig(dir, entry, workers))
-    workerd = await startWorkerd(join(dir, 'config.capnp'), workers.map((w) => w.name))
+    workerd = await startWorkerd(
+      join(dir, 'config.capnp'),
+      workers.map((w) => w.name),
+    )
     // One line in the CI log that says what ran where.
-    console.log(`workerd ${workerdVersion} runs ${workers.map((w) => `test/workerd/${w.file} at ${workerd.urls[w.name]}`).join(', ')} with ${relative(ROOT, entry)} (workerd condition)`)
+    console.log(
+      `workerd ${workerdVersion} runs ${workers.map((w) => `test/workerd/${w.file} at ${workerd.urls[w.name]}`).join(', ')} with ${relative(ROOT, entry)} (workerd condition)`,
+    )
   }, 30_000)
 
   afterAll(async () => {
@@ -170,7 +178,11 @@ describe('workerd', () => {
   const ask = (params: Record<string, string>) => fetch(`${workerd.urls.main}?${new URLSearchParams(params)}`)
   const fixture = () => new Uint8Array(readFileSync(FIXTURE_PATH))
 
-  test.each([['bfloat16_357', 'F16'], ['bfloat16_357', 'F32'], ['float32_35', 'BF16']])('tensor endpoint: GET /tensor/%s?dtype=%s streams the converted tensor, byte-exact', async (name, dtype) => {
+  test.each([
+    ['bfloat16_357', 'F16'],
+    ['bfloat16_357', 'F32'],
+    ['float32_35', 'BF16'],
+  ])('tensor endpoint: GET /tensor/%s?dtype=%s streams the converted tensor, byte-exact', async (name, dtype) => {
     files.clear()
     const response = await fetch(`${workerd.urls.tensor}tensor/${name}?dtype=${dtype}`)
     expect(response.status, await response.clone().text()).toBe(200)
@@ -202,7 +214,9 @@ describe('workerd', () => {
     const n = Number(Buffer.from(bytes).readBigUInt64LE(0))
     const shifted = bytes.slice()
     // The first data_offsets begin becomes 1: InvalidOffset, by the format's rules.
-    const text = Buffer.from(shifted.subarray(8, 8 + n)).toString('latin1').replace(/"data_offsets":\[0,/, '"data_offsets":[1,')
+    const text = Buffer.from(shifted.subarray(8, 8 + n))
+      .toString('latin1')
+      .replace(/"data_offsets":\[0,/, '"data_offsets":[1,')
     shifted.set(Buffer.from(text, 'latin1'), 8)
     // Large enough that much of it reaches storage before the end shows it is short.
     const large = new Uint8Array(readFileSync(LARGE_PATH))
@@ -235,7 +249,9 @@ describe('workerd', () => {
     const before = headerJson(input)
     const after = headerJson(out)
     // The tensors keep the upstream's data order, packed, each converted.
-    const order = Object.entries(before.tensors).sort(([, a], [, b]) => a.data_offsets[0] - b.data_offsets[0]).map(([name]) => name)
+    const order = Object.entries(before.tensors)
+      .sort(([, a], [, b]) => a.data_offsets[0] - b.data_offsets[0])
+      .map(([name]) => name)
     expect(Object.keys(after.tensors).filter((k) => k !== '__metadata__')).toEqual(order)
     let offset = 0
     for (const name of order) {
@@ -275,7 +291,10 @@ describe('workerd', () => {
 
     // The worker asked for ranges, never the whole file: the header, then this tensor's bytes.
     expect(files.ranges().length).toBeGreaterThanOrEqual(2)
-    expect(files.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)), files.ranges().join(', ')).toBe(true)
+    expect(
+      files.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)),
+      files.ranges().join(', '),
+    ).toBe(true)
     expect(files.ranges().at(-1)).toBe(`bytes=${dataStart + info.data_offsets[0]}-${dataStart + info.data_offsets[1] - 1}`)
   })
 
@@ -289,7 +308,7 @@ describe('workerd', () => {
   })
 
   test.each(['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js'])('README, "Edge workers", shows %s as tested', (file) => {
-    expect(readFileSync(join(ROOT, 'README.md'), 'utf8')).toContain('```js\n' + readFileSync(join(ROOT, 'test/workerd', file), 'utf8'))
+    expect(readFileSync(join(ROOT, 'README.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/workerd', file), 'utf8')}`)
   })
 
   test('outbound fetch is limited to loopback: another address is refused', async () => {
