@@ -1,6 +1,6 @@
 // The public API that every package entry shares; the Node entry adds local files (src/node.ts).
 
-export { byteSwap, convert } from './convert.ts'
+export { byteSwap, type ConvertTarget, convert } from './convert.ts'
 export { DTYPE_INFO, DTYPES, type DType, type DTypeInfo, type TypedArray } from './dtypes.ts'
 export { type ErrorCode, SafetensorsError } from './errors.ts'
 export { type DataFor, type OpenOptions, open, type ReadOptions, SafetensorsFile, type Source, type Tensor } from './file.ts'
@@ -12,4 +12,5 @@ export type { Progress, ProgressCallback } from './progress.ts'
 export type { SliceRange } from './slice.ts'
 export { blobSource, memorySource, type RangeSource } from './source.ts'
 export { type TensorStats, tensorStats } from './stats.ts'
+export { type ConvertStreamOptions, convertStream, type StreamOptions, type ValidateStreamOptions, validateStream } from './stream.ts'
 export { SafetensorsWriter, serialize, streamSink, type TensorCollection, type TensorInput, type WriteOptions, type WriterSink } from './writer.ts'

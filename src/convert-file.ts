@@ -5,7 +5,7 @@
 // only once all of them are complete (src/node-writer.ts, fileSet).
 import { mkdir } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
-import { byteLengthOf, convertInto, swapElementsInCore } from './convert.ts'
+import { byteLengthOf, type ConvertTarget, convertInto, swapElementsInCore, targetOf } from './convert.ts'
 import { DTYPE_INFO, type DType } from './dtypes.ts'
 import { type OpenOptions, open, type SafetensorsFile, type Source } from './file.ts'
 import type { TensorInfo } from './header.ts'
@@ -16,8 +16,6 @@ import type { ProgressCallback } from './progress.ts'
 import { readInto } from './source.ts'
 import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter } from './writer.ts'
-
-export type ConvertTarget = 'F32' | 'F16' | 'BF16'
 
 export interface ConvertFileOptions extends OpenOptions {
   /** Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied. Omitted: every dtype is kept. */
@@ -91,11 +89,6 @@ class Counter {
     this.loaded += bytes
     this.onProgress?.({ loaded: this.loaded, total: this.total })
   }
-}
-
-/** The dtype a tensor gets in the output: floats become the target, everything else stays. */
-function targetOf(info: TensorInfo, dtype: ConvertTarget | undefined): DType {
-  return dtype !== undefined && DTYPE_INFO[info.dtype].float !== undefined ? dtype : info.dtype
 }
 
 interface Planned {

@@ -57,6 +57,13 @@ export function checkConversion(from: DType, to: DType): void {
   }
 }
 
+export type ConvertTarget = 'F32' | 'F16' | 'BF16'
+
+/** The dtype a tensor gets in a converted file: floats become the target, everything else stays. */
+export function targetOf(info: { dtype: DType }, dtype: ConvertTarget | undefined): DType {
+  return dtype !== undefined && DTYPE_INFO[info.dtype].float !== undefined ? dtype : info.dtype
+}
+
 /**
  * Converts `count` elements at `src` in `core`'s memory to `to` at `dst`. The two may overlap as the
  * in-place contract allows (assembly/convert.ts): a wider output with the input at its end

@@ -8,11 +8,12 @@ import { SafetensorsError } from './errors.ts'
 import { type Header, readHeader, type TensorInfo } from './header.ts'
 import { type HttpOptions, httpSource } from './http.ts'
 import { localFiles, requireLocalFiles } from './local-files.ts'
-import { readingAhead, runPool } from './pool.ts'
+import { PARALLEL_READS, readingAhead, runPool } from './pool.ts'
 import { metered, type ProgressCallback, ProgressMeter } from './progress.ts'
 import { retrySettings } from './retry.ts'
-import { planSlice, type SliceRange } from './slice.ts'
+import { packedStarts, planSlice, type SliceRange } from './slice.ts'
 import { blobSource, memorySource, type RangeSource, readInto, throwIfAborted } from './source.ts'
+import { type StreamOptions, tensorStream } from './stream.ts'
 import { type Core, instantiate } from './wasm.ts'
 
 export interface Tensor<T extends TypedArray = TypedArray> {
@@ -125,6 +126,17 @@ export class SafetensorsFile {
     const info = this.info(name)
     const plan = planSlice(name, info.dtype, info.shape, ranges)
     return this.#read(info, plan.shape, plan.runs, options) as Promise<Tensor<DataFor<D>>>
+  }
+
+  /**
+   * The tensor's (or, with `ranges`, the slice's) little-endian bytes as a stream, converted chunk by
+   * chunk as the consumer pulls, in memory bounded by a few chunks (src/stream.ts). Read errors error the
+   * stream; cancel() aborts the reads.
+   */
+  stream(name: string, options: StreamOptions & { ranges?: readonly SliceRange[] } = {}): ReadableStream<Uint8Array> {
+    const info = this.info(name)
+    const runs = options.ranges === undefined ? [[0, info.byteLength] as [number, number]] : planSlice(name, info.dtype, info.shape, options.ranges).runs
+    return tensorStream(this, info, runs, options)
   }
 
   /** Every tensor in file order; the next one (when small) is read while this one is handled. */
@@ -270,12 +282,7 @@ export class SafetensorsFile {
 
   /** Reads the runs packed one after another into `target`, a few at a time (a column slice has many). */
   async #readRuns(start: number, runs: Array<[number, number]>, target: Uint8Array, io: ReadIo): Promise<void> {
-    const at: number[] = []
-    let packed = 0
-    for (const [, length] of runs) {
-      at.push(packed)
-      packed += length
-    }
+    const at = packedStarts(runs).starts
     await runPool(runs, PARALLEL_READS, ([offset, length], i) =>
       readInto(this.source, start + offset, target.subarray(at[i], at[i] + length), io.signal, io.onBytes),
     )
@@ -313,9 +320,6 @@ interface ReadIo {
   signal?: AbortSignal
   onBytes?: (bytes: number) => void
 }
-
-/** Reads in flight at once for one slice: enough to hide HTTP latency, few enough for any server. */
-const PARALLEL_READS = 6
 
 function tooLarge(info: TensorInfo, bytes: number, dtype: DType, cause: unknown): SafetensorsError {
   return new SafetensorsError('Io', `tensor ${JSON.stringify(info.name)} needs ${bytes} bytes as ${dtype}, more than one buffer can hold here`, { cause })

@@ -175,8 +175,27 @@ export function parseHeader(bytes: Uint8Array, options: { fileSize?: number } = 
       'InvalidHeaderLength',
       `the header length is ${n} bytes, but only ${bytes.length - 8} header bytes were given (pass the file's first ${8 + n} bytes)`,
     )
-  const headerBytes = bytes.subarray(8, 8 + n)
+  return scan(bytes.subarray(8, 8 + n), fileSize)
+}
 
+/**
+ * The scanner never accepts this file size: it checks that every offset is a JS safe integer before the
+ * size, so the end of the data (at most 2^53 + 8 + MAX_HEADER_SIZE) cannot reach 2^63.
+ */
+const SIZE_NOT_KNOWN = 2 ** 63
+
+/**
+ * The header of a file whose size is not known yet, such as a stream's: `bytes` is the length prefix and
+ * the N header bytes, already checked by readHeaderSize. Every rule of parseHeader is checked but the last
+ * (MetadataIncompleteBuffer), which needs the size; the Header's fileSize is the size its offsets imply,
+ * for the caller to check against the bytes that follow.
+ */
+export function parseHeaderOfUnknownSize(bytes: Uint8Array): Header {
+  return scan(bytes.subarray(8), undefined)
+}
+
+function scan(headerBytes: Uint8Array, knownSize: number | undefined): Header {
+  const n = headerBytes.length
   const core = sharedCore()
   // A huge header grows the shared core; past a threshold it is dropped afterwards (wasm memory never shrinks).
   try {
@@ -187,7 +206,7 @@ export function parseHeader(bytes: Uint8Array, options: { fileSize?: number } = 
       throw new SafetensorsError('HeaderTooLarge', `a header of ${n} bytes does not fit in wasm memory`)
     }
     new Uint8Array(core.memory.buffer, input, n).set(headerBytes)
-    const status = core.exports.scanHeader(input, n, fileSize)
+    const status = core.exports.scanHeader(input, n, knownSize ?? SIZE_NOT_KNOWN)
 
     // The scanner may have grown memory: take views only now.
     const memory = core.memory.buffer
@@ -196,7 +215,10 @@ export function parseHeader(bytes: Uint8Array, options: { fileSize?: number } = 
     const L = b.layout
     const result = core.exports.resultPtr() >>> 0
     const u32At = (at: number) => view.getUint32(at, true)
-    if (status !== L.STATUS_OK) throw scanError(status, view, result, b, headerBytes, fileSize)
+    // Only the size disagrees: the end of the data it found is the size the file must have.
+    const sizeOnly = knownSize === undefined && b.errors.get(status) === 'MetadataIncompleteBuffer'
+    if (status !== L.STATUS_OK && !sizeOnly) throw scanError(status, view, result, b, headerBytes, knownSize ?? SIZE_NOT_KNOWN)
+    const fileSize = knownSize ?? Number(view.getBigUint64(result + L.RESULT_A, true))
 
     const count = u32At(result + L.RESULT_TENSOR_COUNT)
     const order = u32At(result + L.RESULT_ORDER)

@@ -48,7 +48,7 @@ export function tensorByteLength(t: TensorDeclaration): number {
 }
 
 /** Plans the file for these tensors; validates everything a reader will check, before any byte is written. */
-export function planLayout(tensors: readonly TensorDeclaration[], metadata?: Record<string, string> | null): Layout {
+export function planLayout(tensors: readonly TensorDeclaration[], metadata?: Record<string, string> | null, keepOrder = false): Layout {
   const names = new Set<string>()
   for (const t of tensors) {
     if (typeof t.name !== 'string' || !t.name.isWellFormed()) throw invalid(`tensor name ${JSON.stringify(t.name)} must be a well-formed string`)
@@ -64,7 +64,7 @@ export function planLayout(tensors: readonly TensorDeclaration[], metadata?: Rec
     }
   }
   const sizes = new Map(tensors.map((t) => [t, tensorByteLength(t)]))
-  const sorted = [...tensors].sort((a, b) => RANK.get(b.dtype)! - RANK.get(a.dtype)! || compareCodePoints(a.name, b.name))
+  const sorted = keepOrder ? tensors : [...tensors].sort((a, b) => RANK.get(b.dtype)! - RANK.get(a.dtype)! || compareCodePoints(a.name, b.name))
   let offset = 0
   const entries = sorted.map((t): LayoutEntry => {
     const begin = offset

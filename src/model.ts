@@ -195,6 +195,11 @@ export class SafetensorsModel {
     return this.#fileOf(name).getSlice(name, ranges, options)
   }
 
+  /** One tensor or slice as a stream, from its shard: see SafetensorsFile.stream. */
+  stream(name: string, options?: Parameters<SafetensorsFile['stream']>[1]): ReadableStream<Uint8Array> {
+    return this.#fileOf(name).stream(name, options)
+  }
+
   /** Every tensor, shard by shard in data order; the next one (when small) is read while this one is handled. */
   tensors<D extends DType>(options?: ReadOptions<D>): AsyncGenerator<Tensor<DataFor<D>>> {
     return readingAhead(this.#listed().map(([file, info]) => ({ bytes: info.byteLength, read: () => file.getTensor(info.name, options) })))

@@ -74,3 +74,14 @@ function toBytes(where: string, dtype: DType, firstElement: number, elements: nu
   }
   return [(firstElement * bits) / 8, (elements * bits) / 8]
 }
+
+/** Where each run lands when the runs are packed one after another, and their total length. */
+export function packedStarts(runs: SlicePlan['runs']): { starts: number[]; total: number } {
+  const starts: number[] = []
+  let total = 0
+  for (const [, length] of runs) {
+    starts.push(total)
+    total += length
+  }
+  return { starts, total }
+}

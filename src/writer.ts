@@ -20,6 +20,12 @@ export type TensorCollection = Record<string, TensorInput> | ReadonlyMap<string,
 export interface WriteOptions {
   /** String metadata stored under __metadata__. */
   metadata?: Record<string, string> | null
+  /**
+   * SafetensorsWriter: lay the tensors out in the order declared, not sorted by dtype and name as the
+   * reference writer does. A file converted as it streams by (convertStream) keeps its input's order,
+   * since its tensors arrive in that order.
+   */
+  keepOrder?: boolean
 }
 
 export function named(tensors: TensorCollection): Array<TensorInput & { name: string }> {
@@ -136,7 +142,7 @@ export class SafetensorsWriter {
 
   /** Validates the declarations and writes the header. */
   static create(sink: WriterSink, tensors: readonly TensorDeclaration[], options: WriteOptions = {}): SafetensorsWriter {
-    return new SafetensorsWriter(sink, planLayout(tensors, options.metadata))
+    return new SafetensorsWriter(sink, planLayout(tensors, options.metadata, options.keepOrder))
   }
 
   /** The order in which a stream sink needs the tensors. */

@@ -11,11 +11,13 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
 import workerdBinary, { version as workerdVersion } from 'workerd'
 import { open } from '../../src/node.ts'
-import { serveFiles, type TestServer } from '../http-server.ts'
+import { FLOAT_SOURCES, referenceConvert } from '../float-reference.ts'
+import { serveFiles, startServer, type TestServer } from '../http-server.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const FIXTURE = 'fluxml__safetensors.jl__model.safetensors'
 const FIXTURE_PATH = join(ROOT, 'test/fixtures/real', FIXTURE)
+const LARGE_PATH = join(ROOT, 'test/fixtures/real/catundchat__stable-diffusion-v1.5-lora__pytorch_lora_weights.safetensors')
 const INVALID = 'syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors'
 const INVALID_PATH = join(ROOT, 'test/fixtures/real/invalid', INVALID)
 
@@ -28,41 +30,53 @@ function resolveWorkerdEntry(): string {
   return fileURLToPath(url.trim())
 }
 
-/** The config: one worker, one socket on 127.0.0.1 (port chosen by the OS), outbound fetch to loopback only. */
-function workerdConfig(configDir: string, entry: string): string {
+/** A worker of the config: its file in test/workerd, and text bindings (env.NAME) such as the URLs it talks to. */
+interface WorkerSpec {
+  name: string
+  file: string
+  bindings?: Record<string, string>
+}
+
+/** The config: each worker on a socket of its own on 127.0.0.1 (port chosen by the OS), outbound fetch to loopback only. */
+function workerdConfig(configDir: string, entry: string, workers: WorkerSpec[]): string {
   const wasm = readdirSync(dirname(entry)).filter((f) => f.endsWith('.wasm'))
   // embed takes a path relative to the config file (an absolute one is looked up in the import path).
   const embed = (path: string) => `embed ${JSON.stringify(relative(configDir, path))}`
   // Module names are how imports resolve: the worker imports 'safetensors-wasm', and the entry's
   // './core-simd.wasm' resolves, relative to that name, to 'core-simd.wasm'.
-  const modules = [
-    `(name = "worker.js", esModule = ${embed(join(ROOT, 'test/workerd/worker.js'))})`,
-    `(name = "safetensors-wasm", esModule = ${embed(entry)})`,
-    ...wasm.map((f) => `(name = ${JSON.stringify(f)}, wasm = ${embed(join(dirname(entry), f))})`),
-  ]
-  return `using Workerd = import "/workerd/workerd.capnp";
-
-const config :Workerd.Config = (
-  services = [
-    (name = "main", worker = .worker),
-    # fetch() from the worker may reach 127.0.0.1 and nothing else (the default allows only public addresses).
-    (name = "loopback", network = (allow = ["127.0.0.1/32"])),
-  ],
-  sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "main")],
-);
-
-const worker :Workerd.Worker = (
+  const worker = (w: WorkerSpec) => {
+    const modules = [
+      `(name = "worker.js", esModule = ${embed(join(ROOT, 'test/workerd', w.file))})`,
+      `(name = "safetensors-wasm", esModule = ${embed(entry)})`,
+      ...wasm.map((f) => `(name = ${JSON.stringify(f)}, wasm = ${embed(join(dirname(entry), f))})`),
+    ]
+    const bindings = Object.entries(w.bindings ?? {}).map(([name, text]) => `(name = ${JSON.stringify(name)}, text = ${JSON.stringify(text)})`)
+    return `const ${w.name} :Workerd.Worker = (
   modules = [
     ${modules.join(',\n    ')}
   ],
+  bindings = [${bindings.join(', ')}],
   compatibilityDate = "2025-06-01",
   globalOutbound = "loopback",
 );
 `
+  }
+  return `using Workerd = import "/workerd/workerd.capnp";
+
+const config :Workerd.Config = (
+  services = [
+    ${workers.map((w) => `(name = ${JSON.stringify(w.name)}, worker = .${w.name}),`).join('\n    ')}
+    # fetch() from the workers may reach 127.0.0.1 and nothing else (the default allows only public addresses).
+    (name = "loopback", network = (allow = ["127.0.0.1/32"])),
+  ],
+  sockets = [${workers.map((w) => `(name = ${JSON.stringify(w.name)}, address = "127.0.0.1:0", http = (), service = ${JSON.stringify(w.name)})`).join(', ')}],
+);
+
+${workers.map(worker).join('\n')}`
 }
 
-/** Starts workerd; resolves with its base URL once it reports the port it listens on (--control-fd). */
-function startWorkerd(configPath: string): Promise<{ child: ChildProcess; url: string; log: () => string }> {
+/** Starts workerd; resolves with each socket's base URL once it reports the ports it listens on (--control-fd). */
+function startWorkerd(configPath: string, sockets: string[]): Promise<{ child: ChildProcess; urls: Record<string, string>; log: () => string }> {
   const child = spawn(workerdBinary, ['serve', configPath, '--control-fd=3'], { stdio: ['ignore', 'pipe', 'pipe', 'pipe'] })
   let log = ''
   child.stdout!.on('data', (d) => (log += d))
@@ -70,15 +84,17 @@ function startWorkerd(configPath: string): Promise<{ child: ChildProcess; url: s
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`workerd did not start within 20 s:\n${log}`)), 20_000)
     child.on('exit', (code) => reject(new Error(`workerd exited with ${code}:\n${log}`)))
+    const urls: Record<string, string> = {}
     let control = ''
     ;(child.stdio[3] as NodeJS.ReadableStream).on('data', (d) => {
       control += d
       for (const line of control.split('\n')) {
         const message = line.trim() && JSON.parse(line)
-        if (message?.event === 'listen' && message.socket === 'http') {
-          clearTimeout(timer)
-          resolve({ child, url: `http://127.0.0.1:${message.port}/`, log: () => log })
-        }
+        if (message?.event === 'listen') urls[message.socket] = `http://127.0.0.1:${message.port}/`
+      }
+      if (sockets.every((s) => urls[s])) {
+        clearTimeout(timer)
+        resolve({ child, urls, log: () => log })
       }
     })
   })
@@ -90,29 +106,165 @@ function headerJson(bytes: Uint8Array): { dataStart: number; tensors: Record<str
   return { dataStart: 8 + n, tensors: JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n))) }
 }
 
+/** What the storage server of the upload gateway got for one PUT: the bytes, and whether the request body ended (complete) or broke off. */
+interface Upload {
+  path: string
+  state: 'receiving' | 'complete' | 'aborted'
+  bytes: Buffer
+}
+
+/** A storage server: records every upload, answers 201 to a complete one. It knows nothing about the library. */
+function storageServer(uploads: Upload[]): Promise<TestServer> {
+  return startServer((req, res, log) => {
+    const upload: Upload = { path: log.path, state: 'receiving', bytes: Buffer.alloc(0) }
+    uploads.push(upload)
+    const parts: Buffer[] = []
+    return new Promise<void>((resolve) => {
+      req.on('data', (d: Buffer) => parts.push(d))
+      req.on('end', () => {
+        upload.state = 'complete'
+        upload.bytes = Buffer.concat(parts)
+        res.writeHead(201, { 'Content-Length': 0 }).end()
+        resolve()
+      })
+      req.on('close', () => {
+        if (upload.state !== 'complete') {
+          upload.state = 'aborted'
+          upload.bytes = Buffer.concat(parts)
+        }
+        resolve()
+      })
+    })
+  })
+}
+
 describe('workerd', () => {
   let dir: string
   let files: TestServer
+  let storage: TestServer
+  const uploads: Upload[] = []
   let workerd: Awaited<ReturnType<typeof startWorkerd>>
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'safetensors-workerd-'))
     const entry = resolveWorkerdEntry()
     expect(entry).toBe(join(ROOT, 'dist/workerd.js'))
-    writeFileSync(join(dir, 'config.capnp'), workerdConfig(dir, entry))
     files = await serveFiles({ [FIXTURE]: FIXTURE_PATH, [INVALID]: INVALID_PATH })
-    workerd = await startWorkerd(join(dir, 'config.capnp'))
+    storage = await storageServer(uploads)
+    const workers: WorkerSpec[] = [
+      { name: 'main', file: 'worker.js' },
+      { name: 'tensor', file: 'tensor-endpoint.js', bindings: { ORIGIN: files.url + FIXTURE } },
+      { name: 'gateway', file: 'upload-gateway.js', bindings: { STORAGE: storage.url } },
+      { name: 'convert', file: 'convert-proxy.js', bindings: { ORIGIN: files.url } },
+    ]
+    writeFileSync(join(dir, 'config.capnp'), workerdConfig(dir, entry, workers))
+    workerd = await startWorkerd(
+      join(dir, 'config.capnp'),
+      workers.map((w) => w.name),
+    )
     // One line in the CI log that says what ran where.
-    console.log(`workerd ${workerdVersion} at ${workerd.url} runs test/workerd/worker.js with ${relative(ROOT, entry)} (workerd condition)`)
+    console.log(
+      `workerd ${workerdVersion} runs ${workers.map((w) => `test/workerd/${w.file} at ${workerd.urls[w.name]}`).join(', ')} with ${relative(ROOT, entry)} (workerd condition)`,
+    )
   }, 30_000)
 
   afterAll(async () => {
     workerd?.child.kill()
     await files?.close()
+    await storage?.close()
     rmSync(dir, { recursive: true, force: true })
   })
 
-  const ask = (params: Record<string, string>) => fetch(`${workerd.url}?${new URLSearchParams(params)}`)
+  const ask = (params: Record<string, string>) => fetch(`${workerd.urls.main}?${new URLSearchParams(params)}`)
+  const fixture = () => new Uint8Array(readFileSync(FIXTURE_PATH))
+
+  test.each([
+    ['bfloat16_357', 'F16'],
+    ['bfloat16_357', 'F32'],
+    ['float32_35', 'BF16'],
+  ])('tensor endpoint: GET /tensor/%s?dtype=%s streams the converted tensor, byte-exact', async (name, dtype) => {
+    files.clear()
+    const response = await fetch(`${workerd.urls.tensor}tensor/${name}?dtype=${dtype}`)
+    expect(response.status, await response.clone().text()).toBe(200)
+    const { dataStart, tensors } = headerJson(fixture())
+    const info = tensors[name]
+    const raw = fixture().subarray(dataStart + info.data_offsets[0], dataStart + info.data_offsets[1])
+    expect(Buffer.compare(new Uint8Array(await response.arrayBuffer()), referenceConvert(info.dtype, dtype, raw))).toBe(0)
+    expect(JSON.parse(response.headers.get('x-shape')!)).toEqual(info.shape)
+    // The origin was asked for the header and then for this tensor's bytes only.
+    expect(files.ranges().at(-1)).toBe(`bytes=${dataStart + info.data_offsets[0]}-${dataStart + info.data_offsets[1] - 1}`)
+    const missing = await fetch(`${workerd.urls.tensor}tensor/nope?dtype=F16`)
+    expect(missing.status).toBe(404)
+    expect((await missing.json()).code).toBe('TensorNotFound')
+  })
+
+  test('upload gateway: a good file is answered 201 with its tensor count and stored byte-identical', async () => {
+    const bytes = fixture()
+    const response = await fetch(`${workerd.urls.gateway}good.safetensors`, { method: 'POST', body: bytes })
+    expect(response.status, await response.clone().text()).toBe(201)
+    expect((await response.json()).tensors).toBe(Object.keys(headerJson(bytes).tensors).length)
+    await storage.settled()
+    const stored = uploads.filter((u) => u.path === '/good.safetensors')
+    expect(stored.map((u) => u.state)).toEqual(['complete'])
+    expect(Buffer.compare(stored[0].bytes, bytes)).toBe(0)
+  })
+
+  const bad = (): Array<[string, Uint8Array<ArrayBuffer>, string]> => {
+    const bytes = fixture()
+    const n = Number(Buffer.from(bytes).readBigUInt64LE(0))
+    const shifted = bytes.slice()
+    // The first data_offsets begin becomes 1: InvalidOffset, by the format's rules.
+    const text = Buffer.from(shifted.subarray(8, 8 + n))
+      .toString('latin1')
+      .replace(/"data_offsets":\[0,/, '"data_offsets":[1,')
+    shifted.set(Buffer.from(text, 'latin1'), 8)
+    // Large enough that much of it reaches storage before the end shows it is short.
+    const large = new Uint8Array(readFileSync(LARGE_PATH))
+    return [
+      ['cut-short', bytes.subarray(0, bytes.length - 1), 'MetadataIncompleteBuffer'],
+      ['large-cut-short', large.subarray(0, large.length - 100), 'MetadataIncompleteBuffer'],
+      ['trailing', new Uint8Array(Buffer.concat([bytes, Buffer.alloc(1)])), 'MetadataIncompleteBuffer'],
+      ['bad-offset', shifted, 'InvalidOffset'],
+      ['abuse', new Uint8Array(readFileSync(INVALID_PATH)), 'InvalidHeaderLength'],
+    ]
+  }
+  test.each(bad().map(([name, , code]) => [name, code]))('upload gateway: %s is answered 422 %s and storage sees no complete object', async (name, code) => {
+    const [, bytes] = bad().find(([n]) => n === name)!
+    const response = await fetch(`${workerd.urls.gateway}${name}.safetensors`, { method: 'POST', body: bytes })
+    expect(response.status, await response.clone().text()).toBe(422)
+    expect((await response.json()).code).toBe(code)
+    await vi.waitFor(() => expect(uploads.filter((u) => u.path === `/${name}.safetensors` && u.state === 'receiving')).toEqual([]))
+    const seen = uploads.filter((u) => u.path === `/${name}.safetensors`)
+    console.log(`upload gateway, ${name}: storage saw ${seen.map((u) => `${u.state} after ${u.bytes.length} bytes`).join(', ') || 'no request'}`)
+    expect(seen.filter((u) => u.state !== 'aborted')).toEqual([])
+    // A file that is bad only at its end streamed to storage, which then saw the upload break off.
+    if (name === 'large-cut-short') expect(seen.map((u) => u.state)).toEqual(['aborted'])
+  })
+
+  test('converting proxy: an upstream BF16/F32 file comes back with every float as F16, byte-exact', async () => {
+    const response = await fetch(`${workerd.urls.convert}${FIXTURE}?dtype=F16`)
+    expect(response.status).toBe(200)
+    const out = new Uint8Array(await response.arrayBuffer())
+    const input = fixture()
+    const before = headerJson(input)
+    const after = headerJson(out)
+    // The tensors keep the upstream's data order, packed, each converted.
+    const order = Object.entries(before.tensors)
+      .sort(([, a], [, b]) => a.data_offsets[0] - b.data_offsets[0])
+      .map(([name]) => name)
+    expect(Object.keys(after.tensors).filter((k) => k !== '__metadata__')).toEqual(order)
+    let offset = 0
+    for (const name of order) {
+      const from = before.tensors[name]
+      const raw = input.subarray(before.dataStart + from.data_offsets[0], before.dataStart + from.data_offsets[1])
+      const isFloat = FLOAT_SOURCES.includes(from.dtype)
+      const expected = isFloat && from.dtype !== 'F16' ? referenceConvert(from.dtype, 'F16', raw) : raw
+      expect(after.tensors[name]).toEqual({ dtype: isFloat ? 'F16' : from.dtype, shape: from.shape, data_offsets: [offset, offset + expected.length] })
+      expect(Buffer.compare(out.subarray(after.dataStart + offset, after.dataStart + offset + expected.length), expected), name).toBe(0)
+      offset += expected.length
+    }
+    expect(out.length).toBe(after.dataStart + offset)
+  })
 
   test.each(['bfloat16_3', 'bfloat16_35', 'bfloat16_357'])('%s: BF16 -> F32 in the worker equals the tensor read in Node', async (name) => {
     files.clear()
@@ -153,6 +305,10 @@ describe('workerd', () => {
     // Its prefix claims a header longer than the file: InvalidHeaderLength, by the format's rules.
     expect(Number(bytes.readBigUInt64LE(0))).toBeGreaterThan(bytes.length - 8)
     expect((await response.json()).code).toBe('InvalidHeaderLength')
+  })
+
+  test.each(['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js'])('README, "Edge workers", shows %s as tested', (file) => {
+    expect(readFileSync(join(ROOT, 'README.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/workerd', file), 'utf8')}`)
   })
 
   test('outbound fetch is limited to loopback: another address is refused', async () => {

@@ -1,0 +1,401 @@
+// Streams, in memory bounded by a few chunks whatever the size (README.md, "Edge workers"):
+// - tensorStream: one tensor or slice as a ReadableStream of little-endian bytes, converted on the way;
+// - validateStream: a whole file checked as it flows by (and, optionally, forwarded once checked);
+// - convertStream: a whole file re-encoded in another dtype, as a stream of the new file.
+// Every chunk lands in a wasm memory of its own that never grows (so views into it survive the awaits
+// between a read and its conversion), is converted there in place, and leaves as one copy.
+import type { ByteOrder } from './byte-order.ts'
+import { byteLengthOf, type ConvertTarget, checkConversion, convertInto, elementCountOf, swapElementsInCore, targetOf } from './convert.ts'
+import type { DType } from './dtypes.ts'
+import { SafetensorsError } from './errors.ts'
+import type { SafetensorsFile } from './file.ts'
+import { type Header, parseHeaderOfUnknownSize, readHeaderSize, type TensorInfo } from './header.ts'
+import { PARALLEL_READS, runPool } from './pool.ts'
+import { packedStarts, type SlicePlan } from './slice.ts'
+import { readInto, throwIfAborted } from './source.ts'
+import { type Core, instantiate } from './wasm.ts'
+import { SafetensorsWriter, streamSink } from './writer.ts'
+
+export interface StreamOptions<D extends DType = DType> {
+  /** Convert to this dtype on the way. */
+  dtype?: D
+  /** Aborting errors the stream with `Aborted` and aborts the read in flight. */
+  signal?: AbortSignal
+}
+
+/**
+ * Elements per chunk: a multiple of 4 (whole F4/F6 bytes), so at most 2 MiB of input (8-byte dtypes)
+ * and 1 MiB of F32 output; large enough that a kernel call and a read cost nothing extra per chunk.
+ */
+const CHUNK_ELEMENTS = 1 << 18
+
+/** The most bytes one chunk takes in its memory, input or output: 8-byte input elements. */
+const MAX_SLOT_BYTES = CHUNK_ELEMENTS * 8
+
+/** Input bytes of one full chunk of `from`. */
+const chunkBytesOf = (from: DType) => byteLengthOf(from, CHUNK_ELEMENTS)
+
+/**
+ * One chunk's working set: a wasm memory sized once for the largest chunk it will convert. The input is
+ * placed where the kernels' in-place contract wants it (at the end of a wider output, at the start of a
+ * narrower one), so nothing is allocated per chunk but the copy handed out.
+ */
+class ChunkConverter {
+  readonly #core: Core
+
+  constructor(bytes: number) {
+    this.#core = instantiate(bytes, false)
+  }
+
+  /**
+   * Lets `fill` put `inBytes` bytes of `from` (in the file's `byteOrder`) into the working set, converts
+   * them to `to`, and returns the little-endian result: a view, valid until the next call.
+   */
+  async convert(from: DType, to: DType, byteOrder: ByteOrder, inBytes: number, fill: (target: Uint8Array) => Promise<void>): Promise<Uint8Array> {
+    const count = elementCountOf(from, inBytes)
+    const outBytes = byteLengthOf(to, count)
+    const dst = this.#core.heapBase
+    const src = dst + Math.max(0, outBytes - inBytes)
+    await fill(new Uint8Array(this.#core.memory.buffer, src, inBytes))
+    // The kernels read and write little-endian data, which is what a stream gives out.
+    if (byteOrder === 'big') swapElementsInCore(this.#core, src, inBytes, from)
+    convertInto(this.#core, src, dst, count, from, to)
+    return new Uint8Array(this.#core.memory.buffer, dst, outBytes)
+  }
+}
+
+/** Anything but a SafetensorsError becomes one (Io), so that a stream's consumer sees only codes. */
+function asSafetensorsError(error: unknown, what: string): SafetensorsError {
+  if (error instanceof SafetensorsError) return error
+  return new SafetensorsError('Io', `${what}: ${(error as Error)?.message ?? String(error)}`, { cause: error })
+}
+
+function abortedError(signal: AbortSignal): SafetensorsError {
+  return new SafetensorsError('Aborted', 'the operation was aborted', { cause: signal.reason })
+}
+
+/**
+ * An AbortController of this stream's own, aborted by the caller's signal as well: cancel() aborts the
+ * reads in flight without touching the caller's signal. `release` drops the listener on the caller's.
+ */
+function linkedAbort(
+  signal: AbortSignal | undefined,
+  onAbort: (error: SafetensorsError) => void,
+): { signal: AbortSignal; abort(reason: unknown): void; release(): void } {
+  const controller = new AbortController()
+  const listener = () => {
+    controller.abort(signal!.reason)
+    onAbort(abortedError(signal!))
+  }
+  signal?.addEventListener('abort', listener, { once: true })
+  return {
+    signal: controller.signal,
+    abort: (reason) => controller.abort(reason),
+    release: () => signal?.removeEventListener('abort', listener),
+  }
+}
+
+/**
+ * The byte pieces of runs (offset, length; relative to the tensor) that make up bytes [at, at + length)
+ * of their concatenation, as [offset in the tensor, offset in the chunk, length]. `next` is the index of
+ * the run holding `at`, kept by the caller between chunks so that a slice of a million runs stays linear.
+ */
+function piecesOf(runs: SlicePlan['runs'], starts: number[], cursor: { next: number }, at: number, length: number): Array<[number, number, number]> {
+  const pieces: Array<[number, number, number]> = []
+  for (let into = 0; into < length; ) {
+    const [offset, runLength] = runs[cursor.next]
+    const skip = at + into - starts[cursor.next]
+    const take = Math.min(runLength - skip, length - into)
+    pieces.push([offset + skip, into, take])
+    into += take
+    if (skip + take === runLength) cursor.next++
+  }
+  return pieces
+}
+
+/**
+ * The bytes of one tensor or slice (`runs` of the tensor `info` of `file`), as `dtype`, pulled chunk by
+ * chunk: a chunk is read only when the consumer has taken the one before (one is kept ready, so the
+ * next read overlaps the consumer's work). Known problems (an unknown conversion) throw at once.
+ */
+export function tensorStream(file: SafetensorsFile, info: TensorInfo, runs: SlicePlan['runs'], options: StreamOptions = {}): ReadableStream<Uint8Array> {
+  const from = info.dtype
+  const to = options.dtype ?? from
+  checkConversion(from, to)
+  const start = file.header.dataStart + info.dataOffsets[0]
+  const { starts, total } = packedStarts(runs)
+  const cursor = { next: 0 }
+  let done = 0
+  let converter: ChunkConverter | undefined
+  let stop: ReturnType<typeof linkedAbort>
+  return new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        stop = linkedAbort(options.signal, (error) => controller.error(error))
+      },
+      async pull(controller) {
+        try {
+          if (options.signal?.aborted) throw abortedError(options.signal)
+          if (done < total) {
+            const inBytes = Math.min(chunkBytesOf(from), total - done)
+            const pieces = piecesOf(runs, starts, cursor, done, inBytes)
+            // Sized for this stream's largest chunk: a small tensor gets a small memory.
+            converter ??= new ChunkConverter(Math.max(inBytes, byteLengthOf(to, elementCountOf(from, inBytes))))
+            const out = await converter.convert(from, to, file.byteOrder, inBytes, (target) =>
+              runPool(pieces, PARALLEL_READS, ([offset, into, length]) =>
+                readInto(file.source, start + offset, target.subarray(into, into + length), stop.signal),
+              ),
+            )
+            done += inBytes
+            controller.enqueue(out.slice())
+          }
+          if (done === total) {
+            stop.release()
+            controller.close()
+          }
+        } catch (error) {
+          stop.release()
+          throw asSafetensorsError(error, `reading tensor ${JSON.stringify(info.name)}`)
+        }
+      },
+      cancel(reason) {
+        stop.release()
+        stop.abort(reason)
+      },
+    },
+    { highWaterMark: 1 },
+  )
+}
+
+/** A ReadableStream read as bytes: exact amounts across chunk boundaries, with a count of bytes taken. */
+class StreamInput {
+  readonly #reader: ReadableStreamDefaultReader<Uint8Array>
+  readonly #signal: AbortSignal | undefined
+  #chunk: Uint8Array = new Uint8Array(0)
+  #at = 0
+  /** Bytes taken so far. */
+  position = 0
+
+  constructor(stream: ReadableStream<Uint8Array>, signal: AbortSignal | undefined) {
+    if (typeof (stream as { getReader?: unknown })?.getReader !== 'function')
+      throw new TypeError(`expected a ReadableStream, got ${Object.prototype.toString.call(stream)}`)
+    this.#reader = stream.getReader()
+    this.#signal = signal
+    // A read waiting on a stalled upstream must end on abort: cancelling ends it (as if the stream had ended).
+    signal?.addEventListener('abort', () => void this.cancel(signal.reason), { once: true })
+  }
+
+  /** The next at most `max` bytes (a view of the stream's own chunk), or undefined at the end of the stream. */
+  async next(max: number): Promise<Uint8Array | undefined> {
+    while (this.#at === this.#chunk.length) {
+      throwIfAborted(this.#signal)
+      let result: ReadableStreamReadResult<Uint8Array>
+      try {
+        result = await this.#reader.read()
+      } catch (cause) {
+        throw asSafetensorsError(cause, `the stream failed after ${this.position} bytes`)
+      }
+      // A cancel on abort ends the read as if the stream had ended: it did not.
+      throwIfAborted(this.#signal)
+      if (result.done) return undefined
+      if (!(result.value instanceof Uint8Array)) throw new TypeError(`the stream gave ${Object.prototype.toString.call(result.value)}, not a Uint8Array`)
+      this.#chunk = result.value
+      this.#at = 0
+    }
+    const view = this.#chunk.subarray(this.#at, this.#at + max)
+    this.#at += view.length
+    this.position += view.length
+    return view
+  }
+
+  /** Fills `target`; returns the bytes filled, fewer only where the stream ended. */
+  async fill(target: Uint8Array): Promise<number> {
+    let filled = 0
+    for (let part: Uint8Array | undefined; filled < target.length && (part = await this.next(target.length - filled)); filled += part.length)
+      target.set(part, filled)
+    return filled
+  }
+
+  /** Stops the upstream (an upload, a download): nothing more of it is wanted. */
+  async cancel(reason: unknown): Promise<void> {
+    await this.#reader.cancel(reason).catch(() => {})
+  }
+}
+
+/** The bytes from where the data ends on, which a file must not have. */
+function trailingBytes(header: Header): SafetensorsError {
+  return new SafetensorsError('MetadataIncompleteBuffer', `the tensors end at file offset ${header.fileSize}, but the stream goes on past it (trailing bytes)`)
+}
+
+function cutShort(header: Header, position: number): SafetensorsError {
+  return new SafetensorsError(
+    'MetadataIncompleteBuffer',
+    `the tensors end at file offset ${header.fileSize}, but the stream ended after ${position} bytes (${header.fileSize - position} bytes missing)`,
+  )
+}
+
+/**
+ * Reads a stream's length prefix and header and validates the header as parseHeader does, as soon as it
+ * has arrived. Only the last rule waits: the file size is known at the end of the stream, so the
+ * returned Header's fileSize is the size the offsets imply. Returns the header's bytes too (8 + N).
+ */
+async function readStreamHeader(input: StreamInput): Promise<{ header: Header; head: Uint8Array }> {
+  const prefix = new Uint8Array(8)
+  const got = await input.fill(prefix)
+  if (got < 8) throw new SafetensorsError('HeaderTooSmall', `the stream ended after ${got} bytes; a SafeTensors file starts with an 8-byte header length`)
+  // Only HeaderTooLarge can be known from the prefix alone; InvalidHeaderLength needs the bytes that follow.
+  const n = readHeaderSize(prefix, Number.MAX_SAFE_INTEGER)
+  // Grown as the header arrives: a prefix that lies about N costs no more than the bytes really sent.
+  let head = new Uint8Array(Math.min(8 + n, 1 << 16))
+  head.set(prefix)
+  let filled = 8
+  while (filled < 8 + n) {
+    if (filled === head.length) {
+      const bigger = new Uint8Array(Math.min(8 + n, head.length * 2))
+      bigger.set(head)
+      head = bigger
+    }
+    const part = await input.fill(head.subarray(filled))
+    filled += part
+    if (filled < head.length) {
+      throw new SafetensorsError('InvalidHeaderLength', `the header length is ${n} bytes, but the stream ended ${filled - 8} bytes after the 8-byte prefix`)
+    }
+  }
+  return { header: parseHeaderOfUnknownSize(head), head }
+}
+
+/** Takes the end of the stream: trailing bytes are MetadataIncompleteBuffer. */
+async function expectEnd(input: StreamInput, header: Header): Promise<void> {
+  if (await input.next(1)) throw trailingBytes(header)
+}
+
+export interface ValidateStreamOptions {
+  signal?: AbortSignal
+  /**
+   * Where the checked bytes go (an upload, say): the header once it is valid, then the data as it
+   * arrives. Closed when the whole file is valid, aborted with the error otherwise, so that whatever
+   * reads from it sees a complete file or a failure, never a complete invalid file.
+   */
+  forward?: WritableStream<Uint8Array>
+}
+
+/**
+ * Checks a whole SafeTensors file as it flows by, holding the header and one chunk at most: the header
+ * as soon as it has arrived (parseHeader's scanner and codes), then the data's length against the
+ * offsets, then the end. Resolves with the Header; rejects with the code parseHeader gives for the same
+ * bytes. The stream is consumed, and cancelled on a failure.
+ */
+export async function validateStream(stream: ReadableStream<Uint8Array>, options: ValidateStreamOptions = {}): Promise<Header> {
+  const input = new StreamInput(stream, options.signal)
+  const out = options.forward?.getWriter()
+  const forward = async (bytes: Uint8Array) => {
+    if (!out) return
+    try {
+      await out.write(bytes)
+    } catch (cause) {
+      throw asSafetensorsError(cause, 'forwarding the stream failed')
+    }
+  }
+  try {
+    throwIfAborted(options.signal)
+    const { header, head } = await readStreamHeader(input)
+    await forward(head)
+    while (input.position < header.fileSize) {
+      const part = await input.next(header.fileSize - input.position)
+      if (!part) throw cutShort(header, input.position)
+      await forward(part)
+    }
+    await expectEnd(input, header)
+    await out?.close()
+    return header
+  } catch (error) {
+    await input.cancel(error)
+    await out?.abort(error).catch(() => {})
+    throw error
+  }
+}
+
+export interface ConvertStreamOptions {
+  /** Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied. */
+  dtype?: ConvertTarget
+  signal?: AbortSignal
+}
+
+/** Where convertStream's tensors come from: the bytes of one tensor, a chunk at a time, in order. */
+type TensorBytes = (info: TensorInfo, at: number, target: Uint8Array) => Promise<void>
+
+/**
+ * A SafeTensors file in another dtype, as a stream: the header first (every size is known from the
+ * input's header), then each tensor as it is read and converted, a chunk at a time, as fast as the
+ * consumer takes it. The input is a stream of a whole file (a fetch Response's body), checked as it
+ * flows by as validateStream checks it, whose tensors keep their order (they arrive in it); or an open
+ * file, read by ranges, whose output is laid out as the reference writer lays it out. Errors, the input's
+ * or the consumer's cancel, abort the output stream and the input.
+ */
+export function convertStream(input: ReadableStream<Uint8Array> | SafetensorsFile, options: ConvertStreamOptions = {}): ReadableStream<Uint8Array> {
+  if (options.dtype !== undefined && options.dtype !== 'F32' && options.dtype !== 'F16' && options.dtype !== 'BF16') {
+    throw new TypeError(`dtype must be F32, F16 or BF16, got ${JSON.stringify(options.dtype)}`)
+  }
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>()
+  const isFile = typeof (input as SafetensorsFile).header === 'object'
+  const stream = isFile ? undefined : new StreamInput(input as ReadableStream<Uint8Array>, options.signal)
+  const run = async () => {
+    let header: Header
+    let bytes: TensorBytes
+    if (stream) {
+      header = (await readStreamHeader(stream)).header
+      bytes = async (_info, _at, target) => {
+        if ((await stream.fill(target)) < target.length) throw cutShort(header, stream.position)
+      }
+    } else {
+      const file = input as SafetensorsFile
+      header = file.header
+      bytes = (info, at, target) => readInto(file.source, header.dataStart + info.dataOffsets[0] + at, target, options.signal)
+    }
+    const byteOrder = isFile ? (input as SafetensorsFile).byteOrder : 'little'
+    // A stream's tensors arrive in its data order, so the output must keep it; a file is read in any order.
+    // A stream's end is checked before the output is closed: trailing bytes must not leave a complete file.
+    await writeConverted(header, byteOrder, !isFile, bytes, writable, options, async () => stream && expectEnd(stream, header))
+  }
+  run().catch((error) => {
+    const failure = asSafetensorsError(error, 'converting the stream')
+    void stream?.cancel(failure)
+    // The consumer sees the failure as the output stream's error (the writer has aborted it if it began).
+    writable.abort(failure).catch(() => {})
+  })
+  return readable
+}
+
+/** Writes `header`'s file with its floats as `options.dtype` into `writable`, in `header`'s data order with `keepOrder`. */
+async function writeConverted(
+  header: Header,
+  byteOrder: ByteOrder,
+  keepOrder: boolean,
+  bytes: TensorBytes,
+  writable: WritableStream<Uint8Array>,
+  options: ConvertStreamOptions,
+  beforeClose: () => Promise<void>,
+): Promise<void> {
+  const declarations = header.tensors.map((info) => ({ name: info.name, dtype: targetOf(info, options.dtype), shape: info.shape }))
+  const writer = SafetensorsWriter.create(streamSink(writable), declarations, { metadata: header.metadata, keepOrder })
+  const converter = new ChunkConverter(MAX_SLOT_BYTES)
+  try {
+    for (const entry of writer.entries) {
+      const info = header.tensor(entry.name)
+      for (let at = 0; at < info.byteLength; ) {
+        throwIfAborted(options.signal)
+        const inBytes = Math.min(chunkBytesOf(info.dtype), info.byteLength - at)
+        const out = await converter.convert(info.dtype, entry.dtype, byteOrder, inBytes, (target) => bytes(info, at, target))
+        // The sink copies the chunk out before the next one is converted into the same memory.
+        await writer.write(entry.name, out)
+        at += inBytes
+      }
+    }
+    await beforeClose()
+    await writer.close()
+  } catch (error) {
+    const failure = asSafetensorsError(error, 'converting the stream')
+    await writer.abort(failure)
+    throw failure
+  }
+}
