@@ -13,3 +13,4 @@ export function heapBase(): usize {
 }
 export { convertKernel, floatFormat, byteSwap16, byteSwap32, byteSwap64 } from './convert';
 export { statsPtr, statsReset, statsFirstPass, statsSecondPass } from './stats';
+export { xxh64 } from './hash';
