@@ -4,6 +4,7 @@ export { DTYPES, DTYPE_INFO, type DType, type DTypeInfo, type TypedArray } from 
 export { parseHeader, readHeader, readHeaderSize, Header, MAX_HEADER_SIZE, type TensorInfo } from './header.ts'
 export { blobSource, memorySource, type RangeSource } from './source.ts'
 export { httpSource, type HttpOptions } from './http.ts'
+export { createCache, type CacheOptions, type RangeCache } from './cache.ts'
 export { convert, byteSwap } from './convert.ts'
 export { open, SafetensorsFile, type OpenOptions, type ReadOptions, type Source, type Tensor, type DataFor } from './file.ts'
 export { openModel, SafetensorsModel, type ModelIndex, type OpenModelOptions } from './model.ts'

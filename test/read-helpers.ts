@@ -67,6 +67,13 @@ export function headerOf(file: Uint8Array): { dataStart: number; tensors: Record
   return { dataStart: 8 + n, tensors: json, metadata };
 }
 
+/** The file bytes of a tensor (straight from the file, not through the library). */
+export function tensorBytes(file: Uint8Array, name: string): Uint8Array {
+  const h = headerOf(file);
+  const [b, e] = h.tensors[name].data_offsets;
+  return file.subarray(h.dataStart + b, h.dataStart + e);
+}
+
 export interface CountingSource {
   source: { size: number; read(offset: number, length: number, signal?: AbortSignal): Promise<Uint8Array>; readInto?(offset: number, target: Uint8Array, signal?: AbortSignal): Promise<void> };
   /** Every read, in order: [offset, length]. */
