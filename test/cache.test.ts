@@ -253,23 +253,22 @@ describe('damaged entries are never served', () => {
 
 describe('limits', () => {
   test('maxBytes evicts the least recently used entries', async () => {
-    const cache = await rangeCache(await folderStorage(dir), { blockBytes: 4096, maxBytes: 1 << 30 });
-    const source = withCache(httpSource(server.url + 'big.safetensors'), cache);
-    const readBlock = async (k: number) => {
-      const bytes = new Uint8Array(4096);
-      await source.readInto!(k * 4096, bytes);
-      expectSameBytes(bytes, BIG.subarray(k * 4096, (k + 1) * 4096), `block ${k}`);
+    // Reads block k of big.safetensors (4 KiB blocks) through a cache of at most `maxBytes` on the folder.
+    const blockReader = async (maxBytes: number) => {
+      const cache = await rangeCache(await folderStorage(dir), { blockBytes: 4096, maxBytes });
+      const source = withCache(httpSource(server.url + 'big.safetensors'), cache);
+      const read = async (k: number) => {
+        const bytes = new Uint8Array(4096);
+        await source.readInto!(k * 4096, bytes);
+        expectSameBytes(bytes, BIG.subarray(k * 4096, (k + 1) * 4096), `block ${k}`);
+      };
+      return { cache, read };
     };
-    await readBlock(0);
-    const entry = await cache.usage();
-    // Room for three entries of this size.
-    const small = await rangeCache(await folderStorage(dir), { blockBytes: 4096, maxBytes: Math.floor(3.5 * entry) });
-    const limited = withCache(httpSource(server.url + 'big.safetensors'), small);
-    const read = async (k: number) => {
-      const bytes = new Uint8Array(4096);
-      await limited.readInto!(k * 4096, bytes);
-      expectSameBytes(bytes, BIG.subarray(k * 4096, (k + 1) * 4096), `block ${k}`);
-    };
+    const first = await blockReader(1 << 30);
+    await first.read(0);
+    const entry = await first.cache.usage();
+    // Room for three entries of this size; block 0 is one of them already.
+    const { cache: small, read } = await blockReader(Math.floor(3.5 * entry));
     await read(1);
     await read(2);
     await read(0);
