@@ -45,7 +45,7 @@ export interface CacheOptions {
 }
 
 /** Bytes per entry: progress of a cached read comes in steps of this size, too. */
-export const BLOCK_BYTES = 1 << 20
+const BLOCK_BYTES = 1 << 20
 /** Blocks fetched by one request at most: long reads stream, and each block is stored as it lands. */
 const PIECE_BLOCKS = 16
 /** Blocks a read starts ahead of the one it copies out: enough to keep a request in flight, little memory. */
@@ -274,8 +274,8 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
     const warm = cache.holds(urlNames)
     const first = await http.read(0, warm ? 1 : B, signal)
     const { etag, lastModified } = http.version ?? {}
-    // A weak ETag still names one version here: the bytes must not be compressed (src/http.ts), so a
-    // server that gives two byte sequences one ETag would break plain range reads too.
+    // A weak ETag names the version too, as it does for the reads of one open (src/http.ts): the usual
+    // reason for one, compression, is refused there; and the size is part of the key.
     const validator = etag ? `etag ${etag}` : lastModified ? `modified ${lastModified}` : undefined
     if (validator === undefined) return undefined
     const text = `${validator}\nsize ${http.size}`
@@ -305,7 +305,7 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
   }
 
   /** Blocks from..from+count-1 in one request; each block's bytes resolve as soon as they have landed. */
-  function fetch(version: Version, from: number, count: number, signal: AbortSignal | undefined): void {
+  function fetchBlocks(version: Version, from: number, count: number, signal: AbortSignal | undefined): void {
     const start = from * B
     const buffer = new Uint8Array(Math.min(http.size!, (from + count) * B) - start)
     const parts = Array.from({ length: count }, () => deferred<Uint8Array>())
@@ -338,7 +338,7 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
         }
         let count = 1
         while (count < PIECE_BLOCKS && planned + count <= last && missing(planned + count)) count++
-        fetch(version, planned, count, signal)
+        fetchBlocks(version, planned, count, signal)
         for (const end = planned + count; planned < end; planned++) mine.set(planned, inFlight.get(planned)!)
       }
     }
@@ -352,7 +352,7 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
       } catch (error) {
         // Another read started this block and was aborted: this one was not, so it reads the block itself.
         if (!(error instanceof SafetensorsError && error.code === 'Aborted') || signal?.aborted) throw error
-        fetch(version, k, 1, signal)
+        fetchBlocks(version, k, 1, signal)
         block = inFlight.get(k)!
         bytes = await block.bytes
       }
