@@ -65,9 +65,10 @@ export async function opfsStorage(name: string): Promise<CacheStorage> {
     if (cause instanceof TypeError) throw cause
     throw storageError(cause, `${JSON.stringify(name)} in the Origin Private File System`)
   }
-  const remove = (entry: string) => folder.removeEntry(entry).catch((error: unknown) => {
-    if (!isNotFound(error)) throw error
-  })
+  const remove = (entry: string) =>
+    folder.removeEntry(entry).catch((error: unknown) => {
+      if (!isNotFound(error)) throw error
+    })
   return {
     async read(entry) {
       try {

@@ -63,7 +63,8 @@ const MAGIC = 0x31435453
 const HEAD = 16
 
 export async function createCache(options: CacheOptions = {}): Promise<RangeCache> {
-  if (typeof options !== 'object' || options === null) throw new TypeError(`createCache(): options must be an object, not ${options === null ? 'null' : typeof options}`)
+  if (typeof options !== 'object' || options === null)
+    throw new TypeError(`createCache(): options must be an object, not ${options === null ? 'null' : typeof options}`)
   const { dir, name = 'safetensors-wasm', maxBytes } = options
   if (dir !== undefined && typeof dir !== 'string') throw new TypeError(`createCache(): dir must be a string (a folder path), not ${typeof dir}`)
   if (typeof name !== 'string') throw new TypeError(`createCache(): name must be a string (an OPFS folder name), not ${typeof name}`)
@@ -71,14 +72,18 @@ export async function createCache(options: CacheOptions = {}): Promise<RangeCach
   checkMaxBytes(maxBytes)
   if (dir === undefined) return rangeCache(await opfsStorage(name), { maxBytes })
   const files = localFiles()
-  if (!files) throw new TypeError('createCache({ dir }): a folder on disk needs the Node entry of safetensors-wasm (Node, Deno, Bun); in browsers and workers pass { name }, an OPFS folder')
+  if (!files)
+    throw new TypeError(
+      'createCache({ dir }): a folder on disk needs the Node entry of safetensors-wasm (Node, Deno, Bun); in browsers and workers pass { name }, an OPFS folder',
+    )
   return rangeCache(await files.cacheStorage(dir), { maxBytes })
 }
 
 function checkMaxBytes(maxBytes: unknown): void {
   if (maxBytes === undefined) return
   if (typeof maxBytes !== 'number') throw new TypeError(`createCache(): maxBytes must be a number of bytes, not ${typeof maxBytes}`)
-  if (!(maxBytes > 0) || !(Number.isInteger(maxBytes) || maxBytes === Infinity)) throw new RangeError(`createCache(): maxBytes must be a positive integer (or Infinity), not ${maxBytes}`)
+  if (!(maxBytes > 0) || !(Number.isInteger(maxBytes) || maxBytes === Infinity))
+    throw new RangeError(`createCache(): maxBytes must be a positive integer (or Infinity), not ${maxBytes}`)
 }
 
 /** A cache over any storage: createCache's, or a test's. `blockBytes` is for tests that want many blocks from small files. */
@@ -235,7 +240,8 @@ class BlockCache implements RangeCache {
 
 /** Throws the TypeError of a `cache` option that createCache() did not make. */
 export function checkCache(cache: unknown): asserts cache is RangeCache | undefined {
-  if (cache !== undefined && !(cache instanceof BlockCache)) throw new TypeError(`cache must be a RangeCache made by createCache(), not ${Object.prototype.toString.call(cache)}`)
+  if (cache !== undefined && !(cache instanceof BlockCache))
+    throw new TypeError(`cache must be a RangeCache made by createCache(), not ${Object.prototype.toString.call(cache)}`)
 }
 
 /** `http` read through `cache` (when there is one). */
@@ -264,10 +270,11 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
   const inFlight = new Map<number, Block>()
   const lengthOf = (k: number) => Math.min(B, http.size! - k * B)
   // One start for all the reads of this open; after a failure the next read tries again.
-  const started = (signal: AbortSignal | undefined) => (ready ??= start(signal).catch((error: unknown) => {
-    ready = undefined
-    throw error
-  }))
+  const started = (signal: AbortSignal | undefined) =>
+    (ready ??= start(signal).catch((error: unknown) => {
+      ready = undefined
+      throw error
+    }))
 
   /** The version the server has now, learnt by the first read; undefined when it names none (nothing is cached). */
   async function start(signal: AbortSignal | undefined): Promise<Version | undefined> {
@@ -288,7 +295,10 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
   /** Registers block k, to be stored once its bytes come if they are `fresh` (from the network). */
   function track(version: Version, k: number, got: Promise<{ bytes: Uint8Array; fresh: boolean }>): Block {
     const bytes = got.then((g) => g.bytes)
-    const stored = got.then((g) => (g.fresh ? cache.store(version.names + k, version.keys + k, g.bytes) : undefined), () => {})
+    const stored = got.then(
+      (g) => (g.fresh ? cache.store(version.names + k, version.keys + k, g.bytes) : undefined),
+      () => {},
+    )
     // Marked handled: a block read ahead for a read that then failed has nobody waiting for it.
     bytes.catch(() => {})
     const block = { bytes, stored }
@@ -299,9 +309,13 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
 
   /** Block k from its entry, or from the network when the entry fails its check. */
   function load(version: Version, k: number, signal: AbortSignal | undefined): Block {
-    return track(version, k, cache.load(version.names + k, version.keys + k, lengthOf(k)).then(async (bytes) => (
-      bytes ? { bytes, fresh: false } : { bytes: await http.read(k * B, lengthOf(k), signal), fresh: true }
-    )))
+    return track(
+      version,
+      k,
+      cache
+        .load(version.names + k, version.keys + k, lengthOf(k))
+        .then(async (bytes) => (bytes ? { bytes, fresh: false } : { bytes: await http.read(k * B, lengthOf(k), signal), fresh: true })),
+    )
   }
 
   /** Blocks from..from+count-1 in one request; each block's bytes resolve as soon as they have landed. */
@@ -312,16 +326,29 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
     let landed = 0
     let done = 0
     const release = (upTo: number) => {
-      for (; done < count && Math.min((done + 1) * B, buffer.length) <= upTo; done++) parts[done].resolve(buffer.subarray(done * B, Math.min((done + 1) * B, buffer.length)))
+      for (; done < count && Math.min((done + 1) * B, buffer.length) <= upTo; done++)
+        parts[done].resolve(buffer.subarray(done * B, Math.min((done + 1) * B, buffer.length)))
     }
     readInto(http, start, buffer, signal, (bytes) => release((landed += bytes))).then(
       () => release(buffer.length),
       (error: unknown) => parts.forEach((p) => p.reject(error)),
     )
-    parts.forEach((p, i) => track(version, from + i, p.promise.then((bytes) => ({ bytes, fresh: true }))))
+    parts.forEach((p, i) =>
+      track(
+        version,
+        from + i,
+        p.promise.then((bytes) => ({ bytes, fresh: true })),
+      ),
+    )
   }
 
-  async function readBlocks(version: Version, offset: number, target: Uint8Array, signal: AbortSignal | undefined, onBytes: ((bytes: number) => void) | undefined): Promise<void> {
+  async function readBlocks(
+    version: Version,
+    offset: number,
+    target: Uint8Array,
+    signal: AbortSignal | undefined,
+    onBytes: ((bytes: number) => void) | undefined,
+  ): Promise<void> {
     const first = Math.floor(offset / B)
     const last = Math.floor((offset + target.length - 1) / B)
     const mine = new Map<number, Block>()
@@ -370,7 +397,8 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
     if (target.length === 0) return
     const version = await started(signal)
     if (!version) return readInto(http, offset, target, signal, onBytes)
-    if (offset + target.length > http.size!) throw new SafetensorsError('Io', `${http.url}: read of ${target.length} bytes at offset ${offset} is past the end (${http.size} bytes)`)
+    if (offset + target.length > http.size!)
+      throw new SafetensorsError('Io', `${http.url}: read of ${target.length} bytes at offset ${offset} is past the end (${http.size} bytes)`)
     await readBlocks(version, offset, target, signal, onBytes)
   }
 

@@ -23,11 +23,19 @@ async function readAll(cache: Awaited<ReturnType<typeof createCache>>, fetchImpl
   const header = JSON.parse(new TextDecoder().decode(whole.subarray(8, 8 + n))) as Record<string, { data_offsets: [number, number] }>
   delete header.__metadata__
   const file = await open(FIXTURE, { cache, fetch: fetchImpl })
-  for (const [name, { data_offsets: [begin, end] }] of Object.entries(header)) {
+  for (const [
+    name,
+    {
+      data_offsets: [begin, end],
+    },
+  ] of Object.entries(header)) {
     const { data } = await file.getTensor(name)
     const got = new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
     expect(got.length, name).toBe(end - begin)
-    expect(got.every((byte, i) => byte === whole[8 + n + begin + i]), name).toBe(true)
+    expect(
+      got.every((byte, i) => byte === whole[8 + n + begin + i]),
+      name,
+    ).toBe(true)
   }
 }
 
