@@ -15,3 +15,4 @@ export { convertKernel, floatFormat, byteSwap16, byteSwap32, byteSwap64 } from '
 export { statsPtr, statsReset, statsFirstPass, statsSecondPass } from './stats';
 // The layout of the scanner's results and its codes, as wasm globals that src/header.ts reads by name.
 export * from './boundary';
+export { xxh64 } from './hash';

@@ -1,5 +1,6 @@
 // The public API that every package entry shares; the Node entry adds local files (src/node.ts).
 
+export { type CacheOptions, createCache, type RangeCache } from './cache.ts'
 export { byteSwap, type ConvertTarget, convert } from './convert.ts'
 export { DTYPE_INFO, DTYPES, type DType, type DTypeInfo, type TypedArray } from './dtypes.ts'
 export { type ErrorCode, SafetensorsError } from './errors.ts'

@@ -2,6 +2,7 @@
 // the tensors (or slices) asked for.
 
 import { type ByteOrder, hostByteOrder } from './byte-order.ts'
+import { checkCache, type RangeCache, withCache } from './cache.ts'
 import { byteLengthOf, checkConversion, convert, convertInto, elementCountOf, swapElements, swapElementsInCore, wantsDedicatedCore } from './convert.ts'
 import { DTYPE_INFO, type DType, type TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
@@ -36,6 +37,8 @@ export interface OpenOptions extends HttpOptions {
    * and `total` is the bytes asked for so far, so loaded === total whenever nothing is pending.
    */
   onProgress?: ProgressCallback
+  /** http(s): a persistent cache (createCache()) of the bytes read; repeat reads come from it. */
+  cache?: RangeCache
 }
 
 export interface ReadOptions<D extends DType = DType> {
@@ -69,7 +72,7 @@ export async function toRangeSource(input: Source, options: OpenOptions = {}): P
   // Where local files can be read a string is a path unless it is an http(s) URL; in a page, a URL relative to it.
   const page = !files && typeof input === 'string' ? (globalThis as { location?: { href: string } }).location : undefined
   const url = input instanceof URL ? input : /^https?:\/\//i.test(input) ? new URL(input) : page ? new URL(input, page.href) : undefined
-  if (url?.protocol === 'http:' || url?.protocol === 'https:') return httpSource(url, options)
+  if (url?.protocol === 'http:' || url?.protocol === 'https:') return withCache(httpSource(url, options), options.cache)
   if (url && url.protocol !== 'file:') throw new TypeError(`cannot open ${url}: unsupported URL scheme`)
   const local = requireLocalFiles(`open(${JSON.stringify(String(input))})`)
   return local.open(url ? local.pathOf(url) : (input as string))
@@ -83,6 +86,7 @@ export async function open(input: Source, options: OpenOptions = {}): Promise<Sa
 export async function openMetered(input: Source, options: OpenOptions, meter: ProgressMeter | undefined): Promise<SafetensorsFile> {
   // Checked whatever the source, so that a bad value shows on a local file as it would on a URL.
   retrySettings(options)
+  checkCache(options.cache)
   const opened = await toRangeSource(input, options)
   const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
   try {

@@ -67,7 +67,19 @@ interface Transfer {
   onBytes?: (bytes: number) => void
 }
 
-export function httpSource(url: string | URL, options: HttpOptions = {}): RangeSource & { readonly url: string } {
+/** What a server says identifies one version of a file; learnt from the first response. */
+export interface HttpVersion {
+  etag: string | null
+  lastModified: string | null
+}
+
+export type HttpSource = RangeSource & {
+  readonly url: string
+  /** The validators of the first response (the persistent cache keys on them); undefined before it. */
+  readonly version: HttpVersion | undefined
+}
+
+export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSource {
   const href = String(url)
   const fetchImpl = options.fetch ?? globalThis.fetch
   const { retries, idleTimeout } = retrySettings(options)
@@ -262,6 +274,9 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
     url: href,
     get size() {
       return size
+    },
+    get version() {
+      return etag === undefined ? undefined : { etag, lastModified }
     },
     async readInto(offset, target, signal, onBytes) {
       if (target.length === 0) return

@@ -1,6 +1,7 @@
 // Local files are the one thing a portable entry cannot reach: the Node entry (src/node.ts) registers
 // how to open them, so no module of the browser entry imports a Node built-in, not even through a
 // dynamic import() (bundlers resolve those too, and fail on them).
+import type { CacheStorage } from './cache-storage.ts'
 import type { RangeSource } from './source.ts'
 
 export interface LocalFiles {
@@ -10,6 +11,8 @@ export interface LocalFiles {
   pathOf(url: URL): string
   /** A model's index: `path` itself, or the default index inside it when it is a folder; and where its shards are. */
   locateIndex(path: string, defaultIndex: string): Promise<{ index: string; shard(name: string): string }>
+  /** The persistent cache's storage in the folder `dir` (createCache({ dir })). */
+  cacheStorage(dir: string): Promise<CacheStorage>
 }
 
 let registered: LocalFiles | undefined

@@ -3,6 +3,7 @@
 import { open as openFile, stat } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { folderStorage } from './cache-folder.ts'
 import { SafetensorsError } from './errors.ts'
 import type { LocalFiles } from './local-files.ts'
 import { checkRange, type RangeSource, throwIfAborted } from './source.ts'
@@ -75,4 +76,5 @@ export const nodeFiles: LocalFiles = {
     const folder = dirname(index)
     return { index, shard: (name) => join(folder, name) }
   },
+  cacheStorage: folderStorage,
 }

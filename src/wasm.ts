@@ -30,6 +30,8 @@ export interface CoreExports {
   statsReset(): void
   statsFirstPass(ptr: number, count: number): void
   statsSecondPass(ptr: number, count: number, mean: number, lo: number, hi: number, bins: number, counts: number): void
+  /** XXH64 of `length` bytes at `ptr`; the u64 comes back as a signed bigint. */
+  xxh64(ptr: number, length: number, seed: bigint): bigint
 }
 
 export interface Core {

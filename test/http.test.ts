@@ -10,7 +10,7 @@ import { open, SafetensorsError } from '../src/node.ts'
 import { FIXTURES_REAL, realFixtures } from './helpers.ts'
 import { fileResource, ignoreRangeHandler, parseRange, rangeHandler, startServer, type TestServer } from './http-server.ts'
 import { findNginx, startNginx } from './nginx.ts'
-import { buildFile, bytesOf, expectError, expectSameBytes, headerOf, rng } from './read-helpers.ts'
+import { buildFile, bytesOf, expectError, expectSameBytes, headerOf, rng, tensorBytes } from './read-helpers.ts'
 import { shortRetryDelays } from './retry-delays.ts'
 
 const LORA_NAME = 'catundchat__stable-diffusion-v1.5-lora__pytorch_lora_weights.safetensors'
@@ -29,13 +29,6 @@ function inDataOrder(h: ReturnType<typeof headerOf>) {
 }
 const loraTensors = inDataOrder(loraHeader)
 const fluxTensors = inDataOrder(fluxHeader)
-
-/** The file bytes of a tensor (straight from the file, not through the library). */
-function tensorBytes(file: Uint8Array, name: string): Uint8Array {
-  const h = headerOf(file)
-  const [b, e] = h.tensors[name].data_offsets
-  return file.subarray(h.dataStart + b, h.dataStart + e)
-}
 
 // A 64 MiB file for the server that ignores Range: a small tensor first, a big one, a small one last.
 const SMALL = new Float32Array([1.5, -2.25, 3.125, 0, -0, 1e-30, 65504, -7])

@@ -79,6 +79,13 @@ export function headerOf(file: Uint8Array): {
   return { dataStart: 8 + n, tensors: json, metadata }
 }
 
+/** The file bytes of a tensor (straight from the file, not through the library). */
+export function tensorBytes(file: Uint8Array, name: string): Uint8Array {
+  const h = headerOf(file)
+  const [b, e] = h.tensors[name].data_offsets
+  return file.subarray(h.dataStart + b, h.dataStart + e)
+}
+
 export interface CountingSource {
   source: {
     size: number
