@@ -48,6 +48,7 @@ export default defineConfig({
       'test/fuzz.test.ts',
       'test/slice.test.ts',
       'test/stats.test.ts',
+      'test/float16.test.ts',
       'test/browser/*.browser.ts',
     ],
     testTimeout: 60_000,

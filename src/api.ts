@@ -1,6 +1,6 @@
 // The public API that every package entry shares; the Node entry adds local files (src/node.ts).
 export { SafetensorsError, type ErrorCode } from './errors.ts'
-export { DTYPES, DTYPE_INFO, type DType, type DTypeInfo, type TypedArray } from './dtypes.ts'
+export { DTYPES, DTYPE_INFO, type DType, type DTypeInfo, type TypedArray, type Float16Array, type Float16ArrayBase } from './dtypes.ts'
 export { parseHeader, readHeader, readHeaderSize, Header, MAX_HEADER_SIZE, type TensorInfo } from './header.ts'
 export { blobSource, memorySource, type RangeSource } from './source.ts'
 export { httpSource, type HttpOptions } from './http.ts'

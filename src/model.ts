@@ -183,16 +183,16 @@ export class SafetensorsModel {
     return this.#fileOf(name).info(name)
   }
 
-  getTensor<D extends DType>(name: string, options?: ReadOptions<D>): Promise<Tensor<DataFor<D>>> {
+  getTensor<D extends DType, H extends boolean = false>(name: string, options?: ReadOptions<D, H>): Promise<Tensor<DataFor<D, H>>> {
     return this.#fileOf(name).getTensor(name, options)
   }
 
-  getSlice<D extends DType>(name: string, ranges: readonly SliceRange[], options?: ReadOptions<D>): Promise<Tensor<DataFor<D>>> {
+  getSlice<D extends DType, H extends boolean = false>(name: string, ranges: readonly SliceRange[], options?: ReadOptions<D, H>): Promise<Tensor<DataFor<D, H>>> {
     return this.#fileOf(name).getSlice(name, ranges, options)
   }
 
   /** Every tensor, shard by shard in data order; the next one (when small) is read while this one is handled. */
-  tensors<D extends DType>(options?: ReadOptions<D>): AsyncGenerator<Tensor<DataFor<D>>> {
+  tensors<D extends DType, H extends boolean = false>(options?: ReadOptions<D, H>): AsyncGenerator<Tensor<DataFor<D, H>>> {
     return readingAhead(this.#listed().map(([file, info]) => ({ bytes: info.byteLength, read: () => file.getTensor(info.name, options) })))
   }
 
