@@ -14,7 +14,8 @@ const bundleNotSources: Plugin = {
   name: 'bundle-not-sources',
   enforce: 'pre',
   load(id) {
-    if (id.startsWith(SRC)) this.error(`${id}: the browser run tests dist/index.js; import the package as '../src/index.ts' (aliased to the bundle), not an internal module`)
+    if (id.startsWith(SRC))
+      this.error(`${id}: the browser run tests dist/index.js; import the package as '../src/index.ts' (aliased to the bundle), not an internal module`)
   },
 }
 

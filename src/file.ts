@@ -32,8 +32,12 @@ export type DataFor<D extends DType, H extends boolean = false> = D extends 'F32
   : D extends 'BF16'
     ? Uint16Array
     : D extends 'F16'
-      ? H extends true ? Float16Array : Uint16Array
-      : H extends true ? TypedArray | Float16Array : TypedArray
+      ? H extends true
+        ? Float16Array
+        : Uint16Array
+      : H extends true
+        ? TypedArray | Float16Array
+        : TypedArray
 
 export interface OpenOptions extends HttpOptions {
   /** Byte order of the tensor data in the file: 'big' for legacy files written on big-endian hosts. */
@@ -135,7 +139,11 @@ export class SafetensorsFile {
   }
 
   /** Reads only the bytes a slice covers; see SliceRange. */
-  async getSlice<D extends DType, H extends boolean = false>(name: string, ranges: readonly SliceRange[], options: ReadOptions<D, H> = {}): Promise<Tensor<DataFor<D, H>>> {
+  async getSlice<D extends DType, H extends boolean = false>(
+    name: string,
+    ranges: readonly SliceRange[],
+    options: ReadOptions<D, H> = {},
+  ): Promise<Tensor<DataFor<D, H>>> {
     const info = this.info(name)
     const plan = planSlice(name, info.dtype, info.shape, ranges)
     return this.#read(info, plan.shape, plan.runs, options) as Promise<Tensor<DataFor<D, H>>>
@@ -158,17 +166,21 @@ export class SafetensorsFile {
     const half = float16ArrayFor(options.float16Array)
     const start = this.header.dataStart + info.dataOffsets[0]
     const inBytes = runs.reduce((sum, [, length]) => sum + length, 0)
-    const outBytes = byteLengthOf(to, shape.reduce((a, b) => a * b, 1))
+    const outBytes = byteLengthOf(
+      to,
+      shape.reduce((a, b) => a * b, 1),
+    )
     // Checked before any read: a wrong `out` is the caller's mistake, not the file's.
     const out = options.out === undefined ? undefined : outputIn(options.out, info, to, outBytes)
     const meter = options.onProgress && new ProgressMeter(options.onProgress)
     meter?.asked(inBytes)
     const io: ReadIo = { signal: options.signal, onBytes: meter && ((bytes) => meter.arrived(bytes)) }
-    const data = from === to
-      ? await this.#readRaw(info, start, runs, inBytes, io, out)
-      : !out && wantsDedicatedCore(inBytes, outBytes)
-        ? await this.#readIntoCore(info, to, start, runs, inBytes, outBytes, io)
-        : await this.#readAndConvert(info, to, start, runs, inBytes, io, out ?? allocate(info, to, outBytes))
+    const data =
+      from === to
+        ? await this.#readRaw(info, start, runs, inBytes, io, out)
+        : !out && wantsDedicatedCore(inBytes, outBytes)
+          ? await this.#readIntoCore(info, to, start, runs, inBytes, outBytes, io)
+          : await this.#readAndConvert(info, to, start, runs, inBytes, io, out ?? allocate(info, to, outBytes))
     // A copy: the caller may change it, and the header's own array must stay as the file says.
     return { name: info.name, dtype: to, shape: [...shape], data: half && to === 'F16' ? new half(data.buffer, data.byteOffset, data.length) : data }
   }
@@ -194,7 +206,15 @@ export class SafetensorsFile {
    * Large widening conversions: the bytes land once in a memory of their own and are converted there,
    * chunk by chunk as they arrive, so reading and converting overlap.
    */
-  async #readIntoCore(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, outBytes: number, io: ReadIo): Promise<TypedArray> {
+  async #readIntoCore(
+    info: TensorInfo,
+    to: DType,
+    start: number,
+    runs: Array<[number, number]>,
+    inBytes: number,
+    outBytes: number,
+    io: ReadIo,
+  ): Promise<TypedArray> {
     let core: Core
     try {
       core = instantiate(outBytes, false)
@@ -217,7 +237,15 @@ export class SafetensorsFile {
   }
 
   /** Other conversions: read into one buffer and convert into the result through the shared core, chunk by chunk as the bytes arrive. */
-  async #readAndConvert(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, io: ReadIo, output: Output): Promise<TypedArray> {
+  async #readAndConvert(
+    info: TensorInfo,
+    to: DType,
+    start: number,
+    runs: Array<[number, number]>,
+    inBytes: number,
+    io: ReadIo,
+    output: Output,
+  ): Promise<TypedArray> {
     const from = info.dtype
     const { bytes } = allocate(info, from, inBytes)
     await this.#readConverting(start, runs, bytes, io, (at, end) => {
@@ -236,7 +264,13 @@ export class SafetensorsFile {
    * and report each part through onBytes), so the conversion of one chunk overlaps the transfer of the
    * next; the runs of a slice arrive in any order, and are converted once all have come.
    */
-  async #readConverting(start: number, runs: Array<[number, number]>, target: Uint8Array, io: ReadIo, convert: (at: number, end: number) => void): Promise<void> {
+  async #readConverting(
+    start: number,
+    runs: Array<[number, number]>,
+    target: Uint8Array,
+    io: ReadIo,
+    convert: (at: number, end: number) => void,
+  ): Promise<void> {
     if (runs.length !== 1) {
       await this.#readRuns(start, runs, target, io)
       if (target.length > 0) convert(0, target.length)
@@ -261,7 +295,9 @@ export class SafetensorsFile {
   async #readRuns(start: number, runs: Array<[number, number]>, target: Uint8Array, io: ReadIo): Promise<void> {
     const at: number[] = []
     runs.reduce((sum, [, length]) => (at.push(sum), sum + length), 0)
-    await runPool(runs, PARALLEL_READS, ([offset, length], i) => readInto(this.source, start + offset, target.subarray(at[i], at[i] + length), io.signal, io.onBytes))
+    await runPool(runs, PARALLEL_READS, ([offset, length], i) =>
+      readInto(this.source, start + offset, target.subarray(at[i], at[i] + length), io.signal, io.onBytes),
+    )
   }
 }
 
@@ -280,8 +316,11 @@ interface Output {
 /** The result's array inside the caller's `out` (its first bytes); a RangeError when it is too small or misaligned. */
 function outputIn(out: ArrayBuffer | ArrayBufferView, info: TensorInfo, to: DType, outBytes: number): Output {
   const isBuffer = out instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && out instanceof SharedArrayBuffer)
-  if (!isBuffer && !ArrayBuffer.isView(out)) throw new TypeError(`out must be an ArrayBuffer or a TypedArray/DataView, got ${Object.prototype.toString.call(out)}`)
-  const [buffer, offset, length] = isBuffer ? [out as ArrayBuffer, 0, (out as ArrayBuffer).byteLength] : [(out as ArrayBufferView).buffer, (out as ArrayBufferView).byteOffset, (out as ArrayBufferView).byteLength]
+  if (!isBuffer && !ArrayBuffer.isView(out))
+    throw new TypeError(`out must be an ArrayBuffer or a TypedArray/DataView, got ${Object.prototype.toString.call(out)}`)
+  const [buffer, offset, length] = isBuffer
+    ? [out as ArrayBuffer, 0, (out as ArrayBuffer).byteLength]
+    : [(out as ArrayBufferView).buffer, (out as ArrayBufferView).byteOffset, (out as ArrayBufferView).byteLength]
   const Array = DTYPE_INFO[to].array
   if (length < outBytes) throw new RangeError(`out holds ${length} bytes, but tensor ${JSON.stringify(info.name)} as ${to} takes ${outBytes}`)
   if (offset % Array.BYTES_PER_ELEMENT !== 0) throw new RangeError(`out starts at byte ${offset} of its buffer, which a ${Array.name} cannot start at`)
@@ -295,7 +334,10 @@ function float16ArrayFor(option: unknown): Float16ArrayConstructor | undefined {
   if (option === undefined || option === false) return undefined
   if (option !== true) throw new TypeError(`float16Array must be a boolean, got ${typeof option}`)
   const native = (globalThis as { Float16Array?: Float16ArrayConstructor }).Float16Array
-  if (typeof native !== 'function') throw new TypeError('float16Array: true needs the global Float16Array, which this runtime does not have (Node 20 lacks it; Node 24 and current browsers have it)')
+  if (typeof native !== 'function')
+    throw new TypeError(
+      'float16Array: true needs the global Float16Array, which this runtime does not have (Node 20 lacks it; Node 24 and current browsers have it)',
+    )
   return native
 }
 

@@ -33,7 +33,12 @@ function io(url: string, message: string): SafetensorsError {
 
 /** A failure another attempt may not meet. The retry loop catches it; if it ever escapes, it is still an Io error. */
 class TransientError extends SafetensorsError {
-  constructor(url: string, message: string, readonly retryAfter?: number, cause?: unknown) {
+  constructor(
+    url: string,
+    message: string,
+    readonly retryAfter?: number,
+    cause?: unknown,
+  ) {
     super('Io', `${url}: ${message}`, cause === undefined ? undefined : { cause })
   }
 }
@@ -84,7 +89,8 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
         return t.target!
       } catch (error) {
         if (!(error instanceof TransientError)) throw error
-        if (attempt >= retries) throw new SafetensorsError('Io', attempt > 0 ? `${error.message} (after ${attempt} retries)` : error.message, { cause: error.cause })
+        if (attempt >= retries)
+          throw new SafetensorsError('Io', attempt > 0 ? `${error.message} (after ${attempt} retries)` : error.message, { cause: error.cause })
         await sleep(retryDelay(attempt, error.retryAfter), signals)
       }
     }
@@ -165,7 +171,8 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
     }
     // Byte offsets mean nothing in a compressed body, and its Content-Length is not the file's size.
     const encoding = response.headers.get('Content-Encoding')
-    if (encoding && encoding.toLowerCase() !== 'identity') throw fail(`the server compressed the response (Content-Encoding: ${encoding}); byte ranges need it uncompressed`)
+    if (encoding && encoding.toLowerCase() !== 'identity')
+      throw fail(`the server compressed the response (Content-Encoding: ${encoding}); byte ranges need it uncompressed`)
     const tag = response.headers.get('ETag')
     const modified = response.headers.get('Last-Modified')
     if (etag === undefined) {
@@ -179,9 +186,11 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
     if (status === 200) {
       // The validator matched, so a 200 here is not a new version the server admits to.
       if (ranged) {
-        throw fail(ifRange
-          ? `HTTP 200 (the whole file) for ${asked} with If-Range ${ifRange}: the server says the file changed, or it stopped honouring Range`
-          : `HTTP 200 (the whole file) for ${asked}: the server stopped honouring Range`)
+        throw fail(
+          ifRange
+            ? `HTTP 200 (the whole file) for ${asked} with If-Range ${ifRange}: the server says the file changed, or it stopped honouring Range`
+            : `HTTP 200 (the whole file) for ${asked}: the server stopped honouring Range`,
+        )
       }
       const length = response.headers.get('Content-Length')
       if (size === undefined) {
@@ -196,7 +205,10 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
     const got = `got Content-Range ${JSON.stringify(response.headers.get('Content-Range'))}`
     if (range?.total !== undefined && size !== undefined && range.total !== size) throw fail(`the file is now ${range.total} bytes, it was ${size} (${got})`)
     // The first read may run past the end of a small file: the range may end early, at the file's end.
-    const fits = range?.total !== undefined && range.start === from && (range.end === from + want - 1 || (size === undefined && range.end >= from && range.end === range.total - 1 && range.end < from + want))
+    const fits =
+      range?.total !== undefined &&
+      range.start === from &&
+      (range.end === from + want - 1 || (size === undefined && range.end >= from && range.end === range.total - 1 && range.end < from + want))
     if (!fits) throw fail(`asked for ${asked}, ${got}`)
     size = range.total
     ranged = true
@@ -208,7 +220,14 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
    * A body that ends early is transient (the rest can be asked for); more bytes than the Content-Range
    * said is not. Stops reading (and cancels) once `target` is full, so a 200 costs no more than it must.
    */
-  async function readBody(response: Response, skip: number, target: Uint8Array, exact: boolean, gone: Promise<never>, landed: (n: number) => void): Promise<void> {
+  async function readBody(
+    response: Response,
+    skip: number,
+    target: Uint8Array,
+    exact: boolean,
+    gone: Promise<never>,
+    landed: (n: number) => void,
+  ): Promise<void> {
     if (!response.body) throw io(href, 'the response has no body')
     const reader = response.body.getReader()
     const more = `the server sent more than the ${target.length} bytes asked for`

@@ -72,7 +72,8 @@ function parseIndex(where: string, text: string): ModelIndex {
   if (typeof index !== 'object' || Array.isArray(index) || typeof map !== 'object' || map === null || Array.isArray(map)) {
     throw indexError(where, 'expected an object with a "weight_map" object')
   }
-  if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))) throw indexError(where, '"metadata" must be an object')
+  if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)))
+    throw indexError(where, '"metadata" must be an object')
   for (const [name, shard] of Object.entries(map)) {
     if (typeof shard !== 'string') throw indexError(where, `weight_map[${JSON.stringify(name)}] must be a file name`)
   }
@@ -106,7 +107,8 @@ function locateFiles(input: ModelFiles): { index: File; where: string; shard: (n
   }
   const files = new Map<string, File>()
   for (const file of input) {
-    if (typeof Blob === 'undefined' || !(file instanceof Blob) || typeof (file as Partial<File>).name !== 'string') throw new TypeError(`openModel: every file must be a File, got ${Object.prototype.toString.call(file)}`)
+    if (typeof Blob === 'undefined' || !(file instanceof Blob) || typeof (file as Partial<File>).name !== 'string')
+      throw new TypeError(`openModel: every file must be a File, got ${Object.prototype.toString.call(file)}`)
     if (files.has(file.name)) throw new TypeError(`openModel: two files are named ${JSON.stringify(file.name)}`)
     files.set(file.name, file)
   }
@@ -182,7 +184,10 @@ export async function openModel(input: string | URL | ModelFiles, options: OpenM
       if (!files.get(name)!.header.has(tensor)) {
         const holder = [...files].find(([, file]) => file.header.has(tensor))?.[0]
         const found = holder === undefined ? 'no shard has it' : `it is in ${holder}`
-        throw new SafetensorsError('TensorNotFound', `${where}: weight_map puts ${JSON.stringify(tensor)} in ${name}, which has no tensor of that name (${found})`)
+        throw new SafetensorsError(
+          'TensorNotFound',
+          `${where}: weight_map puts ${JSON.stringify(tensor)} in ${name}, which has no tensor of that name (${found})`,
+        )
       }
     }
   } catch (error) {
@@ -224,7 +229,11 @@ export class SafetensorsModel {
     return this.#fileOf(name).getTensor(name, options)
   }
 
-  getSlice<D extends DType, H extends boolean = false>(name: string, ranges: readonly SliceRange[], options?: ReadOptions<D, H>): Promise<Tensor<DataFor<D, H>>> {
+  getSlice<D extends DType, H extends boolean = false>(
+    name: string,
+    ranges: readonly SliceRange[],
+    options?: ReadOptions<D, H>,
+  ): Promise<Tensor<DataFor<D, H>>> {
     return this.#fileOf(name).getSlice(name, ranges, options)
   }
 
@@ -253,7 +262,9 @@ export class SafetensorsModel {
   // The tensors the index lists, in shard order then data order (a shard's unlisted tensors are not the model's).
   #listed(): Array<[SafetensorsFile, TensorInfo]> {
     const map = this.#index.weight_map
-    return [...this.#files].flatMap(([name, file]) => file.header.tensors.filter((t) => map[t.name] === name).map((t): [SafetensorsFile, TensorInfo] => [file, t]))
+    return [...this.#files].flatMap(([name, file]) =>
+      file.header.tensors.filter((t) => map[t.name] === name).map((t): [SafetensorsFile, TensorInfo] => [file, t]),
+    )
   }
 
   #fileOf(name: string): SafetensorsFile {

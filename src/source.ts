@@ -20,11 +20,18 @@ export interface RangeSource {
 }
 
 /** Reads bytes straight into `target` (a view of wasm memory, say), through readInto where a source has it. */
-export async function readInto(source: RangeSource, offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<void> {
+export async function readInto(
+  source: RangeSource,
+  offset: number,
+  target: Uint8Array,
+  signal?: AbortSignal,
+  onBytes?: (bytes: number) => void,
+): Promise<void> {
   if (target.length === 0) return
   if (source.readInto) return source.readInto(offset, target, signal, onBytes)
   const bytes = await source.read(offset, target.length, signal, onBytes)
-  if (bytes.length !== target.length) throw new SafetensorsError('Io', `asked for ${target.length} bytes at offset ${offset}, the source returned ${bytes.length}`)
+  if (bytes.length !== target.length)
+    throw new SafetensorsError('Io', `asked for ${target.length} bytes at offset ${offset}, the source returned ${bytes.length}`)
   target.set(bytes)
 }
 
@@ -55,7 +62,10 @@ export function blobSource(blob: Blob): RangeSource & { size: number } {
   const readInto = async (offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void) => {
     checkRange(offset, target.length, blob.size)
     throwIfAborted(signal)
-    const reader = blob.slice(offset, offset + target.length).stream().getReader()
+    const reader = blob
+      .slice(offset, offset + target.length)
+      .stream()
+      .getReader()
     try {
       for (let filled = 0; filled < target.length; ) {
         throwIfAborted(signal)

@@ -12,7 +12,27 @@ const Native = (globalThis as { Float16Array?: new (buffer: ArrayBufferLike, byt
 /** Every F16 code once, in code order. */
 const CODES = Uint16Array.from({ length: 1 << 16 }, (_, i) => i)
 /** F32 values that F16 rounds in every way: ties, subnormals, overflow to infinity, signed zeros. */
-const WIDE = Float32Array.from([0, -0, 1, -1.5, 65504, 65519.99, 65520, 1e6, -1e6, 2 ** -24, 2 ** -25, 3 * 2 ** -26, 1 + 2 ** -11, 1 + 3 * 2 ** -11, Math.PI, -Math.E, 1e-8, Infinity, -Infinity])
+const WIDE = Float32Array.from([
+  0,
+  -0,
+  1,
+  -1.5,
+  65504,
+  65519.99,
+  65520,
+  1e6,
+  -1e6,
+  2 ** -24,
+  2 ** -25,
+  3 * 2 ** -26,
+  1 + 2 ** -11,
+  1 + 3 * 2 ** -11,
+  Math.PI,
+  -Math.E,
+  1e-8,
+  Infinity,
+  -Infinity,
+])
 
 /** An in-memory file that counts the reads made after its header: an option checked first makes none. */
 function countedFile(): { bytes: Uint8Array; source: RangeSource; reads: () => number } {
@@ -45,13 +65,17 @@ function expectSameValues(actual: ArrayLike<number>, expected: ArrayLike<number>
 }
 
 describe.runIf(Native !== undefined)('a runtime with Float16Array', () => {
-  test('every F16 code comes as its value, over the file\'s own bits', async () => {
+  test("every F16 code comes as its value, over the file's own bits", async () => {
     const file = await open(countedFile().source)
     const t = await file.getTensor('h', { float16Array: true })
     expect(t.data).toBeInstanceOf(Native!)
     expect(t.dtype).toBe('F16')
     // NaN codes decode to NaN (their payloads are not compared as numbers); the bits below cover them.
-    expectSameValues(t.data as ArrayLike<number>, Array.from(CODES, (code) => decodeValue(FORMATS.F16, code)), 'values')
+    expectSameValues(
+      t.data as ArrayLike<number>,
+      Array.from(CODES, (code) => decodeValue(FORMATS.F16, code)),
+      'values',
+    )
     expect(new Uint16Array(t.data.buffer, t.data.byteOffset, t.data.length)).toEqual(CODES)
 
     // From bytes in memory: a zero-copy view of the file's bytes, at the tensor's offset in them.
@@ -66,10 +90,18 @@ describe.runIf(Native !== undefined)('a runtime with Float16Array', () => {
     const file = await open(countedFile().source)
     const converted = await file.getTensor('wide', { dtype: 'F16', float16Array: true })
     expect(converted.data).toBeInstanceOf(Native!)
-    expectSameValues(converted.data, Array.from(WIDE, (v) => decodeValue(FORMATS.F16, encodeValue('F16', v))), 'F32 -> F16')
+    expectSameValues(
+      converted.data,
+      Array.from(WIDE, (v) => decodeValue(FORMATS.F16, encodeValue('F16', v))),
+      'F32 -> F16',
+    )
 
     const slice = await file.getSlice('h', [[0x3c00, 0x3c08]], { float16Array: true })
-    expectSameValues(slice.data as ArrayLike<number>, [1, 1 + 2 ** -10, 1 + 2 * 2 ** -10, 1 + 3 * 2 ** -10, 1 + 4 * 2 ** -10, 1 + 5 * 2 ** -10, 1 + 6 * 2 ** -10, 1 + 7 * 2 ** -10], 'slice')
+    expectSameValues(
+      slice.data as ArrayLike<number>,
+      [1, 1 + 2 ** -10, 1 + 2 * 2 ** -10, 1 + 3 * 2 ** -10, 1 + 4 * 2 ** -10, 1 + 5 * 2 ** -10, 1 + 6 * 2 ** -10, 1 + 7 * 2 ** -10],
+      'slice',
+    )
 
     const out = new ArrayBuffer(2 * CODES.length + 16)
     const into = await file.getTensor('h', { dtype: 'F16', float16Array: true, out })

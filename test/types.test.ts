@@ -25,7 +25,7 @@ test('getTensor, getSlice and tensors() give Float32Array for F32, Uint16Array f
   }
 })
 
-test('float16Array: true gives Float16Array for F16 (and may for a file\'s own dtype); without it, Uint16Array', async () => {
+test("float16Array: true gives Float16Array for F16 (and may for a file's own dtype); without it, Uint16Array", async () => {
   const file = await open(`${FIXTURES_REAL}fluxml__safetensors.jl__model.safetensors`)
   try {
     // Types only: Node 20 has no Float16Array, so these reads are not run here (test/float16.test.ts runs them).

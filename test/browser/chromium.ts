@@ -15,7 +15,15 @@ export interface ChromiumChoice {
 const SYSTEM_CHROMIUM = '/usr/bin/chromium'
 
 // Closed network here: without these Chromium keeps trying to reach Google's hosts.
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-component-update', '--no-first-run']
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-dev-shm-usage',
+  '--disable-component-update',
+  '--no-first-run',
+]
 
 /** WebGPU on the CPU: SwiftShader's Vulkan. --disable-gpu would leave no adapter at all. */
 const WEBGPU_ARGS = ['--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader', '--enable-features=Vulkan']

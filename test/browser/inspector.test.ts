@@ -23,8 +23,17 @@ const SCREENSHOTS = join(ROOT, 'test/screenshots')
 const MiB = 1024 * 1024
 const GiB = 1024 * MiB
 
-interface Entry { dtype: string; shape: number[]; data_offsets: [number, number] }
-interface Parsed { headerSize: number; fileSize: number; metadata: Record<string, string> | null; tensors: Array<Entry & { name: string }> }
+interface Entry {
+  dtype: string
+  shape: number[]
+  data_offsets: [number, number]
+}
+interface Parsed {
+  headerSize: number
+  fileSize: number
+  metadata: Record<string, string> | null
+  tensors: Array<Entry & { name: string }>
+}
 
 /** A file's header, parsed here with JSON.parse: the expected values, independent of the library. */
 function parse(bytes: Uint8Array): Parsed {
@@ -52,26 +61,34 @@ function totals(parsed: Parsed): Record<string, [number, number, number]> {
 
 /** The tensor table as the page shows it (`shard` only where the page shows that column). */
 function tableRows(page: Page) {
-  return page.$$eval('#tensors tbody tr', (trs) => trs.map((tr) => {
-    const cells = Array.from((tr as HTMLTableRowElement).cells)
-    return {
-      ...(cells.length > 5 ? { shard: cells[5].textContent } : {}),
-      name: (tr as HTMLElement).dataset.name!,
-      shownName: cells[0].textContent,
-      dtype: cells[1].textContent,
-      shape: cells[2].textContent,
-      params: Number(cells[3].dataset.value),
-      paramsText: cells[3].textContent,
-      bytes: Number(cells[4].dataset.value),
-    }
-  }))
+  return page.$$eval('#tensors tbody tr', (trs) =>
+    trs.map((tr) => {
+      const cells = Array.from((tr as HTMLTableRowElement).cells)
+      return {
+        ...(cells.length > 5 ? { shard: cells[5].textContent } : {}),
+        name: (tr as HTMLElement).dataset.name!,
+        shownName: cells[0].textContent,
+        dtype: cells[1].textContent,
+        shape: cells[2].textContent,
+        params: Number(cells[3].dataset.value),
+        paramsText: cells[3].textContent,
+        bytes: Number(cells[4].dataset.value),
+      }
+    }),
+  )
 }
 
 function totalsRows(page: Page) {
-  return page.$$eval('#totals tbody tr, #totals tfoot tr', (trs) => Object.fromEntries(trs.map((tr) => {
-    const cells = Array.from((tr as HTMLTableRowElement).cells).slice(1).map((c) => Number((c as HTMLElement).dataset.value))
-    return [(tr as HTMLElement).dataset.dtype!, cells]
-  })))
+  return page.$$eval('#totals tbody tr, #totals tfoot tr', (trs) =>
+    Object.fromEntries(
+      trs.map((tr) => {
+        const cells = Array.from((tr as HTMLTableRowElement).cells)
+          .slice(1)
+          .map((c) => Number((c as HTMLElement).dataset.value))
+        return [(tr as HTMLElement).dataset.dtype!, cells]
+      }),
+    ),
+  )
 }
 
 async function screenshot(page: Page, name: string) {
@@ -79,16 +96,17 @@ async function screenshot(page: Page, name: string) {
 }
 
 /** The rows the page must show for these tensors, in this order. */
-const expectedRows = (tensors: Array<Entry & { name: string; shard?: string }>) => tensors.map((t) => ({
-  ...(t.shard === undefined ? {} : { shard: t.shard }),
-  name: t.name,
-  shownName: t.name,
-  dtype: t.dtype,
-  shape: `[${t.shape.join(', ')}]`,
-  params: product(t.shape),
-  paramsText: product(t.shape).toLocaleString('en-US'),
-  bytes: t.data_offsets[1] - t.data_offsets[0],
-}))
+const expectedRows = (tensors: Array<Entry & { name: string; shard?: string }>) =>
+  tensors.map((t) => ({
+    ...(t.shard === undefined ? {} : { shard: t.shard }),
+    name: t.name,
+    shownName: t.name,
+    dtype: t.dtype,
+    shape: `[${t.shape.join(', ')}]`,
+    params: product(t.shape),
+    paramsText: product(t.shape).toLocaleString('en-US'),
+    bytes: t.data_offsets[1] - t.data_offsets[0],
+  }))
 
 /** The totals, tensor count, metadata and error box the page must show for `parsed`. */
 async function expectSummaryShown(page: Page, parsed: Parsed, metadata: Record<string, string> | null) {
@@ -124,7 +142,11 @@ interface Sharded {
 function readSharded(): Sharded {
   const index = JSON.parse(readFileSync(join(SHARDED, 'model.safetensors.index.json'), 'utf8')) as Sharded['index']
   const shardFiles = [...new Set(Object.values(index.weight_map))]
-  const tensors = shardFiles.flatMap((shard) => parse(new Uint8Array(readFileSync(join(SHARDED, shard)))).tensors.filter((t) => index.weight_map[t.name] === shard).map((t) => ({ ...t, shard })))
+  const tensors = shardFiles.flatMap((shard) =>
+    parse(new Uint8Array(readFileSync(join(SHARDED, shard))))
+      .tensors.filter((t) => index.weight_map[t.name] === shard)
+      .map((t) => ({ ...t, shard })),
+  )
   return { index, tensors, shardFiles }
 }
 
@@ -141,7 +163,9 @@ async function expectModelShown(page: Page, model: Sharded, label: string) {
   // The index's metadata is shown as JSON values; totals are those of the listed tensors.
   const metadata = Object.fromEntries(Object.entries(model.index.metadata).map(([k, v]) => [k, JSON.stringify(v)]))
   await expectSummaryShown(page, { headerSize: 0, fileSize: 0, metadata: null, tensors: model.tensors }, metadata)
-  const checks = Object.fromEntries(await page.$$eval('#index-check li', (lis) => lis.map((li) => [(li as HTMLElement).dataset.check, (li as HTMLElement).dataset.ok])))
+  const checks = Object.fromEntries(
+    await page.$$eval('#index-check li', (lis) => lis.map((li) => [(li as HTMLElement).dataset.check, (li as HTMLElement).dataset.ok])),
+  )
   const bytes = model.tensors.reduce((s, t) => s + t.data_offsets[1] - t.data_offsets[0], 0)
   expect(checks).toEqual({ 'weight-map': 'true', 'total-size': String(model.index.metadata.total_size === bytes), unlisted: 'true' })
 }
@@ -206,9 +230,19 @@ describe('inspector', () => {
 
     // Filtering by name, then by dtype.
     await page.fill('#filter', 'float16')
-    expect((await tableRows(page)).map((r) => r.name)).toEqual(parsed.tensors.map((t) => t.name).filter((n) => n.includes('float16')).sort())
+    expect((await tableRows(page)).map((r) => r.name)).toEqual(
+      parsed.tensors
+        .map((t) => t.name)
+        .filter((n) => n.includes('float16'))
+        .sort(),
+    )
     await page.fill('#filter', 'f8_e5m2')
-    expect((await tableRows(page)).map((r) => r.name).sort()).toEqual(parsed.tensors.filter((t) => t.dtype === 'F8_E5M2').map((t) => t.name).sort())
+    expect((await tableRows(page)).map((r) => r.name).sort()).toEqual(
+      parsed.tensors
+        .filter((t) => t.dtype === 'F8_E5M2')
+        .map((t) => t.name)
+        .sort(),
+    )
     await page.fill('#filter', '')
 
     // A BF16 tensor: read alone, converted to F32, statistics and histogram from wasm.
@@ -221,7 +255,9 @@ describe('inspector', () => {
     const bits = new Uint16Array(bytes.slice(start, start + size).buffer)
     const values = Array.from(bits, (b) => new Float32Array(new Uint32Array([b << 16]).buffer)[0])
     const finite = values.filter(Number.isFinite)
-    const stats = Object.fromEntries(await page.$$eval('#stats [data-stat] dd', (dds) => dds.map((dd) => [dd.parentElement!.dataset.stat, Number((dd as HTMLElement).dataset.value)])))
+    const stats = Object.fromEntries(
+      await page.$$eval('#stats [data-stat] dd', (dds) => dds.map((dd) => [dd.parentElement!.dataset.stat, Number((dd as HTMLElement).dataset.value)])),
+    )
     expect(stats.elements).toBe(values.length)
     expect(stats.finite).toBe(finite.length)
     expect(stats.min).toBe(Math.min(...finite))
@@ -240,11 +276,14 @@ describe('inspector', () => {
     const bytes = readFileSync(join(REAL, name))
     const parsed = parse(new Uint8Array(bytes))
     // A drop event carrying the file, as the browser makes one when a file is dropped on the page.
-    const transfer = await page.evaluateHandle(({ data, fileName }) => {
-      const dt = new DataTransfer()
-      dt.items.add(new File([Uint8Array.from(atob(data), (c) => c.charCodeAt(0))], fileName))
-      return dt
-    }, { data: bytes.toString('base64'), fileName: name })
+    const transfer = await page.evaluateHandle(
+      ({ data, fileName }) => {
+        const dt = new DataTransfer()
+        dt.items.add(new File([Uint8Array.from(atob(data), (c) => c.charCodeAt(0))], fileName))
+        return dt
+      },
+      { data: bytes.toString('base64'), fileName: name },
+    )
     await page.dispatchEvent('#drop-zone', 'drop', { dataTransfer: transfer })
     await expectFileShown(page, parsed, name)
     // 256 tensors, 3 MB: the header (and at most the first 64 KiB read) is all the page took.
@@ -318,18 +357,24 @@ describe('inspector', () => {
     test('an index that puts a tensor in the wrong shard shows TensorNotFound; a missing shard shows Io', async () => {
       const moved = { ...model.index, weight_map: { ...model.index.weight_map, float64_357: model.shardFiles[0] } }
       const index = { name: 'model.safetensors.index.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(moved)) }
-      await page.setInputFiles('#file-input', [...files.slice(0, -1).map((path) => ({ name: basename(path), mimeType: 'application/octet-stream', buffer: readFileSync(path) })), index])
+      await page.setInputFiles('#file-input', [
+        ...files.slice(0, -1).map((path) => ({ name: basename(path), mimeType: 'application/octet-stream', buffer: readFileSync(path) })),
+        index,
+      ])
       await page.locator('#error').waitFor({ state: 'visible' })
       expect(await page.textContent('#error-code')).toBe('TensorNotFound')
       expect(await page.textContent('#error-message')).toContain('float64_357')
       await screenshot(page, 'inspector-model-bad-index')
-      await page.setInputFiles('#file-input', files.filter((f) => !f.endsWith(model.shardFiles[3])))
+      await page.setInputFiles(
+        '#file-input',
+        files.filter((f) => !f.endsWith(model.shardFiles[3])),
+      )
       await page.locator('#error-code:text("Io")').waitFor()
       expect(await page.textContent('#error-message')).toContain(model.shardFiles[3])
     })
 
     test('by the URL of its index: the same, read over HTTP', async () => {
-      const url = server.url + 'model.safetensors.index.json'
+      const url = `${server.url}model.safetensors.index.json`
       await page.fill('#url-input', url)
       await page.click('#url-form button[type="submit"]')
       await expectModelShown(page, model, url)
@@ -347,7 +392,10 @@ describe('inspector', () => {
     let release: () => void
     const elements = 4 * MiB // 16 MiB of F32
     const values = Float32Array.from({ length: elements }, (_, i) => Math.sin(i / 1000))
-    const file = buildFile([{ name: 'big', dtype: 'F32', shape: [1024, elements / 1024], bytes: new Uint8Array(values.buffer) }, { name: 'small', dtype: 'F32', shape: [4], bytes: new Uint8Array(16) }])
+    const file = buildFile([
+      { name: 'big', dtype: 'F32', shape: [1024, elements / 1024], bytes: new Uint8Array(values.buffer) },
+      { name: 'small', dtype: 'F32', shape: [4], bytes: new Uint8Array(16) },
+    ])
     const { dataStart, tensors } = headerOf(file)
     const [begin, end] = tensors.big.data_offsets
 
@@ -356,10 +404,13 @@ describe('inspector', () => {
       writeFileSync(join(dir, 'slow.safetensors'), file)
       const held = new Promise<void>((resolve) => (release = resolve))
       // Only the big tensor's own request is held, half-way through its body.
-      server = await serveFiles({ 'slow.safetensors': join(dir, 'slow.safetensors') }, {
-        cors: true,
-        fault: (_n, log) => (log.range === `bytes=${dataStart + begin}-${dataStart + end - 1}` ? { kind: 'pause', at: 0.5, until: held } : undefined),
-      })
+      server = await serveFiles(
+        { 'slow.safetensors': join(dir, 'slow.safetensors') },
+        {
+          cors: true,
+          fault: (_n, log) => (log.range === `bytes=${dataStart + begin}-${dataStart + end - 1}` ? { kind: 'pause', at: 0.5, until: held } : undefined),
+        },
+      )
     })
 
     afterAll(async () => {
@@ -369,7 +420,7 @@ describe('inspector', () => {
     })
 
     test('the progress bar shows the bytes so far, then gives way to the statistics', async () => {
-      await page.goto(`${inspector.url}?url=${encodeURIComponent(server.url + 'slow.safetensors')}`)
+      await page.goto(`${inspector.url}?url=${encodeURIComponent(`${server.url}slow.safetensors`)}`)
       await page.locator('#file-view').waitFor({ state: 'visible' })
       await page.click('#tensors tbody tr[data-name="big"]')
       const bar = page.locator('#read-progress-bar')
@@ -413,8 +464,8 @@ describe('inspector', () => {
       if (dir) rmSync(dir, { recursive: true, force: true })
     })
 
-    test('the table appears after reading less than 1 MiB, by the page\'s count and by the server\'s', async () => {
-      const url = server.url + 'model-5GiB.safetensors'
+    test("the table appears after reading less than 1 MiB, by the page's count and by the server's", async () => {
+      const url = `${server.url}model-5GiB.safetensors`
       await page.fill('#url-input', url)
       await page.click('#url-form button[type="submit"]')
       await expectFileShown(page, parsed, url)
@@ -425,7 +476,10 @@ describe('inspector', () => {
       expect(pageCount).toBeLessThan(MiB)
       expect(server.bytesSent()).toBeLessThan(MiB)
       expect(server.bytesSent()).toBe(pageCount)
-      expect(server.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)), server.ranges().join(', ')).toBe(true)
+      expect(
+        server.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)),
+        server.ranges().join(', '),
+      ).toBe(true)
       await screenshot(page, 'inspector-5gib')
 
       // One small tensor of it: exactly its bytes come over the wire.
@@ -476,7 +530,11 @@ function writeSparseModel(path: string, size: number): Parsed {
   ]
   const bytesOf = (dtype: string, shape: number[]) => product(shape) * ({ F32: 4, BF16: 2, U8: 1 } as Record<string, number>)[dtype]
   // lm_head is F32 and so above the page's 256 MiB read-on-second-click threshold.
-  const fixed: Array<[string, string, number[]]> = [['model.embed_tokens.weight', 'BF16', [vocab, hidden]], ['model.norm.weight', 'F32', [hidden]], ['lm_head.weight', 'F32', [2 * vocab, hidden]]]
+  const fixed: Array<[string, string, number[]]> = [
+    ['model.embed_tokens.weight', 'BF16', [vocab, hidden]],
+    ['model.norm.weight', 'F32', [hidden]],
+    ['lm_head.weight', 'F32', [2 * vocab, hidden]],
+  ]
   const tensors = [...fixed]
   const budget = size - 200_000 // leaves room for the header and the filler tensor
   let used = fixed.reduce((s, [, d, sh]) => s + bytesOf(d, sh), 0)

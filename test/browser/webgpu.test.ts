@@ -40,9 +40,19 @@ const widened = (bits: Uint16Array) => bytesOf(Uint32Array.from(bits, (b) => b <
 async function pageApi() {
   const lib = (window as unknown as { safetensors: typeof Library }).safetensors
   /** The GPU parts used here; TypeScript 5.9's DOM lib has no WebGPU types. */
-  interface GpuBuffer { getMappedRange(): ArrayBuffer; unmap(): void; mapAsync(mode: number): Promise<void>; destroy(): void }
-  const STORAGE = 0x80, COPY_SRC = 0x04, COPY_DST = 0x08, MAP_READ = 0x01
-  const gpu = (navigator as unknown as { gpu?: { requestAdapter(): Promise<{ info: { vendor: string; architecture: string }; requestDevice(): Promise<any> } | null> } }).gpu
+  interface GpuBuffer {
+    getMappedRange(): ArrayBuffer
+    unmap(): void
+    mapAsync(mode: number): Promise<void>
+    destroy(): void
+  }
+  const STORAGE = 0x80,
+    COPY_SRC = 0x04,
+    COPY_DST = 0x08,
+    MAP_READ = 0x01
+  const gpu = (
+    navigator as unknown as { gpu?: { requestAdapter(): Promise<{ info: { vendor: string; architecture: string }; requestDevice(): Promise<any> } | null> } }
+  ).gpu
   const adapter = await gpu?.requestAdapter()
   if (!adapter) throw new Error('no WebGPU adapter')
   const device = await adapter.requestDevice()
@@ -70,7 +80,8 @@ async function pageApi() {
     staging.destroy()
     return copy
   }
-  const hex = async (bytes: ArrayBuffer) => Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', bytes)), (b) => b.toString(16).padStart(2, '0')).join('')
+  const hex = async (bytes: ArrayBuffer) =>
+    Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', bytes)), (b) => b.toString(16).padStart(2, '0')).join('')
 
   // y = W x, one invocation per row, summing in float32 in column order. Sizes come from the buffers.
   const module = device.createShaderModule({
@@ -128,10 +139,13 @@ let server: TestServer
 let context: BrowserContext
 const w = randomBf16(ROWS * COLS, 12)
 const x = randomBf16(COLS, 34)
-const file = buildFile([
-  { name: 'x', dtype: 'BF16', shape: [COLS], bytes: bytesOf(x) },
-  { name: 'W', dtype: 'BF16', shape: [ROWS, COLS], bytes: bytesOf(w) },
-], { format: 'pt' })
+const file = buildFile(
+  [
+    { name: 'x', dtype: 'BF16', shape: [COLS], bytes: bytesOf(x) },
+    { name: 'W', dtype: 'BF16', shape: [ROWS, COLS], bytes: bytesOf(w) },
+  ],
+  { format: 'pt' },
+)
 
 /** The browser, on the profile in `dir` (a returning visitor's: its storage outlives a restart). */
 async function launch(): Promise<BrowserContext> {
@@ -162,7 +176,11 @@ beforeAll(async () => {
     const script = /^\/dist\/[\w-]+\.js$/.test(log.path) && join(DIST, log.path.slice('/dist/'.length))
     if (log.path !== '/' && !(script && existsSync(script))) return model(req, res, log)
     res.writeHead(200, { 'Content-Type': script ? 'text/javascript' : 'text/html', 'Cache-Control': 'no-store' })
-    res.end(script ? readFileSync(script) : '<!doctype html><meta charset="utf-8"><title>WebGPU</title><script type="module">import * as s from "/dist/index.js"; window.safetensors = s</script>')
+    res.end(
+      script
+        ? readFileSync(script)
+        : '<!doctype html><meta charset="utf-8"><title>WebGPU</title><script type="module">import * as s from "/dist/index.js"; window.safetensors = s</script>',
+    )
   })
   context = await launch()
 }, 60_000)
@@ -218,7 +236,9 @@ test('BF16 weights over HTTP into mapped GPU buffers as F32, a WGSL matrix-vecto
     maxError = Math.max(maxError, error)
     worst = Math.max(worst, error / (gamma * magnitude))
   }
-  console.log(`WebGPU: W ${ROWS}x${COLS} BF16 (${w.byteLength} bytes, ${4 * w.length} as F32), max |y - reference| = ${maxError.toExponential(3)}, at most ${(100 * worst).toFixed(2)}% of the bound`)
+  console.log(
+    `WebGPU: W ${ROWS}x${COLS} BF16 (${w.byteLength} bytes, ${4 * w.length} as F32), max |y - reference| = ${maxError.toExponential(3)}, at most ${(100 * worst).toFixed(2)}% of the bound`,
+  )
   // A product of the right shape from wrong data (zeros, a transposed or shifted W) fails the check above;
   // this one only makes sure y is not all zeros for some reason the bound would let by.
   expect(result.y.some((v) => Math.abs(v) > 1)).toBe(true)
