@@ -1,13 +1,20 @@
 // @ts-check
-// The inspector page: opens a SafeTensors file (picked, dropped, or by URL) through the built package,
-// reading only the header; a click on a tensor reads that tensor alone and shows statistics computed in
-// wasm. Every read goes through a counting source, so the page can say how many bytes it really read.
-// Everything shown from the file goes in through textContent: names and metadata are untrusted text.
-import { blobSource, httpSource, open, SafetensorsError, tensorStats } from '../dist/index.js'
+// The inspector page: opens a SafeTensors file or a sharded model (picked, dropped, a folder, or by URL)
+// through the built package, reading only the headers (and a model's index, which openModel checks
+// against its shards); a click on a tensor reads that tensor alone, with a progress bar, and shows
+// statistics computed in wasm. The library's onProgress counts every byte read, so the page can say how
+// many bytes it really read. Everything shown from the files goes in through textContent: names,
+// metadata and the index are untrusted text.
+import { open, openModel, SafetensorsError, SafetensorsModel, tensorStats } from '../dist/index.js'
 
-/** @typedef {import('../dist/types/index.d.ts').RangeSource} RangeSource */
 /** @typedef {import('../dist/types/index.d.ts').SafetensorsFile} SafetensorsFile */
-/** @typedef {{ name: string, dtype: string, shape: number[], params: number, bytes: number, offset: number }} Row */
+/** @typedef {import('../dist/types/index.d.ts').OpenOptions} OpenOptions */
+/** @typedef {SafetensorsFile | SafetensorsModel} Reader */
+/**
+ * A tensor as the table shows it; `order` is its place in the file (or the model: shard by shard, each
+ * in data order), `shard` its shard's file name ('' for a single file).
+ * @typedef {{ name: string, dtype: string, shape: number[], params: number, bytes: number, order: number, shard: string }} Row
+ */
 
 /** More rows than this make the table slow to build and useless to scroll; the filter narrows it. */
 const MAX_ROWS = 2000
@@ -15,6 +22,8 @@ const BINS = 48
 const PREVIEW_VALUES = 24
 /** Tensors larger than this are read only after a second click. */
 const LARGE_TENSOR = 256 * 1024 * 1024
+/** Reads of at least this many bytes show a progress bar (smaller ones would only flash it). */
+const PROGRESS_FROM = 1024 * 1024
 
 const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id))
 const inputById = (/** @type {string} */ id) => /** @type {HTMLInputElement} */ ($(id))
@@ -23,9 +32,9 @@ const numberFormat = new Intl.NumberFormat('en-US')
 const collator = new Intl.Collator('en', { numeric: true })
 
 /**
- * The open file. `counter` counts every byte the source hands to the library: the header read,
- * then each tensor read.
- * @type {{ file: SafetensorsFile, label: string, counter: { bytes: number, reads: number }, rows: Row[], selected?: string } | undefined}
+ * The open file or model. `counter.bytes` is every byte read through it so far (its onProgress): the
+ * header (and index) reads, then each tensor read.
+ * @type {{ reader: Reader, label: string, counter: { bytes: number }, rows: Row[], selected?: string } | undefined}
  */
 let current
 /** Bumped by each open and each tensor click, so a slow older result never overwrites a newer one. */
@@ -73,75 +82,38 @@ function el(tag, attributes = {}, ...children) {
   return node
 }
 
-// ---- sources -------------------------------------------------------------------------------------
-
-/**
- * Wraps a source so that every byte it returns is counted. `size` stays a getter: an HTTP source
- * learns the file size from its first response.
- * @param {RangeSource} inner
- * @param {{ bytes: number, reads: number }} counter
- * @returns {RangeSource}
- */
-function counting(inner, counter) {
-  /** @type {RangeSource} */
-  const source = {
-    get size() {
-      return inner.size
-    },
-    async read(offset, length, signal) {
-      const bytes = await inner.read(offset, length, signal)
-      counter.bytes += bytes.length
-      counter.reads++
-      return bytes
-    },
-    close: () => inner.close?.() ?? Promise.resolve(),
-  }
-  const readInto = inner.readInto
-  if (readInto) {
-    source.readInto = async (offset, target, signal) => {
-      await readInto(offset, target, signal)
-      counter.bytes += target.length
-      counter.reads++
-    }
-  }
-  return source
-}
-
 // ---- opening -------------------------------------------------------------------------------------
 
 /**
- * @param {string} label what to call the file on the page
- * @param {() => RangeSource} makeSource
+ * @param {string} label what to call the file or model on the page
+ * @param {(options: OpenOptions) => Promise<Reader>} opener open() or openModel() of what the user chose
  */
-async function openFile(label, makeSource) {
+async function openReader(label, opener) {
   const mine = ++generation
   inFlight?.abort()
   inFlight = new AbortController()
   const previous = current
   current = undefined
-  previous?.file.close().catch(() => {})
+  previous?.reader.close().catch(() => {})
   $('error').hidden = true
   $('file-view').hidden = true
   $('detail').hidden = true
-  $('status').textContent = `Reading the header of ${label}…`
-  const counter = { bytes: 0, reads: 0 }
+  $('status').textContent = `Reading the headers of ${label}…`
+  const counter = { bytes: 0 }
   const started = performance.now()
   try {
-    const file = await open(counting(makeSource(), counter), { signal: inFlight.signal })
-    if (mine !== generation) return void file.close().catch(() => {})
-    const rows = file.header.tensors.map((t) => ({
-      name: t.name,
-      dtype: t.dtype,
-      shape: [...t.shape],
-      params: t.shape.reduce((a, b) => a * b, 1),
-      bytes: t.byteLength,
-      offset: t.dataOffsets[0],
-    }))
-    current = { file, label, counter, rows }
+    const reader = await opener({ signal: inFlight.signal, onProgress: ({ loaded }) => void (counter.bytes = loaded) })
+    if (mine !== generation) return void reader.close().catch(() => {})
+    const shardOf = (/** @type {string} */ name) => (reader instanceof SafetensorsModel ? reader.shardOf(name) : '')
+    const rows = reader.names().map((name, order) => {
+      const t = reader.info(name)
+      return { name, dtype: t.dtype, shape: [...t.shape], params: t.shape.reduce((a, b) => a * b, 1), bytes: t.byteLength, order, shard: shardOf(name) }
+    })
+    current = { reader, label, counter, rows }
     sortBy = undefined
     inputById('filter').value = ''
     showFile()
-    $('status').textContent = `Read the header in ${Math.round(performance.now() - started)} ms.`
+    $('status').textContent = `Read the headers in ${Math.round(performance.now() - started)} ms.`
   } catch (error) {
     if (mine !== generation) return
     showError(error)
@@ -161,32 +133,87 @@ function showError(/** @type {unknown} */ error) {
 
 // ---- the file ------------------------------------------------------------------------------------
 
+/** The headers of a file, or of each shard of a model. */
+const headersOf = (/** @type {Reader} */ reader) => (reader instanceof SafetensorsModel ? [...reader.shards.values()].map((f) => f.header) : [reader.header])
+
 function showFile() {
   if (!current) return
-  const { header } = current.file
+  const { reader, rows } = current
+  const model = reader instanceof SafetensorsModel ? reader : undefined
+  const headers = headersOf(reader)
+  const fileSize = headers.reduce((sum, h) => sum + h.fileSize, 0)
+  const headerSize = headers.reduce((sum, h) => sum + h.headerSize, 0)
   $('file-name').textContent = current.label
-  $('fact-size').textContent = human(header.fileSize)
-  $('fact-size').title = `${fmt(header.fileSize)} bytes`
-  $('fact-header').textContent = `${fmt(header.headerSize)} bytes of JSON`
-  $('fact-tensors').textContent = fmt(current.rows.length)
-  $('fact-params').textContent = fmt(current.rows.reduce((sum, r) => sum + r.params, 0))
+  $('fact-size-label').textContent = model ? 'Size' : 'File size'
+  $('fact-size').textContent = human(fileSize) + (model ? ` in ${fmt(headers.length)} shards` : '')
+  $('fact-size').title = `${fmt(fileSize)} bytes`
+  $('fact-size').dataset.shards = String(headers.length)
+  $('fact-header-label').textContent = model ? 'Headers' : 'Header'
+  $('fact-header').textContent = `${fmt(headerSize)} bytes of JSON`
+  $('fact-tensors').textContent = fmt(rows.length)
+  $('fact-params').textContent = fmt(rows.reduce((sum, r) => sum + r.params, 0))
   $('bytes-read').dataset.headerBytes = String(current.counter.bytes)
   showBytesRead()
-  showTotals(current.rows)
-  showMetadata(header.metadata)
+  showIndexCheck(model)
+  showTotals(rows)
+  showMetadata(reader.metadata)
+  $('shard-column').hidden = !model
   showTensors()
   $('file-view').hidden = false
 }
 
-/** The header read (fixed at open), then whatever tensor reads added since. */
+/** The header (and index) reads, fixed at open, then whatever tensor reads added since. */
 function showBytesRead() {
   if (!current) return
   const headerBytes = Number($('bytes-read').dataset.headerBytes)
-  const size = current.file.header.fileSize
+  const { reader } = current
+  // A model's count includes its index, which is not part of the shards' size: no share for it.
+  const what = reader instanceof SafetensorsModel ? 'the index and headers' : 'the header'
+  const size = reader instanceof SafetensorsModel ? 0 : reader.header.fileSize
   const share = size > 0 ? ` (${Number(((100 * headerBytes) / size).toPrecision(3))}% of the file)` : ''
   const tensorBytes = current.counter.bytes - headerBytes
-  $('bytes-read').textContent = `${fmt(headerBytes)} bytes for the header${share}${tensorBytes > 0 ? `, then ${fmt(tensorBytes)} for tensors` : ''}`
+  $('bytes-read').textContent = `${fmt(headerBytes)} bytes for ${what}${share}${tensorBytes > 0 ? `, then ${fmt(tensorBytes)} for tensors` : ''}`
   $('bytes-read').dataset.bytes = String(current.counter.bytes)
+}
+
+/**
+ * What checking the index against the shards found. openModel already refused an index that puts a
+ * tensor in a shard without it (or is malformed); what is left to show: that every entry was found,
+ * the index's total_size against the shards' tensor bytes, and tensors a shard holds that the index
+ * does not list (they are not part of the model).
+ */
+function showIndexCheck(/** @type {SafetensorsModel | undefined} */ model) {
+  const list = $('index-check')
+  list.hidden = !model
+  if (!model) return list.replaceChildren()
+  const rows = current?.rows ?? []
+  const bytes = rows.reduce((sum, r) => sum + r.bytes, 0)
+  const totalSize = model.metadata?.total_size
+  const unlisted = model.unlisted()
+  const line = (/** @type {string} */ check, /** @type {boolean} */ ok, /** @type {string} */ text) =>
+    el('li', { 'data-check': check, 'data-ok': String(ok) }, text)
+  list.replaceChildren(
+    line('weight-map', true, `The index lists ${fmt(rows.length)} tensors in ${fmt(model.shards.size)} shards; each is in the shard it names.`),
+    typeof totalSize === 'number'
+      ? line(
+          'total-size',
+          totalSize === bytes,
+          totalSize === bytes
+            ? `Its total_size (${fmt(totalSize)} bytes) is the tensors' size.`
+            : `Its total_size says ${fmt(totalSize)} bytes; the tensors take ${fmt(bytes)}.`,
+        )
+      : line('total-size', false, `It states no numeric total_size; the tensors take ${fmt(bytes)} bytes.`),
+    line(
+      'unlisted',
+      unlisted.length === 0,
+      unlisted.length === 0
+        ? 'No shard holds a tensor the index leaves out.'
+        : `The shards hold ${fmt(unlisted.length)} tensors the index does not list (not part of the model): ${unlisted
+            .slice(0, 5)
+            .map((u) => `${u.tensor} in ${u.shard}`)
+            .join(', ')}${unlisted.length > 5 ? ', …' : ''}`,
+    ),
+  )
 }
 
 function showTotals(/** @type {Row[]} */ rows) {
@@ -214,8 +241,9 @@ function showTotals(/** @type {Row[]} */ rows) {
   tableById('totals').tFoot?.replaceChildren(line('all', sum, true))
 }
 
-function showMetadata(/** @type {Record<string, string> | null} */ metadata) {
-  const entries = Object.entries(metadata ?? {})
+/** A file's __metadata__ (strings), or a model index's metadata (any JSON values, shown as JSON). */
+function showMetadata(/** @type {Record<string, unknown> | null} */ metadata) {
+  const entries = Object.entries(metadata ?? {}).map(([key, value]) => [key, typeof value === 'string' ? value : JSON.stringify(value)])
   $('metadata-empty').hidden = entries.length > 0
   $('metadata').hidden = entries.length === 0
   tableById('metadata').tBodies[0].replaceChildren(...entries.map(([key, value]) => el('tr', {}, el('td', {}, key), el('td', {}, value))))
@@ -230,6 +258,8 @@ function compare(a, b, key) {
       return collator.compare(a.name, b.name)
     case 'dtype':
       return collator.compare(a.dtype, b.dtype)
+    case 'shard':
+      return collator.compare(a.shard, b.shard)
     case 'shape': {
       // By rank, then dimension by dimension.
       if (a.shape.length !== b.shape.length) return a.shape.length - b.shape.length
@@ -247,7 +277,7 @@ function visibleRows() {
   const rows = query ? current.rows.filter((r) => r.name.toLowerCase().includes(query) || r.dtype.toLowerCase() === query) : [...current.rows]
   const order = sortBy
   // Ties keep data order, so every sort is deterministic.
-  if (order) rows.sort((a, b) => order.direction * compare(a, b, order.key) || a.offset - b.offset)
+  if (order) rows.sort((a, b) => order.direction * compare(a, b, order.key) || a.order - b.order)
   return rows
 }
 
@@ -267,6 +297,7 @@ function showTensors() {
         el('td', { class: 'num', 'data-value': String(r.params) }, fmt(r.params)),
         el('td', { class: 'num', 'data-value': String(r.bytes), title: `${fmt(r.bytes)} bytes` }, human(r.bytes)),
       )
+      if (r.shard) tr.append(el('td', { class: 'shard' }, r.shard))
       if (r.name === current?.selected) tr.setAttribute('aria-current', 'true')
       return tr
     }),
@@ -293,8 +324,8 @@ function showTensors() {
 async function showTensor(name, confirmed = false) {
   if (!current) return
   const mine = ++generation
-  const { file, counter } = current
-  const info = file.info(name)
+  const { reader, counter } = current
+  const info = reader.info(name)
   current.selected = name
   for (const tr of document.querySelectorAll('#tensors tbody tr')) {
     if (/** @type {HTMLElement} */ (tr).dataset.name === name) tr.setAttribute('aria-current', 'true')
@@ -316,22 +347,25 @@ async function showTensor(name, confirmed = false) {
   }
 
   const before = counter.bytes
+  const progress = info.byteLength >= PROGRESS_FROM ? readProgress(() => mine === generation) : undefined
   let tensor
   try {
     try {
-      tensor = await file.getTensor(name, { dtype: 'F32' })
+      tensor = await reader.getTensor(name, { dtype: 'F32', onProgress: progress })
     } catch (error) {
       // C64 has no F32 form: show its raw values, without statistics.
       if (!(error instanceof SafetensorsError && error.code === 'UnsupportedConversion')) throw error
-      tensor = await file.getTensor(name)
+      tensor = await reader.getTensor(name, { onProgress: progress })
     }
   } catch (error) {
     if (mine !== generation) return
+    $('read-progress').hidden = true
     const code = error instanceof SafetensorsError ? error.code : 'Error'
     $('detail-status').textContent = `${code}: ${error instanceof Error ? error.message : String(error)}`
     return
   }
   if (mine !== generation) return
+  $('read-progress').hidden = true
   showBytesRead()
   const converted = tensor.dtype !== info.dtype ? `, converted ${info.dtype} → ${tensor.dtype} in wasm` : ''
   $('detail-status').textContent = `Read ${fmt(counter.bytes - before)} bytes for this tensor${converted}.`
@@ -350,6 +384,26 @@ async function showTensor(name, confirmed = false) {
   }
   $('preview-values').textContent = values.length ? values.join('  ') + (data.length > PREVIEW_VALUES ? '  …' : '') : '(no elements)'
   $('preview').hidden = false
+}
+
+/**
+ * Shows the progress bar, and returns the onProgress of a tensor read that moves it while `live()`
+ * (no newer click or open since). The bar goes away when the read ends.
+ * @param {() => boolean} live
+ * @returns {(p: { loaded: number, total: number }) => void}
+ */
+function readProgress(live) {
+  const bar = /** @type {HTMLProgressElement} */ ($('read-progress-bar'))
+  bar.value = 0
+  $('read-progress-text').textContent = ''
+  $('read-progress').hidden = false
+  return ({ loaded, total }) => {
+    if (!live()) return
+    bar.value = total > 0 ? loaded / total : 1
+    bar.dataset.loaded = String(loaded)
+    bar.dataset.total = String(total)
+    $('read-progress-text').textContent = `${human(loaded)} of ${human(total)}`
+  }
 }
 
 /** @param {ReturnType<typeof tensorStats>} s */
@@ -434,9 +488,18 @@ function showHistogram(/** @type {ReturnType<typeof tensorStats>} */ s) {
 
 // ---- wiring --------------------------------------------------------------------------------------
 
-function openLocal(/** @type {File} */ file) {
+/**
+ * Opens what the user picked or dropped: one file, or a model (its shards and index, or a folder).
+ * @param {File[]} files
+ * @param {string} [folder] the folder they came from
+ */
+function openLocal(files, folder) {
+  if (files.length === 0) return
   history.replaceState(null, '', location.pathname)
-  openFile(file.name, () => blobSource(file))
+  const [first] = files
+  if (files.length === 1 && !first.name.endsWith('.json')) return openReader(first.name, (options) => open(first, options))
+  const index = files.find((f) => f.name.endsWith('.index.json'))
+  openReader(folder ? `${folder}/` : (index?.name ?? `${fmt(files.length)} files`), (options) => openModel(files, options))
 }
 
 function openUrl(/** @type {string} */ text) {
@@ -447,17 +510,27 @@ function openUrl(/** @type {string} */ text) {
     return showError(new TypeError(`not a URL: ${text}`))
   }
   history.replaceState(null, '', `${location.pathname}?url=${encodeURIComponent(url.href)}`)
-  openFile(url.href, () => httpSource(url))
+  // A model's index (its shards are beside it), else one file.
+  const model = url.pathname.endsWith('.index.json')
+  openReader(url.href, (options) => (model ? openModel(url, options) : open(url, options)))
 }
 
 $('file-input').addEventListener('change', (event) => {
   const input = /** @type {HTMLInputElement} */ (event.target)
-  const file = input.files?.[0]
-  if (file) openLocal(file)
+  openLocal([...(input.files ?? [])])
   input.value = '' // picking the same file again opens it again
 })
 
-// A drop anywhere on the page opens the file (and keeps the browser from navigating to it).
+// A folder: the files directly in it (a model's shards sit beside its index; subfolders are other things).
+$('folder-input').addEventListener('change', (event) => {
+  const input = /** @type {HTMLInputElement} */ (event.target)
+  const files = [...(input.files ?? [])]
+  const top = files.filter((f) => f.webkitRelativePath.split('/').length === 2)
+  openLocal(top, files[0]?.webkitRelativePath.split('/')[0])
+  input.value = ''
+})
+
+// A drop anywhere on the page opens the files (and keeps the browser from navigating to them).
 const dropZone = $('drop-zone')
 document.addEventListener('dragover', (event) => {
   event.preventDefault()
@@ -470,8 +543,7 @@ document.addEventListener('dragleave', (event) => {
 document.addEventListener('drop', (event) => {
   event.preventDefault()
   dropZone.classList.remove('dragging')
-  const file = event.dataTransfer?.files[0]
-  if (file) openLocal(file)
+  openLocal([...(event.dataTransfer?.files ?? [])])
 })
 
 $('url-form').addEventListener('submit', (event) => {

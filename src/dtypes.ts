@@ -38,6 +38,19 @@ export type TypedArray =
   | BigInt64Array
   | BigUint64Array
 
+/**
+ * The native half-precision array (ES2025): the lib's own type where the compiler's `lib` has it
+ * (`esnext.float16`, ES2025), else the part of it a read hands out, so the type does not depend on a lib
+ * that TypeScript 5.9's defaults lack.
+ */
+export type Float16Array = typeof globalThis extends { Float16Array: { prototype: infer A } } ? A : Float16ArrayBase
+
+/** What every Float16Array has: numbers over 2-byte elements of a buffer. */
+export interface Float16ArrayBase extends ArrayBufferView, ArrayLike<number>, Iterable<number> {
+  readonly BYTES_PER_ELEMENT: 2
+  [index: number]: number
+}
+
 type ArrayConstructor = {
   new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): TypedArray
   new (length: number): TypedArray

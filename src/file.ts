@@ -4,7 +4,7 @@
 import { type ByteOrder, hostByteOrder } from './byte-order.ts'
 import { checkCache, type RangeCache, withCache } from './cache.ts'
 import { byteLengthOf, checkConversion, convert, convertInto, elementCountOf, swapElements, swapElementsInCore, wantsDedicatedCore } from './convert.ts'
-import { DTYPE_INFO, type DType, type TypedArray } from './dtypes.ts'
+import { DTYPE_INFO, type DType, type Float16Array, type TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import { type Header, readHeader, type TensorInfo } from './header.ts'
 import { type HttpOptions, httpSource } from './http.ts'
@@ -17,7 +17,7 @@ import { blobSource, memorySource, type RangeSource, readInto, throwIfAborted } 
 import { type StreamOptions, tensorStream } from './stream.ts'
 import { type Core, instantiate } from './wasm.ts'
 
-export interface Tensor<T extends TypedArray = TypedArray> {
+export interface Tensor<T extends TypedArray | Float16Array = TypedArray> {
   readonly name: string
   /** The dtype of `data`: the file's, or the one asked for. */
   readonly dtype: DType
@@ -26,8 +26,21 @@ export interface Tensor<T extends TypedArray = TypedArray> {
   readonly data: T
 }
 
-/** The array a read gives for a requested dtype: Float32Array for F32, Uint16Array of bits for F16/BF16. */
-export type DataFor<D extends DType> = D extends 'F32' ? Float32Array : D extends 'F16' | 'BF16' ? Uint16Array : TypedArray
+/**
+ * The array a read gives for a requested dtype: Float32Array for F32, Uint16Array of bits for BF16, and
+ * for F16 Uint16Array of bits, or Float16Array when the read asks for it (`H`: its `float16Array`).
+ */
+export type DataFor<D extends DType, H extends boolean = false> = D extends 'F32'
+  ? Float32Array
+  : D extends 'BF16'
+    ? Uint16Array
+    : D extends 'F16'
+      ? H extends true
+        ? Float16Array
+        : Uint16Array
+      : H extends true
+        ? TypedArray | Float16Array
+        : TypedArray
 
 export interface OpenOptions extends HttpOptions {
   /** Byte order of the tensor data in the file: 'big' for legacy files written on big-endian hosts. */
@@ -41,9 +54,15 @@ export interface OpenOptions extends HttpOptions {
   cache?: RangeCache
 }
 
-export interface ReadOptions<D extends DType = DType> {
+export interface ReadOptions<D extends DType = DType, H extends boolean = boolean> {
   /** Convert to this dtype on read. */
   dtype?: D
+  /**
+   * true: an F16 result (the file's dtype, or the one asked for) comes as the runtime's native
+   * Float16Array over the same bits, instead of a Uint16Array of them; other dtypes are unaffected.
+   * A TypeError where the runtime has no Float16Array (Node 20). Default false, the same on every runtime.
+   */
+  float16Array?: H
   signal?: AbortSignal
   /** This read alone, as its bytes arrive; the last event has loaded === total. */
   onProgress?: ProgressCallback
@@ -120,16 +139,20 @@ export class SafetensorsFile {
   }
 
   /** Reads one tensor's bytes and nothing else. */
-  async getTensor<D extends DType>(name: string, options: ReadOptions<D> = {}): Promise<Tensor<DataFor<D>>> {
+  async getTensor<D extends DType, H extends boolean = false>(name: string, options: ReadOptions<D, H> = {}): Promise<Tensor<DataFor<D, H>>> {
     const info = this.info(name)
-    return this.#read(info, info.shape, [[0, info.byteLength]], options) as Promise<Tensor<DataFor<D>>>
+    return this.#read(info, info.shape, [[0, info.byteLength]], options) as Promise<Tensor<DataFor<D, H>>>
   }
 
   /** Reads only the bytes a slice covers; see SliceRange. */
-  async getSlice<D extends DType>(name: string, ranges: readonly SliceRange[], options: ReadOptions<D> = {}): Promise<Tensor<DataFor<D>>> {
+  async getSlice<D extends DType, H extends boolean = false>(
+    name: string,
+    ranges: readonly SliceRange[],
+    options: ReadOptions<D, H> = {},
+  ): Promise<Tensor<DataFor<D, H>>> {
     const info = this.info(name)
     const plan = planSlice(name, info.dtype, info.shape, ranges)
-    return this.#read(info, plan.shape, plan.runs, options) as Promise<Tensor<DataFor<D>>>
+    return this.#read(info, plan.shape, plan.runs, options) as Promise<Tensor<DataFor<D, H>>>
   }
 
   /**
@@ -144,7 +167,7 @@ export class SafetensorsFile {
   }
 
   /** Every tensor in file order; the next one (when small) is read while this one is handled. */
-  tensors<D extends DType>(options: ReadOptions<D> = {}): AsyncGenerator<Tensor<DataFor<D>>> {
+  tensors<D extends DType, H extends boolean = false>(options: ReadOptions<D, H> = {}): AsyncGenerator<Tensor<DataFor<D, H>>> {
     return readingAhead(this.header.tensors.map((info) => ({ bytes: info.byteLength, read: () => this.getTensor(info.name, options) })))
   }
 
@@ -152,11 +175,12 @@ export class SafetensorsFile {
     await this.source.close?.()
   }
 
-  async #read(info: TensorInfo, shape: number[], runs: Array<[number, number]>, options: ReadOptions): Promise<Tensor> {
+  async #read(info: TensorInfo, shape: number[], runs: Array<[number, number]>, options: ReadOptions): Promise<Tensor<TypedArray | Float16Array>> {
     throwIfAborted(options.signal)
     const from = info.dtype
     const to = options.dtype ?? from
     checkConversion(from, to)
+    const half = float16ArrayFor(options.float16Array)
     const start = this.header.dataStart + info.dataOffsets[0]
     const inBytes = runs.reduce((sum, [, length]) => sum + length, 0)
     const outBytes = byteLengthOf(
@@ -175,7 +199,7 @@ export class SafetensorsFile {
           ? await this.#readIntoCore(info, to, start, runs, inBytes, outBytes, io)
           : await this.#readAndConvert(info, to, start, runs, inBytes, io, out ?? allocate(info, to, outBytes))
     // A copy: the caller may change it, and the header's own array must stay as the file says.
-    return { name: info.name, dtype: to, shape: [...shape], data }
+    return { name: info.name, dtype: to, shape: [...shape], data: half && to === 'F16' ? new half(data.buffer, data.byteOffset, data.length) : data }
   }
 
   /** Without conversion: a view of the caller's bytes where possible, else read straight into the result. */
@@ -317,6 +341,20 @@ function outputIn(out: ArrayBuffer | ArrayBufferView, info: TensorInfo, to: DTyp
   if (length < outBytes) throw new RangeError(`out holds ${length} bytes, but tensor ${JSON.stringify(info.name)} as ${to} takes ${outBytes}`)
   if (offset % Natural.BYTES_PER_ELEMENT !== 0) throw new RangeError(`out starts at byte ${offset} of its buffer, which a ${Natural.name} cannot start at`)
   return { data: new Natural(buffer, offset, outBytes / Natural.BYTES_PER_ELEMENT), bytes: new Uint8Array(buffer, offset, outBytes) }
+}
+
+type Float16ArrayConstructor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => Float16Array
+
+/** The runtime's Float16Array when a read asks for one; a TypeError for a non-boolean or a runtime without it. */
+function float16ArrayFor(option: unknown): Float16ArrayConstructor | undefined {
+  if (option === undefined || option === false) return undefined
+  if (option !== true) throw new TypeError(`float16Array must be a boolean, got ${typeof option}`)
+  const native = (globalThis as { Float16Array?: Float16ArrayConstructor }).Float16Array
+  if (typeof native !== 'function')
+    throw new TypeError(
+      'float16Array: true needs the global Float16Array, which this runtime does not have (Node 20 lacks it; Node 24 and current browsers have it)',
+    )
+  return native
 }
 
 /** What every read of one getTensor/getSlice passes down: its abort signal and its progress. */

@@ -2,7 +2,7 @@
 // as one file. Every weight_map entry is checked against its shard's header when the model opens.
 import type { DType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
-import { type DataFor, type OpenOptions, openMetered, type ReadOptions, type SafetensorsFile, type Tensor, toRangeSource } from './file.ts'
+import { type DataFor, type OpenOptions, openMetered, type ReadOptions, type SafetensorsFile, type Source, type Tensor, toRangeSource } from './file.ts'
 import type { TensorInfo } from './header.ts'
 import { requireLocalFiles } from './local-files.ts'
 import { readingAhead, runPool } from './pool.ts'
@@ -81,15 +81,49 @@ function parseIndex(where: string, text: string): ModelIndex {
   return { metadata, weight_map: map }
 }
 
-/** Where the index is and how to find a shard beside it. */
-async function locate(input: string | URL): Promise<{ index: string | URL; shard: (name: string) => string | URL }> {
+/**
+ * The files of a model picked or dropped in a page (a folder's files, or several files): the index and
+ * its shards, found by file name. Files that are neither (a README, config.json) are ignored.
+ */
+export type ModelFiles = Iterable<File>
+
+/** Where the index is, what to call it in messages, and how to find a shard beside it. */
+async function locate(input: string | URL | ModelFiles): Promise<{ index: Source; where: string; shard: (name: string) => Source }> {
+  if (typeof input !== 'string' && !(input instanceof URL)) return locateFiles(input)
   const url = input instanceof URL ? input : /^https?:\/\//i.test(input) ? new URL(input) : undefined
   if (url && url.protocol !== 'file:') {
     const index = url.pathname.endsWith('/') ? new URL(DEFAULT_INDEX, url) : url
-    return { index, shard: (name) => new URL(name, index) }
+    return { index, where: String(index), shard: (name) => new URL(name, index) }
   }
   const local = requireLocalFiles(`openModel(${JSON.stringify(String(input))})`)
-  return local.locateIndex(url ? local.pathOf(url) : (input as string), DEFAULT_INDEX)
+  const { index, shard } = await local.locateIndex(url ? local.pathOf(url) : (input as string), DEFAULT_INDEX)
+  return { index, where: index, shard }
+}
+
+/** The index among `files`: model.safetensors.index.json, else the one file named *.index.json. */
+function locateFiles(input: ModelFiles): { index: File; where: string; shard: (name: string) => File } {
+  if (typeof input !== 'object' || input === null || typeof (input as Partial<ModelFiles>)[Symbol.iterator] !== 'function') {
+    throw new TypeError(`openModel takes a path, a URL or the model's files (File objects), got ${Object.prototype.toString.call(input)}`)
+  }
+  const files = new Map<string, File>()
+  for (const file of input) {
+    if (typeof Blob === 'undefined' || !(file instanceof Blob) || typeof (file as Partial<File>).name !== 'string')
+      throw new TypeError(`openModel: every file must be a File, got ${Object.prototype.toString.call(file)}`)
+    if (files.has(file.name)) throw new TypeError(`openModel: two files are named ${JSON.stringify(file.name)}`)
+    files.set(file.name, file)
+  }
+  const indexes = [...files.keys()].filter((name) => name.endsWith('.index.json'))
+  const index = files.get(DEFAULT_INDEX) ?? (indexes.length === 1 ? files.get(indexes[0]) : undefined)
+  if (!index) {
+    const found = indexes.length === 0 ? 'none' : indexes.map((name) => JSON.stringify(name)).join(', ')
+    throw new SafetensorsError('Io', `no model index among the ${files.size} files given: expected ${DEFAULT_INDEX} or one *.index.json (found ${found})`)
+  }
+  const shard = (name: string) => {
+    const file = files.get(name)
+    if (!file) throw new SafetensorsError('Io', `not among the ${files.size} files given`)
+    return file
+  }
+  return { index, where: index.name, shard }
 }
 
 /** The whole index file as text: it is small (bounded by MAX_INDEX_SIZE), and read in at most two reads. */
@@ -114,12 +148,14 @@ export interface OpenModelOptions extends OpenOptions {
 
 const DEFAULT_CONCURRENCY = 16
 
-/** Opens a sharded model from its index (a path, a folder holding model.safetensors.index.json, or a URL). */
-export async function openModel(input: string | URL, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
+/**
+ * Opens a sharded model from its index: a path, a folder holding model.safetensors.index.json, a URL, or
+ * the model's files picked or dropped in a page (ModelFiles).
+ */
+export async function openModel(input: string | URL | ModelFiles, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
-  const { index: location, shard } = await locate(input)
-  const where = String(location)
+  const { index: location, where, shard } = await locate(input)
   // One meter for the index and every shard: the model's progress is their sum.
   const meter = options.onProgress && new ProgressMeter(options.onProgress)
   const opened = await toRangeSource(location, options)
@@ -136,9 +172,11 @@ export async function openModel(input: string | URL, options: OpenModelOptions =
   let files: Map<string, SafetensorsFile>
   try {
     await runPool(shardNames, concurrency, async (name, i) => {
-      shards[i] = await openMetered(shard(name), options, meter).catch((error: unknown) => {
+      try {
+        shards[i] = await openMetered(shard(name), options, meter)
+      } catch (error) {
         throw error instanceof SafetensorsError ? new SafetensorsError(error.code, `shard ${name}: ${error.message}`, { cause: error }) : error
-      })
+      }
     })
     // In index order, whatever order the reads finished in.
     files = new Map(shardNames.map((name, i) => [name, shards[i]!]))
@@ -187,11 +225,15 @@ export class SafetensorsModel {
     return this.#fileOf(name).info(name)
   }
 
-  getTensor<D extends DType>(name: string, options?: ReadOptions<D>): Promise<Tensor<DataFor<D>>> {
+  getTensor<D extends DType, H extends boolean = false>(name: string, options?: ReadOptions<D, H>): Promise<Tensor<DataFor<D, H>>> {
     return this.#fileOf(name).getTensor(name, options)
   }
 
-  getSlice<D extends DType>(name: string, ranges: readonly SliceRange[], options?: ReadOptions<D>): Promise<Tensor<DataFor<D>>> {
+  getSlice<D extends DType, H extends boolean = false>(
+    name: string,
+    ranges: readonly SliceRange[],
+    options?: ReadOptions<D, H>,
+  ): Promise<Tensor<DataFor<D, H>>> {
     return this.#fileOf(name).getSlice(name, ranges, options)
   }
 
@@ -201,7 +243,7 @@ export class SafetensorsModel {
   }
 
   /** Every tensor, shard by shard in data order; the next one (when small) is read while this one is handled. */
-  tensors<D extends DType>(options?: ReadOptions<D>): AsyncGenerator<Tensor<DataFor<D>>> {
+  tensors<D extends DType, H extends boolean = false>(options?: ReadOptions<D, H>): AsyncGenerator<Tensor<DataFor<D, H>>> {
     return readingAhead(this.#listed().map(([file, info]) => ({ bytes: info.byteLength, read: () => file.getTensor(info.name, options) })))
   }
 

@@ -145,6 +145,8 @@ export type Fault =
   | { kind: 'close'; at: number }
   /** Nothing more is sent until the client goes away: before the headers, or part-way through the body. */
   | { kind: 'stall'; at: number | 'headers' }
+  /** The body stops part-way until `until` resolves, then goes on: a slow network that the test controls. */
+  | { kind: 'pause'; at: number; until: Promise<void> }
   | { kind: 'status'; status: number; retryAfter?: string }
   /** Content-Range and the bytes sent start `by` bytes from where they were asked for. */
   | { kind: 'shift'; by: number }
@@ -237,10 +239,10 @@ export function ignoreRangeHandler(lookup: Parameters<typeof rangeHandler>[0]): 
   return rangeHandler(lookup, { fault: () => ({ kind: 'ignoreRange' }) })
 }
 
-/** Serves `files` (URL name -> path on disk), as a static file server does. */
-export function serveFiles(files: Record<string, string>, options: { cors?: boolean } = {}): Promise<TestServer> {
+/** Serves `files` (URL name -> path on disk), as a static file server does; `fault` as in rangeHandler. */
+export function serveFiles(files: Record<string, string>, options: { cors?: boolean; fault?: RangeOptions['fault'] } = {}): Promise<TestServer> {
   return startServer(
-    rangeHandler((path) => (Object.hasOwn(files, path.slice(1)) ? fileResource(files[path.slice(1)]) : undefined)),
+    rangeHandler((path) => (Object.hasOwn(files, path.slice(1)) ? fileResource(files[path.slice(1)]) : undefined), { fault: options.fault }),
     options,
   )
 }
@@ -280,7 +282,14 @@ function write(res: ServerResponse, log: Logged, chunk: Uint8Array): Promise<voi
  */
 async function sendBody(res: ServerResponse, log: Logged, resource: Resource, start: number, end: number, fault: Fault | undefined): Promise<void> {
   const cutAt = fault && 'at' in fault && typeof fault.at === 'number' ? start + Math.floor((end - start) * fault.at) : end
-  for (let at = start; at < cutAt && !res.destroyed; at += CHUNK) await write(res, log, resource.read(at, Math.min(cutAt, at + CHUNK)))
+  const send = async (from: number, to: number) => {
+    for (let at = from; at < to && !res.destroyed; at += CHUNK) await write(res, log, resource.read(at, Math.min(to, at + CHUNK)))
+  }
+  await send(start, cutAt)
+  if (fault?.kind === 'pause') {
+    await fault.until
+    await send(cutAt, end)
+  }
   if (res.destroyed) return
   switch (fault?.kind) {
     case 'drop':

@@ -128,6 +128,52 @@ describe('from disk', () => {
   })
 })
 
+describe('from File objects (a folder picked or dropped in a page)', () => {
+  /** The fixture folder's files as a page gets them, plus one that is neither index nor shard. */
+  const files = () => [...readdirSync(SHARDS).map((name) => new File([readFileSync(join(SHARDS, name))], name)), new File(['# notes'], 'README.md')]
+
+  test('every tensor equals the single-file model; a FileList-like iterable works too', async () => {
+    const model = await openModel(files())
+    try {
+      await expectSameAsSingleFile(model as unknown as ModelLike)
+      expect([...model.shards.keys()].sort()).toEqual(SHARD_FILES)
+    } finally {
+      await model.close()
+    }
+    const iterable = {
+      *[Symbol.iterator]() {
+        yield* files()
+      },
+    }
+    await (await openModel(iterable)).close()
+  })
+
+  test('an index by another name, when it is the only one', async () => {
+    const renamed = files().map((f) => (f.name === 'model.safetensors.index.json' ? new File([f], 'diffusion_pytorch_model.safetensors.index.json') : f))
+    await (await openModel(renamed)).close()
+  })
+
+  test('no index, or two candidates: Io naming what was found; a missing shard: Io naming it; checks as from disk', async () => {
+    const withoutIndex = files().filter((f) => !f.name.endsWith('.json'))
+    expect((await expectError(() => openModel(withoutIndex), 'Io')).message).toContain('found none')
+    const two = [...files().filter((f) => f.name !== 'model.safetensors.index.json'), new File(['{}'], 'a.index.json'), new File(['{}'], 'b.index.json')]
+    expect((await expectError(() => openModel(two), 'Io')).message).toContain('"a.index.json", "b.index.json"')
+    const missing = files().filter((f) => f.name !== SHARD_FILES[2])
+    expect((await expectError(() => openModel(missing), 'Io')).message).toContain(SHARD_FILES[2])
+    const ghost = [
+      ...files().filter((f) => !f.name.endsWith('.json')),
+      new File([JSON.stringify({ ...indexJson, weight_map: { ...indexJson.weight_map, ghost_tensor: SHARD_FILES[0] } })], 'model.safetensors.index.json'),
+    ]
+    expect((await expectError(() => openModel(ghost), 'TensorNotFound')).message).toContain('ghost_tensor')
+  })
+
+  test('misuse is a TypeError: not Files, two files of one name, not iterable', async () => {
+    await expect(openModel([new Uint8Array(4)] as unknown as File[])).rejects.toThrow(TypeError)
+    await expect(openModel([...files(), new File([], 'README.md')])).rejects.toThrow(/two files are named "README.md"/)
+    await expect(openModel({} as unknown as File[])).rejects.toThrow(TypeError)
+  })
+})
+
 describe('over HTTP', () => {
   test.each([
     ['the index URL', () => `${server.origin}/sharded/model.safetensors.index.json`],

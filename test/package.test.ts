@@ -72,6 +72,12 @@ export async function firstAsF32(bytes: Uint8Array): Promise<Float32Array> {
 }
 `
   const nodeOnly = "export { writeFile, fileSink } from 'safetensors-wasm'\n"
+  const float16Source = `
+export async function half(bytes: Uint8Array, name: string): Promise<globalThis.Float16Array> {
+  const file = await open(bytes)
+  return (await file.getTensor(name, { dtype: 'F16', float16Array: true })).data
+}
+`
   const node16 = ['--moduleResolution', 'node16']
   const consumers = [
     { name: 'node16, ES module', file: 'consumer.mts', source: consumerSource + nodeOnly, flags: [...node16, '--module', 'node16'] },
@@ -91,6 +97,13 @@ export async function firstAsF32(bytes: Uint8Array): Promise<Float32Array> {
       file: 'consumer.ts',
       source: `${consumerSource}// @ts-expect-error the default entry has no local files\n${nodeOnly}`,
       flags: ['--moduleResolution', 'bundler', '--module', 'esnext'],
+    },
+    // Where the consumer's lib has Float16Array, an opted-in F16 read is typed as that very global.
+    {
+      name: 'bundler, a lib with Float16Array',
+      file: 'consumer-f16.ts',
+      source: consumerSource + float16Source,
+      flags: ['--moduleResolution', 'bundler', '--module', 'esnext', '--lib', 'es2022,dom,esnext.float16'],
     },
   ]
 

@@ -1,20 +1,24 @@
 // The inspector page (inspector/) in headless Chromium, driven by Playwright from Node: load real
 // fixtures by the file picker and by drag and drop, check the table, totals and metadata against the
-// header parsed here with JSON.parse, open a tensor's statistics, load an invalid file, and open a 5 GiB
-// sparse file by URL while counting the bytes on both sides. Screenshots go to test/screenshots/
-// (gitignored) for a person to look at.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
+// header parsed here with JSON.parse, open a tensor's statistics, load an invalid file, open a 5 GiB
+// sparse file by URL while counting the bytes on both sides, open the real sharded model as a folder,
+// as several files and by its index URL (checked against the index and shard headers parsed here), and
+// watch the progress bar of a tensor read that the server holds half-way. Screenshots go to
+// test/screenshots/ (gitignored) for a person to look at.
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type Browser, chromium, type Page } from 'playwright'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { startInspectorServer } from '../../scripts/inspector.js'
 import { serveFiles, type TestServer } from '../http-server.ts'
+import { buildFile, headerOf } from '../read-helpers.ts'
 import { chromiumChoice } from './chromium.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const REAL = join(ROOT, 'test/fixtures/real')
+const SHARDED = join(REAL, 'sharded/fluxml__safetensors.jl')
 const SCREENSHOTS = join(ROOT, 'test/screenshots')
 const MiB = 1024 * 1024
 const GiB = 1024 * MiB
@@ -55,12 +59,13 @@ function totals(parsed: Parsed): Record<string, [number, number, number]> {
   return out
 }
 
-/** The tensor table as the page shows it. */
+/** The tensor table as the page shows it (`shard` only where the page shows that column). */
 function tableRows(page: Page) {
   return page.$$eval('#tensors tbody tr', (trs) =>
     trs.map((tr) => {
       const cells = Array.from((tr as HTMLTableRowElement).cells)
       return {
+        ...(cells.length > 5 ? { shard: cells[5].textContent } : {}),
         name: (tr as HTMLElement).dataset.name!,
         shownName: cells[0].textContent,
         dtype: cells[1].textContent,
@@ -90,31 +95,79 @@ async function screenshot(page: Page, name: string) {
   await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true, animations: 'disabled' })
 }
 
-/** Checks everything the page shows about a file against the header parsed here. */
-async function expectFileShown(page: Page, parsed: Parsed, label: string) {
-  await page.locator('#file-view').waitFor({ state: 'visible' })
-  expect(await page.textContent('#file-name')).toBe(label)
-  const rows = await tableRows(page)
-  // Default order: data order, as in the file.
-  expect(rows).toEqual(
-    parsed.tensors.map((t) => ({
-      name: t.name,
-      shownName: t.name,
-      dtype: t.dtype,
-      shape: `[${t.shape.join(', ')}]`,
-      params: product(t.shape),
-      paramsText: product(t.shape).toLocaleString('en-US'),
-      bytes: t.data_offsets[1] - t.data_offsets[0],
-    })),
-  )
+/** The rows the page must show for these tensors, in this order. */
+const expectedRows = (tensors: Array<Entry & { name: string; shard?: string }>) =>
+  tensors.map((t) => ({
+    ...(t.shard === undefined ? {} : { shard: t.shard }),
+    name: t.name,
+    shownName: t.name,
+    dtype: t.dtype,
+    shape: `[${t.shape.join(', ')}]`,
+    params: product(t.shape),
+    paramsText: product(t.shape).toLocaleString('en-US'),
+    bytes: t.data_offsets[1] - t.data_offsets[0],
+  }))
+
+/** The totals, tensor count, metadata and error box the page must show for `parsed`. */
+async function expectSummaryShown(page: Page, parsed: Parsed, metadata: Record<string, string> | null) {
   const expected = totals(parsed)
   const all = Object.values(expected).reduce((s, r) => [s[0] + r[0], s[1] + r[1], s[2] + r[2]], [0, 0, 0])
   expect(await totalsRows(page)).toEqual({ ...expected, all })
   expect(await page.textContent('#fact-tensors')).toBe(parsed.tensors.length.toLocaleString('en-US'))
-  const metadata = await page.$$eval('#metadata tbody tr', (trs) => trs.map((tr) => Array.from((tr as HTMLTableRowElement).cells).map((c) => c.textContent)))
-  expect(Object.fromEntries(metadata)).toEqual(parsed.metadata ?? {})
-  expect(await page.isVisible('#metadata-empty')).toBe(parsed.metadata === null || Object.keys(parsed.metadata).length === 0)
+  const shown = await page.$$eval('#metadata tbody tr', (trs) => trs.map((tr) => Array.from((tr as HTMLTableRowElement).cells).map((c) => c.textContent)))
+  expect(Object.fromEntries(shown)).toEqual(metadata ?? {})
+  expect(await page.isVisible('#metadata-empty')).toBe(metadata === null || Object.keys(metadata).length === 0)
   expect(await page.isVisible('#error')).toBe(false)
+}
+
+/** Checks everything the page shows about a file against the header parsed here. */
+async function expectFileShown(page: Page, parsed: Parsed, label: string) {
+  await page.locator('#file-view').waitFor({ state: 'visible' })
+  expect(await page.textContent('#file-name')).toBe(label)
+  // Default order: data order, as in the file.
+  expect(await tableRows(page)).toEqual(expectedRows(parsed.tensors))
+  expect(await page.isVisible('#shard-column')).toBe(false)
+  expect(await page.isVisible('#index-check')).toBe(false)
+  await expectSummaryShown(page, parsed, parsed.metadata)
+}
+
+interface Sharded {
+  index: { metadata: Record<string, unknown>; weight_map: Record<string, string> }
+  /** Every tensor the index lists, with its shard, read from that shard's own header. */
+  tensors: Array<Entry & { name: string; shard: string }>
+  shardFiles: string[]
+}
+
+/** The sharded fixture, from its index and shard headers parsed here. */
+function readSharded(): Sharded {
+  const index = JSON.parse(readFileSync(join(SHARDED, 'model.safetensors.index.json'), 'utf8')) as Sharded['index']
+  const shardFiles = [...new Set(Object.values(index.weight_map))]
+  const tensors = shardFiles.flatMap((shard) =>
+    parse(new Uint8Array(readFileSync(join(SHARDED, shard))))
+      .tensors.filter((t) => index.weight_map[t.name] === shard)
+      .map((t) => ({ ...t, shard })),
+  )
+  return { index, tensors, shardFiles }
+}
+
+/** Checks what the page shows about the sharded fixture: rows with their shard, totals, the index checks. */
+async function expectModelShown(page: Page, model: Sharded, label: string) {
+  await page.locator('#file-view').waitFor({ state: 'visible' })
+  expect(await page.textContent('#file-name')).toBe(label)
+  expect(await page.isVisible('#shard-column')).toBe(true)
+  const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
+  // Every tensor of the weight_map once, in the shard the index names.
+  expect((await tableRows(page)).sort(byName)).toEqual(expectedRows(model.tensors).sort(byName))
+  expect(model.tensors.map((t) => t.name).sort()).toEqual(Object.keys(model.index.weight_map).sort())
+  expect(await page.getAttribute('#fact-size', 'data-shards')).toBe(String(model.shardFiles.length))
+  // The index's metadata is shown as JSON values; totals are those of the listed tensors.
+  const metadata = Object.fromEntries(Object.entries(model.index.metadata).map(([k, v]) => [k, JSON.stringify(v)]))
+  await expectSummaryShown(page, { headerSize: 0, fileSize: 0, metadata: null, tensors: model.tensors }, metadata)
+  const checks = Object.fromEntries(
+    await page.$$eval('#index-check li', (lis) => lis.map((li) => [(li as HTMLElement).dataset.check, (li as HTMLElement).dataset.ok])),
+  )
+  const bytes = model.tensors.reduce((s, t) => s + t.data_offsets[1] - t.data_offsets[0], 0)
+  expect(checks).toEqual({ 'weight-map': 'true', 'total-size': String(model.index.metadata.total_size === bytes), unlisted: 'true' })
 }
 
 const headerBytes = async (page: Page) => Number(await page.getAttribute('#bytes-read', 'data-header-bytes'))
@@ -260,6 +313,138 @@ describe('inspector', () => {
     expect(await page.textContent('#error-message')).toMatch(/\d+/)
     expect(await page.isVisible('#file-view')).toBe(false)
     await screenshot(page, 'inspector-invalid')
+  })
+
+  describe('the real sharded model', () => {
+    const model = readSharded()
+    const files = [...model.shardFiles, 'model.safetensors.index.json'].map((name) => join(SHARDED, name))
+    let server: TestServer
+
+    beforeAll(async () => {
+      server = await serveFiles(Object.fromEntries(readdirSync(SHARDED).map((name) => [name, join(SHARDED, name)])), { cors: true })
+    })
+
+    afterAll(async () => {
+      await server?.close()
+    })
+
+    test('the fixture is what this test expects: 6 shards, an index that matches its total_size', () => {
+      expect(model.shardFiles).toHaveLength(6)
+      expect(model.index.metadata.total_size).toBe(model.tensors.reduce((s, t) => s + t.data_offsets[1] - t.data_offsets[0], 0))
+    })
+
+    test('as a folder (directory picker): rows with their shard, totals, the index checked; a tensor from a shard', async () => {
+      await page.setInputFiles('#folder-input', SHARDED)
+      await expectModelShown(page, model, 'fluxml__safetensors.jl/')
+      // Sorting by shard groups the tensors of each shard, shards in name order.
+      await page.click('#tensors th[data-key="shard"] button')
+      const shards = (await tableRows(page)).map((r) => r.shard!)
+      expect(shards).toEqual([...shards].sort())
+      await screenshot(page, 'inspector-model-folder')
+
+      const tensor = model.tensors.find((t) => t.name === 'float64_357')!
+      await page.click('#tensors tbody tr[data-name="float64_357"]')
+      await page.locator('#histogram').waitFor({ state: 'visible' })
+      expect(Number(await page.getAttribute('#detail-status', 'data-bytes'))).toBe(tensor.data_offsets[1] - tensor.data_offsets[0])
+      expect(Number(await page.getAttribute('#stats [data-stat="elements"] dd', 'data-value'))).toBe(product(tensor.shape))
+    })
+
+    test('as several files (the shards and the index picked together)', async () => {
+      await page.setInputFiles('#file-input', files)
+      await expectModelShown(page, model, 'model.safetensors.index.json')
+    })
+
+    test('an index that puts a tensor in the wrong shard shows TensorNotFound; a missing shard shows Io', async () => {
+      const moved = { ...model.index, weight_map: { ...model.index.weight_map, float64_357: model.shardFiles[0] } }
+      const index = { name: 'model.safetensors.index.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(moved)) }
+      await page.setInputFiles('#file-input', [
+        ...files.slice(0, -1).map((path) => ({ name: basename(path), mimeType: 'application/octet-stream', buffer: readFileSync(path) })),
+        index,
+      ])
+      await page.locator('#error').waitFor({ state: 'visible' })
+      expect(await page.textContent('#error-code')).toBe('TensorNotFound')
+      expect(await page.textContent('#error-message')).toContain('float64_357')
+      await screenshot(page, 'inspector-model-bad-index')
+      await page.setInputFiles(
+        '#file-input',
+        files.filter((f) => !f.endsWith(model.shardFiles[3])),
+      )
+      await page.locator('#error-code:text("Io")').waitFor()
+      expect(await page.textContent('#error-message')).toContain(model.shardFiles[3])
+    })
+
+    test('by the URL of its index: the same, read over HTTP', async () => {
+      const url = `${server.url}model.safetensors.index.json`
+      await page.fill('#url-input', url)
+      await page.click('#url-form button[type="submit"]')
+      await expectModelShown(page, model, url)
+      // The index and each shard's header: no more than the files hold.
+      const sizes = files.reduce((s, path) => s + statSync(path).size, 0)
+      expect(server.bytesSent()).toBeLessThanOrEqual(sizes)
+      expect(Number(await page.getAttribute('#bytes-read', 'data-header-bytes'))).toBe(server.bytesSent())
+      await screenshot(page, 'inspector-model-url')
+    })
+  })
+
+  describe('a tensor read that the server holds half-way', () => {
+    let dir: string
+    let server: TestServer
+    let release: () => void
+    const elements = 4 * MiB // 16 MiB of F32
+    const values = Float32Array.from({ length: elements }, (_, i) => Math.sin(i / 1000))
+    const file = buildFile([
+      { name: 'big', dtype: 'F32', shape: [1024, elements / 1024], bytes: new Uint8Array(values.buffer) },
+      { name: 'small', dtype: 'F32', shape: [4], bytes: new Uint8Array(16) },
+    ])
+    const { dataStart, tensors } = headerOf(file)
+    const [begin, end] = tensors.big.data_offsets
+
+    beforeAll(async () => {
+      dir = mkdtempSync(join(tmpdir(), 'safetensors-inspector-'))
+      writeFileSync(join(dir, 'slow.safetensors'), file)
+      const held = new Promise<void>((resolve) => (release = resolve))
+      // Only the big tensor's own request is held, half-way through its body.
+      server = await serveFiles(
+        { 'slow.safetensors': join(dir, 'slow.safetensors') },
+        {
+          cors: true,
+          fault: (_n, log) => (log.range === `bytes=${dataStart + begin}-${dataStart + end - 1}` ? { kind: 'pause', at: 0.5, until: held } : undefined),
+        },
+      )
+    })
+
+    afterAll(async () => {
+      release?.()
+      await server?.close()
+      if (dir) rmSync(dir, { recursive: true, force: true })
+    })
+
+    test('the progress bar shows the bytes so far, then gives way to the statistics', async () => {
+      await page.goto(`${inspector.url}?url=${encodeURIComponent(`${server.url}slow.safetensors`)}`)
+      await page.locator('#file-view').waitFor({ state: 'visible' })
+      await page.click('#tensors tbody tr[data-name="big"]')
+      const bar = page.locator('#read-progress-bar')
+      await bar.waitFor({ state: 'visible' })
+      // Held at half the body: the page has seen part of it, and no more than the server sent.
+      await expect.poll(async () => Number(await bar.getAttribute('data-loaded')), { timeout: 10_000 }).toBeGreaterThanOrEqual((end - begin) / 4)
+      const loaded = Number(await bar.getAttribute('data-loaded'))
+      expect(loaded).toBeLessThanOrEqual((end - begin) / 2)
+      expect(Number(await bar.getAttribute('data-total'))).toBe(end - begin)
+      expect(await bar.evaluate((b) => (b as HTMLProgressElement).value)).toBeCloseTo(loaded / (end - begin), 6)
+      expect(await page.textContent('#read-progress-text')).toMatch(/MiB of 16\.00 MiB$/)
+      expect(await page.isVisible('#histogram')).toBe(false)
+      await screenshot(page, 'inspector-progress')
+
+      release()
+      await page.locator('#histogram').waitFor({ state: 'visible' })
+      expect(await page.isVisible('#read-progress')).toBe(false)
+      expect(Number(await page.getAttribute('#stats [data-stat="elements"] dd', 'data-value'))).toBe(elements)
+      expect(Number(await page.getAttribute('#stats [data-stat="max"] dd', 'data-value'))).toBe(values.reduce((a, b) => Math.max(a, b), -Infinity))
+      // A small tensor reads without a bar.
+      await page.click('#tensors tbody tr[data-name="small"]')
+      await page.locator('#detail-status[data-bytes="16"]').waitFor()
+      expect(await page.isVisible('#read-progress')).toBe(false)
+    })
   })
 
   describe('a 5 GiB sparse file by URL', () => {
