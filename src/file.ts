@@ -7,10 +7,11 @@ import { httpSource, type HttpOptions } from './http.ts'
 import { retrySettings } from './retry.ts'
 import { planSlice, type SliceRange } from './slice.ts'
 import { localFiles, requireLocalFiles } from './local-files.ts'
-import { blobSource, memorySource, readInto, throwIfAborted, type RangeSource } from './source.ts'
+import { blobSource, memorySource, throwIfAborted, type RangeSource } from './source.ts'
 import { hostByteOrder, type ByteOrder } from './byte-order.ts'
 import { byteLengthOf, checkConversion, convert, convertInto, elementCountOf, swapElements, swapElementsInCore, wantsDedicatedCore } from './convert.ts'
-import { readingAhead, runPool } from './pool.ts'
+import { readingAhead } from './pool.ts'
+import { readRuns } from './read-plan.ts'
 import { metered, ProgressMeter, type ProgressCallback } from './progress.ts'
 import { instantiate, type Core } from './wasm.ts'
 
@@ -241,11 +242,9 @@ export class SafetensorsFile {
     if (converted < target.length) convert(converted, target.length)
   }
 
-  /** Reads the runs packed one after another into `target`, a few at a time (a column slice has many). */
+  /** Reads the runs packed one after another into `target`, merged and split as their cost says (src/read-plan.ts). */
   async #readRuns(start: number, runs: Array<[number, number]>, target: Uint8Array, io: ReadIo): Promise<void> {
-    const at: number[] = []
-    runs.reduce((sum, [, length]) => (at.push(sum), sum + length), 0)
-    await runPool(runs, PARALLEL_READS, ([offset, length], i) => readInto(this.source, start + offset, target.subarray(at[i], at[i] + length), io.signal, io.onBytes))
+    await readRuns(this.source, start, runs, target, io.signal, io.onBytes)
   }
 }
 
@@ -277,9 +276,6 @@ interface ReadIo {
   signal?: AbortSignal
   onBytes?: (bytes: number) => void
 }
-
-/** Reads in flight at once for one slice: enough to hide HTTP latency, few enough for any server. */
-const PARALLEL_READS = 6
 
 function tooLarge(info: TensorInfo, bytes: number, dtype: DType, cause: unknown): SafetensorsError {
   return new SafetensorsError('Io', `tensor ${JSON.stringify(info.name)} needs ${bytes} bytes as ${dtype}, more than one buffer can hold here`, { cause })

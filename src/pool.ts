@@ -1,3 +1,6 @@
+/** Reads in flight at once for one slice or one HTTP source's batch of ranges: enough to hide a round trip, few enough for any server. */
+export const PARALLEL_READS = 6
+
 /**
  * Runs `task` on every item with at most `limit` in flight. After a failure no new task starts; once the
  * running ones have settled, the first failure is thrown (so a caller cleaning up after a failure sees
