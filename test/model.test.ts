@@ -249,7 +249,7 @@ describe('index errors', () => {
     ['a tensor listed twice', `{"weight_map":{${entries},"float32_3":"${home}"}}`, 'float32_3'],
     ['a repeated key with ":" in it', `{"weight_map":{${entries}},"metadata":{"a:b":"1","a:b":"2"}}`, 'a:b'],
     ['a repeated key beside a value holding ":"', `{"metadata":{"x":"1:2:3"},"weight_map":{${entries},"float32_3":"${home}"}}`, 'float32_3'],
-    ['a repeated key written with an escape', `{"weight_map":{${entries},"float\u0033 2_3":"${home}"},"metadata":{"k":"v","\u006b":"w"}}`, 'k'],
+    ['a repeated key written with an escape', `{"weight_map":{${entries}},"metadata":{"k":"v","\u006b":"w"}}`, 'k'],
     ['an escaped ":" that would hide one repeat from a count', `{"metadata":{"a\u003ab":"1","c":"2","c":"3"},"weight_map":{${entries}}}`, 'c'],
   ])('an index with %s: InvalidHeaderDeserialization naming the key', async (_, text, key) => {
     const dir = folderWith(text);
