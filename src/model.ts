@@ -59,38 +59,31 @@ function repeatedKey(text: string): string | undefined {
   return undefined
 }
 
-/**
- * Whether the parsed index may hold fewer keys than its text: JSON.parse keeps one of each repeated
- * key, so counting both tells, without tokenizing megabytes of text (a 163-shard index is 9 MB). Each
- * key is one ':' outside the strings; with no backslash in the text, strings are their raw text, so
- * the ':' inside them are the ones in the parsed keys and string values. Any backslash: the full scan.
- */
-function mayRepeatKeys(text: string, parsed: unknown): boolean {
-  if (text.includes('\\')) return true
-  let colons = 0
-  for (let at = text.indexOf(':'); at !== -1; at = text.indexOf(':', at + 1)) colons++
-  const inStrings = (s: string) => (s.includes(':') ? s.split(':').length - 1 : 0)
-  // Keys minus the ':' inside strings, over every value; a stack, not recursion, for any nesting depth.
+/** How many ':' a string holds: in a text with no escapes, the ':' inside its strings are theirs. */
+const colonsIn = (s: string) => (s.includes(':') ? s.split(':').length - 1 : 0)
+
+/** Keys minus the ':' inside strings, over every value in `value`; a stack, not recursion, for any nesting depth. */
+function keysLessColons(value: unknown): number {
   let counted = 0
-  const stack: unknown[] = [parsed]
+  const stack: unknown[] = [value]
   while (stack.length > 0) {
-    const value = stack.pop()
-    if (typeof value === 'string') counted -= inStrings(value)
-    else if (Array.isArray(value)) for (const v of value) stack.push(v)
-    else if (typeof value === 'object' && value !== null) {
-      for (const key of Object.keys(value)) {
-        counted += 1 - inStrings(key)
-        stack.push((value as Record<string, unknown>)[key])
+    const v = stack.pop()
+    if (typeof v === 'string') counted -= colonsIn(v)
+    else if (Array.isArray(v)) for (const item of v) stack.push(item)
+    else if (typeof v === 'object' && v !== null) {
+      for (const key of Object.keys(v)) {
+        counted += 1 - colonsIn(key)
+        stack.push((v as Record<string, unknown>)[key])
       }
     }
   }
-  return colons !== counted
+  return counted
 }
 
-/** The index, and its distinct shard names in order of first appearance. */
+/** The index, its number of weight_map entries, and its distinct shard names in order of first appearance. */
 interface ParsedIndex extends ModelIndex {
-  shards: string[]
   entries: number
+  shards: string[]
 }
 
 function parseIndex(where: string, text: string): ParsedIndex {
@@ -100,23 +93,44 @@ function parseIndex(where: string, text: string): ParsedIndex {
   } catch (cause) {
     throw new SafetensorsError('InvalidHeaderDeserialization', `${where}: not valid JSON: ${(cause as Error).message}`, { cause })
   }
-  const repeated = mayRepeatKeys(text, index) ? repeatedKey(text) : undefined
-  if (repeated !== undefined) throw indexError(where, `the key ${JSON.stringify(repeated)} appears twice in one object`)
   const { weight_map: map, metadata } = (index ?? {}) as Partial<ModelIndex>
-  if (typeof index !== 'object' || Array.isArray(index) || typeof map !== 'object' || map === null || Array.isArray(map)) {
-    throw indexError(where, 'expected an object with a "weight_map" object')
-  }
-  if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))) throw indexError(where, '"metadata" must be an object')
-  // Object.keys and a lookup, not Object.entries: on a map of 91,280 tensors the pairs cost more than JSON.parse.
-  const names = Object.keys(map)
+  const isMap = typeof index === 'object' && !Array.isArray(index) && typeof map === 'object' && map !== null && !Array.isArray(map)
+  // One pass over the weight_map (91,280 entries in the largest models; Object.keys and a lookup, as
+  // Object.entries' pairs cost more than JSON.parse): the shard names, the first entry that is not a
+  // name, and its part of the key count below.
+  const names = isMap ? Object.keys(map) : []
   const shards = new Set<string>()
+  let last: string | undefined
+  let notAName: string | undefined
+  let counted = 0
   for (const name of names) {
-    const shard = map[name]
-    if (typeof shard !== 'string') throw indexError(where, `weight_map[${JSON.stringify(name)}] must be a file name`)
-    shards.add(shard)
+    const shard = map![name]
+    if (typeof shard !== 'string') {
+      notAName ??= name
+      counted += 1 - colonsIn(name) + keysLessColons(shard)
+      continue
+    }
+    counted += 1 - colonsIn(name) - colonsIn(shard)
+    // Entries of one shard mostly come together: the Set sees each run once.
+    if (shard !== last) shards.add((last = shard))
   }
+  // Repeated keys: JSON.parse keeps one of each silently, so the parsed keys are fewer than the text's.
+  // Each key is one ':' outside the strings, and with no backslash in the text the strings are their raw
+  // text: counting tells without tokenizing megabytes of text. Any backslash, or a count that differs: the full scan.
+  if (isMap) {
+    const rest = { ...(index as Record<string, unknown>) }
+    delete rest.weight_map
+    counted += 1 - colonsIn('weight_map') + keysLessColons(rest)
+  } else counted = keysLessColons(index)
+  let colons = 0
+  for (let at = text.indexOf(':'); at !== -1; at = text.indexOf(':', at + 1)) colons++
+  const repeated = text.includes('\\') || colons !== counted ? repeatedKey(text) : undefined
+  if (repeated !== undefined) throw indexError(where, `the key ${JSON.stringify(repeated)} appears twice in one object`)
+  if (!isMap) throw indexError(where, 'expected an object with a "weight_map" object')
+  if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))) throw indexError(where, '"metadata" must be an object')
+  if (notAName !== undefined) throw indexError(where, `weight_map[${JSON.stringify(notAName)}] must be a file name`)
   for (const shard of shards) checkShardName(where, shard)
-  return { metadata, weight_map: map, shards: [...shards], entries: names.length }
+  return { metadata, weight_map: map!, entries: names.length, shards: [...shards] }
 }
 
 /** Where the index is and how to find a shard beside it. */
