@@ -21,6 +21,7 @@ export async function run() {
   const server = await serveInWorker(new Map([['model.safetensors.index.json', new TextEncoder().encode(index)], ...files]), { delay: RTT_MS })
   try {
     console.log(`\nopenModel on a DeepSeek-V3-shaped model: ${files.size} shards, a ${(index.length / 2 ** 20).toFixed(1)} MiB index, headers of ${(headers[0].length / 1024).toFixed(0)} KiB`)
+    /** @type {{ floor: number[], local: number[] }} */
     const times = { floor: [], local: [] }
     let tensors = 0
     for (let round = 0; round < 7; round++) {
@@ -34,6 +35,7 @@ export async function run() {
       tensors = model.names().length
       await model.close()
     }
+    /** @type {number[]} */
     const http = []
     for (let round = 0; round < 3; round++) {
       await server.clear()

@@ -50,6 +50,7 @@ export async function run() {
   try {
     console.log(`\nTensor-parallel loading over HTTP at ${RTT_MS} ms RTT: a ${LAYERS}-layer Llama-shaped model, ${(total / 2 ** 20).toFixed(0)} MiB BF16 in 2 shards (examples/ranks.js)`)
     const full = await loadRank(index, 0, 1)
+    /** @type {Array<Record<string, string | number>>} */
     const rows = [{ ranks: 'full read', 'MiB per rank': (full.bytes / 2 ** 20).toFixed(1), 'requests per rank': full.requests, 'ms (all ranks)': full.ms.toFixed(0), 'vs full': '1.00' }]
     for (const ranks of [2, 4, 8]) {
       const start = performance.now()

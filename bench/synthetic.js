@@ -6,14 +6,16 @@
 const encoder = new TextEncoder()
 
 /**
- * The bytes of a SafeTensors file holding `tensors` ({ name, dtype, shape, bytes? }) in the given order,
- * each tensor's data `bytes` or, without them, `fill(tensor index, byte offset)` (default zeros).
+ * The bytes of a SafeTensors file holding `tensors` in the given order, each with its `bytes`, or zeros
+ * (BF16) without them.
+ * @param {Array<{ name: string, dtype: string, shape: number[], bytes?: Uint8Array }>} tensors
+ * @param {{ metadata?: Record<string, string> }} [options]
  */
-export function safetensorsBytes(tensors, { metadata, fill } = {}) {
+export function safetensorsBytes(tensors, { metadata } = {}) {
   const header = metadata ? { __metadata__: metadata } : {}
   let offset = 0
   for (const t of tensors) {
-    const length = t.bytes ? t.bytes.length : t.shape.reduce((a, b) => a * b, 1) * ELEMENT_BYTES[t.dtype]
+    const length = t.bytes ? t.bytes.length : t.shape.reduce((a, b) => a * b, 2)
     header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + length] }
     offset += length
   }
@@ -23,15 +25,9 @@ export function safetensorsBytes(tensors, { metadata, fill } = {}) {
   const file = new Uint8Array(dataStart + offset)
   new DataView(file.buffer).setBigUint64(0, BigInt(json.length), true)
   encoder.encodeInto(json, file.subarray(8))
-  tensors.forEach((t, i) => {
-    const [begin, end] = header[t.name].data_offsets
-    if (t.bytes) file.set(t.bytes, dataStart + begin)
-    else if (fill) for (let at = begin; at < end; at++) file[dataStart + at] = fill(i, at - begin)
-  })
+  for (const t of tensors) if (t.bytes) file.set(t.bytes, dataStart + header[t.name].data_offsets[0])
   return file
 }
-
-const ELEMENT_BYTES = { BF16: 2, F32: 4, F8_E4M3: 1 }
 
 /** Tensor names in the order of a DeepSeek-V3 checkpoint: 3 dense layers, then mixture-of-experts layers of 256 experts. */
 export function* deepseekNames() {
