@@ -38,7 +38,7 @@ const requireEntry = {
 // path (the inspector page, the benchmarks) is type-checked against them too.
 const entryTypes = {
   name: 'entry-types',
-  generateBundle(options, bundle) {
+  generateBundle(_options, bundle) {
     for (const chunk of Object.values(bundle)) {
       if (chunk.type === 'chunk' && chunk.isEntry && chunk.name !== 'cli') {
         this.emitFile({ type: 'asset', fileName: `${chunk.name}.d.ts`, source: `export * from './types/${chunk.name}.js'\n` })

@@ -14,7 +14,8 @@ const bundleNotSources: Plugin = {
   name: 'bundle-not-sources',
   enforce: 'pre',
   load(id) {
-    if (id.startsWith(SRC)) this.error(`${id}: the browser run tests dist/index.js; import the package as '../src/index.ts' (aliased to the bundle), not an internal module`)
+    if (id.startsWith(SRC))
+      this.error(`${id}: the browser run tests dist/index.js; import the package as '../src/index.ts' (aliased to the bundle), not an internal module`)
   },
 }
 
@@ -42,14 +43,7 @@ export default defineConfig({
     name: 'chromium',
     // Chosen by hand: these use only the public API, plus fixture files read through the fs shim.
     // A new test file joins when it needs nothing from Node but reading fixtures.
-    include: [
-      'test/header.test.ts',
-      'test/golden.test.ts',
-      'test/fuzz.test.ts',
-      'test/slice.test.ts',
-      'test/stats.test.ts',
-      'test/browser/*.browser.ts',
-    ],
+    include: ['test/header.test.ts', 'test/golden.test.ts', 'test/fuzz.test.ts', 'test/slice.test.ts', 'test/stats.test.ts', 'test/browser/*.browser.ts'],
     testTimeout: 60_000,
     // Failure screenshots and attachments go where screenshots belong (gitignored), not beside the tests.
     attachmentsDir: 'test/screenshots/attachments',

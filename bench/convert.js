@@ -95,12 +95,18 @@ export function run({ elements = 16 << 20, log = console.log } = {}) {
   const memcpy16 = time(() => out16.set(copySource16))
 
   const rows = []
-  const row = (name, ms, outBytes, memcpyMs, jsMs) => rows.push({ name, ms, outBytes, vsMemcpy: memcpyMs / ms, vsJs: jsMs === undefined ? undefined : jsMs / ms })
+  const row = (name, ms, outBytes, memcpyMs, jsMs) =>
+    rows.push({ name, ms, outBytes, vsMemcpy: memcpyMs / ms, vsJs: jsMs === undefined ? undefined : jsMs / ms })
 
   row('memcpy (set) 4-byte output', memcpy32, 4 * n, memcpy32)
   row('memcpy (set) 2-byte output', memcpy16, 2 * n, memcpy16)
   // What any fresh result costs before a single element is converted: first-touch page faults.
-  row('new Float32Array + fill (fresh-result floor)', time(() => new Float32Array(n).fill(1)), 4 * n, memcpy32)
+  row(
+    'new Float32Array + fill (fresh-result floor)',
+    time(() => new Float32Array(n).fill(1)),
+    4 * n,
+    memcpy32,
+  )
 
   // Through the public API, against the JS loops: both with a fresh result (what a function returning
   // an array does) and with a preallocated one (`out`).
@@ -109,19 +115,25 @@ export function run({ elements = 16 << 20, log = console.log } = {}) {
       name: 'BF16 -> F32',
       js: (out) => bf16ToF32Js(bf16, new Uint32Array(out.buffer)),
       api: (out) => convert(bf16, 'BF16', 'F32', out),
-      fresh: () => new Float32Array(n), out: out32, memcpy: memcpy32,
+      fresh: () => new Float32Array(n),
+      out: out32,
+      memcpy: memcpy32,
     },
     {
       name: 'F16 -> F32',
       js: (out) => f16ToF32Js(table, f16, new Uint32Array(out.buffer)),
       api: (out) => convert(f16, 'F16', 'F32', out),
-      fresh: () => new Float32Array(n), out: out32, memcpy: memcpy32,
+      fresh: () => new Float32Array(n),
+      out: out32,
+      memcpy: memcpy32,
     },
     {
       name: 'F32 -> BF16',
       js: (out) => f32ToBf16Js(f32Bits, out),
       api: (out) => convert(f32, 'F32', 'BF16', out),
-      fresh: () => new Uint16Array(n), out: out16, memcpy: memcpy16,
+      fresh: () => new Uint16Array(n),
+      out: out16,
+      memcpy: memcpy16,
     },
   ]
   const targets = { 'BF16 -> F32': 1.5, 'F16 -> F32': 2, 'F32 -> BF16': 1.5 }
@@ -136,7 +148,9 @@ export function run({ elements = 16 << 20, log = console.log } = {}) {
     row(`convert ${c.name}, new array`, apiFresh, outBytes, c.memcpy, jsFresh)
     row(`JS loop ${c.name}, into out`, jsInto, outBytes, c.memcpy)
     row(`convert ${c.name}, into out`, apiInto, outBytes, c.memcpy, jsInto)
-    verdicts.push(`${c.name}: convert is ${(jsFresh / apiFresh).toFixed(2)}x the JS loop (new array), ${(jsInto / apiInto).toFixed(2)}x (into out); target ${targets[c.name]}x`)
+    verdicts.push(
+      `${c.name}: convert is ${(jsFresh / apiFresh).toFixed(2)}x the JS loop (new array), ${(jsInto / apiInto).toFixed(2)}x (into out); target ${targets[c.name]}x`,
+    )
   }
 
   // The raw kernels, input and output already in wasm memory (disjoint), against memcpy of the output size.
@@ -166,7 +180,9 @@ export function run({ elements = 16 << 20, log = console.log } = {}) {
   log('| case | ms | output GB/s | vs memcpy | vs JS loop |')
   log('|---|---:|---:|---:|---:|')
   for (const r of rows) {
-    log(`| ${r.name} | ${r.ms.toFixed(2)} | ${gbPerSecond(r.outBytes, r.ms).toFixed(2)} | ${r.vsMemcpy.toFixed(2)}x | ${r.vsJs === undefined ? '' : `${r.vsJs.toFixed(2)}x`} |`)
+    log(
+      `| ${r.name} | ${r.ms.toFixed(2)} | ${gbPerSecond(r.outBytes, r.ms).toFixed(2)} | ${r.vsMemcpy.toFixed(2)}x | ${r.vsJs === undefined ? '' : `${r.vsJs.toFixed(2)}x`} |`,
+    )
   }
   for (const v of verdicts) log(v)
   return rows

@@ -77,7 +77,9 @@ export async function run() {
   await makeInput(INPUT)
   const size = statSync(INPUT.path).size
   const out = (name) => `${INPUT.path}.${name}`
-  console.log(`\nconvert a ${(size / 2 ** 30).toFixed(2)} GiB BF16 file (${INPUT.tensors} tensors) vs plain I/O of the same bytes, median of ${ROUNDS} interleaved rounds`)
+  console.log(
+    `\nconvert a ${(size / 2 ** 30).toFixed(2)} GiB BF16 file (${INPUT.tensors} tensors) vs plain I/O of the same bytes, median of ${ROUNDS} interleaved rounds`,
+  )
 
   // The F32 output of one conversion is the file `cat` copies: exactly the output's bytes.
   await child(CLI_CHILD, [INPUT.path, out('f32'), '--dtype', 'F32'])
@@ -104,10 +106,28 @@ export async function run() {
   }
   const m = Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, median(v)]))
   table([
-    { conversion: 'BF16 -> F16', ms: m.F16.toFixed(0), baseline: 'dd conv=fsync', 'baseline ms': m.dd.toFixed(0), ratio: (m.F16 / m.dd).toFixed(2), 'peak RSS MiB': (Math.max(...runs.F16rss) / MiB).toFixed(0), 'numpy agrees': verified.F16 },
-    { conversion: 'BF16 -> F32', ms: m.F32.toFixed(0), baseline: 'cat + sync', 'baseline ms': m.cat.toFixed(0), ratio: (m.F32 / m.cat).toFixed(2), 'peak RSS MiB': (Math.max(...runs.F32rss) / MiB).toFixed(0), 'numpy agrees': verified.F32 },
+    {
+      conversion: 'BF16 -> F16',
+      ms: m.F16.toFixed(0),
+      baseline: 'dd conv=fsync',
+      'baseline ms': m.dd.toFixed(0),
+      ratio: (m.F16 / m.dd).toFixed(2),
+      'peak RSS MiB': (Math.max(...runs.F16rss) / MiB).toFixed(0),
+      'numpy agrees': verified.F16,
+    },
+    {
+      conversion: 'BF16 -> F32',
+      ms: m.F32.toFixed(0),
+      baseline: 'cat + sync',
+      'baseline ms': m.cat.toFixed(0),
+      ratio: (m.F32 / m.cat).toFixed(2),
+      'peak RSS MiB': (Math.max(...runs.F32rss) / MiB).toFixed(0),
+      'numpy agrees': verified.F32,
+    },
   ])
-  console.log(`(dd without fsync: ${m['dd (no fsync)'].toFixed(0)} ms; targets: ratio <= 1.3, peak RSS < ${RSS_TARGET / MiB} MiB; F32 output ${(f32Size / MiB).toFixed(0)} MiB)`)
+  console.log(
+    `(dd without fsync: ${m['dd (no fsync)'].toFixed(0)} ms; targets: ratio <= 1.3, peak RSS < ${RSS_TARGET / MiB} MiB; F32 output ${(f32Size / MiB).toFixed(0)} MiB)`,
+  )
 
   console.log(`\nload every tensor of that file as F32 (file.tensors()), cold and warm, vs dd of the file to /dev/null, median of ${ROUNDS}`)
   const cold = { dd: [], load: [] }

@@ -20,7 +20,9 @@ export async function run() {
   const headers = [...files.values()].map((bytes) => bytes.subarray(0, 8 + Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true))))
   const server = await serveInWorker(new Map([['model.safetensors.index.json', new TextEncoder().encode(index)], ...files]), { delay: RTT_MS })
   try {
-    console.log(`\nopenModel on a DeepSeek-V3-shaped model: ${files.size} shards, a ${(index.length / 2 ** 20).toFixed(1)} MiB index, headers of ${(headers[0].length / 1024).toFixed(0)} KiB`)
+    console.log(
+      `\nopenModel on a DeepSeek-V3-shaped model: ${files.size} shards, a ${(index.length / 2 ** 20).toFixed(1)} MiB index, headers of ${(headers[0].length / 1024).toFixed(0)} KiB`,
+    )
     /** @type {{ floor: number[], local: number[] }} */
     const times = { floor: [], local: [] }
     let tensors = 0

@@ -48,10 +48,20 @@ export async function run() {
   const server = await serveInWorker(files, { delay: RTT_MS })
   const index = `${server.url}model.safetensors.index.json`
   try {
-    console.log(`\nTensor-parallel loading over HTTP at ${RTT_MS} ms RTT: a ${LAYERS}-layer Llama-shaped model, ${(total / 2 ** 20).toFixed(0)} MiB BF16 in 2 shards (examples/ranks.js)`)
+    console.log(
+      `\nTensor-parallel loading over HTTP at ${RTT_MS} ms RTT: a ${LAYERS}-layer Llama-shaped model, ${(total / 2 ** 20).toFixed(0)} MiB BF16 in 2 shards (examples/ranks.js)`,
+    )
     const full = await loadRank(index, 0, 1)
     /** @type {Array<Record<string, string | number>>} */
-    const rows = [{ ranks: 'full read', 'MiB per rank': (full.bytes / 2 ** 20).toFixed(1), 'requests per rank': full.requests, 'ms (all ranks)': full.ms.toFixed(0), 'vs full': '1.00' }]
+    const rows = [
+      {
+        ranks: 'full read',
+        'MiB per rank': (full.bytes / 2 ** 20).toFixed(1),
+        'requests per rank': full.requests,
+        'ms (all ranks)': full.ms.toFixed(0),
+        'vs full': '1.00',
+      },
+    ]
     for (const ranks of [2, 4, 8]) {
       const start = performance.now()
       const results = await Promise.all(Array.from({ length: ranks }, (_, rank) => loadRank(index, rank, ranks)))
@@ -60,7 +70,8 @@ export async function run() {
       const elements = results.reduce((sum, r) => sum + [...r.tensors.values()].reduce((s, t) => s + t.data.length, 0), 0)
       const replicated = [...results[0].tensors.values()].filter((t) => t.shape.length === 1).reduce((s, t) => s + t.data.length, 0)
       const fullElements = [...full.tensors.values()].reduce((s, t) => s + t.data.length, 0)
-      if (elements !== fullElements + (ranks - 1) * replicated) throw new Error(`the ranks' shares hold ${elements} elements, expected ${fullElements + (ranks - 1) * replicated}`)
+      if (elements !== fullElements + (ranks - 1) * replicated)
+        throw new Error(`the ranks' shares hold ${elements} elements, expected ${fullElements + (ranks - 1) * replicated}`)
       const bytes = results.map((r) => r.bytes)
       rows.push({
         ranks,

@@ -17,7 +17,10 @@ export const BIG_FILE = join(tmpdir(), 'safetensors-wasm-bench-1gib-bf16.safeten
 export async function makeBigFile() {
   if (existsSync(BIG_FILE) && statSync(BIG_FILE).size > TENSORS * ELEMENTS * 2) return
   const names = Array.from({ length: TENSORS }, (_, i) => `layers.${i}.weight`)
-  const writer = SafetensorsWriter.create(await fileSink(BIG_FILE), names.map((name) => ({ name, dtype: 'BF16', shape: [ELEMENTS >> 12, 4096] })))
+  const writer = SafetensorsWriter.create(
+    await fileSink(BIG_FILE),
+    names.map((name) => ({ name, dtype: 'BF16', shape: [ELEMENTS >> 12, 4096] })),
+  )
   const chunk = new Uint16Array(1 << 20)
   for (const [t, name] of names.entries()) {
     for (let done = 0; done < ELEMENTS; done += chunk.length) {
@@ -78,15 +81,19 @@ export async function run() {
   if (checks.size !== 1) throw new Error(`the two loaders disagree: ${[...checks]}`)
   const ours = median(results['open + getTensor F32'].map((r) => r.ms))
   const rssLimit = 1.15 * OUTPUT_BYTES + 64 * 2 ** 20
-  table(Object.entries(results).map(([name, r]) => ({
-    loader: name,
-    'ms (median)': median(r.map((x) => x.ms)).toFixed(0),
-    'speed vs ours': (ours / median(r.map((x) => x.ms))).toFixed(2),
-    'peak RSS MiB': (Math.max(...r.map((x) => x.maxRss)) / 2 ** 20).toFixed(0),
-  })))
+  table(
+    Object.entries(results).map(([name, r]) => ({
+      loader: name,
+      'ms (median)': median(r.map((x) => x.ms)).toFixed(0),
+      'speed vs ours': (ours / median(r.map((x) => x.ms))).toFixed(2),
+      'peak RSS MiB': (Math.max(...r.map((x) => x.maxRss)) / 2 ** 20).toFixed(0),
+    })),
+  )
   const baseline = median(results['fs.readFile + JS loop'].map((r) => r.ms))
   const rss = Math.max(...results['open + getTensor F32'].map((r) => r.maxRss))
-  console.log(`open + getTensor is ${(baseline / ours).toFixed(2)}x faster than fs.readFile + loop (target 2x); peak RSS ${(rss / 2 ** 20).toFixed(0)} MiB, limit ${(rssLimit / 2 ** 20).toFixed(0)} MiB (1.15 x ${OUTPUT_BYTES / 2 ** 20} MiB F32 + 64 MiB)`)
+  console.log(
+    `open + getTensor is ${(baseline / ours).toFixed(2)}x faster than fs.readFile + loop (target 2x); peak RSS ${(rss / 2 ** 20).toFixed(0)} MiB, limit ${(rssLimit / 2 ** 20).toFixed(0)} MiB (1.15 x ${OUTPUT_BYTES / 2 ** 20} MiB F32 + 64 MiB)`,
+  )
 
   // Inspecting reads the prefix and header only.
   const source = await fileSource(BIG_FILE)

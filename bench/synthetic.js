@@ -71,7 +71,13 @@ export function deepseekShaped({ shards = 163, tensors = 91_280 } = {}) {
     const file = `model-${String(s + 1).padStart(5, '0')}-of-${String(shards).padStart(6, '0')}.safetensors`
     const own = names.slice(s * perShard, (s + 1) * perShard)
     for (const name of own) weightMap[name] = file
-    files.set(file, safetensorsBytes(own.map((name) => ({ name, dtype: 'BF16', shape: [2, 2] })), { metadata: { format: 'pt' } }))
+    files.set(
+      file,
+      safetensorsBytes(
+        own.map((name) => ({ name, dtype: 'BF16', shape: [2, 2] })),
+        { metadata: { format: 'pt' } },
+      ),
+    )
   }
   return { index: JSON.stringify({ metadata: { total_size: tensors * 8 }, weight_map: weightMap }, null, 2), files }
 }

@@ -23,7 +23,11 @@ const SMALL = { path: join(tmpdir(), 'safetensors-wasm-bench-256mib-bf16-write.s
 export async function makeInput({ path, tensors, elements }) {
   if (existsSync(path) && statSync(path).size > tensors * elements * 2) return
   const names = Array.from({ length: tensors }, (_, i) => `model.layers.${i}.mlp.weight`)
-  const writer = SafetensorsWriter.create(await fileSink(path), names.map((name) => ({ name, dtype: 'BF16', shape: [elements >> 12, 4096] })), { metadata: { format: 'pt' } })
+  const writer = SafetensorsWriter.create(
+    await fileSink(path),
+    names.map((name) => ({ name, dtype: 'BF16', shape: [elements >> 12, 4096] })),
+    { metadata: { format: 'pt' } },
+  )
   const chunk = new Uint16Array(1 << 20)
   for (const [t, name] of names.entries()) {
     for (let done = 0; done < elements; done += chunk.length) {
@@ -42,7 +46,7 @@ export async function makeInput({ path, tensors, elements }) {
 export function child(code, args) {
   return new Promise((resolve, reject) => {
     const start = performance.now()
-    execFile(process.execPath, ['--input-type=module', '-e', code, ...args], { maxBuffer: 16 * MiB }, (error, stdout, stderr) => {
+    execFile(process.execPath, ['--input-type=module', '-e', code, ...args], { maxBuffer: 16 * MiB }, (error, _stdout, stderr) => {
       const ms = performance.now() - start
       if (error) return reject(new Error(`child failed (${error.code}): ${stderr}`))
       const line = stderr.split('\n').find((l) => l.startsWith('BENCH '))
@@ -146,11 +150,27 @@ export async function run() {
   console.log(`\nconvert BF16 -> F32 -> BF16, ${(bigSize / 2 ** 30).toFixed(2)} GiB input (${BIG.tensors} tensors), the CLI in a child process`)
   const big = await roundTrip('cli', BIG.path, CLI_CHILD)
   table([
-    { step: 'BF16 -> F32', 'in MiB': mib(bigSize), 'out MiB': mib(big.f32Size), ms: big.there.ms.toFixed(0), 'MiB/s (in)': (bigSize / MiB / (big.there.ms / 1000)).toFixed(0), 'peak RSS MiB': mib(big.there.maxRss) },
-    { step: 'F32 -> BF16', 'in MiB': mib(big.f32Size), 'out MiB': mib(bigSize), ms: big.home.ms.toFixed(0), 'MiB/s (in)': (big.f32Size / MiB / (big.home.ms / 1000)).toFixed(0), 'peak RSS MiB': mib(big.home.maxRss) },
+    {
+      step: 'BF16 -> F32',
+      'in MiB': mib(bigSize),
+      'out MiB': mib(big.f32Size),
+      ms: big.there.ms.toFixed(0),
+      'MiB/s (in)': (bigSize / MiB / (big.there.ms / 1000)).toFixed(0),
+      'peak RSS MiB': mib(big.there.maxRss),
+    },
+    {
+      step: 'F32 -> BF16',
+      'in MiB': mib(big.f32Size),
+      'out MiB': mib(bigSize),
+      ms: big.home.ms.toFixed(0),
+      'MiB/s (in)': (big.f32Size / MiB / (big.home.ms / 1000)).toFixed(0),
+      'peak RSS MiB': mib(big.home.maxRss),
+    },
   ])
   const peak = Math.max(big.there.maxRss, big.home.maxRss)
-  console.log(`round trip identical to the input: ${big.same}; peak RSS ${mib(peak)} MiB (target < ${mib(RSS_TARGET)} MiB): ${peak < RSS_TARGET ? 'met' : 'NOT MET'}`)
+  console.log(
+    `round trip identical to the input: ${big.same}; peak RSS ${mib(peak)} MiB (target < ${mib(RSS_TARGET)} MiB): ${peak < RSS_TARGET ? 'met' : 'NOT MET'}`,
+  )
 
   // The baseline cannot take the 2 GiB file: show how it fails, then compare on 256 MiB.
   let bigBaseline
@@ -164,7 +184,9 @@ export async function run() {
   }
   console.log(`fs.readFile + JS loop on the ${(bigSize / 2 ** 30).toFixed(2)} GiB file: fails (${bigBaseline})`)
 
-  console.log(`\nsame round trip on a ${mib(smallSize)} MiB BF16 file (${SMALL.tensors} tensors): CLI vs fs.readFile + JS loop + fs.writeFile, median of 3, interleaved`)
+  console.log(
+    `\nsame round trip on a ${mib(smallSize)} MiB BF16 file (${SMALL.tensors} tensors): CLI vs fs.readFile + JS loop + fs.writeFile, median of 3, interleaved`,
+  )
   const results = { 'CLI convert': [], 'fs.readFile + JS loop': [] }
   for (let round = 0; round < 3; round++) {
     results['CLI convert'].push(await roundTrip('cli', SMALL.path, CLI_CHILD))
@@ -184,7 +206,9 @@ export async function run() {
   }
   table(rows)
   const ratio = (step) => median(results['fs.readFile + JS loop'].map((r) => r[step].ms)) / median(results['CLI convert'].map((r) => r[step].ms))
-  console.log(`CLI vs baseline at ${mib(smallSize)} MiB: ${ratio('there').toFixed(2)}x (BF16 -> F32), ${ratio('home').toFixed(2)}x (F32 -> BF16) the baseline's time; both round trips exact`)
+  console.log(
+    `CLI vs baseline at ${mib(smallSize)} MiB: ${ratio('there').toFixed(2)}x (BF16 -> F32), ${ratio('home').toFixed(2)}x (F32 -> BF16) the baseline's time; both round trips exact`,
+  )
   return { big: { inputBytes: bigSize, f32Bytes: big.f32Size, toF32: big.there, toBF16: big.home, identical: big.same }, small: results, bigBaseline }
 }
 

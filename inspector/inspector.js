@@ -185,7 +185,7 @@ function showBytesRead() {
   const size = current.file.header.fileSize
   const share = size > 0 ? ` (${Number(((100 * headerBytes) / size).toPrecision(3))}% of the file)` : ''
   const tensorBytes = current.counter.bytes - headerBytes
-  $('bytes-read').textContent = `${fmt(headerBytes)} bytes for the header${share}` + (tensorBytes > 0 ? `, then ${fmt(tensorBytes)} for tensors` : '')
+  $('bytes-read').textContent = `${fmt(headerBytes)} bytes for the header${share}${tensorBytes > 0 ? `, then ${fmt(tensorBytes)} for tensors` : ''}`
   $('bytes-read').dataset.bytes = String(current.counter.bytes)
 }
 
@@ -200,11 +200,14 @@ function showTotals(/** @type {Row[]} */ rows) {
     totals.set(r.dtype, t)
   }
   const line = (/** @type {string} */ dtype, /** @type {{ tensors: number, params: number, bytes: number }} */ t, /** @type {boolean} */ all) =>
-    el('tr', { 'data-dtype': dtype },
+    el(
+      'tr',
+      { 'data-dtype': dtype },
       el('td', {}, all ? 'all' : el('span', { class: 'dtype' }, dtype)),
       el('td', { class: 'num', 'data-value': String(t.tensors) }, fmt(t.tensors)),
       el('td', { class: 'num', 'data-value': String(t.params) }, fmt(t.params)),
-      el('td', { class: 'num', 'data-value': String(t.bytes), title: `${fmt(t.bytes)} bytes` }, human(t.bytes)))
+      el('td', { class: 'num', 'data-value': String(t.bytes), title: `${fmt(t.bytes)} bytes` }, human(t.bytes)),
+    )
   const body = tableById('totals').tBodies[0]
   body.replaceChildren(...[...totals].sort((a, b) => b[1].bytes - a[1].bytes).map(([dtype, t]) => line(dtype, t, false)))
   const sum = { tensors: rows.length, params: rows.reduce((s, r) => s + r.params, 0), bytes: rows.reduce((s, r) => s + r.bytes, 0) }
@@ -215,9 +218,7 @@ function showMetadata(/** @type {Record<string, string> | null} */ metadata) {
   const entries = Object.entries(metadata ?? {})
   $('metadata-empty').hidden = entries.length > 0
   $('metadata').hidden = entries.length === 0
-  tableById('metadata').tBodies[0].replaceChildren(
-    ...entries.map(([key, value]) => el('tr', {}, el('td', {}, key), el('td', {}, value))),
-  )
+  tableById('metadata').tBodies[0].replaceChildren(...entries.map(([key, value]) => el('tr', {}, el('td', {}, key), el('td', {}, value))))
 }
 
 // ---- the tensor table ----------------------------------------------------------------------------
@@ -225,15 +226,18 @@ function showMetadata(/** @type {Record<string, string> | null} */ metadata) {
 /** @param {Row} a @param {Row} b @param {keyof Row} key */
 function compare(a, b, key) {
   switch (key) {
-    case 'name': return collator.compare(a.name, b.name)
-    case 'dtype': return collator.compare(a.dtype, b.dtype)
+    case 'name':
+      return collator.compare(a.name, b.name)
+    case 'dtype':
+      return collator.compare(a.dtype, b.dtype)
     case 'shape': {
       // By rank, then dimension by dimension.
       if (a.shape.length !== b.shape.length) return a.shape.length - b.shape.length
       for (let i = 0; i < a.shape.length; i++) if (a.shape[i] !== b.shape[i]) return a.shape[i] - b.shape[i]
       return 0
     }
-    default: return /** @type {number} */ (a[key]) - /** @type {number} */ (b[key])
+    default:
+      return /** @type {number} */ (a[key]) - /** @type {number} */ (b[key])
   }
 }
 
@@ -252,20 +256,28 @@ function showTensors() {
   const rows = visibleRows()
   const shown = rows.slice(0, MAX_ROWS)
   const body = tableById('tensors').tBodies[0]
-  body.replaceChildren(...shown.map((r) => {
-    const tr = el('tr', { 'data-name': r.name },
-      el('td', { class: 'name' }, el('button', { type: 'button' }, r.name)),
-      el('td', {}, el('span', { class: 'dtype' }, r.dtype)),
-      el('td', { class: 'shape' }, shapeText(r.shape)),
-      el('td', { class: 'num', 'data-value': String(r.params) }, fmt(r.params)),
-      el('td', { class: 'num', 'data-value': String(r.bytes), title: `${fmt(r.bytes)} bytes` }, human(r.bytes)))
-    if (r.name === current?.selected) tr.setAttribute('aria-current', 'true')
-    return tr
-  }))
+  body.replaceChildren(
+    ...shown.map((r) => {
+      const tr = el(
+        'tr',
+        { 'data-name': r.name },
+        el('td', { class: 'name' }, el('button', { type: 'button' }, r.name)),
+        el('td', {}, el('span', { class: 'dtype' }, r.dtype)),
+        el('td', { class: 'shape' }, shapeText(r.shape)),
+        el('td', { class: 'num', 'data-value': String(r.params) }, fmt(r.params)),
+        el('td', { class: 'num', 'data-value': String(r.bytes), title: `${fmt(r.bytes)} bytes` }, human(r.bytes)),
+      )
+      if (r.name === current?.selected) tr.setAttribute('aria-current', 'true')
+      return tr
+    }),
+  )
   const total = current.rows.length
-  $('shown').textContent = rows.length > MAX_ROWS
-    ? `showing the first ${fmt(MAX_ROWS)} of ${fmt(rows.length)} matching; filter to narrow`
-    : rows.length === total ? `${fmt(total)} tensors` : `${fmt(rows.length)} of ${fmt(total)} tensors`
+  $('shown').textContent =
+    rows.length > MAX_ROWS
+      ? `showing the first ${fmt(MAX_ROWS)} of ${fmt(rows.length)} matching; filter to narrow`
+      : rows.length === total
+        ? `${fmt(total)} tensors`
+        : `${fmt(rows.length)} of ${fmt(total)} tensors`
   for (const th of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll('#tensors th[data-key]'))) {
     const active = sortBy?.key === th.dataset.key
     th.setAttribute('aria-sort', active ? (sortBy?.direction === 1 ? 'ascending' : 'descending') : 'none')
@@ -343,12 +355,21 @@ async function showTensor(name, confirmed = false) {
 /** @param {ReturnType<typeof tensorStats>} s */
 function showStats(s) {
   const items = [
-    ['elements', s.count], ['finite', s.finite], ['NaN', s.nan],
-    ['min', s.min], ['max', s.max], ['mean', s.mean],
-    ['std', s.std], ['+Inf', s.posInf], ['−Inf', s.negInf],
+    ['elements', s.count],
+    ['finite', s.finite],
+    ['NaN', s.nan],
+    ['min', s.min],
+    ['max', s.max],
+    ['mean', s.mean],
+    ['std', s.std],
+    ['+Inf', s.posInf],
+    ['−Inf', s.negInf],
   ]
-  $('stats').replaceChildren(...items.map(([label, value]) =>
-    el('div', { 'data-stat': String(label) }, el('dt', {}, String(label)), el('dd', { 'data-value': String(value) }, stat(Number(value))))))
+  $('stats').replaceChildren(
+    ...items.map(([label, value]) =>
+      el('div', { 'data-stat': String(label) }, el('dt', {}, String(label)), el('dd', { 'data-value': String(value) }, stat(Number(value)))),
+    ),
+  )
   $('stats').hidden = false
 }
 
@@ -404,9 +425,10 @@ function showHistogram(/** @type {ReturnType<typeof tensorStats>} */ s) {
     chart.append(bar)
   })
   plot.replaceChildren(chart)
-  $('histogram-caption').textContent = lo === hi
-    ? `All ${fmt(s.finite)} finite values equal ${stat(lo)}.`
-    : `${fmt(s.finite)} finite values in ${counts.length} bins from ${stat(lo)} to ${stat(hi)}, computed in wasm.`
+  $('histogram-caption').textContent =
+    lo === hi
+      ? `All ${fmt(s.finite)} finite values equal ${stat(lo)}.`
+      : `${fmt(s.finite)} finite values in ${counts.length} bins from ${stat(lo)} to ${stat(hi)}, computed in wasm.`
   $('histogram').hidden = false
 }
 

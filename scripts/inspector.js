@@ -36,7 +36,7 @@ export async function startInspectorServer({ port = 0 } = {}) {
       response.writeHead(400, { 'Content-Type': 'text/plain' })
       return response.end('malformed URL')
     }
-    let path = resolve(ROOT, '.' + decoded)
+    let path = resolve(ROOT, `.${decoded}`)
     if (pathname.endsWith('/')) path = join(path, 'index.html')
     const allowed = SERVED.some((dir) => path.startsWith(dir))
     if (!allowed || !existsSync(path) || !statSync(path).isFile() || (request.method !== 'GET' && request.method !== 'HEAD')) {
@@ -57,10 +57,11 @@ export async function startInspectorServer({ port = 0 } = {}) {
   })
   return {
     url: `http://127.0.0.1:${server.address().port}/inspector/`,
-    close: () => new Promise((resolveClose) => {
-      server.closeAllConnections()
-      server.close(() => resolveClose())
-    }),
+    close: () =>
+      new Promise((resolveClose) => {
+        server.closeAllConnections()
+        server.close(() => resolveClose())
+      }),
   }
 }
 
@@ -81,7 +82,9 @@ function buildIfNeeded() {
   console.log('dist/ is missing or older than src/ and assembly/: building')
   // Under `npm run`, npm_execpath is npm's own script: run the same npm, whatever PATH says.
   const npm = process.env.npm_execpath
-  const result = npm ? spawnSync(process.execPath, [npm, 'run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' }) : spawnSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' })
+  const result = npm
+    ? spawnSync(process.execPath, [npm, 'run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' })
+    : spawnSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' })
   if (result.status !== 0) process.exit(result.status ?? 1)
 }
 

@@ -2,7 +2,21 @@
 // safetensors-wasm inspect | validate: read only each file's length prefix and header (and, with
 // --tensor, that one tensor), from a path or an http(s) URL.
 import { stat } from 'node:fs/promises'
-import { SafetensorsError, open, openModel, tensorStats, convertFile, convertModel, type ConvertTarget, type DType, type Header, type SafetensorsFile, type SafetensorsModel, type TensorInfo, type ProgressCallback } from './node.ts'
+import {
+  SafetensorsError,
+  open,
+  openModel,
+  tensorStats,
+  convertFile,
+  convertModel,
+  type ConvertTarget,
+  type DType,
+  type Header,
+  type SafetensorsFile,
+  type SafetensorsModel,
+  type TensorInfo,
+  type ProgressCallback,
+} from './node.ts'
 
 const USAGE = `usage:
   safetensors-wasm inspect <file|url|model> [--json] [--tensor NAME]
@@ -58,7 +72,10 @@ async function checkedModel(location: string): Promise<SafetensorsModel> {
   if (first) {
     await model.close()
     const others = model.unlisted().length - 1
-    throw new SafetensorsError('TensorNotFound', `shard ${first.shard} holds ${JSON.stringify(first.tensor)}, which the index does not list there${others > 0 ? ` (and ${count(others, 'other tensor')})` : ''}`)
+    throw new SafetensorsError(
+      'TensorNotFound',
+      `shard ${first.shard} holds ${JSON.stringify(first.tensor)}, which the index does not list there${others > 0 ? ` (and ${count(others, 'other tensor')})` : ''}`,
+    )
   }
   return model
 }
@@ -148,12 +165,17 @@ function printHeader(location: string, header: Header, json: boolean): void {
   const totals = summarize(header.tensors)
   if (json) {
     const { headerSize, dataStart, fileSize, metadata, tensors } = header
-    console.log(JSON.stringify({ file: location, fileSize, headerSize, dataStart, metadata, tensors, totals: { ...totals.total, byDtype: totals.byDtype } }, null, 2))
+    console.log(
+      JSON.stringify({ file: location, fileSize, headerSize, dataStart, metadata, tensors, totals: { ...totals.total, byDtype: totals.byDtype } }, null, 2),
+    )
     return
   }
   console.log(`${location}: ${count(header.fileSize)} bytes, header ${count(header.headerSize)} bytes, data from byte ${count(header.dataStart)}`)
   printMetadata(header.metadata)
-  printTable(header.tensors.map((t) => tensorRow(t)), [])
+  printTable(
+    header.tensors.map((t) => tensorRow(t)),
+    [],
+  )
   printTotals(totals)
 }
 
@@ -177,7 +199,10 @@ function printModel(location: string, model: SafetensorsModel, json: boolean): v
   console.log('\nshards:')
   const width = Math.max(...shards.map((s) => s.file.length))
   for (const s of shards) console.log(`  ${s.file.padEnd(width)}  ${count(s.tensors, 'tensor').padStart(13)}  ${count(s.fileSize, 'byte').padStart(20)}`)
-  printTable(infos.map((t) => tensorRow(t, shardOf.get(t.name))), ['shard'])
+  printTable(
+    infos.map((t) => tensorRow(t, shardOf.get(t.name))),
+    ['shard'],
+  )
   printTotals(totals)
 }
 
@@ -195,7 +220,11 @@ function tensorRow(t: TensorInfo, ...extra: Array<string | undefined>): string[]
 function printTable(rows: string[][], extraTitles: string[]): void {
   const titles = ['name', 'dtype', 'shape', 'bytes', ...extraTitles]
   const widths = titles.map((title, i) => Math.max(title.length, ...rows.map((r) => r[i].length)))
-  const line = (cells: string[]) => cells.map((c, i) => (i === 3 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd()
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === 3 ? c.padStart(widths[i]) : c.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd()
   console.log(`\n${line(titles)}`)
   for (const row of rows) console.log(line(row))
 }
@@ -203,7 +232,9 @@ function printTable(rows: string[][], extraTitles: string[]): void {
 function printTotals({ total, byDtype }: ReturnType<typeof summarize>): void {
   console.log(`\n${count(total.tensors, 'tensor')}, ${count(total.parameters, 'parameter')}, ${count(total.bytes, 'byte')}`)
   for (const [dtype, t] of Object.entries(byDtype)) {
-    console.log(`  ${dtype.padEnd(12)} ${count(t.tensors, 'tensor').padStart(13)}  ${count(t.parameters, 'parameter').padStart(24)}  ${count(t.bytes, 'byte').padStart(20)}`)
+    console.log(
+      `  ${dtype.padEnd(12)} ${count(t.tensors, 'tensor').padStart(13)}  ${count(t.parameters, 'parameter').padStart(24)}  ${count(t.bytes, 'byte').padStart(20)}`,
+    )
   }
 }
 
@@ -275,7 +306,9 @@ function progressBar(): ProgressCallback {
     if (percent === shown) return
     shown = percent
     const filled = Math.round(percent / 2.5)
-    process.stderr.write(`\r[${'#'.repeat(filled).padEnd(40)}] ${String(percent).padStart(3)}%  ${(loaded / 2 ** 20).toFixed(0)} of ${(total / 2 ** 20).toFixed(0)} MiB`)
+    process.stderr.write(
+      `\r[${'#'.repeat(filled).padEnd(40)}] ${String(percent).padStart(3)}%  ${(loaded / 2 ** 20).toFixed(0)} of ${(total / 2 ** 20).toFixed(0)} MiB`,
+    )
   }
 }
 

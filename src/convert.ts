@@ -25,7 +25,10 @@ function packingOf(dtype: DType): { elements: number; bytes: number } {
 export function byteLengthOf(dtype: DType, count: number): number {
   const { elements, bytes } = packingOf(dtype)
   if (count % elements !== 0) {
-    throw new SafetensorsError('TensorInvalidInfo', `${count} ${dtype} elements do not fill whole bytes: ${dtype} packs ${elements} elements in ${bytes} byte${bytes > 1 ? 's' : ''}`)
+    throw new SafetensorsError(
+      'TensorInvalidInfo',
+      `${count} ${dtype} elements do not fill whole bytes: ${dtype} packs ${elements} elements in ${bytes} byte${bytes > 1 ? 's' : ''}`,
+    )
   }
   return (count / elements) * bytes
 }
@@ -47,7 +50,10 @@ function checkDType(dtype: unknown, role: string): asserts dtype is DType {
 /** Throws UnsupportedConversion unless data of `from` can be converted to `to`. */
 export function checkConversion(from: DType, to: DType): void {
   if (from !== to && !canConvert(from, to)) {
-    throw new SafetensorsError('UnsupportedConversion', `cannot convert ${from} to ${to}: supported are every float dtype to F32, F16 and BF16, and every other numeric dtype but C64 to F32`)
+    throw new SafetensorsError(
+      'UnsupportedConversion',
+      `cannot convert ${from} to ${to}: supported are every float dtype to F32, F16 and BF16, and every other numeric dtype but C64 to F32`,
+    )
   }
 }
 
@@ -106,7 +112,9 @@ export function convert(data: Uint8Array | TypedArray, from: DType, to: DType, o
   const natural = DTYPE_INFO[to].array
   const outLength = outBytes / natural.BYTES_PER_ELEMENT
   if (out !== undefined && (!(out instanceof natural) || out.length !== outLength)) {
-    throw new RangeError(`out must be a ${natural.name} of ${outLength} elements for ${count} ${to} elements, got ${Object.prototype.toString.call(out)} of ${out.length}`)
+    throw new RangeError(
+      `out must be a ${natural.name} of ${outLength} elements for ${count} ${to} elements, got ${Object.prototype.toString.call(out)} of ${out.length}`,
+    )
   }
   if (from === to) {
     const copy = out ?? new natural(outLength)

@@ -1,14 +1,42 @@
 /** The SafeTensors element types. The order is the format's: the writer lays tensors out in reverse. */
 export const DTYPES = [
-  'BOOL', 'F4', 'F6_E2M3', 'F6_E3M2', 'U8', 'I8', 'F8_E5M2', 'F8_E4M3', 'F8_E8M0', 'F8_E4M3FNUZ',
-  'F8_E5M2FNUZ', 'I16', 'U16', 'F16', 'BF16', 'I32', 'U32', 'F32', 'C64', 'F64', 'I64', 'U64',
+  'BOOL',
+  'F4',
+  'F6_E2M3',
+  'F6_E3M2',
+  'U8',
+  'I8',
+  'F8_E5M2',
+  'F8_E4M3',
+  'F8_E8M0',
+  'F8_E4M3FNUZ',
+  'F8_E5M2FNUZ',
+  'I16',
+  'U16',
+  'F16',
+  'BF16',
+  'I32',
+  'U32',
+  'F32',
+  'C64',
+  'F64',
+  'I64',
+  'U64',
 ] as const
 
 export type DType = (typeof DTYPES)[number]
 
 export type TypedArray =
-  | Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array
-  | Float32Array | Float64Array | BigInt64Array | BigUint64Array
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | Float32Array
+  | Float64Array
+  | BigInt64Array
+  | BigUint64Array
 
 type ArrayConstructor = {
   new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): TypedArray

@@ -143,17 +143,21 @@ export class SafetensorsFile {
     checkConversion(from, to)
     const start = this.header.dataStart + info.dataOffsets[0]
     const inBytes = runs.reduce((sum, [, length]) => sum + length, 0)
-    const outBytes = byteLengthOf(to, shape.reduce((a, b) => a * b, 1))
+    const outBytes = byteLengthOf(
+      to,
+      shape.reduce((a, b) => a * b, 1),
+    )
     // Checked before any read: a wrong `out` is the caller's mistake, not the file's.
     const out = options.out === undefined ? undefined : outputIn(options.out, info, to, outBytes)
     const meter = options.onProgress && new ProgressMeter(options.onProgress)
     meter?.asked(inBytes)
     const io: ReadIo = { signal: options.signal, onBytes: meter && ((bytes) => meter.arrived(bytes)) }
-    const data = from === to
-      ? await this.#readRaw(info, start, runs, inBytes, io, out)
-      : !out && wantsDedicatedCore(inBytes, outBytes)
-        ? await this.#readIntoCore(info, to, start, runs, inBytes, outBytes, io)
-        : await this.#readAndConvert(info, to, start, runs, inBytes, io, out ?? allocate(info, to, outBytes))
+    const data =
+      from === to
+        ? await this.#readRaw(info, start, runs, inBytes, io, out)
+        : !out && wantsDedicatedCore(inBytes, outBytes)
+          ? await this.#readIntoCore(info, to, start, runs, inBytes, outBytes, io)
+          : await this.#readAndConvert(info, to, start, runs, inBytes, io, out ?? allocate(info, to, outBytes))
     // A copy: the caller may change it, and the header's own array must stay as the file says.
     return { name: info.name, dtype: to, shape: [...shape], data }
   }
@@ -179,7 +183,15 @@ export class SafetensorsFile {
    * Large widening conversions: the bytes land once in a memory of their own and are converted there,
    * chunk by chunk as they arrive, so reading and converting overlap.
    */
-  async #readIntoCore(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, outBytes: number, io: ReadIo): Promise<TypedArray> {
+  async #readIntoCore(
+    info: TensorInfo,
+    to: DType,
+    start: number,
+    runs: Array<[number, number]>,
+    inBytes: number,
+    outBytes: number,
+    io: ReadIo,
+  ): Promise<TypedArray> {
     let core: Core
     try {
       core = instantiate(outBytes, false)
@@ -202,7 +214,15 @@ export class SafetensorsFile {
   }
 
   /** Other conversions: read into one buffer and convert into the result through the shared core, chunk by chunk as the bytes arrive. */
-  async #readAndConvert(info: TensorInfo, to: DType, start: number, runs: Array<[number, number]>, inBytes: number, io: ReadIo, output: Output): Promise<TypedArray> {
+  async #readAndConvert(
+    info: TensorInfo,
+    to: DType,
+    start: number,
+    runs: Array<[number, number]>,
+    inBytes: number,
+    io: ReadIo,
+    output: Output,
+  ): Promise<TypedArray> {
     const from = info.dtype
     const { bytes } = allocate(info, from, inBytes)
     await this.#readConverting(start, runs, bytes, io, (at, end) => {
@@ -221,7 +241,13 @@ export class SafetensorsFile {
    * and report each part through onBytes), so the conversion of one chunk overlaps the transfer of the
    * next; the runs of a slice arrive in any order, and are converted once all have come.
    */
-  async #readConverting(start: number, runs: Array<[number, number]>, target: Uint8Array, io: ReadIo, convert: (at: number, end: number) => void): Promise<void> {
+  async #readConverting(
+    start: number,
+    runs: Array<[number, number]>,
+    target: Uint8Array,
+    io: ReadIo,
+    convert: (at: number, end: number) => void,
+  ): Promise<void> {
     if (runs.length !== 1) {
       await this.#readRuns(start, runs, target, io)
       if (target.length > 0) convert(0, target.length)
@@ -263,8 +289,11 @@ interface Output {
 /** The result's array inside the caller's `out` (its first bytes); a RangeError when it is too small or misaligned. */
 function outputIn(out: ArrayBuffer | ArrayBufferView, info: TensorInfo, to: DType, outBytes: number): Output {
   const isBuffer = out instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && out instanceof SharedArrayBuffer)
-  if (!isBuffer && !ArrayBuffer.isView(out)) throw new TypeError(`out must be an ArrayBuffer or a TypedArray/DataView, got ${Object.prototype.toString.call(out)}`)
-  const [buffer, offset, length] = isBuffer ? [out as ArrayBuffer, 0, (out as ArrayBuffer).byteLength] : [(out as ArrayBufferView).buffer, (out as ArrayBufferView).byteOffset, (out as ArrayBufferView).byteLength]
+  if (!isBuffer && !ArrayBuffer.isView(out))
+    throw new TypeError(`out must be an ArrayBuffer or a TypedArray/DataView, got ${Object.prototype.toString.call(out)}`)
+  const [buffer, offset, length] = isBuffer
+    ? [out as ArrayBuffer, 0, (out as ArrayBuffer).byteLength]
+    : [(out as ArrayBufferView).buffer, (out as ArrayBufferView).byteOffset, (out as ArrayBufferView).byteLength]
   const Array = DTYPE_INFO[to].array
   if (length < outBytes) throw new RangeError(`out holds ${length} bytes, but tensor ${JSON.stringify(info.name)} as ${to} takes ${outBytes}`)
   if (offset % Array.BYTES_PER_ELEMENT !== 0) throw new RangeError(`out starts at byte ${offset} of its buffer, which a ${Array.name} cannot start at`)

@@ -68,8 +68,15 @@ export function readHeaderSize(prefix: Uint8Array, fileSize: number): number {
 }
 
 const STATUS: ErrorCode[] = [
-  'InvalidHeader', 'InvalidHeader', 'InvalidHeaderDeserialization', 'InvalidOffset', 'ValidationOverflow',
-  'MisalignedSlice', 'TensorInvalidInfo', 'MetadataIncompleteBuffer', 'HeaderTooLarge',
+  'InvalidHeader',
+  'InvalidHeader',
+  'InvalidHeaderDeserialization',
+  'InvalidOffset',
+  'ValidationOverflow',
+  'MisalignedSlice',
+  'TensorInvalidInfo',
+  'MetadataIncompleteBuffer',
+  'HeaderTooLarge',
 ]
 const OUT_OF_MEMORY = 8
 
@@ -94,7 +101,7 @@ const REASONS = [
   '__metadata__ values must be strings',
   'a tensor entry must be an object',
   'dtype must be a string',
-  'unknown dtype (expected one of ' + DTYPES.join(', ') + ')',
+  `unknown dtype (expected one of ${DTYPES.join(', ')})`,
   'shape must be an array of integers',
   'data_offsets must be an array',
   'data_offsets must hold exactly two integers',
@@ -117,7 +124,11 @@ export function parseHeader(bytes: Uint8Array, options: { fileSize?: number } = 
   const fileSize = options.fileSize ?? bytes.length
   if (!Number.isSafeInteger(fileSize) || fileSize < 0) throw new RangeError(`fileSize must be a non-negative safe integer, got ${fileSize}`)
   const n = readHeaderSize(bytes, fileSize)
-  if (bytes.length < 8 + n) throw new SafetensorsError('InvalidHeaderLength', `the header length is ${n} bytes, but only ${bytes.length - 8} header bytes were given (pass the file's first ${8 + n} bytes)`)
+  if (bytes.length < 8 + n)
+    throw new SafetensorsError(
+      'InvalidHeaderLength',
+      `the header length is ${n} bytes, but only ${bytes.length - 8} header bytes were given (pass the file's first ${8 + n} bytes)`,
+    )
   const headerBytes = bytes.subarray(8, 8 + n)
 
   const core = sharedCore()
@@ -184,7 +195,10 @@ function scanError(status: number, view: DataView, result: number, u32: Uint32Ar
     let why = REASONS[reason]
     if (reason === R_MISSING_FIELD) why = `tensor entry lacks ${['dtype', 'shape', 'data_offsets'].filter((_, i) => !(Number(a) & (1 << i))).join(', ')}`
     if (reason === R_DUPLICATE_KEY && a < b) why = `duplicate key ${JSON.stringify(keyText(header, Number(a), Number(b)))}`
-    return new SafetensorsError(code, `invalid header at byte ${at} (file offset ${8 + at}): ${why}${at >= n ? ' (the header ended)' : `, near ${excerpt(header, at)}`}`)
+    return new SafetensorsError(
+      code,
+      `invalid header at byte ${at} (file offset ${8 + at}): ${why}${at >= n ? ' (the header ended)' : `, near ${excerpt(header, at)}`}`,
+    )
   }
   if (code === 'MetadataIncompleteBuffer') {
     const why = a < BigInt(fileSize) ? `${BigInt(fileSize) - a} trailing bytes` : `${a - BigInt(fileSize)} bytes missing`
@@ -195,15 +209,21 @@ function scanError(status: number, view: DataView, result: number, u32: Uint32Ar
   const dtype = DTYPES[u32[entry + 6]]
   switch (code) {
     case 'InvalidOffset':
-      return new SafetensorsError(code, b < a
-        ? `tensor ${name}: data_offsets [${a}, ${b}] end before they begin`
-        : `tensor ${name}: data_offsets [${a}, ${b}] should begin at ${c}, where the ${c === 0n ? 'data section starts' : 'previous tensor ends'}`)
+      return new SafetensorsError(
+        code,
+        b < a
+          ? `tensor ${name}: data_offsets [${a}, ${b}] end before they begin`
+          : `tensor ${name}: data_offsets [${a}, ${b}] should begin at ${c}, where the ${c === 0n ? 'data section starts' : 'previous tensor ends'}`,
+      )
     case 'ValidationOverflow':
-      return new SafetensorsError(code, reason === R_SHAPE_PRODUCT
-        ? `tensor ${name}: the shape's element count overflows 64 bits (${a} × ${b})`
-        : reason === R_BIT_COUNT
-          ? `tensor ${name}: ${a} elements of ${dtype} overflow a 64-bit bit count`
-          : `tensor ${name}: ${a} is larger than a JavaScript safe integer (2^53 - 1)`)
+      return new SafetensorsError(
+        code,
+        reason === R_SHAPE_PRODUCT
+          ? `tensor ${name}: the shape's element count overflows 64 bits (${a} × ${b})`
+          : reason === R_BIT_COUNT
+            ? `tensor ${name}: ${a} elements of ${dtype} overflow a 64-bit bit count`
+            : `tensor ${name}: ${a} is larger than a JavaScript safe integer (2^53 - 1)`,
+      )
     case 'MisalignedSlice':
       return new SafetensorsError(code, `tensor ${name}: ${a} elements of ${dtype} take ${a * b} bits, not a whole number of bytes`)
     default:

@@ -51,7 +51,12 @@ function io(url: string, message: string): SafetensorsError {
 
 /** A failure another attempt may not meet. The retry loop catches it; if it ever escapes, it is still an Io error. */
 class TransientError extends SafetensorsError {
-  constructor(url: string, message: string, readonly retryAfter?: number, cause?: unknown) {
+  constructor(
+    url: string,
+    message: string,
+    readonly retryAfter?: number,
+    cause?: unknown,
+  ) {
     super('Io', `${url}: ${message}`, cause === undefined ? undefined : { cause })
   }
 }
@@ -97,7 +102,8 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
   const fetchImpl = options.fetch ?? globalThis.fetch
   const { retries, idleTimeout } = retrySettings(options)
   const requestCost = options.requestCost ?? HTTP_REQUEST_COST
-  if (typeof requestCost !== 'number' || !(requestCost >= 0) || !Number.isFinite(requestCost)) throw new RangeError(`requestCost must be a non-negative number of bytes, got ${String(requestCost)}`)
+  if (typeof requestCost !== 'number' || !(requestCost >= 0) || !Number.isFinite(requestCost))
+    throw new RangeError(`requestCost must be a non-negative number of bytes, got ${String(requestCost)}`)
   let size: number | undefined
   // Learnt from the first response: this version of the file, and whether the server honours Range.
   let etag: string | null | undefined
@@ -122,7 +128,8 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
         return await attemptWith(signals, run)
       } catch (error) {
         if (!(error instanceof TransientError)) throw error
-        if (attempt >= retries) throw new SafetensorsError('Io', attempt > 0 ? `${error.message} (after ${attempt} retries)` : error.message, { cause: error.cause })
+        if (attempt >= retries)
+          throw new SafetensorsError('Io', attempt > 0 ? `${error.message} (after ${attempt} retries)` : error.message, { cause: error.cause })
         await sleep(retryDelay(attempt, error.retryAfter), signals)
       }
     }
@@ -226,7 +233,8 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
     }
     const partRange = (value: string | null) => {
       const range = parseContentRange(value)
-      if (range === undefined || range.total !== size || range.start < low || range.end >= high || range.end < range.start) throw fail(`a part with Content-Range ${JSON.stringify(value)} (the file has ${size} bytes)`)
+      if (range === undefined || range.total !== size || range.start < low || range.end >= high || range.end < range.start)
+        throw fail(`a part with Content-Range ${JSON.stringify(value)} (the file has ${size} bytes)`)
       return range
     }
     if (!response.body) throw fail('no body')
@@ -315,7 +323,8 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
     }
     // Byte offsets mean nothing in a compressed body, and its Content-Length is not the file's size.
     const encoding = response.headers.get('Content-Encoding')
-    if (encoding && encoding.toLowerCase() !== 'identity') throw failed(response, `the server compressed the response (Content-Encoding: ${encoding}); byte ranges need it uncompressed`)
+    if (encoding && encoding.toLowerCase() !== 'identity')
+      throw failed(response, `the server compressed the response (Content-Encoding: ${encoding}); byte ranges need it uncompressed`)
     const tag = response.headers.get('ETag')
     const modified = response.headers.get('Last-Modified')
     if (etag === undefined) {
@@ -345,9 +354,11 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
     if (status === 200) {
       // The validator matched, so a 200 here is not a new version the server admits to.
       if (ranged) {
-        throw fail(ifRange
-          ? `HTTP 200 (the whole file) for ${asked} with If-Range ${ifRange}: the server says the file changed, or it stopped honouring Range`
-          : `HTTP 200 (the whole file) for ${asked}: the server stopped honouring Range`)
+        throw fail(
+          ifRange
+            ? `HTTP 200 (the whole file) for ${asked} with If-Range ${ifRange}: the server says the file changed, or it stopped honouring Range`
+            : `HTTP 200 (the whole file) for ${asked}: the server stopped honouring Range`,
+        )
       }
       const length = response.headers.get('Content-Length')
       if (size === undefined) {
@@ -362,7 +373,10 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
     const got = `got Content-Range ${JSON.stringify(response.headers.get('Content-Range'))}`
     if (range?.total !== undefined && size !== undefined && range.total !== size) throw fail(`the file is now ${range.total} bytes, it was ${size} (${got})`)
     // The first read may run past the end of a small file: the range may end early, at the file's end.
-    const fits = range?.total !== undefined && range.start === from && (range.end === from + want - 1 || (size === undefined && range.end >= from && range.end === range.total - 1 && range.end < from + want))
+    const fits =
+      range?.total !== undefined &&
+      range.start === from &&
+      (range.end === from + want - 1 || (size === undefined && range.end >= from && range.end === range.total - 1 && range.end < from + want))
     if (!fits) throw fail(`asked for ${asked}, ${got}`)
     size = range.total
     ranged = true
@@ -374,7 +388,14 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
    * A body that ends early is transient (the rest can be asked for); more bytes than the Content-Range
    * said is not. Stops reading (and cancels) once `target` is full, so a 200 costs no more than it must.
    */
-  async function readBody(response: Response, skip: number, target: Uint8Array, exact: boolean, gone: Promise<never>, landed: (n: number) => void): Promise<void> {
+  async function readBody(
+    response: Response,
+    skip: number,
+    target: Uint8Array,
+    exact: boolean,
+    gone: Promise<never>,
+    landed: (n: number) => void,
+  ): Promise<void> {
     if (!response.body) throw io(href, 'the response has no body')
     const reader = response.body.getReader()
     const more = `the server sent more than the ${target.length} bytes asked for`
@@ -424,8 +445,13 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): RangeS
     },
     readRanges(ranges, signal, onBytes) {
       for (const { offset, target } of ranges) checkInFile(offset, target.length)
-      const transfers = ranges.flatMap(({ offset, target }, i): Transfer[] => (target.length === 0 ? [] : [{ offset, length: target.length, target, filled: 0, onBytes: onBytes && ((n) => onBytes(n, i)) }]))
-      return readRanges(transfers.sort((a, b) => a.offset - b.offset), signal)
+      const transfers = ranges.flatMap(({ offset, target }, i): Transfer[] =>
+        target.length === 0 ? [] : [{ offset, length: target.length, target, filled: 0, onBytes: onBytes && ((n) => onBytes(n, i)) }],
+      )
+      return readRanges(
+        transfers.sort((a, b) => a.offset - b.offset),
+        signal,
+      )
     },
     requestCost,
   }
@@ -474,7 +500,8 @@ class BodyReader {
     for (let from = 0; ; ) {
       const at = indexOf(this.#buffer, pattern, from)
       if (at >= 0 && at <= limit) return this.#next(at + pattern.length)
-      if (at > limit || this.#buffer.length > limit + pattern.length) throw new SafetensorsError('Io', `${this.href}: a malformed multipart/byteranges answer (no delimiter where one belongs)`)
+      if (at > limit || this.#buffer.length > limit + pattern.length)
+        throw new SafetensorsError('Io', `${this.href}: a malformed multipart/byteranges answer (no delimiter where one belongs)`)
       from = Math.max(0, this.#buffer.length - pattern.length + 1)
       await this.#more()
     }

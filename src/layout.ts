@@ -42,7 +42,8 @@ export function tensorByteLength(t: TensorDeclaration): number {
   const elements = t.shape.reduce((a, b) => a * b, 1)
   const bits = elements * DTYPE_INFO[t.dtype].bits
   if (!Number.isSafeInteger(bits)) throw new SafetensorsError('ValidationOverflow', `${where}: shape [${t.shape.join(', ')}] is too large`)
-  if (bits % 8 !== 0) throw new SafetensorsError('MisalignedSlice', `${where}: ${elements} elements of ${t.dtype} take ${bits} bits, not a whole number of bytes`)
+  if (bits % 8 !== 0)
+    throw new SafetensorsError('MisalignedSlice', `${where}: ${elements} elements of ${t.dtype} take ${bits} bits, not a whole number of bytes`)
   return bits / 8
 }
 
@@ -73,7 +74,8 @@ export function planLayout(tensors: readonly TensorDeclaration[], metadata?: Rec
 
   const parts: string[] = []
   if (metadata != null) parts.push(`"__metadata__":${JSON.stringify(metadata)}`)
-  for (const e of entries) parts.push(`${JSON.stringify(e.name)}:{"dtype":"${e.dtype}","shape":[${e.shape.join(',')}],"data_offsets":[${e.dataOffsets[0]},${e.dataOffsets[1]}]}`)
+  for (const e of entries)
+    parts.push(`${JSON.stringify(e.name)}:{"dtype":"${e.dtype}","shape":[${e.shape.join(',')}],"data_offsets":[${e.dataOffsets[0]},${e.dataOffsets[1]}]}`)
   const json = new TextEncoder().encode(`{${parts.join(',')}}`)
   const n = json.length + ((8 - (json.length % 8)) % 8)
   if (n > MAX_HEADER_SIZE) throw new SafetensorsError('HeaderTooLarge', `the header would be ${n} bytes, above the limit of ${MAX_HEADER_SIZE}`)

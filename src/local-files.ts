@@ -27,5 +27,7 @@ export function localFiles(): LocalFiles | undefined {
 /** The registered file access, or the TypeError that says which entry has it. */
 export function requireLocalFiles(what: string): LocalFiles {
   if (registered) return registered
-  throw new TypeError(`${what}: local files can only be read through the Node entry of safetensors-wasm (Node, Deno, Bun); here pass a URL, Blob, bytes or a RangeSource`)
+  throw new TypeError(
+    `${what}: local files can only be read through the Node entry of safetensors-wasm (Node, Deno, Bun); here pass a URL, Blob, bytes or a RangeSource`,
+  )
 }

@@ -127,7 +127,8 @@ function parseIndex(where: string, text: string): ParsedIndex {
   const repeated = text.includes('\\') || colons !== counted ? repeatedKey(text) : undefined
   if (repeated !== undefined) throw indexError(where, `the key ${JSON.stringify(repeated)} appears twice in one object`)
   if (!isMap) throw indexError(where, 'expected an object with a "weight_map" object')
-  if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))) throw indexError(where, '"metadata" must be an object')
+  if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)))
+    throw indexError(where, '"metadata" must be an object')
   if (notAName !== undefined) throw indexError(where, `weight_map[${JSON.stringify(notAName)}] must be a file name`)
   for (const shard of shards) checkShardName(where, shard)
   return { metadata, weight_map: map!, entries: names.length, shards: [...shards] }
@@ -203,7 +204,10 @@ export async function openModel(input: string | URL, options: OpenModelOptions =
       const [tensor, name] = Object.entries(map).find(([tensor, name]) => !files.get(name)!.header.has(tensor))!
       const holder = [...files].find(([, file]) => file.header.has(tensor))?.[0]
       const found = holder === undefined ? 'no shard has it' : `it is in ${holder}`
-      throw new SafetensorsError('TensorNotFound', `${where}: weight_map puts ${JSON.stringify(tensor)} in ${name}, which has no tensor of that name (${found})`)
+      throw new SafetensorsError(
+        'TensorNotFound',
+        `${where}: weight_map puts ${JSON.stringify(tensor)} in ${name}, which has no tensor of that name (${found})`,
+      )
     }
   } catch (error) {
     await Promise.all(shards.map((f) => f?.close()))
@@ -273,7 +277,9 @@ export class SafetensorsModel {
   // The tensors the index lists, in shard order then data order (a shard's unlisted tensors are not the model's).
   #listed(): Array<[SafetensorsFile, TensorInfo]> {
     const map = this.#index.weight_map
-    return [...this.#files].flatMap(([name, file]) => file.header.tensors.filter((t) => map[t.name] === name).map((t): [SafetensorsFile, TensorInfo] => [file, t]))
+    return [...this.#files].flatMap(([name, file]) =>
+      file.header.tensors.filter((t) => map[t.name] === name).map((t): [SafetensorsFile, TensorInfo] => [file, t]),
+    )
   }
 
   #fileOf(name: string): SafetensorsFile {

@@ -190,7 +190,12 @@ export async function saveModel(folder: string, tensors: TensorCollection, optio
   return writeSet(async (set) => {
     for (const [i, shard] of shards.entries()) await writeParts(await set.sink(join(folder, shard.file)), partsOf(prepared[i]))
     const totalSize = list.reduce((sum, t) => sum + tensorByteLength(t), 0)
-    return finishModel(folder, set, shards.map((s) => ({ file: s.file, names: s.tensors.map((t) => t.name) })), totalSize)
+    return finishModel(
+      folder,
+      set,
+      shards.map((s) => ({ file: s.file, names: s.tensors.map((t) => t.name) })),
+      totalSize,
+    )
   })
 }
 

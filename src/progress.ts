@@ -65,7 +65,12 @@ export function toMeters(meters: ReadonlyArray<ProgressMeter | undefined>, url?:
  * Keeps `bytes` (zero-copy views of memory), `size` and `requestCost`; readRanges is counted like the reads.
  */
 export function metered<S extends RangeSource>(source: S, meter: ProgressMeter, url?: string): S {
-  async function counted<T>(length: number, onBytes: ((bytes: number) => void) | undefined, run: (report: (bytes: number) => void) => Promise<T>, received: (result: T) => number): Promise<T> {
+  async function counted<T>(
+    length: number,
+    onBytes: ((bytes: number) => void) | undefined,
+    run: (report: (bytes: number) => void) => Promise<T>,
+    received: (result: T) => number,
+  ): Promise<T> {
     meter.asked(length)
     let seen = 0
     const report = (bytes: number) => {
@@ -85,17 +90,35 @@ export function metered<S extends RangeSource>(source: S, meter: ProgressMeter, 
     }
   }
   const wrapped: RangeSource = {
-    read: (offset, length, signal, onBytes) => counted(length, onBytes, (report) => source.read(offset, length, signal, report), (bytes) => bytes.length),
-    readInto: (offset, target, signal, onBytes) => counted(target.length, onBytes, (report) => readInto(source, offset, target, signal, report), () => target.length),
+    read: (offset, length, signal, onBytes) =>
+      counted(
+        length,
+        onBytes,
+        (report) => source.read(offset, length, signal, report),
+        (bytes) => bytes.length,
+      ),
+    readInto: (offset, target, signal, onBytes) =>
+      counted(
+        target.length,
+        onBytes,
+        (report) => readInto(source, offset, target, signal, report),
+        () => target.length,
+      ),
     close: source.close && (() => source.close!()),
   }
   if (source.readRanges) {
     const total = (ranges: ReadonlyArray<{ target: Uint8Array }>) => ranges.reduce((sum, r) => sum + r.target.length, 0)
     wrapped.readRanges = (ranges, signal, onBytes) =>
-      counted(total(ranges), undefined, (report) => source.readRanges!(ranges, signal, (bytes, i) => {
-        report(bytes)
-        onBytes?.(bytes, i)
-      }), () => total(ranges))
+      counted(
+        total(ranges),
+        undefined,
+        (report) =>
+          source.readRanges!(ranges, signal, (bytes, i) => {
+            report(bytes)
+            onBytes?.(bytes, i)
+          }),
+        () => total(ranges),
+      )
   }
   return Object.create(source, Object.getOwnPropertyDescriptors(wrapped)) as S
 }

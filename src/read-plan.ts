@@ -57,7 +57,14 @@ export function planReads(runs: ReadonlyArray<readonly [offset: number, length: 
  * as planReads groups them: several at a time, or all through source.readRanges (an HTTP server's
  * multi-range answer). `onBytes` counts the runs' bytes only, not the gaps read with them.
  */
-export async function readRuns(source: RangeSource, start: number, runs: ReadonlyArray<readonly [number, number]>, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<void> {
+export async function readRuns(
+  source: RangeSource,
+  start: number,
+  runs: ReadonlyArray<readonly [number, number]>,
+  target: Uint8Array,
+  signal?: AbortSignal,
+  onBytes?: (bytes: number) => void,
+): Promise<void> {
   const reads = planReads(runs, source.requestCost ?? 0)
   // A read of one run lands in place; a merged one in scratch, from which its runs are copied.
   const direct = (read: PlannedRead) => read.parts.length === 1
@@ -69,7 +76,11 @@ export async function readRuns(source: RangeSource, start: number, runs: Readonl
   }
   if (source.readRanges && reads.length > 1) {
     const targets = reads.map(into)
-    await source.readRanges(reads.map((read, i) => ({ offset: start + read.offset, target: targets[i] })), signal, onBytes && ((bytes, i) => direct(reads[i]) && onBytes(bytes)))
+    await source.readRanges(
+      reads.map((read, i) => ({ offset: start + read.offset, target: targets[i] })),
+      signal,
+      onBytes && ((bytes, i) => direct(reads[i]) && onBytes(bytes)),
+    )
     reads.forEach((read, i) => copyOut(read, targets[i]))
     return
   }

@@ -26,7 +26,8 @@ export function planSlice(name: string, dtype: DType, shape: readonly number[], 
     let start = 0
     let stop = dim
     if (typeof range === 'number') {
-      if (!Number.isInteger(range) || range < 0 || range >= dim) throw new SafetensorsError('SliceOutOfRange', `${where}: index ${range} is out of range for dimension ${i} (size ${dim})`)
+      if (!Number.isInteger(range) || range < 0 || range >= dim)
+        throw new SafetensorsError('SliceOutOfRange', `${where}: index ${range} is out of range for dimension ${i} (size ${dim})`)
       start = range
       stop = range + 1
     } else if (range !== null) {
@@ -66,7 +67,10 @@ export function planSlice(name: string, dtype: DType, shape: readonly number[], 
 function toBytes(where: string, dtype: DType, firstElement: number, elements: number): [number, number] {
   const bits = DTYPE_INFO[dtype].bits
   if ((firstElement * bits) % 8 !== 0 || (elements * bits) % 8 !== 0) {
-    throw new SafetensorsError('MisalignedSlice', `${where}: a run of ${elements} ${dtype} elements from element ${firstElement} does not start and end on byte boundaries`)
+    throw new SafetensorsError(
+      'MisalignedSlice',
+      `${where}: a run of ${elements} ${dtype} elements from element ${firstElement} does not start and end on byte boundaries`,
+    )
   }
   return [(firstElement * bits) / 8, (elements * bits) / 8]
 }

@@ -21,7 +21,11 @@ export interface RangeSource {
    * source can make (HTTP: multi-range requests, where the server answers them). `onBytes` is told each
    * part's length and the index of its range, as it lands.
    */
-  readRanges?(ranges: ReadonlyArray<{ offset: number; target: Uint8Array }>, signal?: AbortSignal, onBytes?: (bytes: number, index: number) => void): Promise<void>
+  readRanges?(
+    ranges: ReadonlyArray<{ offset: number; target: Uint8Array }>,
+    signal?: AbortSignal,
+    onBytes?: (bytes: number, index: number) => void,
+  ): Promise<void>
   /**
    * What one more read costs beyond its bytes, in bytes (default 0): a slice's runs closer than this are
    * read as one, with the gap between them (src/read-plan.ts). About a round trip's worth of transfer for
@@ -38,11 +42,18 @@ export const MEMORY_REQUEST_COST = 16 << 10
 export const LOCAL_REQUEST_COST = 64 << 10
 
 /** Reads bytes straight into `target` (a view of wasm memory, say), through readInto where a source has it. */
-export async function readInto(source: RangeSource, offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<void> {
+export async function readInto(
+  source: RangeSource,
+  offset: number,
+  target: Uint8Array,
+  signal?: AbortSignal,
+  onBytes?: (bytes: number) => void,
+): Promise<void> {
   if (target.length === 0) return
   if (source.readInto) return source.readInto(offset, target, signal, onBytes)
   const bytes = await source.read(offset, target.length, signal, onBytes)
-  if (bytes.length !== target.length) throw new SafetensorsError('Io', `asked for ${target.length} bytes at offset ${offset}, the source returned ${bytes.length}`)
+  if (bytes.length !== target.length)
+    throw new SafetensorsError('Io', `asked for ${target.length} bytes at offset ${offset}, the source returned ${bytes.length}`)
   target.set(bytes)
 }
 
@@ -74,7 +85,10 @@ export function blobSource(blob: Blob): RangeSource & { size: number } {
   const readInto = async (offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void) => {
     checkRange(offset, target.length, blob.size)
     throwIfAborted(signal)
-    const reader = blob.slice(offset, offset + target.length).stream().getReader()
+    const reader = blob
+      .slice(offset, offset + target.length)
+      .stream()
+      .getReader()
     try {
       for (let filled = 0; filled < target.length; ) {
         throwIfAborted(signal)

@@ -75,7 +75,10 @@ export function serialize(tensors: TensorCollection, options: WriteOptions = {})
 function checkLength(e: LayoutEntry, length: number): void {
   const expected = e.dataOffsets[1] - e.dataOffsets[0]
   if (length !== expected) {
-    throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(e.name)}: ${e.dtype} shape [${e.shape.join(', ')}] takes ${expected} bytes, the data has ${length}`)
+    throw new SafetensorsError(
+      'TensorInvalidInfo',
+      `tensor ${JSON.stringify(e.name)}: ${e.dtype} shape [${e.shape.join(', ')}] takes ${expected} bytes, the data has ${length}`,
+    )
   }
 }
 
@@ -150,7 +153,10 @@ export class SafetensorsWriter {
     const done = this.#written.get(name) ?? 0
     const size = entry.dataOffsets[1] - entry.dataOffsets[0]
     if (done + bytes.length > size) {
-      throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(name)}: ${done + bytes.length} bytes written, but ${entry.dtype} [${entry.shape.join(', ')}] takes ${size}`)
+      throw new SafetensorsError(
+        'TensorInvalidInfo',
+        `tensor ${JSON.stringify(name)}: ${done + bytes.length} bytes written, but ${entry.dtype} [${entry.shape.join(', ')}] takes ${size}`,
+      )
     }
     if (!this.#sink.seekable) {
       while (this.#next < this.layout.entries.length && this.#isComplete(this.layout.entries[this.#next])) this.#next++
@@ -170,7 +176,10 @@ export class SafetensorsWriter {
   async close(): Promise<void> {
     const missing = this.layout.entries.find((e) => !this.#isComplete(e))
     if (missing) {
-      const error = new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(missing.name)} got ${this.#written.get(missing.name) ?? 0} of its ${missing.dataOffsets[1] - missing.dataOffsets[0]} bytes`)
+      const error = new SafetensorsError(
+        'TensorInvalidInfo',
+        `tensor ${JSON.stringify(missing.name)} got ${this.#written.get(missing.name) ?? 0} of its ${missing.dataOffsets[1] - missing.dataOffsets[0]} bytes`,
+      )
       await this.abort(error)
       throw error
     }

@@ -90,7 +90,10 @@ describe('validate', () => {
   test('--json prints one line per file; exit 1 when any is invalid', async () => {
     const { code, stdout } = await cli('validate', MODEL, INVALID, '--json')
     expect(code).toBe(1)
-    const lines = stdout.trim().split('\n').map((l) => JSON.parse(l))
+    const lines = stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
     expect(lines[0]).toEqual({ file: MODEL, valid: true, tensors: Object.keys(headerOf(MODEL)).length })
     expect(lines[1]).toMatchObject({ file: INVALID, valid: false, code: 'InvalidHeaderLength' })
     expect(lines[1].message).toContain('1000')
@@ -127,7 +130,10 @@ describe('sharded models', () => {
   }
   const withMap = (weightMap: Record<string, string>) => modelWith(JSON.stringify({ ...index, weight_map: weightMap }))
 
-  test.each([['the index', INDEX], ['the folder', SHARDS]])('inspect %s: model totals, a line per shard, the shard column', async (_, where) => {
+  test.each([
+    ['the index', INDEX],
+    ['the folder', SHARDS],
+  ])('inspect %s: model totals, a line per shard, the shard column', async (_, where) => {
     const { code, stdout } = await cli('inspect', where)
     expect(code).toBe(0)
     expect(stdout).toContain(`${shardFiles.length} shards`)
@@ -136,7 +142,10 @@ describe('sharded models', () => {
       expect(stdout).toMatch(new RegExp(`^  ${f}\\s+${tensors} tensors?\\s`, 'm'))
     }
     for (const [name, shard] of Object.entries(index.weight_map)) expect(stdout).toMatch(new RegExp(`^${name}\\s.*\\s${shard}$`, 'm'))
-    const bytes = shardFiles.reduce((sum, f) => sum + Object.values(headerOf(join(SHARDS, f))).reduce((s, t) => s + t.data_offsets[1] - t.data_offsets[0], 0), 0)
+    const bytes = shardFiles.reduce(
+      (sum, f) => sum + Object.values(headerOf(join(SHARDS, f))).reduce((s, t) => s + t.data_offsets[1] - t.data_offsets[0], 0),
+      0,
+    )
     expect(bytes).toBe(index.metadata.total_size)
     expect(stdout).toContain(`${Object.keys(index.weight_map).length} tensors, `)
     expect(stdout).toContain(`, ${bytes.toLocaleString('en-US')} bytes`)
@@ -158,7 +167,12 @@ describe('sharded models', () => {
     expect(code).toBe(0)
     const shards = shardFiles.map((file) => ({ file, tensors: Object.keys(headerOf(join(SHARDS, file))).length }))
     const tensors = Object.keys(index.weight_map).length
-    expect(stdout.trim().split('\n').map((l) => JSON.parse(l))).toEqual([
+    expect(
+      stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l)),
+    ).toEqual([
       { file: INDEX, valid: true, tensors, shards },
       { file: SHARDS, valid: true, tensors, shards },
     ])
@@ -168,10 +182,30 @@ describe('sharded models', () => {
   const elsewhere = shardFiles.find((f) => f !== home)!
   const { [moved]: _, ...withoutMoved } = index.weight_map
   const defects: Array<[string, () => string, string, RegExp]> = [
-    ['a tensor listed but missing', () => withMap({ ...index.weight_map, ghost_tensor: home }), 'TensorNotFound', new RegExp(`"ghost_tensor" in ${home}.*no shard has it`)],
-    ['a tensor in the wrong shard', () => withMap({ ...index.weight_map, [moved]: elsewhere }), 'TensorNotFound', new RegExp(`"${moved}" in ${elsewhere}.*it is in ${home}`)],
-    ['a tensor present but unlisted', () => withMap(withoutMoved), 'TensorNotFound', new RegExp(`shard ${home} holds "${moved}", which the index does not list`)],
-    ['a tensor listed twice', () => modelWith(indexText.replace('"weight_map": {', `"weight_map": {\n    "${moved}": "${home}",`)), 'InvalidHeaderDeserialization', new RegExp(`"${moved}" appears twice`)],
+    [
+      'a tensor listed but missing',
+      () => withMap({ ...index.weight_map, ghost_tensor: home }),
+      'TensorNotFound',
+      new RegExp(`"ghost_tensor" in ${home}.*no shard has it`),
+    ],
+    [
+      'a tensor in the wrong shard',
+      () => withMap({ ...index.weight_map, [moved]: elsewhere }),
+      'TensorNotFound',
+      new RegExp(`"${moved}" in ${elsewhere}.*it is in ${home}`),
+    ],
+    [
+      'a tensor present but unlisted',
+      () => withMap(withoutMoved),
+      'TensorNotFound',
+      new RegExp(`shard ${home} holds "${moved}", which the index does not list`),
+    ],
+    [
+      'a tensor listed twice',
+      () => modelWith(indexText.replace('"weight_map": {', `"weight_map": {\n    "${moved}": "${home}",`)),
+      'InvalidHeaderDeserialization',
+      new RegExp(`"${moved}" appears twice`),
+    ],
   ]
   test.each(defects)('validate and inspect: %s gives exit 1 and names the tensor and shard', async (_, make, code, message) => {
     const dir = make()

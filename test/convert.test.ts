@@ -5,11 +5,20 @@ import { byteSwap, convert, DTYPE_INFO, SafetensorsError, type DType, type Typed
 import { byteLengthOf, convertInto, DEDICATED_MIN_BYTES } from '../src/convert.ts'
 import { instantiate, reserveMemory, selectBackend, sharedCore } from '../src/wasm.ts'
 import {
-  bigintToF32, decodeToF32Bits, decodeValue, encodeF32Bits, encodeValue, f32Bits, f32FromBits, FLOAT_SOURCES, FORMATS,
-  referenceConvert, SOURCE_BITS, type FloatName,
+  bigintToF32,
+  decodeToF32Bits,
+  decodeValue,
+  encodeF32Bits,
+  encodeValue,
+  f32Bits,
+  f32FromBits,
+  FLOAT_SOURCES,
+  FORMATS,
+  referenceConvert,
+  SOURCE_BITS,
+  type FloatName,
 } from './float-reference.ts'
 import { mulberry32 } from './random.ts'
-
 
 function randomBytes(length: number, seed: number): Uint8Array {
   const next = mulberry32(seed)
@@ -26,7 +35,10 @@ function bytesOf(array: TypedArray): Uint8Array {
 }
 
 function hex(bytes: Uint8Array): string {
-  return Array.from(bytes).reverse().map((b) => b.toString(16).padStart(2, '0')).join('')
+  return Array.from(bytes)
+    .reverse()
+    .map((b) => b.toString(16).padStart(2, '0'))
+    .join('')
 }
 
 /** Compares element by element and names the first element that differs, in hex. */
@@ -102,13 +114,13 @@ function everyF6CodeInEveryPosition(): number[] {
  */
 function f64Cases(to: 'F16' | 'BF16'): number[] {
   const { expBits, mantBits, bias } = FORMATS[to]
-  const smallest = Math.pow(2, 1 - bias - mantBits)
-  const values: number[] = [0, Infinity, Number.MAX_VALUE, 5e-324, 1e-300, 1e300, 3.4028234663852886e38, (2 - Math.pow(2, -24)) * Math.pow(2, 127)]
-  const nudges = [0, Math.pow(2, -30), -Math.pow(2, -30)]
+  const smallest = 2 ** (1 - bias - mantBits)
+  const values: number[] = [0, Infinity, Number.MAX_VALUE, 5e-324, 1e-300, 1e300, 3.4028234663852886e38, (2 - 2 ** -24) * 2 ** 127]
+  const nudges = [0, 2 ** -30, -(2 ** -30)]
   for (let e = 1 - bias - mantBits - 2; e <= (1 << expBits) - 1 - bias; e++) {
-    const ulp = Math.pow(2, e - mantBits)
-    for (const j of [0, 1, 2, 3, Math.pow(2, mantBits) - 1]) {
-      for (const half of [0, 0.5, -0.5]) for (const nudge of nudges) values.push(Math.pow(2, e) + ulp * (j + half + nudge))
+    const ulp = 2 ** (e - mantBits)
+    for (const j of [0, 1, 2, 3, 2 ** mantBits - 1]) {
+      for (const half of [0, 0.5, -0.5]) for (const nudge of nudges) values.push(2 ** e + ulp * (j + half + nudge))
     }
   }
   for (let k = 0; k <= 9; k++) for (const nudge of nudges) values.push(smallest * (k / 2 + nudge))
@@ -122,39 +134,86 @@ function randomDoubles(to: 'F16' | 'BF16', count: number): number[] {
   const low = 1 - bias - mantBits - 3
   const span = (1 << expBits) + mantBits + 4
   return Array.from({ length: count }, () => {
-    const mantissa = 1 + (next() * Math.pow(2, 20) + (next() >>> 12)) * Math.pow(2, -52)
+    const mantissa = 1 + (next() * 2 ** 20 + (next() >>> 12)) * 2 ** -52
     const sign = next() & 1 ? -1 : 1
-    return sign * mantissa * Math.pow(2, low + (next() % span))
+    return sign * mantissa * 2 ** (low + (next() % span))
   })
 }
 
 describe('the reference agrees with values from the format specifications', () => {
   const cases: Array<[FloatName, number, number]> = [
-    ['BF16', 0x3f80, 1], ['BF16', 0xc040, -3], ['BF16', 0x0001, Math.pow(2, -133)], ['BF16', 0x7f7f, 3.3895313892515355e38],
-    ['F16', 0x3c00, 1], ['F16', 0x7bff, 65504], ['F16', 0x0001, Math.pow(2, -24)], ['F16', 0x0400, Math.pow(2, -14)],
-    ['F16', 0xfc00, -Infinity], ['F16', 0x8000, -0],
-    ['F8_E4M3', 0x7e, 448], ['F8_E4M3', 0x01, Math.pow(2, -9)], ['F8_E4M3', 0x38, 1], ['F8_E4M3', 0x7f, NaN], ['F8_E4M3', 0x78, 256],
-    ['F8_E5M2', 0x7b, 57344], ['F8_E5M2', 0x7c, Infinity], ['F8_E5M2', 0x7d, NaN], ['F8_E5M2', 0x01, Math.pow(2, -16)], ['F8_E5M2', 0x3c, 1],
-    ['F8_E4M3FNUZ', 0x7f, 240], ['F8_E4M3FNUZ', 0x80, NaN], ['F8_E4M3FNUZ', 0x40, 1], ['F8_E4M3FNUZ', 0x01, Math.pow(2, -10)],
-    ['F8_E5M2FNUZ', 0x7f, 57344], ['F8_E5M2FNUZ', 0x80, NaN], ['F8_E5M2FNUZ', 0x40, 1], ['F8_E5M2FNUZ', 0x01, Math.pow(2, -17)],
-    ['F8_E8M0', 0x7f, 1], ['F8_E8M0', 0x00, Math.pow(2, -127)], ['F8_E8M0', 0xfe, Math.pow(2, 127)], ['F8_E8M0', 0xff, NaN],
-    ['F4', 0x1, 0.5], ['F4', 0x2, 1], ['F4', 0x7, 6], ['F4', 0xf, -6], ['F4', 0x8, -0],
-    ['F6_E2M3', 0x1f, 7.5], ['F6_E2M3', 0x01, 0.125], ['F6_E2M3', 0x3f, -7.5],
-    ['F6_E3M2', 0x1f, 28], ['F6_E3M2', 0x01, 0.0625], ['F6_E3M2', 0x0c, 1],
+    ['BF16', 0x3f80, 1],
+    ['BF16', 0xc040, -3],
+    ['BF16', 0x0001, 2 ** -133],
+    ['BF16', 0x7f7f, 3.3895313892515355e38],
+    ['F16', 0x3c00, 1],
+    ['F16', 0x7bff, 65504],
+    ['F16', 0x0001, 2 ** -24],
+    ['F16', 0x0400, 2 ** -14],
+    ['F16', 0xfc00, -Infinity],
+    ['F16', 0x8000, -0],
+    ['F8_E4M3', 0x7e, 448],
+    ['F8_E4M3', 0x01, 2 ** -9],
+    ['F8_E4M3', 0x38, 1],
+    ['F8_E4M3', 0x7f, NaN],
+    ['F8_E4M3', 0x78, 256],
+    ['F8_E5M2', 0x7b, 57344],
+    ['F8_E5M2', 0x7c, Infinity],
+    ['F8_E5M2', 0x7d, NaN],
+    ['F8_E5M2', 0x01, 2 ** -16],
+    ['F8_E5M2', 0x3c, 1],
+    ['F8_E4M3FNUZ', 0x7f, 240],
+    ['F8_E4M3FNUZ', 0x80, NaN],
+    ['F8_E4M3FNUZ', 0x40, 1],
+    ['F8_E4M3FNUZ', 0x01, 2 ** -10],
+    ['F8_E5M2FNUZ', 0x7f, 57344],
+    ['F8_E5M2FNUZ', 0x80, NaN],
+    ['F8_E5M2FNUZ', 0x40, 1],
+    ['F8_E5M2FNUZ', 0x01, 2 ** -17],
+    ['F8_E8M0', 0x7f, 1],
+    ['F8_E8M0', 0x00, 2 ** -127],
+    ['F8_E8M0', 0xfe, 2 ** 127],
+    ['F8_E8M0', 0xff, NaN],
+    ['F4', 0x1, 0.5],
+    ['F4', 0x2, 1],
+    ['F4', 0x7, 6],
+    ['F4', 0xf, -6],
+    ['F4', 0x8, -0],
+    ['F6_E2M3', 0x1f, 7.5],
+    ['F6_E2M3', 0x01, 0.125],
+    ['F6_E2M3', 0x3f, -7.5],
+    ['F6_E3M2', 0x1f, 28],
+    ['F6_E3M2', 0x01, 0.0625],
+    ['F6_E3M2', 0x0c, 1],
   ]
   test.each(cases)('%s code %i', (name, code, value) => {
     expect(Object.is(decodeValue(FORMATS[name], code), value) || (Number.isNaN(value) && Number.isNaN(decodeValue(FORMATS[name], code)))).toBe(true)
   })
 
   const encodings: Array<['F16' | 'BF16', number, number]> = [
-    ['F16', f32Bits(1 + Math.pow(2, -11)), 0x3c00], ['F16', f32Bits(1 + 3 * Math.pow(2, -11)), 0x3c02],
-    ['F16', f32Bits(65504), 0x7bff], ['F16', f32Bits(65519.99609375), 0x7bff], ['F16', f32Bits(65520), 0x7c00],
-    ['F16', f32Bits(Math.pow(2, -24)), 0x0001], ['F16', f32Bits(Math.pow(2, -25)), 0x0000], ['F16', f32Bits(3 * Math.pow(2, -25)), 0x0002],
-    ['F16', 0x80000000, 0x8000], ['F16', 0x7fc00000, 0x7e00], ['F16', 0xff800001, 0xfe00], ['F16', 0x7f800000, 0x7c00],
-    ['F16', f32Bits(Math.pow(2, -14) - Math.pow(2, -25)), 0x0400],
-    ['BF16', f32Bits(1 + Math.pow(2, -8)), 0x3f80], ['BF16', f32Bits(1 + 3 * Math.pow(2, -8)), 0x3f82],
-    ['BF16', 0x7f7fffff, 0x7f80], ['BF16', 0x7f7f7fff, 0x7f7f], ['BF16', 0x7f7f8000, 0x7f80], ['BF16', 0x7f7e8000, 0x7f7e],
-    ['BF16', 0x7f800001, 0x7fc0], ['BF16', 0xff800001, 0xffc0], ['BF16', 0x00008000, 0x0000], ['BF16', 0x00018000, 0x0002],
+    ['F16', f32Bits(1 + 2 ** -11), 0x3c00],
+    ['F16', f32Bits(1 + 3 * 2 ** -11), 0x3c02],
+    ['F16', f32Bits(65504), 0x7bff],
+    ['F16', f32Bits(65519.99609375), 0x7bff],
+    ['F16', f32Bits(65520), 0x7c00],
+    ['F16', f32Bits(2 ** -24), 0x0001],
+    ['F16', f32Bits(2 ** -25), 0x0000],
+    ['F16', f32Bits(3 * 2 ** -25), 0x0002],
+    ['F16', 0x80000000, 0x8000],
+    ['F16', 0x7fc00000, 0x7e00],
+    ['F16', 0xff800001, 0xfe00],
+    ['F16', 0x7f800000, 0x7c00],
+    ['F16', f32Bits(2 ** -14 - 2 ** -25), 0x0400],
+    ['BF16', f32Bits(1 + 2 ** -8), 0x3f80],
+    ['BF16', f32Bits(1 + 3 * 2 ** -8), 0x3f82],
+    ['BF16', 0x7f7fffff, 0x7f80],
+    ['BF16', 0x7f7f7fff, 0x7f7f],
+    ['BF16', 0x7f7f8000, 0x7f80],
+    ['BF16', 0x7f7e8000, 0x7f7e],
+    ['BF16', 0x7f800001, 0x7fc0],
+    ['BF16', 0xff800001, 0xffc0],
+    ['BF16', 0x00008000, 0x0000],
+    ['BF16', 0x00018000, 0x0002],
     ['BF16', 0x80000001, 0x8000],
   ]
   test.each(encodings)('F32 -> %s of bits %i', (name, bits, expected) => {
@@ -163,11 +222,19 @@ describe('the reference agrees with values from the format specifications', () =
 
   // Doubles just above a tie of the target: rounding through F32 first lands on the tie, then rounds to even.
   const doubles: Array<['F16' | 'BF16', number, number]> = [
-    ['F16', 1 + Math.pow(2, -11) + Math.pow(2, -40), 0x3c01], ['F16', 1 + Math.pow(2, -11), 0x3c00],
-    ['F16', 65520 - Math.pow(2, -30), 0x7bff], ['F16', 65520, 0x7c00], ['F16', 1e300, 0x7c00], ['F16', -5e-324, 0x8000],
-    ['F16', Math.pow(2, -25) + Math.pow(2, -60), 0x0001], ['F16', Math.pow(2, -25), 0x0000],
-    ['BF16', 1 + Math.pow(2, -8) + Math.pow(2, -40), 0x3f81], ['BF16', Math.pow(2, -134) * (1 + Math.pow(2, -30)), 0x0001],
-    ['BF16', Math.pow(2, -134), 0x0000], ['BF16', 3 * Math.pow(2, -134), 0x0002], ['BF16', Number.MAX_VALUE, 0x7f80],
+    ['F16', 1 + 2 ** -11 + 2 ** -40, 0x3c01],
+    ['F16', 1 + 2 ** -11, 0x3c00],
+    ['F16', 65520 - 2 ** -30, 0x7bff],
+    ['F16', 65520, 0x7c00],
+    ['F16', 1e300, 0x7c00],
+    ['F16', -5e-324, 0x8000],
+    ['F16', 2 ** -25 + 2 ** -60, 0x0001],
+    ['F16', 2 ** -25, 0x0000],
+    ['BF16', 1 + 2 ** -8 + 2 ** -40, 0x3f81],
+    ['BF16', 2 ** -134 * (1 + 2 ** -30), 0x0001],
+    ['BF16', 2 ** -134, 0x0000],
+    ['BF16', 3 * 2 ** -134, 0x0002],
+    ['BF16', Number.MAX_VALUE, 0x7f80],
   ]
   test.each(doubles)('F64 -> %s of %d', (name, value, expected) => {
     expect(encodeValue(name, value)).toBe(expected)
@@ -175,10 +242,10 @@ describe('the reference agrees with values from the format specifications', () =
 
   test('bigint rounding is exact where Number() would round twice', () => {
     const v = (1n << 60n) + (1n << 36n) + 1n
-    expect(bigintToF32(v)).toBe(Math.pow(2, 60) + Math.pow(2, 37))
-    expect(Math.fround(Number(v))).toBe(Math.pow(2, 60)) // the trap the exact reference avoids
-    expect(bigintToF32((1n << 64n) - 1n)).toBe(Math.pow(2, 64))
-    expect(bigintToF32((1n << 63n) + (1n << 39n))).toBe(Math.pow(2, 63))
+    expect(bigintToF32(v)).toBe(2 ** 60 + 2 ** 37)
+    expect(Math.fround(Number(v))).toBe(2 ** 60) // the trap the exact reference avoids
+    expect(bigintToF32((1n << 64n) - 1n)).toBe(2 ** 64)
+    expect(bigintToF32((1n << 63n) + (1n << 39n))).toBe(2 ** 63)
     expect(bigintToF32((1n << 24n) + 3n)).toBe(16777220)
   })
 })
@@ -241,7 +308,8 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
     })
 
     test('NaN rules: F8 NaNs are the quiet NaN with their sign, F8_E8M0 positive, F16 <-> BF16 keep the top payload bits', () => {
-      const bits = (from: DType, to: DType, codes: number[]) => Array.from(convert(bitsOf(from) === 8 ? Uint8Array.from(codes) : Uint16Array.from(codes), from, to as 'F16'))
+      const bits = (from: DType, to: DType, codes: number[]) =>
+        Array.from(convert(bitsOf(from) === 8 ? Uint8Array.from(codes) : Uint16Array.from(codes), from, to as 'F16'))
       expect(bits('F8_E4M3', 'F16', [0x7f, 0xff])).toEqual([0x7e00, 0xfe00])
       expect(bits('F8_E5M2', 'BF16', [0x7d, 0xff, 0x7c])).toEqual([0x7fc0, 0xffc0, 0x7f80])
       expect(bits('F8_E4M3FNUZ', 'F16', [0x80])).toEqual([0xfe00])
@@ -260,7 +328,7 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
       for (let e = -150; e <= 128; e++) {
         for (const m of [0, 0.5, 1, 1.5, 2.5, 3.5]) {
           // m/2^mantBits above a power of two: halves are exact ties, odd and even neighbours both.
-          const value = Math.pow(2, e) * (1 + m * Math.pow(2, -mantBits))
+          const value = 2 ** e * (1 + m * 2 ** -mantBits)
           values.push(Math.fround(value), -Math.fround(value))
         }
       }
@@ -302,26 +370,66 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
           near.push(p + half, p + 3n * half, p + half + 1n, p + half - 1n, p + (half << 1n) + half)
         }
       }
-      const random = Array.from({ length: 2000 }, (_, i) => BigInt.asUintN(64, (BigInt(mulberry32(i)()) << 32n) | BigInt(mulberry32(i + 9999)())) >> BigInt(i % 40))
-      const u64 = BigUint64Array.from([0n, 1n, (1n << 64n) - 1n, (1n << 64n) - (1n << 40n), (1n << 63n) + (1n << 39n), ...near.filter((v) => v >= 0n && v < 1n << 64n), ...random])
+      const random = Array.from(
+        { length: 2000 },
+        (_, i) => BigInt.asUintN(64, (BigInt(mulberry32(i)()) << 32n) | BigInt(mulberry32(i + 9999)())) >> BigInt(i % 40),
+      )
+      const u64 = BigUint64Array.from([
+        0n,
+        1n,
+        (1n << 64n) - 1n,
+        (1n << 64n) - (1n << 40n),
+        (1n << 63n) + (1n << 39n),
+        ...near.filter((v) => v >= 0n && v < 1n << 64n),
+        ...random,
+      ])
       checkConvert('U64', 'F32', bytesOf(u64), 'U64')
-      const i64 = BigInt64Array.from([0n, -1n, (1n << 63n) - 1n, -(1n << 63n), -(1n << 63n) + 1n, ...near.filter((v) => v < 1n << 63n).flatMap((v) => [v, -v]), ...random.map((v) => BigInt.asIntN(64, v))])
+      const i64 = BigInt64Array.from([
+        0n,
+        -1n,
+        (1n << 63n) - 1n,
+        -(1n << 63n),
+        -(1n << 63n) + 1n,
+        ...near.filter((v) => v < 1n << 63n).flatMap((v) => [v, -v]),
+        ...random.map((v) => BigInt.asIntN(64, v)),
+      ])
       checkConvert('I64', 'F32', bytesOf(i64), 'I64')
       const tricky = (1n << 60n) + (1n << 36n) + 1n
-      expect(convert(BigInt64Array.of(tricky), 'I64', 'F32')[0]).toBe(Math.pow(2, 60) + Math.pow(2, 37))
+      expect(convert(BigInt64Array.of(tricky), 'I64', 'F32')[0]).toBe(2 ** 60 + 2 ** 37)
     })
 
     test('F64: extremes, subnormals, ties, NaN with sign, random patterns', () => {
       const max = 3.4028234663852886e38
       const values = [
-        0, -0, Infinity, -Infinity, NaN, max, -max, 1e300, -1e300, 5e-324, -5e-324, Number.MAX_VALUE,
-        (2 - Math.pow(2, -24)) * Math.pow(2, 127), (2 - Math.pow(2, -24) - Math.pow(2, -50)) * Math.pow(2, 127),
-        Math.pow(2, -149), Math.pow(2, -150), 1.5 * Math.pow(2, -150), 1.5 * Math.pow(2, -149), Math.pow(2, -126) * (1 - Math.pow(2, -24)),
-        1 + Math.pow(2, -24), 1 + 3 * Math.pow(2, -24), 1 + Math.pow(2, -24) + Math.pow(2, -52), 0.1, 1 / 3, 16777217,
+        0,
+        -0,
+        Infinity,
+        -Infinity,
+        NaN,
+        max,
+        -max,
+        1e300,
+        -1e300,
+        5e-324,
+        -5e-324,
+        Number.MAX_VALUE,
+        (2 - 2 ** -24) * 2 ** 127,
+        (2 - 2 ** -24 - 2 ** -50) * 2 ** 127,
+        2 ** -149,
+        2 ** -150,
+        1.5 * 2 ** -150,
+        1.5 * 2 ** -149,
+        2 ** -126 * (1 - 2 ** -24),
+        1 + 2 ** -24,
+        1 + 3 * 2 ** -24,
+        1 + 2 ** -24 + 2 ** -52,
+        0.1,
+        1 / 3,
+        16777217,
       ]
       const nans = new BigUint64Array([0x7ff8000000000000n, 0xfff8000000000000n, 0x7ff0000000000001n, 0xfff0000000000001n, 0xffffffffffffffffn])
       const random = new Float64Array(randomBytes(80_000, 3).buffer)
-      const near = Array.from({ length: 10_000 }, (_, i) => f32FromBits(mulberry32(i + 1)()) * (1 + (i % 7) * Math.pow(2, -25)))
+      const near = Array.from({ length: 10_000 }, (_, i) => f32FromBits(mulberry32(i + 1)()) * (1 + (i % 7) * 2 ** -25))
       const input = new Uint8Array([...bytesOf(Float64Array.from([...values, ...near])), ...bytesOf(nans), ...bytesOf(random)])
       checkConvert('F64', 'F32', input, 'F64')
       const result = new Uint32Array(convert(bytesOf(nans), 'F64', 'F32').buffer.slice(0))
@@ -332,17 +440,26 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
   describe('F64 to F16 and BF16, rounded once', () => {
     test.each(NARROW_TARGETS)('ties, near-ties, subnormals, overflow, NaN payloads and random doubles to %s', (to) => {
       const input = bytesOf(Float64Array.from([...f64Cases(to), ...randomDoubles(to, 20_000)]))
-      const nans = bytesOf(new BigUint64Array([
-        0x7ff8000000000000n, 0xfff8000000000000n, 0x7ff0000000000001n, 0xfff0000000000001n, 0xffffffffffffffffn,
-        0x7ff4000000000000n, 0x7ff0040000000000n, 0xfff0200000000000n, 0x7ff0000020000000n,
-      ]))
+      const nans = bytesOf(
+        new BigUint64Array([
+          0x7ff8000000000000n,
+          0xfff8000000000000n,
+          0x7ff0000000000001n,
+          0xfff0000000000001n,
+          0xffffffffffffffffn,
+          0x7ff4000000000000n,
+          0x7ff0040000000000n,
+          0xfff0200000000000n,
+          0x7ff0000020000000n,
+        ]),
+      )
       const random = randomBytes(80_000, 5)
       checkConvert('F64', to, new Uint8Array([...input, ...nans, ...random]), `F64 -> ${to}`)
     })
 
     test('a double just above a tie rounds up, where rounding through F32 would land on the tie and round to even', () => {
-      expect(Array.from(convert(Float64Array.of(1 + Math.pow(2, -11) + Math.pow(2, -40), 1 + Math.pow(2, -11)), 'F64', 'F16'))).toEqual([0x3c01, 0x3c00])
-      expect(Array.from(convert(Float64Array.of(1 + Math.pow(2, -8) + Math.pow(2, -40), -(1 + Math.pow(2, -8))), 'F64', 'BF16'))).toEqual([0x3f81, 0xbf80])
+      expect(Array.from(convert(Float64Array.of(1 + 2 ** -11 + 2 ** -40, 1 + 2 ** -11), 'F64', 'F16'))).toEqual([0x3c01, 0x3c00])
+      expect(Array.from(convert(Float64Array.of(1 + 2 ** -8 + 2 ** -40, -(1 + 2 ** -8)), 'F64', 'BF16'))).toEqual([0x3f81, 0xbf80])
     })
   })
 
@@ -400,7 +517,14 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
     })
 
     test.each([
-      ['F16', 3], ['BF16', 1], ['I32', 6], ['F64', 12], ['U64', 9], ['F6_E2M3', 4], ['F6_E3M2', 5], ['I16', 7],
+      ['F16', 3],
+      ['BF16', 1],
+      ['I32', 6],
+      ['F64', 12],
+      ['U64', 9],
+      ['F6_E2M3', 4],
+      ['F6_E3M2', 5],
+      ['I16', 7],
     ] as const)('a %s input of %i bytes is a clear TensorInvalidInfo', (dtype, length) => {
       const call = () => convert(new Uint8Array(length), dtype, 'F32')
       expect(call).toThrow(SafetensorsError)
@@ -414,16 +538,23 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
       expect(convert(new Uint8Array(6), 'F6_E3M2', 'F32')).toHaveLength(8)
     })
 
-    test.each([['C64', 'F32'], ['F32', 'I32'], ['F32', 'F8_E4M3'], ['I32', 'F16'], ['U8', 'BF16'], ['C64', 'F16'], ['BF16', 'F64']] as const)(
-      '%s -> %s is UnsupportedConversion naming both',
-      (from, to) => {
-        const call = () => convert(new Uint8Array(8), from, to)
-        expect(call).toThrow(expect.objectContaining({ code: 'UnsupportedConversion', message: expect.stringContaining(`${from} to ${to}`) }))
-      },
-    )
+    test.each([
+      ['C64', 'F32'],
+      ['F32', 'I32'],
+      ['F32', 'F8_E4M3'],
+      ['I32', 'F16'],
+      ['U8', 'BF16'],
+      ['C64', 'F16'],
+      ['BF16', 'F64'],
+    ] as const)('%s -> %s is UnsupportedConversion naming both', (from, to) => {
+      const call = () => convert(new Uint8Array(8), from, to)
+      expect(call).toThrow(expect.objectContaining({ code: 'UnsupportedConversion', message: expect.stringContaining(`${from} to ${to}`) }))
+    })
 
     test('an unknown dtype is UnsupportedConversion', () => {
-      expect(() => convert(new Uint8Array(4), 'F128' as DType, 'F32')).toThrow(expect.objectContaining({ code: 'UnsupportedConversion', message: expect.stringContaining('F128') }))
+      expect(() => convert(new Uint8Array(4), 'F128' as DType, 'F32')).toThrow(
+        expect.objectContaining({ code: 'UnsupportedConversion', message: expect.stringContaining('F128') }),
+      )
     })
 
     test('identity returns a copy in the natural array', () => {
@@ -473,7 +604,10 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
       reserveMemory(sharedCore(), sharedCore().memory.buffer.byteLength + (64 << 20))
       convert(randomBytes(1 << 16, 2), 'BF16', 'F32')
       expect(first.length).toBe(65536 * repeats)
-      for (const [name, result] of [['F16', first], ['BF16', second]] as const) {
+      for (const [name, result] of [
+        ['F16', first],
+        ['BF16', second],
+      ] as const) {
         const expected = referenceConvert(name, 'F32', codes)
         const bytes = bytesOf(result)
         for (let r = 0; r < repeats; r++) expectSameBits(bytes.subarray(r * expected.length, (r + 1) * expected.length), expected, 4, `${name} copy ${r}`)

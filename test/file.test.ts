@@ -43,7 +43,10 @@ const CASES = [
 describe.each(CASES)('$dtype -> $to over $bytes bytes', ({ dtype, to, bytes }) => {
   const width = dtype === 'F6_E3M2' ? 0.75 : dtype === 'F8_E4M3' ? 1 : dtype === 'F64' ? 8 : 2
   const raw = r.bytes(bytes)
-  const file = buildFile([{ name: 't', dtype, shape: [bytes / width], bytes: raw }, { name: 'pad', dtype: 'U8', shape: [3], bytes: r.bytes(3) }])
+  const file = buildFile([
+    { name: 't', dtype, shape: [bytes / width], bytes: raw },
+    { name: 'pad', dtype: 'U8', shape: [3], bytes: r.bytes(3) },
+  ])
 
   test.each(['little', 'big'] as const)('converted as it arrives (%s-endian file) equals the whole-tensor conversion', async (byteOrder) => {
     const plain = await (await open(file, { byteOrder })).getTensor('t', { dtype: to })
@@ -59,7 +62,7 @@ describe.each(CASES)('$dtype -> $to over $bytes bytes', ({ dtype, to, bytes }) =
     }
   })
 
-  test('out: the result lands in the caller\'s buffer at its offset, nothing outside it changes', async () => {
+  test("out: the result lands in the caller's buffer at its offset, nothing outside it changes", async () => {
     const plain = await (await open(file)).getTensor('t', { dtype: to })
     const before = 64
     const buffer = new ArrayBuffer(before + plain.data.byteLength + 32)

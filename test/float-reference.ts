@@ -53,7 +53,7 @@ export function decodeValue(format: FloatFormat, code: number): number {
   let value: number
   if (format.specials === 'e8m0') {
     if (code === 0xff) return NaN
-    value = Math.pow(2, code - 127)
+    value = 2 ** (code - 127)
   } else if (format.specials === 'fnuz' && code === 1 << width) {
     return NaN // the code of negative zero is the only NaN
   } else if (format.specials === 'ieee' && exponent === allOnes) {
@@ -61,9 +61,9 @@ export function decodeValue(format: FloatFormat, code: number): number {
   } else if (format.specials === 'fn' && exponent === allOnes && mantissa === (1 << format.mantBits) - 1) {
     return NaN
   } else if (exponent === 0) {
-    value = mantissa * Math.pow(2, 1 - format.bias - format.mantBits)
+    value = mantissa * 2 ** (1 - format.bias - format.mantBits)
   } else {
-    value = (1 + mantissa / Math.pow(2, format.mantBits)) * Math.pow(2, exponent - format.bias)
+    value = (1 + mantissa / 2 ** format.mantBits) * 2 ** (exponent - format.bias)
   }
   return negative ? -value : value
 }
@@ -92,8 +92,8 @@ export function decodeToF32Bits(name: FloatName, code: number): number {
 /** floor(log2(a)) for a finite a > 0, exactly. */
 function floorLog2(a: number): number {
   let e = Math.floor(Math.log2(a))
-  if (Math.pow(2, e) > a) e--
-  if (Math.pow(2, e + 1) <= a) e++
+  if (2 ** e > a) e--
+  if (2 ** (e + 1) <= a) e++
   return e
 }
 
@@ -118,8 +118,8 @@ export interface NaNBits {
  */
 export function encodeNaN(name: 'BF16' | 'F16', nan: NaNBits): number {
   const { expBits, mantBits } = FORMATS[name]
-  const top = Math.floor(nan.payload * Math.pow(2, mantBits - nan.payloadBits))
-  return nan.sign * Math.pow(2, expBits + mantBits) + (((1 << expBits) - 1) << mantBits) + ((top | (1 << (mantBits - 1))) & ((1 << mantBits) - 1))
+  const top = Math.floor(nan.payload * 2 ** (mantBits - nan.payloadBits))
+  return nan.sign * 2 ** (expBits + mantBits) + (((1 << expBits) - 1) << mantBits) + ((top | (1 << (mantBits - 1))) & ((1 << mantBits) - 1))
 }
 
 /**
@@ -136,14 +136,14 @@ export function encodeValue(name: 'BF16' | 'F16', value: number): number {
   const minExponent = 1 - bias
   const maxExponent = (1 << expBits) - 2 - bias
   let exponent = a === 0 ? minExponent : Math.max(minExponent, floorLog2(a))
-  let steps = roundHalfEven(a / Math.pow(2, exponent - mantBits))
-  if (steps === Math.pow(2, mantBits + 1)) {
+  let steps = roundHalfEven(a / 2 ** (exponent - mantBits))
+  if (steps === 2 ** (mantBits + 1)) {
     exponent++
     steps /= 2
   }
   if (exponent > maxExponent) return infinity
-  if (steps < Math.pow(2, mantBits)) return signBit | steps // subnormal (or zero)
-  return signBit | ((exponent + bias) << mantBits) | (steps - Math.pow(2, mantBits))
+  if (steps < 2 ** mantBits) return signBit | steps // subnormal (or zero)
+  return signBit | ((exponent + bias) << mantBits) | (steps - 2 ** mantBits)
 }
 
 /** The BF16 or F16 bits of F32 bits. */
@@ -167,7 +167,7 @@ export function bigintToF32(v: bigint): number {
     const rest = a - (kept << shift)
     const half = 1n << (shift - 1n)
     if (rest > half || (rest === half && (kept & 1n) === 1n)) kept++
-    result = Number(kept) * Math.pow(2, length - 24)
+    result = Number(kept) * 2 ** (length - 24)
   }
   return negative ? -result : result
 }
@@ -182,37 +182,70 @@ export function f4Code(bytes: Uint8Array, index: number): number {
 export function f6Code(bytes: Uint8Array, index: number): number {
   const group = Math.floor(index / 4) * 3
   const bits = bytes[group] + bytes[group + 1] * 256 + bytes[group + 2] * 65536
-  return Math.floor(bits / Math.pow(2, 6 * (index % 4))) % 64
+  return Math.floor(bits / 2 ** (6 * (index % 4))) % 64
 }
 
 /** Bits per element of each source the reference knows. */
 export const SOURCE_BITS: Record<string, number> = {
-  BF16: 16, F16: 16, F8_E4M3: 8, F8_E5M2: 8, F8_E4M3FNUZ: 8, F8_E5M2FNUZ: 8, F8_E8M0: 8, F4: 4,
-  F6_E2M3: 6, F6_E3M2: 6, F64: 64, I8: 8, I16: 16, I32: 32, I64: 64, U8: 8, U16: 16, U32: 32, U64: 64, BOOL: 8,
+  BF16: 16,
+  F16: 16,
+  F8_E4M3: 8,
+  F8_E5M2: 8,
+  F8_E4M3FNUZ: 8,
+  F8_E5M2FNUZ: 8,
+  F8_E8M0: 8,
+  F4: 4,
+  F6_E2M3: 6,
+  F6_E3M2: 6,
+  F64: 64,
+  I8: 8,
+  I16: 16,
+  I32: 32,
+  I64: 64,
+  U8: 8,
+  U16: 16,
+  U32: 32,
+  U64: 64,
+  BOOL: 8,
 }
 
 /** The F32 bits of element `index` of `bytes` (little-endian) in `dtype`. */
 function elementToF32Bits(dtype: string, bytes: Uint8Array, view: DataView, index: number): number {
   switch (dtype) {
-    case 'F4': return decodeToF32Bits('F4', f4Code(bytes, index))
-    case 'F6_E2M3': case 'F6_E3M2': return decodeToF32Bits(dtype, f6Code(bytes, index))
-    case 'BF16': case 'F16': return decodeToF32Bits(dtype, view.getUint16(index * 2, true))
-    case 'BOOL': return f32Bits(bytes[index] !== 0 ? 1 : 0)
-    case 'U8': return f32Bits(bytes[index])
-    case 'I8': return f32Bits(view.getInt8(index))
-    case 'U16': return f32Bits(view.getUint16(index * 2, true))
-    case 'I16': return f32Bits(view.getInt16(index * 2, true))
+    case 'F4':
+      return decodeToF32Bits('F4', f4Code(bytes, index))
+    case 'F6_E2M3':
+    case 'F6_E3M2':
+      return decodeToF32Bits(dtype, f6Code(bytes, index))
+    case 'BF16':
+    case 'F16':
+      return decodeToF32Bits(dtype, view.getUint16(index * 2, true))
+    case 'BOOL':
+      return f32Bits(bytes[index] !== 0 ? 1 : 0)
+    case 'U8':
+      return f32Bits(bytes[index])
+    case 'I8':
+      return f32Bits(view.getInt8(index))
+    case 'U16':
+      return f32Bits(view.getUint16(index * 2, true))
+    case 'I16':
+      return f32Bits(view.getInt16(index * 2, true))
     // Number() of a 32-bit integer is exact, so Math.fround rounds once, to nearest even.
-    case 'U32': return f32Bits(Math.fround(view.getUint32(index * 4, true)))
-    case 'I32': return f32Bits(Math.fround(view.getInt32(index * 4, true)))
-    case 'U64': return f32Bits(bigintToF32(view.getBigUint64(index * 8, true)))
-    case 'I64': return f32Bits(bigintToF32(view.getBigInt64(index * 8, true)))
+    case 'U32':
+      return f32Bits(Math.fround(view.getUint32(index * 4, true)))
+    case 'I32':
+      return f32Bits(Math.fround(view.getInt32(index * 4, true)))
+    case 'U64':
+      return f32Bits(bigintToF32(view.getBigUint64(index * 8, true)))
+    case 'I64':
+      return f32Bits(bigintToF32(view.getBigInt64(index * 8, true)))
     case 'F64': {
       const value = view.getFloat64(index * 8, true)
       if (Number.isNaN(value)) return ((view.getUint32(index * 8 + 4, true) & 0x80000000) | QUIET_NAN) >>> 0
       return f32Bits(Math.fround(value))
     }
-    default: return decodeToF32Bits(dtype as FloatName, bytes[index])
+    default:
+      return decodeToF32Bits(dtype as FloatName, bytes[index])
   }
 }
 
@@ -223,7 +256,7 @@ const PAYLOAD_SOURCES = new Set(['BF16', 'F16', 'F32', 'F64'])
 function elementValue(dtype: string, bytes: Uint8Array, view: DataView, index: number): { value: number; nan: NaNBits } {
   if (dtype === 'F64') {
     const high = view.getUint32(index * 8 + 4, true)
-    const payload = (high & 0xfffff) * Math.pow(2, 32) + view.getUint32(index * 8, true)
+    const payload = (high & 0xfffff) * 2 ** 32 + view.getUint32(index * 8, true)
     return { value: view.getFloat64(index * 8, true), nan: { sign: high >>> 31, payload, payloadBits: 52 } }
   }
   if (dtype === 'F32') {
@@ -231,10 +264,14 @@ function elementValue(dtype: string, bytes: Uint8Array, view: DataView, index: n
     return { value: f32FromBits(bits), nan: { sign: bits >>> 31, payload: bits & 0x7fffff, payloadBits: 23 } }
   }
   const name = dtype as FloatName
-  const code = name === 'F4' ? f4Code(bytes, index)
-    : name === 'F6_E2M3' || name === 'F6_E3M2' ? f6Code(bytes, index)
-      : name === 'BF16' || name === 'F16' ? view.getUint16(index * 2, true)
-        : bytes[index]
+  const code =
+    name === 'F4'
+      ? f4Code(bytes, index)
+      : name === 'F6_E2M3' || name === 'F6_E3M2'
+        ? f6Code(bytes, index)
+        : name === 'BF16' || name === 'F16'
+          ? view.getUint16(index * 2, true)
+          : bytes[index]
   const format: FloatFormat = FORMATS[name]
   const width = format.expBits + format.mantBits
   const sign = format.signed ? (code >> width) & 1 : 0

@@ -4,407 +4,501 @@
 //   FUZZ_MUTANTS=100000 npx vitest run test/fuzz.test.ts     # more mutants (default 3000)
 //   FUZZ_SEED=123 | FUZZ_SEED=random                          # another seed (default fixed, for CI)
 //   FUZZ_SEED=123 FUZZ_ONLY=4567                              # replay one mutant from a failure report
-import { readFileSync } from 'node:fs';
-import { expect, test } from 'vitest';
-import { parseHeader, SafetensorsError } from '../src/index.ts';
-import { entry, escapeBytes, FIXTURES_REAL, obj, realFixtures, utf8 } from './helpers.ts';
-import { DTYPE_BITS, referenceValidate, type RefResult, type RefTensor } from './reference-validator.ts';
-import { prng } from './random.ts';
+import { readFileSync } from 'node:fs'
+import { expect, test } from 'vitest'
+import { parseHeader, SafetensorsError } from '../src/index.ts'
+import { entry, escapeBytes, FIXTURES_REAL, obj, realFixtures, utf8 } from './helpers.ts'
+import { DTYPE_BITS, referenceValidate, type RefResult, type RefTensor } from './reference-validator.ts'
+import { prng } from './random.ts'
 
-const COUNT = Number(process.env.FUZZ_MUTANTS ?? 3000);
-const SEED =
-  process.env.FUZZ_SEED === 'random'
-    ? (Math.random() * 2 ** 32) >>> 0
-    : Number(process.env.FUZZ_SEED ?? 20250101) >>> 0;
-const ONLY = process.env.FUZZ_ONLY === undefined ? undefined : Number(process.env.FUZZ_ONLY);
+const COUNT = Number(process.env.FUZZ_MUTANTS ?? 3000)
+const SEED = process.env.FUZZ_SEED === 'random' ? (Math.random() * 2 ** 32) >>> 0 : Number(process.env.FUZZ_SEED ?? 20250101) >>> 0
+const ONLY = process.env.FUZZ_ONLY === undefined ? undefined : Number(process.env.FUZZ_ONLY)
 
 // ---- PRNG ---------------------------------------------------------------------------------------
 
-
 /** Each mutant gets its own stream, so one mutant can be replayed alone (FUZZ_ONLY). */
 function rngFor(index: number) {
-  const next = prng(SEED ^ Math.imul(index + 1, 0x9e3779b1));
-  const int = (n: number) => Math.floor(next() * n); // 0 .. n-1
-  const pick = <T,>(a: readonly T[]): T => a[int(a.length)];
-  return { next, int, pick };
+  const next = prng(SEED ^ Math.imul(index + 1, 0x9e3779b1))
+  const int = (n: number) => Math.floor(next() * n) // 0 .. n-1
+  const pick = <T>(a: readonly T[]): T => a[int(a.length)]
+  return { next, int, pick }
 }
-type Rng = ReturnType<typeof rngFor>;
+type Rng = ReturnType<typeof rngFor>
 
 // ---- seed files ---------------------------------------------------------------------------------
 
 interface Seed {
-  name: string;
-  header: string; // one char per byte (latin1 view), so any byte survives mutation
-  dataLength: number;
+  name: string
+  header: string // one char per byte (latin1 view), so any byte survives mutation
+  dataLength: number
 }
 
 function bytesToLatin1(b: Uint8Array): string {
-  let s = '';
-  for (let i = 0; i < b.length; i += 8192) s += String.fromCharCode(...b.subarray(i, i + 8192));
-  return s;
+  let s = ''
+  for (let i = 0; i < b.length; i += 8192) s += String.fromCharCode(...b.subarray(i, i + 8192))
+  return s
 }
-const latin1ToBytes = (s: string) => Uint8Array.from(s, (c) => c.charCodeAt(0));
-const utf8Latin1 = (s: string) => bytesToLatin1(utf8(s));
+const latin1ToBytes = (s: string) => Uint8Array.from(s, (c) => c.charCodeAt(0))
+const utf8Latin1 = (s: string) => bytesToLatin1(utf8(s))
 
 function seeds(): Seed[] {
-  const out: Seed[] = [];
+  const out: Seed[] = []
   for (const f of realFixtures().valid) {
-    const b = new Uint8Array(readFileSync(FIXTURES_REAL + f));
-    const n = Number(new DataView(b.buffer, b.byteOffset).getBigUint64(0, true));
-    out.push({ name: f, header: bytesToLatin1(b.subarray(8, 8 + n)), dataLength: b.length - 8 - n });
+    const b = new Uint8Array(readFileSync(FIXTURES_REAL + f))
+    const n = Number(new DataView(b.buffer, b.byteOffset).getBigUint64(0, true))
+    out.push({ name: f, header: bytesToLatin1(b.subarray(8, 8 + n)), dataLength: b.length - 8 - n })
   }
-  const synth = (name: string, header: string, dataLength: number) =>
-    out.push({ name, header: utf8Latin1(header), dataLength });
-  synth('empty', '{}', 0);
-  synth('padded empty', ' \t{ }\r\n    ', 0);
-  synth('metadata, escapes, zero-size, F4/F6',
+  const synth = (name: string, header: string, dataLength: number) => out.push({ name, header: utf8Latin1(header), dataLength })
+  synth('empty', '{}', 0)
+  synth('padded empty', ' \t{ }\r\n    ', 0)
+  synth(
+    'metadata, escapes, zero-size, F4/F6',
     '{"__metadata__":{"format":"pt","k\\u00e9y":"v\\"al","emoji":"\\ud83d\\ude00"},' +
-    '"a\\u0062c":{"dtype":"F4","shape":[2,3],"data_offsets":[0,3]},' +
-    '"zero":{"dtype":"F32","shape":[0,5],"data_offsets":[3,3]},' +
-    '"f6":{"dtype":"F6_E2M3","shape":[8],"data_offsets":[3,9]},' +
-    '"😀":{"dtype":"BF16","shape":[],"data_offsets":[9,11]},' +
-    '"f6b":{"dtype":"F6_E3M2","shape":[4,1],"data_offsets":[11,14]},' +
-    '"last0":{"dtype":"U64","shape":[3,0],"data_offsets":[14,14]}}   ', 14);
+      '"a\\u0062c":{"dtype":"F4","shape":[2,3],"data_offsets":[0,3]},' +
+      '"zero":{"dtype":"F32","shape":[0,5],"data_offsets":[3,3]},' +
+      '"f6":{"dtype":"F6_E2M3","shape":[8],"data_offsets":[3,9]},' +
+      '"😀":{"dtype":"BF16","shape":[],"data_offsets":[9,11]},' +
+      '"f6b":{"dtype":"F6_E3M2","shape":[4,1],"data_offsets":[11,14]},' +
+      '"last0":{"dtype":"U64","shape":[3,0],"data_offsets":[14,14]}}   ',
+    14,
+  )
   // Every dtype, header order the reverse of data order, unknown extra fields.
-  const dts = [...DTYPE_BITS];
-  let off = 0;
+  const dts = [...DTYPE_BITS]
+  let off = 0
   const entries = dts.map(([dt, bits]) => {
-    const e = `"t_${dt}":{"dtype":"${dt}","shape":[2,4],"data_offsets":[${off},${off + bits}],"extra":{"n":[1,-2.5e3,true,null],"s":"x"}}`;
-    off += bits;
-    return e;
-  });
-  synth('all dtypes, reversed', `{"__metadata__":null,${entries.reverse().join(',')}}`, off);
-  synth('scalars and names',
-    obj(entry('a"b', 'I64', [], 0, 8), entry('é', 'U8', [1], 8, 9), entry('\\', 'F16', [1, 1, 1], 9, 11), entry('', 'BOOL', [0], 11, 11)), 11);
-  synth('big dims, tiny data', obj(entry('w', 'U8', [1, 1, 1, 1, 1, 1, 1, 1, 1, 1], 0, 1), entry('z', 'F64', [100000, 0], 1, 1)), 1);
-  return out;
+    const e = `"t_${dt}":{"dtype":"${dt}","shape":[2,4],"data_offsets":[${off},${off + bits}],"extra":{"n":[1,-2.5e3,true,null],"s":"x"}}`
+    off += bits
+    return e
+  })
+  synth('all dtypes, reversed', `{"__metadata__":null,${entries.reverse().join(',')}}`, off)
+  synth(
+    'scalars and names',
+    obj(entry('a"b', 'I64', [], 0, 8), entry('é', 'U8', [1], 8, 9), entry('\\', 'F16', [1, 1, 1], 9, 11), entry('', 'BOOL', [0], 11, 11)),
+    11,
+  )
+  synth('big dims, tiny data', obj(entry('w', 'U8', [1, 1, 1, 1, 1, 1, 1, 1, 1, 1], 0, 1), entry('z', 'F64', [100000, 0], 1, 1)), 1)
+  return out
 }
 
 // ---- mutations ----------------------------------------------------------------------------------
 
 interface Mutant {
-  header: string; // latin1 view
-  dataLength: number;
-  n?: bigint; // header length field; default: header byte length
-  cut?: number; // truncate the whole file to this many bytes
-  log: string[];
+  header: string // latin1 view
+  dataLength: number
+  n?: bigint // header length field; default: header byte length
+  cut?: number // truncate the whole file to this many bytes
+  log: string[]
 }
 
-const INTERESTING_BYTES = [0x00, 0x09, 0x0a, 0x0c, 0x0d, 0x20, 0x22, 0x2c, 0x2d, 0x2e, 0x30, 0x31, 0x3a, 0x5b, 0x5c, 0x5d,
-  0x65, 0x7b, 0x7d, 0x75, 0x7f, 0x80, 0xa0, 0xbf, 0xc0, 0xc2, 0xe0, 0xed, 0xef, 0xf4, 0xf5, 0xff];
-const NUMBERS = ['0', '1', '2', '7', '8', '9007199254740991', '9007199254740992', '9007199254740993',
-  '18446744073709551615', '18446744073709551616', '4294967296', '1000000000000000000000000000000',
-  '-1', '-0', '1.0', '1e0', '01', '1E3', '0.5'];
+const INTERESTING_BYTES = [
+  0x00, 0x09, 0x0a, 0x0c, 0x0d, 0x20, 0x22, 0x2c, 0x2d, 0x2e, 0x30, 0x31, 0x3a, 0x5b, 0x5c, 0x5d, 0x65, 0x7b, 0x7d, 0x75, 0x7f, 0x80, 0xa0, 0xbf, 0xc0, 0xc2,
+  0xe0, 0xed, 0xef, 0xf4, 0xf5, 0xff,
+]
+const NUMBERS = [
+  '0',
+  '1',
+  '2',
+  '7',
+  '8',
+  '9007199254740991',
+  '9007199254740992',
+  '9007199254740993',
+  '18446744073709551615',
+  '18446744073709551616',
+  '4294967296',
+  '1000000000000000000000000000000',
+  '-1',
+  '-0',
+  '1.0',
+  '1e0',
+  '01',
+  '1E3',
+  '0.5',
+]
 const SNIPPETS = [
-  '"__metadata__":null', '"__metadata__":{"a":"b"}', '"__metadata__":{"a":1}', '"__metadata__":{}',
-  '"x":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}', '"y":{"dtype":"F4","shape":[1],"data_offsets":[0,0]}',
+  '"__metadata__":null',
+  '"__metadata__":{"a":"b"}',
+  '"__metadata__":{"a":1}',
+  '"__metadata__":{}',
+  '"x":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}',
+  '"y":{"dtype":"F4","shape":[1],"data_offsets":[0,0]}',
   '"deep":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"e":[[[[{"a":[]}]]]]}',
-  '"d\\u0075p":{"dtype":"U8","shape":[],"data_offsets":[0,1]}', '"q":1', '"q":null',
-];
-const WHITESPACE = [' ', '\t', '\n', '\r', '\f', '\v', '\u00c2\u00a0' /* NBSP */, '\u00ef\u00bb\u00bf' /* BOM */];
+  '"d\\u0075p":{"dtype":"U8","shape":[],"data_offsets":[0,1]}',
+  '"q":1',
+  '"q":null',
+]
+const WHITESPACE = [' ', '\t', '\n', '\r', '\f', '\v', '\u00c2\u00a0' /* NBSP */, '\u00ef\u00bb\u00bf' /* BOM */]
 
 /** Spans [start, end) of the top-level members of an object, best effort on broken text. */
 function topLevelMembers(s: string): Array<[number, number]> {
-  const spans: Array<[number, number]> = [];
-  let depth = 0;
-  let inStr = false;
-  let start = -1;
+  const spans: Array<[number, number]> = []
+  let depth = 0
+  let inStr = false
+  let start = -1
   for (let i = 0; i < s.length; i++) {
-    const c = s[i];
+    const c = s[i]
     if (inStr) {
-      if (c === '\\') i++;
-      else if (c === '"') inStr = false;
-      continue;
+      if (c === '\\') i++
+      else if (c === '"') inStr = false
+      continue
     }
     if (c === '"') {
-      inStr = true;
-      if (depth === 1 && start < 0) start = i;
+      inStr = true
+      if (depth === 1 && start < 0) start = i
     } else if (c === '{' || c === '[') {
-      depth++;
+      depth++
     } else if (c === '}' || c === ']') {
-      if (depth === 1 && start >= 0) { spans.push([start, i]); start = -1; }
-      depth--;
+      if (depth === 1 && start >= 0) {
+        spans.push([start, i])
+        start = -1
+      }
+      depth--
     } else if (c === ',' && depth === 1 && start >= 0) {
-      spans.push([start, i]);
-      start = -1;
+      spans.push([start, i])
+      start = -1
     }
   }
-  return spans.map(([a, b]) => [a, a + s.slice(a, b).trimEnd().length]);
+  return spans.map(([a, b]) => [a, a + s.slice(a, b).trimEnd().length])
 }
 
 /** Positions of characters inside JSON strings. */
 function stringPositions(s: string): number[] {
-  const pos: number[] = [];
-  let inStr = false;
+  const pos: number[] = []
+  let inStr = false
   for (let i = 0; i < s.length; i++) {
     if (inStr) {
-      if (s[i] === '\\') { i++; continue; }
-      if (s[i] === '"') { inStr = false; continue; }
-      pos.push(i);
-    } else if (s[i] === '"') inStr = true;
+      if (s[i] === '\\') {
+        i++
+        continue
+      }
+      if (s[i] === '"') {
+        inStr = false
+        continue
+      }
+      pos.push(i)
+    } else if (s[i] === '"') inStr = true
   }
-  return pos;
+  return pos
 }
 
-const splice = (s: string, at: number, del: number, ins: string) => s.slice(0, at) + ins + s.slice(at + del);
+const splice = (s: string, at: number, del: number, ins: string) => s.slice(0, at) + ins + s.slice(at + del)
 
 function mutate(m: Mutant, r: Rng): void {
-  const h = m.header;
-  const at = () => r.int(h.length + 1);
+  const h = m.header
+  const at = () => r.int(h.length + 1)
   switch (r.int(15)) {
-    case 0: { // replace a byte
-      const p = r.int(Math.max(h.length, 1));
-      const b = r.next() < 0.6 ? r.pick(INTERESTING_BYTES) : r.int(256);
-      m.header = splice(h, p, 1, String.fromCharCode(b));
-      m.log.push(`replace byte ${p} with 0x${b.toString(16)}`);
-      break;
+    case 0: {
+      // replace a byte
+      const p = r.int(Math.max(h.length, 1))
+      const b = r.next() < 0.6 ? r.pick(INTERESTING_BYTES) : r.int(256)
+      m.header = splice(h, p, 1, String.fromCharCode(b))
+      m.log.push(`replace byte ${p} with 0x${b.toString(16)}`)
+      break
     }
-    case 1: { // flip one bit
-      if (!h.length) break;
-      const p = r.int(h.length);
-      const b = h.charCodeAt(p) ^ (1 << r.int(8));
-      m.header = splice(h, p, 1, String.fromCharCode(b));
-      m.log.push(`flip bit at ${p}`);
-      break;
+    case 1: {
+      // flip one bit
+      if (!h.length) break
+      const p = r.int(h.length)
+      const b = h.charCodeAt(p) ^ (1 << r.int(8))
+      m.header = splice(h, p, 1, String.fromCharCode(b))
+      m.log.push(`flip bit at ${p}`)
+      break
     }
-    case 2: { // delete bytes
-      const p = r.int(Math.max(h.length, 1));
-      const k = 1 + r.int(4);
-      m.header = splice(h, p, k, '');
-      m.log.push(`delete ${k} bytes at ${p}`);
-      break;
+    case 2: {
+      // delete bytes
+      const p = r.int(Math.max(h.length, 1))
+      const k = 1 + r.int(4)
+      m.header = splice(h, p, k, '')
+      m.log.push(`delete ${k} bytes at ${p}`)
+      break
     }
-    case 3: { // insert bytes
-      const p = at();
-      let ins = '';
-      for (let k = 1 + r.int(3); k > 0; k--) ins += String.fromCharCode(r.next() < 0.7 ? r.pick(INTERESTING_BYTES) : r.int(256));
-      m.header = splice(h, p, 0, ins);
-      m.log.push(`insert ${JSON.stringify(ins)} at ${p}`);
-      break;
+    case 3: {
+      // insert bytes
+      const p = at()
+      let ins = ''
+      for (let k = 1 + r.int(3); k > 0; k--) ins += String.fromCharCode(r.next() < 0.7 ? r.pick(INTERESTING_BYTES) : r.int(256))
+      m.header = splice(h, p, 0, ins)
+      m.log.push(`insert ${JSON.stringify(ins)} at ${p}`)
+      break
     }
-    case 4: case 5: { // change a number (twice as likely: this is where the size rules live)
-      const nums = [...h.matchAll(/-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/g)];
-      if (!nums.length) break;
-      const found = r.pick(nums);
-      const old = found[0];
-      let v: string;
+    case 4:
+    case 5: {
+      // change a number (twice as likely: this is where the size rules live)
+      const nums = [...h.matchAll(/-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/g)]
+      if (!nums.length) break
+      const found = r.pick(nums)
+      const old = found[0]
+      let v: string
       if (r.next() < 0.5 && /^[0-9]+$/.test(old)) {
-        const n = BigInt(old);
-        v = String(r.pick([n + 1n, n > 0n ? n - 1n : 0n, n * 2n, n / 2n, n + 8n]));
+        const n = BigInt(old)
+        v = String(r.pick([n + 1n, n > 0n ? n - 1n : 0n, n * 2n, n / 2n, n + 8n]))
       } else {
-        v = r.pick(NUMBERS);
+        v = r.pick(NUMBERS)
       }
-      m.header = splice(h, found.index!, old.length, v);
-      m.log.push(`number ${old} -> ${v} at ${found.index}`);
-      break;
+      m.header = splice(h, found.index!, old.length, v)
+      m.log.push(`number ${old} -> ${v} at ${found.index}`)
+      break
     }
-    case 6: { // duplicate a top-level entry, sometimes under a new name
-      const spans = topLevelMembers(h);
-      if (!spans.length) break;
-      const [a, b] = r.pick(spans);
-      let copy = h.slice(a, b);
-      if (r.next() < 0.4) copy = '"' + 'dup' + r.int(100) + copy.slice(1);
-      m.header = splice(h, b, 0, ',' + copy);
-      m.log.push(`duplicate entry ${JSON.stringify(h.slice(a, Math.min(b, a + 40)))}${copy[1] === 'd' ? ' renamed' : ''}`);
-      break;
+    case 6: {
+      // duplicate a top-level entry, sometimes under a new name
+      const spans = topLevelMembers(h)
+      if (!spans.length) break
+      const [a, b] = r.pick(spans)
+      let copy = h.slice(a, b)
+      if (r.next() < 0.4) copy = `"dup${r.int(100)}${copy.slice(1)}`
+      m.header = splice(h, b, 0, `,${copy}`)
+      m.log.push(`duplicate entry ${JSON.stringify(h.slice(a, Math.min(b, a + 40)))}${copy[1] === 'd' ? ' renamed' : ''}`)
+      break
     }
-    case 7: { // remove a top-level entry
-      const spans = topLevelMembers(h);
-      if (!spans.length) break;
-      const [a, b] = r.pick(spans);
-      const end = h[b] === ',' ? b + 1 : b;
-      m.header = splice(h, a, end - a, '');
-      m.log.push(`remove entry at ${a}`);
-      break;
+    case 7: {
+      // remove a top-level entry
+      const spans = topLevelMembers(h)
+      if (!spans.length) break
+      const [a, b] = r.pick(spans)
+      const end = h[b] === ',' ? b + 1 : b
+      m.header = splice(h, a, end - a, '')
+      m.log.push(`remove entry at ${a}`)
+      break
     }
-    case 8: { // change a dtype
-      const dts = [...h.matchAll(/"dtype"\s*:\s*"([^"\\]*)"/g)];
-      if (!dts.length) break;
-      const found = r.pick(dts);
-      const v = r.next() < 0.8 ? r.pick([...DTYPE_BITS.keys()]) : r.pick(['f32', 'F128', '', 'F32 ', 'f4']);
-      const p = found.index! + found[0].lastIndexOf('"' + found[1] + '"');
-      m.header = splice(h, p, found[1].length + 2, `"${v}"`);
-      m.log.push(`dtype ${found[1]} -> ${v}`);
-      break;
+    case 8: {
+      // change a dtype
+      const dts = [...h.matchAll(/"dtype"\s*:\s*"([^"\\]*)"/g)]
+      if (!dts.length) break
+      const found = r.pick(dts)
+      const v = r.next() < 0.8 ? r.pick([...DTYPE_BITS.keys()]) : r.pick(['f32', 'F128', '', 'F32 ', 'f4'])
+      const p = found.index! + found[0].lastIndexOf(`"${found[1]}"`)
+      m.header = splice(h, p, found[1].length + 2, `"${v}"`)
+      m.log.push(`dtype ${found[1]} -> ${v}`)
+      break
     }
-    case 9: { // insert a snippet at the start of the object or after an entry
-      const spans = topLevelMembers(h);
-      const s = r.pick(SNIPPETS);
+    case 9: {
+      // insert a snippet at the start of the object or after an entry
+      const spans = topLevelMembers(h)
+      const s = r.pick(SNIPPETS)
       if (!spans.length || r.next() < 0.3) {
-        const p = h.indexOf('{');
-        if (p < 0) break;
-        m.header = splice(h, p + 1, 0, s + (spans.length ? ',' : ''));
+        const p = h.indexOf('{')
+        if (p < 0) break
+        m.header = splice(h, p + 1, 0, s + (spans.length ? ',' : ''))
       } else {
-        m.header = splice(h, r.pick(spans)[1], 0, ',' + s);
+        m.header = splice(h, r.pick(spans)[1], 0, `,${s}`)
       }
-      m.log.push(`insert snippet ${s}`);
-      break;
+      m.log.push(`insert snippet ${s}`)
+      break
     }
-    case 10: { // whitespace, valid or not, at the start, the end or anywhere
-      const w = r.pick(WHITESPACE);
-      const p = r.pick([0, h.length, at()]);
-      m.header = splice(h, p, 0, w);
-      m.log.push(`whitespace ${JSON.stringify(w)} at ${p}`);
-      break;
+    case 10: {
+      // whitespace, valid or not, at the start, the end or anywhere
+      const w = r.pick(WHITESPACE)
+      const p = r.pick([0, h.length, at()])
+      m.header = splice(h, p, 0, w)
+      m.log.push(`whitespace ${JSON.stringify(w)} at ${p}`)
+      break
     }
-    case 11: { // escapes inside strings: an equivalent \u escape, a surrogate pair, or a lone surrogate
-      const pos = stringPositions(h).filter((i) => /[A-Za-z0-9_.]/.test(h[i]));
-      if (!pos.length) break;
-      const p = r.pick(pos);
-      const hex = h.charCodeAt(p).toString(16).padStart(4, '0');
-      const v = r.pick([`\\u${hex}`, `\\u${hex.toUpperCase()}`, h[p] + '\\ud83d\\ude00', h[p] + '\\ud800', h[p] + '\\udfff', h[p] + '\\"', h[p] + '\\x']);
-      m.header = splice(h, p, 1, v);
-      m.log.push(`escape ${JSON.stringify(v)} at ${p}`);
-      break;
+    case 11: {
+      // escapes inside strings: an equivalent \u escape, a surrogate pair, or a lone surrogate
+      const pos = stringPositions(h).filter((i) => /[A-Za-z0-9_.]/.test(h[i]))
+      if (!pos.length) break
+      const p = r.pick(pos)
+      const hex = h.charCodeAt(p).toString(16).padStart(4, '0')
+      const v = r.pick([`\\u${hex}`, `\\u${hex.toUpperCase()}`, `${h[p]}\\ud83d\\ude00`, `${h[p]}\\ud800`, `${h[p]}\\udfff`, `${h[p]}\\"`, `${h[p]}\\x`])
+      m.header = splice(h, p, 1, v)
+      m.log.push(`escape ${JSON.stringify(v)} at ${p}`)
+      break
     }
-    case 12: { // change the data length (truncated or extended file)
-      const d = r.pick([-1, 1, -8, 8, -m.dataLength, m.dataLength, r.int(1000) - 500]);
-      m.dataLength = Math.max(0, m.dataLength + d);
-      m.log.push(`data length ${d >= 0 ? '+' : ''}${d}`);
-      break;
+    case 12: {
+      // change the data length (truncated or extended file)
+      const d = r.pick([-1, 1, -8, 8, -m.dataLength, m.dataLength, r.int(1000) - 500])
+      m.dataLength = Math.max(0, m.dataLength + d)
+      m.log.push(`data length ${d >= 0 ? '+' : ''}${d}`)
+      break
     }
-    case 14: { // set one shape entry (shapes feed the overflow and alignment rules)
-      const shapes = [...h.matchAll(/"shape"\s*:\s*\[([0-9, ]*)\]/g)].filter((f) => f[1].trim() !== '');
-      if (!shapes.length) break;
-      const found = r.pick(shapes);
-      const dims = found[1].split(',');
-      const k = r.int(dims.length);
-      dims[k] = r.pick(['0', '1', '2', '3', '9007199254740991', '9007199254740992', '4294967296', '18446744073709551615', '18446744073709551616', dims[k].trim() + '1']);
-      const p = found.index! + found[0].indexOf('[') + 1;
-      m.header = splice(h, p, found[1].length, dims.join(','));
-      m.log.push(`shape [${found[1]}] -> [${dims.join(',')}]`);
-      break;
+    case 14: {
+      // set one shape entry (shapes feed the overflow and alignment rules)
+      const shapes = [...h.matchAll(/"shape"\s*:\s*\[([0-9, ]*)\]/g)].filter((f) => f[1].trim() !== '')
+      if (!shapes.length) break
+      const found = r.pick(shapes)
+      const dims = found[1].split(',')
+      const k = r.int(dims.length)
+      dims[k] = r.pick([
+        '0',
+        '1',
+        '2',
+        '3',
+        '9007199254740991',
+        '9007199254740992',
+        '4294967296',
+        '18446744073709551615',
+        '18446744073709551616',
+        `${dims[k].trim()}1`,
+      ])
+      const p = found.index! + found[0].indexOf('[') + 1
+      m.header = splice(h, p, found[1].length, dims.join(','))
+      m.log.push(`shape [${found[1]}] -> [${dims.join(',')}]`)
+      break
     }
-    case 13: { // lie in the header length field, or cut the file anywhere
+    case 13: {
+      // lie in the header length field, or cut the file anywhere
       if (r.next() < 0.6) {
-        const len = BigInt(h.length);
-        m.n = r.pick([len + 1n, len - 1n, len + 8n, len > 8n ? len - 8n : 0n, 0n, 100_000_000n, 100_000_001n, 2n ** 32n + len, 2n ** 64n - 1n, BigInt(r.int(2 ** 31))]);
-        if (m.n < 0n) m.n = 0n;
-        m.log.push(`header length field = ${m.n}`);
+        const len = BigInt(h.length)
+        m.n = r.pick([
+          len + 1n,
+          len - 1n,
+          len + 8n,
+          len > 8n ? len - 8n : 0n,
+          0n,
+          100_000_000n,
+          100_000_001n,
+          2n ** 32n + len,
+          2n ** 64n - 1n,
+          BigInt(r.int(2 ** 31)),
+        ])
+        if (m.n < 0n) m.n = 0n
+        m.log.push(`header length field = ${m.n}`)
       } else {
-        const total = 8 + h.length + m.dataLength;
-        m.cut = r.pick([r.int(8), r.int(total + 1), 8 + r.int(h.length + 1)]);
-        m.log.push(`cut file to ${m.cut} bytes`);
+        const total = 8 + h.length + m.dataLength
+        m.cut = r.pick([r.int(8), r.int(total + 1), 8 + r.int(h.length + 1)])
+        m.log.push(`cut file to ${m.cut} bytes`)
       }
-      break;
+      break
     }
   }
 }
 
 function build(m: Mutant): Uint8Array {
-  const h = latin1ToBytes(m.header);
-  const out = new Uint8Array(8 + h.length + m.dataLength);
-  new DataView(out.buffer).setBigUint64(0, m.n ?? BigInt(h.length), true);
-  out.set(h, 8);
-  return m.cut === undefined ? out : out.slice(0, m.cut);
+  const h = latin1ToBytes(m.header)
+  const out = new Uint8Array(8 + h.length + m.dataLength)
+  new DataView(out.buffer).setBigUint64(0, m.n ?? BigInt(h.length), true)
+  out.set(h, 8)
+  return m.cut === undefined ? out : out.slice(0, m.cut)
 }
 
 // ---- comparison ---------------------------------------------------------------------------------
 
-type Outcome = { ok: true; tensors: RefTensor[]; metadata: unknown } | { ok: false; code: string; message: string };
+type Outcome = { ok: true; tensors: RefTensor[]; metadata: unknown } | { ok: false; code: string; message: string }
 
 function runLibrary(bytes: Uint8Array): Outcome {
   try {
-    const h = parseHeader(bytes);
+    const h = parseHeader(bytes)
     return {
       ok: true,
       metadata: h.metadata,
       tensors: h.tensors.map((t) => ({
-        name: t.name, dtype: t.dtype, shape: Array.from(t.shape),
-        dataOffsets: [t.dataOffsets[0], t.dataOffsets[1]], byteLength: t.byteLength,
+        name: t.name,
+        dtype: t.dtype,
+        shape: Array.from(t.shape),
+        dataOffsets: [t.dataOffsets[0], t.dataOffsets[1]],
+        byteLength: t.byteLength,
       })),
-    };
+    }
   } catch (e) {
-    if (e instanceof SafetensorsError) return { ok: false, code: e.code, message: e.message };
-    throw e; // anything else (RangeError, wasm trap, TypeError...) is a bug
+    if (e instanceof SafetensorsError) return { ok: false, code: e.code, message: e.message }
+    throw e // anything else (RangeError, wasm trap, TypeError...) is a bug
   }
 }
 
 /** Tensors with equal (begin, end) may come in either order (the spec leaves ties open). */
 function canonical(ts: RefTensor[]): RefTensor[] {
-  return ts.slice().sort((a, b) => a.dataOffsets[0] - b.dataOffsets[0] || a.dataOffsets[1] - b.dataOffsets[1] || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return ts
+    .slice()
+    .sort((a, b) => a.dataOffsets[0] - b.dataOffsets[0] || a.dataOffsets[1] - b.dataOffsets[1] || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
 }
 
 function inDataOrder(ts: RefTensor[]): boolean {
   for (let i = 1; i < ts.length; i++) {
-    const [a, b] = [ts[i - 1].dataOffsets, ts[i].dataOffsets];
-    if (a[0] > b[0] || (a[0] === b[0] && a[1] > b[1])) return false;
+    const [a, b] = [ts[i - 1].dataOffsets, ts[i].dataOffsets]
+    if (a[0] > b[0] || (a[0] === b[0] && a[1] > b[1])) return false
   }
-  return true;
+  return true
 }
 
-const sortedEntries = (m: unknown) => (m === null ? null : Object.entries(m as object).sort());
+const sortedEntries = (m: unknown) => (m === null ? null : Object.entries(m as object).sort())
 
 /** Why the two disagree, or null if they agree. */
 function disagreement(lib: Outcome, ref: RefResult): string | null {
-  if (lib.ok !== ref.ok) return `library ${lib.ok ? 'accepts' : 'rejects'}, reference ${ref.ok ? 'accepts' : 'rejects'}`;
+  if (lib.ok !== ref.ok) return `library ${lib.ok ? 'accepts' : 'rejects'}, reference ${ref.ok ? 'accepts' : 'rejects'}`
   if (!lib.ok && !ref.ok) {
-    if (lib.code === ref.code || ref.altCodes?.includes(lib.code)) return null;
-    return `codes differ`;
+    if (lib.code === ref.code || ref.altCodes?.includes(lib.code)) return null
+    return `codes differ`
   }
   if (lib.ok && ref.ok) {
-    if (!inDataOrder(lib.tensors)) return 'library tensors are not in data order';
-    if (JSON.stringify(canonical(lib.tensors)) !== JSON.stringify(canonical(ref.tensors))) return 'tensors differ';
-    if (JSON.stringify(sortedEntries(lib.metadata)) !== JSON.stringify(sortedEntries(ref.metadata))) return 'metadata differs';
+    if (!inDataOrder(lib.tensors)) return 'library tensors are not in data order'
+    if (JSON.stringify(canonical(lib.tensors)) !== JSON.stringify(canonical(ref.tensors))) return 'tensors differ'
+    if (JSON.stringify(sortedEntries(lib.metadata)) !== JSON.stringify(sortedEntries(ref.metadata))) return 'metadata differs'
   }
-  return null;
+  return null
 }
 
 // ---- the test -----------------------------------------------------------------------------------
 
-test(`fuzz: ${COUNT} mutants agree with the reference validator`, () => {
-  console.log(`fuzz: seed=${SEED} mutants=${COUNT} (replay one: FUZZ_SEED=${SEED} FUZZ_ONLY=<index>)`);
-  const corpus = seeds();
-  for (const s of corpus) {
-    // The starting points must be valid, or the mutants say little.
-    const r = referenceValidate(build({ header: s.header, dataLength: s.dataLength, log: [] }));
-    expect(r.ok ? 'ok' : r.code, `seed file ${s.name}`).toBe('ok');
-  }
-
-  const failures: string[] = [];
-  const outcomes = new Map<string, number>();
-  const indices = ONLY === undefined ? Array.from({ length: COUNT }, (_, i) => i) : [ONLY];
-  for (const i of indices) {
-    const r = rngFor(i);
-    const s = r.pick(corpus);
-    const m: Mutant = { header: s.header, dataLength: s.dataLength, log: [] };
-    for (let k = 1 + r.int(3); k > 0; k--) mutate(m, r);
-    const bytes = build(m);
-
-    const ref = referenceValidate(bytes);
-    let lib: Outcome;
-    let problem: string | null;
-    try {
-      lib = runLibrary(bytes);
-      problem = disagreement(lib, ref);
-    } catch (e) {
-      lib = { ok: false, code: `(threw ${String(e)})`, message: (e as Error)?.stack ?? '' };
-      problem = 'parseHeader threw something other than SafetensorsError';
+test(
+  `fuzz: ${COUNT} mutants agree with the reference validator`,
+  () => {
+    console.log(`fuzz: seed=${SEED} mutants=${COUNT} (replay one: FUZZ_SEED=${SEED} FUZZ_ONLY=<index>)`)
+    const corpus = seeds()
+    for (const s of corpus) {
+      // The starting points must be valid, or the mutants say little.
+      const r = referenceValidate(build({ header: s.header, dataLength: s.dataLength, log: [] }))
+      expect(r.ok ? 'ok' : r.code, `seed file ${s.name}`).toBe('ok')
     }
-    const key = ref.ok ? 'ok' : ref.code;
-    outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
 
-    if (problem) {
-      failures.push([
-        `--- mutant ${i} (seed ${SEED}; replay: FUZZ_SEED=${SEED} FUZZ_ONLY=${i}): ${problem}`,
-        `from: ${s.name}; mutations: ${m.log.join('; ')}`,
-        `library:   ${lib.ok ? `ok, ${lib.tensors.length} tensors` : `${lib.code}: ${lib.message}`}`,
-        `reference: ${ref.ok ? `ok, ${ref.tensors.length} tensors` : `${ref.code}${ref.altCodes ? ` (or ${ref.altCodes.join(', ')})` : ''}: ${ref.reason}`}`,
-        `file: ${bytes.length} bytes; header length field: ${m.n ?? 'correct'}`,
-        `header: ${escapeBytes(latin1ToBytes(m.header), 65536)}`,
-      ].join('\n'));
-      if (failures.length >= 10) break;
-    }
-  }
+    const failures: string[] = []
+    const outcomes = new Map<string, number>()
+    const indices = ONLY === undefined ? Array.from({ length: COUNT }, (_, i) => i) : [ONLY]
+    for (const i of indices) {
+      const r = rngFor(i)
+      const s = r.pick(corpus)
+      const m: Mutant = { header: s.header, dataLength: s.dataLength, log: [] }
+      for (let k = 1 + r.int(3); k > 0; k--) mutate(m, r)
+      const bytes = build(m)
 
-  console.log('fuzz: reference outcomes', Object.fromEntries([...outcomes].sort()));
-  expect(failures.length, `seed ${SEED}: ${failures.length} disagreement(s) (first 10 shown)\n${failures.join('\n')}`).toBe(0);
-  if (ONLY === undefined && COUNT >= 2000) {
-    // The mutator must reach every rule, or this test proves little.
-    for (const code of ['ok', 'HeaderTooSmall', 'HeaderTooLarge', 'InvalidHeaderLength', 'InvalidHeader',
-      'InvalidHeaderDeserialization', 'InvalidOffset', 'ValidationOverflow', 'MisalignedSlice', 'TensorInvalidInfo',
-      'MetadataIncompleteBuffer']) {
-      expect(outcomes.get(code) ?? 0, `mutants with outcome ${code}`).toBeGreaterThan(0);
+      const ref = referenceValidate(bytes)
+      let lib: Outcome
+      let problem: string | null
+      try {
+        lib = runLibrary(bytes)
+        problem = disagreement(lib, ref)
+      } catch (e) {
+        lib = { ok: false, code: `(threw ${String(e)})`, message: (e as Error)?.stack ?? '' }
+        problem = 'parseHeader threw something other than SafetensorsError'
+      }
+      const key = ref.ok ? 'ok' : ref.code
+      outcomes.set(key, (outcomes.get(key) ?? 0) + 1)
+
+      if (problem) {
+        failures.push(
+          [
+            `--- mutant ${i} (seed ${SEED}; replay: FUZZ_SEED=${SEED} FUZZ_ONLY=${i}): ${problem}`,
+            `from: ${s.name}; mutations: ${m.log.join('; ')}`,
+            `library:   ${lib.ok ? `ok, ${lib.tensors.length} tensors` : `${lib.code}: ${lib.message}`}`,
+            `reference: ${ref.ok ? `ok, ${ref.tensors.length} tensors` : `${ref.code}${ref.altCodes ? ` (or ${ref.altCodes.join(', ')})` : ''}: ${ref.reason}`}`,
+            `file: ${bytes.length} bytes; header length field: ${m.n ?? 'correct'}`,
+            `header: ${escapeBytes(latin1ToBytes(m.header), 65536)}`,
+          ].join('\n'),
+        )
+        if (failures.length >= 10) break
+      }
     }
-  }
-}, 60_000 + COUNT * 10);
+
+    console.log('fuzz: reference outcomes', Object.fromEntries([...outcomes].sort()))
+    expect(failures.length, `seed ${SEED}: ${failures.length} disagreement(s) (first 10 shown)\n${failures.join('\n')}`).toBe(0)
+    if (ONLY === undefined && COUNT >= 2000) {
+      // The mutator must reach every rule, or this test proves little.
+      for (const code of [
+        'ok',
+        'HeaderTooSmall',
+        'HeaderTooLarge',
+        'InvalidHeaderLength',
+        'InvalidHeader',
+        'InvalidHeaderDeserialization',
+        'InvalidOffset',
+        'ValidationOverflow',
+        'MisalignedSlice',
+        'TensorInvalidInfo',
+        'MetadataIncompleteBuffer',
+      ]) {
+        expect(outcomes.get(code) ?? 0, `mutants with outcome ${code}`).toBeGreaterThan(0)
+      }
+    }
+  },
+  60_000 + COUNT * 10,
+)

@@ -4,66 +4,66 @@
 // Content-Range, a server that stops honouring Range. Each test checks the bytes read (the fixture's, or
 // an error: never wrong data), the bytes the server sent (a resumed read asks only for what is missing),
 // the number of requests (bounded by `retries`) and the time (a stall is noticed after idleTimeout).
-import { afterEach, describe, expect, test } from 'vitest';
-import { open } from '../src/index.ts';
-import { RETRY_DELAY } from '../src/retry.ts';
-import { bytesResource, faultAt, rangeHandler, startServer, type Fault, type Logged, type RangeOptions, type Resource, type TestServer } from './http-server.ts';
-import { buildFile, bytesOf, expectError, expectSameBytes, headerOf, rng } from './read-helpers.ts';
-import { shortRetryDelays } from './retry-delays.ts';
+import { afterEach, describe, expect, test } from 'vitest'
+import { open } from '../src/index.ts'
+import { RETRY_DELAY } from '../src/retry.ts'
+import { bytesResource, faultAt, rangeHandler, startServer, type Fault, type Logged, type RangeOptions, type Resource, type TestServer } from './http-server.ts'
+import { buildFile, bytesOf, expectError, expectSameBytes, headerOf, rng } from './read-helpers.ts'
+import { shortRetryDelays } from './retry-delays.ts'
 
-shortRetryDelays();
+shortRetryDelays()
 
 // A 1 MiB tensor (16 of the server's 64 KiB chunks) between two small ones, random bytes.
-const random = rng(11);
-const SIDE = random.bytes(64);
-const BIG = random.bytes(1 << 20);
+const random = rng(11)
+const SIDE = random.bytes(64)
+const BIG = random.bytes(1 << 20)
 const FILE = buildFile([
   { name: 'head', dtype: 'U8', shape: [64], bytes: SIDE },
   { name: 'big', dtype: 'U8', shape: [1024, 1024], bytes: BIG },
   { name: 'tail', dtype: 'U8', shape: [64], bytes: SIDE },
-]);
-const { dataStart } = headerOf(FILE);
+])
+const { dataStart } = headerOf(FILE)
 /** The first and last byte of 'big' in the file, and its length. */
-const A = dataStart + 64;
-const L = BIG.length;
-const Z = A + L - 1;
+const A = dataStart + 64
+const L = BIG.length
+const Z = A + L - 1
 /** A second version of the file: same layout and size, other bytes. */
-const FILE2 = FILE.slice().fill(0xa5, dataStart);
+const FILE2 = FILE.slice().fill(0xa5, dataStart)
 
 /** ms for a stall to count; small, so each stall costs little. */
-const IDLE = 300;
+const IDLE = 300
 
-let server: TestServer | undefined;
+let server: TestServer | undefined
 afterEach(async () => {
-  await server?.close();
-  server = undefined;
-});
+  await server?.close()
+  server = undefined
+})
 
 /** Starts a server of `lookup` (default: FILE, ETag "v1") with `options`; resolves with the file's URL. */
 async function serve(options: RangeOptions, lookup: (path: string, n: number) => Resource | Uint8Array = () => FILE): Promise<string> {
-  server = await startServer(rangeHandler(lookup, options));
-  return `${server.origin}/model.safetensors`;
+  server = await startServer(rangeHandler(lookup, options))
+  return `${server.origin}/model.safetensors`
 }
 
 /** The requests after `open()` (whose header read is request 0), once the server is done with them. */
 async function dataRequests(): Promise<Logged[]> {
-  await server!.settled();
-  return server!.log.filter((e) => e.n >= 1);
+  await server!.settled()
+  return server!.log.filter((e) => e.n >= 1)
 }
 
-const since = (start: number) => performance.now() - start;
+const since = (start: number) => performance.now() - start
 
 /** Reads 'big' after `open()`, timed. */
 async function readBig(url: string, options: { retries?: number } = {}) {
-  const file = await open(url, { idleTimeout: IDLE, ...options });
-  const start = performance.now();
-  let data: Uint8Array | undefined;
-  let error: unknown;
+  const file = await open(url, { idleTimeout: IDLE, ...options })
+  const start = performance.now()
+  let data: Uint8Array | undefined
+  let error: unknown
   await file.getTensor('big').then(
     (t) => void (data = bytesOf(t.data)),
     (e: unknown) => void (error = e),
-  );
-  return { data, error, ms: since(start) };
+  )
+  return { data, error, ms: since(start) }
 }
 
 const transient: Array<[string, Fault]> = [
@@ -75,101 +75,104 @@ const transient: Array<[string, Fault]> = [
   ['a stall before the headers', { kind: 'stall', at: 'headers' }],
   ['a stall at 50% of the body', { kind: 'stall', at: 0.5 }],
   ...[408, 429, 500, 502, 503, 504].map((status): [string, Fault] => [`HTTP ${status}`, { kind: 'status', status }]),
-];
-const stalls = (fault: Fault) => (fault.kind === 'stall' ? 1 : 0);
+]
+const stalls = (fault: Fault) => (fault.kind === 'stall' ? 1 : 0)
 
 describe('transient failures are retried, resuming at the first byte not yet received', () => {
   test.each(transient)('%s, once: the exact bytes, with one more request for only the missing part', async (_, fault) => {
-    const url = await serve({ fault: faultAt(fault, 1) });
-    const { data, error, ms } = await readBig(url);
-    expect(error).toBeUndefined();
-    expectSameBytes(data!, BIG);
-    const [failed, resumed, ...more] = await dataRequests();
-    expect(more, 'requests after the resumed one').toEqual([]);
-    expect(failed.range).toBe(`bytes=${A}-${Z}`);
-    expect(resumed.range, 'the resumed request starts at the first byte the failed one did not send').toBe(`bytes=${A + failed.bytesSent}-${Z}`);
-    expect(resumed.headers['if-range'], 'resumed under the validator of the first response').toBe('"v1"');
-    expect(failed.bytesSent + resumed.bytesSent, 'bytes sent for the read').toBe(L);
-    if (stalls(fault)) expect(ms, 'a stall counts only after idleTimeout').toBeGreaterThanOrEqual(IDLE - 5);
-    expect(ms).toBeLessThan(stalls(fault) * IDLE + 1000);
-  });
+    const url = await serve({ fault: faultAt(fault, 1) })
+    const { data, error, ms } = await readBig(url)
+    expect(error).toBeUndefined()
+    expectSameBytes(data!, BIG)
+    const [failed, resumed, ...more] = await dataRequests()
+    expect(more, 'requests after the resumed one').toEqual([])
+    expect(failed.range).toBe(`bytes=${A}-${Z}`)
+    expect(resumed.range, 'the resumed request starts at the first byte the failed one did not send').toBe(`bytes=${A + failed.bytesSent}-${Z}`)
+    expect(resumed.headers['if-range'], 'resumed under the validator of the first response').toBe('"v1"')
+    expect(failed.bytesSent + resumed.bytesSent, 'bytes sent for the read').toBe(L)
+    if (stalls(fault)) expect(ms, 'a stall counts only after idleTimeout').toBeGreaterThanOrEqual(IDLE - 5)
+    expect(ms).toBeLessThan(stalls(fault) * IDLE + 1000)
+  })
 
   test.each(transient)('%s, always: Io after `retries` more attempts, each asking only for what is still missing', async (_, fault) => {
-    const url = await serve({ fault: faultAt(fault, 1, Infinity) });
-    const { error, ms } = await readBig(url, { retries: 2 });
-    const e = await expectError(() => Promise.reject(error), 'Io');
-    expect(e.message).toContain(url);
-    expect(e.message).toContain('after 2 retries');
-    if (fault.kind === 'status') expect(e.message).toContain(`HTTP ${fault.status}`);
-    if (fault.kind === 'stall') expect(e.message).toContain(`no byte arrived for ${IDLE} ms`);
-    const requests = await dataRequests();
-    expect(requests.length).toBe(3);
-    let next = A;
+    const url = await serve({ fault: faultAt(fault, 1, Infinity) })
+    const { error, ms } = await readBig(url, { retries: 2 })
+    const e = await expectError(() => Promise.reject(error), 'Io')
+    expect(e.message).toContain(url)
+    expect(e.message).toContain('after 2 retries')
+    if (fault.kind === 'status') expect(e.message).toContain(`HTTP ${fault.status}`)
+    if (fault.kind === 'stall') expect(e.message).toContain(`no byte arrived for ${IDLE} ms`)
+    const requests = await dataRequests()
+    expect(requests.length).toBe(3)
+    let next = A
     for (const r of requests) {
-      expect(r.range).toBe(`bytes=${next}-${Z}`);
-      next += r.bytesSent;
+      expect(r.range).toBe(`bytes=${next}-${Z}`)
+      next += r.bytesSent
     }
-    expect(server!.bytesSent() - server!.log[0].bytesSent, 'bytes sent for the read').toBeLessThanOrEqual(L);
-    expect(ms).toBeLessThan(3 * stalls(fault) * IDLE + 1000);
-  });
+    expect(server!.bytesSent() - server!.log[0].bytesSent, 'bytes sent for the read').toBeLessThanOrEqual(L)
+    expect(ms).toBeLessThan(3 * stalls(fault) * IDLE + 1000)
+  })
 
   test('the default is 4 retries', async () => {
-    const url = await serve({ fault: faultAt({ kind: 'status', status: 503 }, 1, Infinity) });
-    const { error } = await readBig(url);
-    expect((await expectError(() => Promise.reject(error), 'Io')).message).toContain('after 4 retries');
-    expect((await dataRequests()).length).toBe(5);
-  });
+    const url = await serve({ fault: faultAt({ kind: 'status', status: 503 }, 1, Infinity) })
+    const { error } = await readBig(url)
+    expect((await expectError(() => Promise.reject(error), 'Io')).message).toContain('after 4 retries')
+    expect((await dataRequests()).length).toBe(5)
+  })
 
   test('retries: 0 fails at the first transient failure', async () => {
-    const url = await serve({ fault: faultAt({ kind: 'drop', at: 0.5 }, 1) });
-    const { error } = await readBig(url, { retries: 0 });
-    expect((await expectError(() => Promise.reject(error), 'Io')).message).not.toContain('retries');
-    expect((await dataRequests()).length).toBe(1);
-  });
+    const url = await serve({ fault: faultAt({ kind: 'drop', at: 0.5 }, 1) })
+    const { error } = await readBig(url, { retries: 0 })
+    expect((await expectError(() => Promise.reject(error), 'Io')).message).not.toContain('retries')
+    expect((await dataRequests()).length).toBe(1)
+  })
 
   test.each([
     ['the connection dropped at 50%', { kind: 'drop', at: 0.5 }],
     ['a stall before the headers', { kind: 'stall', at: 'headers' }],
     ['HTTP 503', { kind: 'status', status: 503 }],
   ] as Array<[string, Fault]>)('%s on the header read: open() resumes it', async (_, fault) => {
-    const url = await serve({ fault: faultAt(fault, 0) });
-    const start = performance.now();
-    const file = await open(url, { idleTimeout: IDLE });
-    expect(since(start)).toBeLessThan(stalls(fault) * IDLE + 1000);
-    expect(file.names()).toEqual(['head', 'big', 'tail']);
-    expectSameBytes(bytesOf((await file.getTensor('tail')).data), SIDE);
-    await server!.settled();
-    const [failed, resumed] = server!.log;
-    expect(failed.range).toBe('bytes=0-65535');
-    expect(resumed.range).toBe(`bytes=${failed.bytesSent}-65535`);
-    expect(failed.bytesSent + resumed.bytesSent).toBe(65536);
-  });
+    const url = await serve({ fault: faultAt(fault, 0) })
+    const start = performance.now()
+    const file = await open(url, { idleTimeout: IDLE })
+    expect(since(start)).toBeLessThan(stalls(fault) * IDLE + 1000)
+    expect(file.names()).toEqual(['head', 'big', 'tail'])
+    expectSameBytes(bytesOf((await file.getTensor('tail')).data), SIDE)
+    await server!.settled()
+    const [failed, resumed] = server!.log
+    expect(failed.range).toBe('bytes=0-65535')
+    expect(resumed.range).toBe(`bytes=${failed.bytesSent}-65535`)
+    expect(failed.bytesSent + resumed.bytesSent).toBe(65536)
+  })
 
   test('each run of a column slice resumes on its own (64 runs, every first request dropped half-way)', async () => {
     // A resumed request ends where its run ends: that tells it from the run's first request.
-    const struck = new Set<string>();
+    const struck = new Set<string>()
     const url = await serve({
       fault: (n, log) => {
-        const end = (log.range ?? '').split('-')[1];
-        if (n === 0 || struck.has(end)) return undefined;
-        struck.add(end);
-        return { kind: 'drop', at: 0.5 };
+        const end = (log.range ?? '').split('-')[1]
+        if (n === 0 || struck.has(end)) return undefined
+        struck.add(end)
+        return { kind: 'drop', at: 0.5 }
       },
-    });
+    })
     // requestCost 0: one request per run (merged, the runs would be one request).
-    const file = await open(url, { idleTimeout: IDLE, requestCost: 0 });
-    const slice = await file.getSlice('big', [[0, 64], [100, 612]]);
-    const want = new Uint8Array(64 * 512);
-    for (let row = 0; row < 64; row++) want.set(BIG.subarray(row * 1024 + 100, row * 1024 + 612), row * 512);
-    expectSameBytes(bytesOf(slice.data), want);
+    const file = await open(url, { idleTimeout: IDLE, requestCost: 0 })
+    const slice = await file.getSlice('big', [
+      [0, 64],
+      [100, 612],
+    ])
+    const want = new Uint8Array(64 * 512)
+    for (let row = 0; row < 64; row++) want.set(BIG.subarray(row * 1024 + 100, row * 1024 + 612), row * 512)
+    expectSameBytes(bytesOf(slice.data), want)
     // First one request for many ranges, which this server refuses (200, left unread); then each run twice.
-    const [probe, ...runs] = await dataRequests();
-    expect(probe.range!.split(',').length).toBeGreaterThan(1);
-    expect(probe.status).toBe(200);
-    expect(runs.length).toBe(2 * 64);
-    expect(runs.reduce((sum, e) => sum + e.bytesSent, 0)).toBe(want.length);
-  });
-});
+    const [probe, ...runs] = await dataRequests()
+    expect(probe.range!.split(',').length).toBeGreaterThan(1)
+    expect(probe.status).toBe(200)
+    expect(runs.length).toBe(2 * 64)
+    expect(runs.reduce((sum, e) => sum + e.bytesSent, 0)).toBe(want.length)
+  })
+})
 
 describe('Retry-After is honoured', () => {
   test.each([
@@ -177,32 +180,32 @@ describe('Retry-After is honoured', () => {
     // An HTTP date has whole seconds: 2 s ahead is between 1 and 2 s away.
     ['an HTTP date', () => new Date(Date.now() + 2000).toUTCString(), 1000],
   ])('%s', async (_, value, least) => {
-    const url = await serve({ fault: (n) => (n === 1 ? { kind: 'status', status: 503, retryAfter: value() } : undefined) });
-    const { data, ms } = await readBig(url);
-    expectSameBytes(data!, BIG);
-    expect(ms).toBeGreaterThanOrEqual(least - 50);
-    expect(ms).toBeLessThan(2000 + 500);
-    expect((await dataRequests()).length).toBe(2);
-  });
+    const url = await serve({ fault: (n) => (n === 1 ? { kind: 'status', status: 503, retryAfter: value() } : undefined) })
+    const { data, ms } = await readBig(url)
+    expectSameBytes(data!, BIG)
+    expect(ms).toBeGreaterThanOrEqual(least - 50)
+    expect(ms).toBeLessThan(2000 + 500)
+    expect((await dataRequests()).length).toBe(2)
+  })
 
   test('a Retry-After beyond the cap waits only the cap', async () => {
-    const saved = RETRY_DELAY.retryAfterMax;
-    RETRY_DELAY.retryAfterMax = 300;
+    const saved = RETRY_DELAY.retryAfterMax
+    RETRY_DELAY.retryAfterMax = 300
     try {
-      const url = await serve({ fault: faultAt({ kind: 'status', status: 429, retryAfter: '3600' }, 1) });
-      const { data, ms } = await readBig(url);
-      expectSameBytes(data!, BIG);
-      expect(ms).toBeGreaterThanOrEqual(290);
-      expect(ms).toBeLessThan(1300);
+      const url = await serve({ fault: faultAt({ kind: 'status', status: 429, retryAfter: '3600' }, 1) })
+      const { data, ms } = await readBig(url)
+      expectSameBytes(data!, BIG)
+      expect(ms).toBeGreaterThanOrEqual(290)
+      expect(ms).toBeLessThan(1300)
     } finally {
-      RETRY_DELAY.retryAfterMax = saved;
+      RETRY_DELAY.retryAfterMax = saved
     }
-  });
-});
+  })
+})
 
-const V2 = bytesResource(FILE2, { etag: '"v2"' });
-const MONDAY = 'Mon, 30 Nov 2026 08:00:00 GMT';
-const TUESDAY = 'Tue, 01 Dec 2026 08:00:00 GMT';
+const V2 = bytesResource(FILE2, { etag: '"v2"' })
+const MONDAY = 'Mon, 30 Nov 2026 08:00:00 GMT'
+const TUESDAY = 'Tue, 01 Dec 2026 08:00:00 GMT'
 
 describe('permanent failures fail at once, with the status (or "changed") and the URL', () => {
   // [what, fault on the data read, what the message says]
@@ -216,134 +219,148 @@ describe('permanent failures fail at once, with the status (or "changed") and th
     ['16 bytes more than Content-Range', { kind: 'extra' }, /more than the \d+ bytes asked for/],
     ['a server that stops honouring Range (200, the whole file)', { kind: 'ignoreRange' }, /HTTP 200 .*stopped honouring Range/],
     ['a compressed response', { kind: 'ignoreRange', encoding: 'gzip' }, /Content-Encoding: gzip/],
-  ];
+  ]
 
   test.each(permanent)('%s: one request, Io', async (_, fault, says) => {
-    const url = await serve({ fault: faultAt(fault, 1, Infinity) });
-    const { error } = await readBig(url);
-    const e = await expectError(() => Promise.reject(error), 'Io');
-    expect(e.message).toMatch(says);
-    expect(e.message).toContain(url);
-    if (fault.kind === 'status') expect(e.message, 'the status, not a changed file').not.toMatch(/changed/);
-    expect((await dataRequests()).length).toBe(1);
-  });
+    const url = await serve({ fault: faultAt(fault, 1, Infinity) })
+    const { error } = await readBig(url)
+    const e = await expectError(() => Promise.reject(error), 'Io')
+    expect(e.message).toMatch(says)
+    expect(e.message).toContain(url)
+    if (fault.kind === 'status') expect(e.message, 'the status, not a changed file').not.toMatch(/changed/)
+    expect((await dataRequests()).length).toBe(1)
+  })
 
   test.each([
     ['HTTP 404', { kind: 'status', status: 404 }, /HTTP 404/],
     ['a 200 without Content-Length (chunked)', { kind: 'ignoreRange', encoding: 'chunked' }, /no Content-Length/],
     ['a compressed 200', { kind: 'ignoreRange', encoding: 'gzip' }, /Content-Encoding: gzip/],
   ] as Array<[string, Fault, RegExp]>)('%s on the header read: open() fails with one request', async (_, fault, says) => {
-    const url = await serve({ fault: faultAt(fault, 0) });
-    const e = await expectError(() => open(url), 'Io');
-    expect(e.message).toMatch(says);
-    expect(e.message).toContain(url);
-    await server!.settled();
-    expect(server!.log.length).toBe(1);
-  });
+    const url = await serve({ fault: faultAt(fault, 0) })
+    const e = await expectError(() => open(url), 'Io')
+    expect(e.message).toMatch(says)
+    expect(e.message).toContain(url)
+    await server!.settled()
+    expect(server!.log.length).toBe(1)
+  })
 
   // [what, the first version, the second, whether the server honours If-Range, If-Range sent on request 2]
   const versions: Array<[string, Resource, Resource, boolean, string | undefined, RegExp]> = [
     ['the ETag changes; the server answers the If-Range with the new file (200)', bytesResource(FILE), V2, true, '"v1"', /changed .*ETag "v1" became "v2"/],
     ['the ETag changes; the server ignores If-Range (206 of the new file)', bytesResource(FILE), V2, false, '"v1"', /changed .*ETag "v1" became "v2"/],
-    ['no ETag, Last-Modified changes', bytesResource(FILE, { lastModified: MONDAY }), bytesResource(FILE2, { lastModified: TUESDAY }), true, MONDAY, /changed .*Last-Modified .*became/],
+    [
+      'no ETag, Last-Modified changes',
+      bytesResource(FILE, { lastModified: MONDAY }),
+      bytesResource(FILE2, { lastModified: TUESDAY }),
+      true,
+      MONDAY,
+      /changed .*Last-Modified .*became/,
+    ],
     // If-Range needs a strong validator: a weak ETag is only compared.
-    ['a weak ETag changes', bytesResource(FILE, { etag: 'W/"w1"' }), bytesResource(FILE2, { etag: 'W/"w2"' }), false, undefined, /changed .*ETag W\/"w1" became W\/"w2"/],
-  ];
+    [
+      'a weak ETag changes',
+      bytesResource(FILE, { etag: 'W/"w1"' }),
+      bytesResource(FILE2, { etag: 'W/"w2"' }),
+      false,
+      undefined,
+      /changed .*ETag W\/"w1" became W\/"w2"/,
+    ],
+  ]
 
   test.each(versions)('%s mid-read (after a drop half-way): Io, no byte of the new version used', async (_, v1, v2, ifRange, sent, says) => {
-    const url = await serve({ fault: faultAt({ kind: 'drop', at: 0.5 }, 1), ifRange }, (_path, n) => (n < 2 ? v1 : v2));
-    const { error } = await readBig(url);
-    const e = await expectError(() => Promise.reject(error), 'Io');
-    expect(e.message).toMatch(says);
-    expect(e.message).toContain(url);
-    const [dropped, resumed, ...more] = await dataRequests();
-    expect(more).toEqual([]);
-    expect(resumed.range).toBe(`bytes=${A + dropped.bytesSent}-${Z}`);
-    expect(resumed.headers['if-range']).toBe(sent);
-  });
+    const url = await serve({ fault: faultAt({ kind: 'drop', at: 0.5 }, 1), ifRange }, (_path, n) => (n < 2 ? v1 : v2))
+    const { error } = await readBig(url)
+    const e = await expectError(() => Promise.reject(error), 'Io')
+    expect(e.message).toMatch(says)
+    expect(e.message).toContain(url)
+    const [dropped, resumed, ...more] = await dataRequests()
+    expect(more).toEqual([])
+    expect(resumed.range).toBe(`bytes=${A + dropped.bytesSent}-${Z}`)
+    expect(resumed.headers['if-range']).toBe(sent)
+  })
 
   test('a changed ETag between two reads: the second fails in one request', async () => {
-    const url = await serve({}, (_path, n) => (n < 2 ? FILE : V2));
-    const file = await open(url);
-    expectSameBytes(bytesOf((await file.getTensor('head')).data), SIDE);
-    const e = await expectError(() => file.getTensor('big'), 'Io');
-    expect(e.message).toMatch(/changed/);
-    expect((await dataRequests()).length).toBe(2);
-  });
+    const url = await serve({}, (_path, n) => (n < 2 ? FILE : V2))
+    const file = await open(url)
+    expectSameBytes(bytesOf((await file.getTensor('head')).data), SIDE)
+    const e = await expectError(() => file.getTensor('big'), 'Io')
+    expect(e.message).toMatch(/changed/)
+    expect((await dataRequests()).length).toBe(2)
+  })
 
   test('a 503 without an ETag is a 503, not a changed file (the status is checked first)', async () => {
-    const url = await serve({ fault: faultAt({ kind: 'status', status: 503 }, 1, Infinity) });
-    const { error } = await readBig(url, { retries: 0 });
-    const e = await expectError(() => Promise.reject(error), 'Io');
-    expect(e.message).toContain('HTTP 503');
-    expect(e.message).not.toMatch(/changed/);
-  });
-});
+    const url = await serve({ fault: faultAt({ kind: 'status', status: 503 }, 1, Infinity) })
+    const { error } = await readBig(url, { retries: 0 })
+    const e = await expectError(() => Promise.reject(error), 'Io')
+    expect(e.message).toContain('HTTP 503')
+    expect(e.message).not.toMatch(/changed/)
+  })
+})
 
 describe('abort', () => {
   test('an already aborted signal: open() fails with Aborted and sends nothing', async () => {
-    const url = await serve({});
-    await expectError(() => open(url, { signal: AbortSignal.abort() }), 'Aborted');
-    expect(server!.log.length).toBe(0);
-  });
+    const url = await serve({})
+    await expectError(() => open(url, { signal: AbortSignal.abort() }), 'Aborted')
+    expect(server!.log.length).toBe(0)
+  })
 
   test('a server that never answers: aborting ends open() with Aborted, at once', async () => {
-    const url = await serve({ fault: faultAt({ kind: 'stall', at: 'headers' }, 0) });
-    const controller = new AbortController();
-    setTimeout(() => controller.abort(), 50);
-    const start = performance.now();
-    await expectError(() => open(url, { signal: controller.signal }), 'Aborted');
-    expect(since(start)).toBeLessThan(500);
-  });
+    const url = await serve({ fault: faultAt({ kind: 'stall', at: 'headers' }, 0) })
+    const controller = new AbortController()
+    setTimeout(() => controller.abort(), 50)
+    const start = performance.now()
+    await expectError(() => open(url, { signal: controller.signal }), 'Aborted')
+    expect(since(start)).toBeLessThan(500)
+  })
 
   test('a server that stalls mid-body: aborting ends getTensor with Aborted, at once', async () => {
-    const url = await serve({ fault: faultAt({ kind: 'stall', at: 0.5 }, 1) });
-    const controller = new AbortController();
-    const file = await open(url, { signal: controller.signal });
-    setTimeout(() => controller.abort(), 50);
-    const start = performance.now();
-    await expectError(() => file.getTensor('big'), 'Aborted');
-    expect(since(start)).toBeLessThan(500);
-  });
+    const url = await serve({ fault: faultAt({ kind: 'stall', at: 0.5 }, 1) })
+    const controller = new AbortController()
+    const file = await open(url, { signal: controller.signal })
+    setTimeout(() => controller.abort(), 50)
+    const start = performance.now()
+    await expectError(() => file.getTensor('big'), 'Aborted')
+    expect(since(start)).toBeLessThan(500)
+  })
 
   test.each([Infinity, 2 ** 31])('idleTimeout: %s never counts a stall (a timer that long would fire at once)', async (idleTimeout) => {
-    const url = await serve({ fault: faultAt({ kind: 'stall', at: 0.5 }, 1) });
-    const controller = new AbortController();
-    const file = await open(url, { signal: controller.signal, idleTimeout });
-    setTimeout(() => controller.abort(), 300);
-    await expectError(() => file.getTensor('big'), 'Aborted');
-    expect((await dataRequests()).length, 'no retry').toBe(1);
-  });
+    const url = await serve({ fault: faultAt({ kind: 'stall', at: 0.5 }, 1) })
+    const controller = new AbortController()
+    const file = await open(url, { signal: controller.signal, idleTimeout })
+    setTimeout(() => controller.abort(), 300)
+    await expectError(() => file.getTensor('big'), 'Aborted')
+    expect((await dataRequests()).length, 'no retry').toBe(1)
+  })
 
   test('aborting while waiting to retry (Retry-After: 30) ends the read with Aborted, at once', async () => {
-    const url = await serve({ fault: faultAt({ kind: 'status', status: 503, retryAfter: '30' }, 1, Infinity) });
-    const file = await open(url);
-    const controller = new AbortController();
-    setTimeout(() => controller.abort(), 100);
-    const start = performance.now();
-    await expectError(() => file.getTensor('big', { signal: controller.signal }), 'Aborted');
-    expect(since(start)).toBeLessThan(600);
-    expect((await dataRequests()).length).toBe(1);
-  });
+    const url = await serve({ fault: faultAt({ kind: 'status', status: 503, retryAfter: '30' }, 1, Infinity) })
+    const file = await open(url)
+    const controller = new AbortController()
+    setTimeout(() => controller.abort(), 100)
+    const start = performance.now()
+    await expectError(() => file.getTensor('big', { signal: controller.signal }), 'Aborted')
+    expect(since(start)).toBeLessThan(600)
+    expect((await dataRequests()).length).toBe(1)
+  })
 
   test('aborting after open(): the next read fails with Aborted and sends no request', async () => {
-    const url = await serve({});
-    const controller = new AbortController();
-    const file = await open(url, { signal: controller.signal });
-    controller.abort();
-    await expectError(() => file.getTensor('big'), 'Aborted');
-    expect(await dataRequests()).toEqual([]);
-  });
-});
+    const url = await serve({})
+    const controller = new AbortController()
+    const file = await open(url, { signal: controller.signal })
+    controller.abort()
+    await expectError(() => file.getTensor('big'), 'Aborted')
+    expect(await dataRequests()).toEqual([])
+  })
+})
 
 test('a connection refused is retried, then an Io error that says how often', async () => {
-  const gone = await startServer(() => undefined);
-  const url = `${gone.origin}/x.safetensors`;
-  await gone.close();
-  const e = await expectError(() => open(url, { retries: 2 }), 'Io');
-  expect(e.message).toContain(url);
-  expect(e.message).toContain('after 2 retries');
-});
+  const gone = await startServer(() => undefined)
+  const url = `${gone.origin}/x.safetensors`
+  await gone.close()
+  const e = await expectError(() => open(url, { retries: 2 }), 'Io')
+  expect(e.message).toContain(url)
+  expect(e.message).toContain('after 2 retries')
+})
 
 test.each([
   [{ retries: -1 }, RangeError],
@@ -355,8 +372,8 @@ test.each([
   [{ idleTimeout: -5 }, RangeError],
   [{ idleTimeout: NaN }, RangeError],
 ])('misuse: %o is a %O, for a URL and for bytes alike, before any request', async (options, kind) => {
-  const url = await serve({});
-  await expect(open(url, options as object)).rejects.toThrow(kind);
-  await expect(open(FILE, options as object)).rejects.toThrow(kind);
-  expect(server!.log.length).toBe(0);
-});
+  const url = await serve({})
+  await expect(open(url, options as object)).rejects.toThrow(kind)
+  await expect(open(FILE, options as object)).rejects.toThrow(kind)
+  expect(server!.log.length).toBe(0)
+})

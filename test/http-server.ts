@@ -3,38 +3,38 @@
 // headers, status and the body bytes it wrote, so a test can count requests and bytes on the server's
 // side of the wire; and it can break a response the ways real networks and servers do (Fault). It knows
 // nothing about the library.
-import { closeSync, openSync, readSync, statSync } from 'node:fs';
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { gzipSync } from 'node:zlib';
+import { closeSync, openSync, readSync, statSync } from 'node:fs'
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { gzipSync } from 'node:zlib'
 
 export interface Logged {
   /** Number of the request on its server, from 0 (clear() starts again). */
-  n: number;
-  method: string;
-  path: string;
-  range: string | undefined;
-  headers: IncomingHttpHeaders;
-  status: number;
+  n: number
+  method: string
+  path: string
+  range: string | undefined
+  headers: IncomingHttpHeaders
+  status: number
   /** Body bytes handed to the socket so far. */
-  bytesSent: number;
+  bytesSent: number
 }
 
-export type Handler = (req: IncomingMessage, res: ServerResponse, log: Logged) => void | Promise<void>;
+export type Handler = (req: IncomingMessage, res: ServerResponse, log: Logged) => void | Promise<void>
 
 export interface TestServer {
   /** http://127.0.0.1:PORT (no trailing slash). */
-  origin: string;
+  origin: string
   /** origin + '/', for appending file names. */
-  url: string;
-  log: Logged[];
-  bytesSent(): number;
+  url: string
+  log: Logged[]
+  bytesSent(): number
   /** The Range header of each GET ('' when there was none). */
-  ranges(): string[];
+  ranges(): string[]
   /** Resolves once every response so far is over (finished, or its connection closed), so the log is final. */
-  settled(): Promise<void>;
-  clear(): void;
-  close(): Promise<void>;
+  settled(): Promise<void>
+  clear(): void
+  close(): Promise<void>
 }
 
 /**
@@ -43,16 +43,16 @@ export interface TestServer {
  * headers (a page on another origin, such as the inspector's, needs them).
  */
 export async function startServer(handler: Handler, options: { cors?: boolean } = {}): Promise<TestServer> {
-  const log: Logged[] = [];
-  const closed: Array<Promise<void>> = [];
-  let count = 0;
+  const log: Logged[] = []
+  const closed: Array<Promise<void>> = []
+  let count = 0
   const server = createServer((req, res) => {
     if (options.cors) {
-      res.setHeader('Access-Control-Allow-Origin', '*');
-      res.setHeader('Access-Control-Expose-Headers', 'Content-Range, Content-Length, ETag, Last-Modified, Accept-Ranges');
+      res.setHeader('Access-Control-Allow-Origin', '*')
+      res.setHeader('Access-Control-Expose-Headers', 'Content-Range, Content-Length, ETag, Last-Modified, Accept-Ranges')
       if (req.method === 'OPTIONS') {
-        res.writeHead(204, { 'Access-Control-Allow-Headers': 'Range', 'Access-Control-Allow-Methods': 'GET, HEAD' });
-        return res.end();
+        res.writeHead(204, { 'Access-Control-Allow-Headers': 'Range', 'Access-Control-Allow-Methods': 'GET, HEAD' })
+        return res.end()
       }
     }
     const entry: Logged = {
@@ -63,25 +63,25 @@ export async function startServer(handler: Handler, options: { cors?: boolean } 
       headers: req.headers,
       status: 0,
       bytesSent: 0,
-    };
+    }
     try {
-      entry.path = decodeURIComponent(entry.path);
+      entry.path = decodeURIComponent(entry.path)
     } catch {
       // kept as sent: a handler answers 404 to a path it does not know
     }
-    log.push(entry);
-    closed.push(waitForClose(res));
-    res.on('close', () => void (entry.status = res.statusCode));
+    log.push(entry)
+    closed.push(waitForClose(res))
+    res.on('close', () => void (entry.status = res.statusCode))
     Promise.resolve(handler(req, res, entry)).catch((error) => {
-      if (!res.headersSent) res.writeHead(599);
-      res.destroy(error);
-    });
-  });
+      if (!res.headersSent) res.writeHead(599)
+      res.destroy(error)
+    })
+  })
   // A client that drops a connection mid-body must not crash the server.
-  server.on('clientError', (_e, socket) => socket.destroy());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  const origin = `http://127.0.0.1:${port}`;
+  server.on('clientError', (_e, socket) => socket.destroy())
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  const origin = `http://127.0.0.1:${port}`
   return {
     origin,
     url: `${origin}/`,
@@ -90,48 +90,48 @@ export async function startServer(handler: Handler, options: { cors?: boolean } 
     ranges: () => log.filter((e) => e.method === 'GET').map((e) => e.range ?? ''),
     settled: async () => void (await Promise.all(closed)),
     clear: () => {
-      log.length = 0;
-      closed.length = 0;
-      count = 0;
+      log.length = 0
+      closed.length = 0
+      count = 0
     },
     close: () =>
       new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
+        server.closeAllConnections()
+        server.close(() => resolve())
       }),
-  };
+  }
 }
 
 /** What a URL serves: its bytes (read a chunk at a time, so a 5 GiB sparse file costs nothing) and validators. */
 export interface Resource {
-  size: number;
-  etag?: string;
-  lastModified?: string;
+  size: number
+  etag?: string
+  lastModified?: string
   /** Bytes [start, end). */
-  read(start: number, end: number): Uint8Array;
+  read(start: number, end: number): Uint8Array
 }
 
 export function bytesResource(bytes: Uint8Array, validators: { etag?: string; lastModified?: string } = { etag: '"v1"' }): Resource {
-  return { size: bytes.length, ...validators, read: (start, end) => bytes.subarray(start, end) };
+  return { size: bytes.length, ...validators, read: (start, end) => bytes.subarray(start, end) }
 }
 
 /** A file on disk, with an ETag made of its size and modification time (as nginx makes it). */
 export function fileResource(path: string): Resource {
-  const { size, mtimeMs } = statSync(path);
+  const { size, mtimeMs } = statSync(path)
   return {
     size,
     etag: `"${size.toString(16)}-${Math.floor(mtimeMs).toString(16)}"`,
     read(start, end) {
-      const fd = openSync(path, 'r');
+      const fd = openSync(path, 'r')
       try {
-        const out = new Uint8Array(end - start);
-        readSync(fd, out, 0, out.length, start);
-        return out;
+        const out = new Uint8Array(end - start)
+        readSync(fd, out, 0, out.length, start)
+        return out
       } finally {
-        closeSync(fd);
+        closeSync(fd)
       }
     },
-  };
+  }
 }
 
 /**
@@ -157,29 +157,29 @@ export type Fault =
   /** A 206 without Content-Range. */
   | { kind: 'noContentRange' }
   /** Range is ignored: 200 with the whole body; gzip: compressed; chunked: no Content-Length. */
-  | { kind: 'ignoreRange'; encoding?: 'gzip' | 'chunked' };
+  | { kind: 'ignoreRange'; encoding?: 'gzip' | 'chunked' }
 
 /** Faults by request number: `fault` for requests `from` .. `from + times - 1`. */
 export function faultAt(fault: Fault, from: number, times = 1): (n: number) => Fault | undefined {
-  return (n) => (n >= from && n < from + times ? fault : undefined);
+  return (n) => (n >= from && n < from + times ? fault : undefined)
 }
 
 export interface RangeOptions {
   /** The fault, if any, for a request (n as in Logged). */
-  fault?: (n: number, log: Logged) => Fault | undefined;
+  fault?: (n: number, log: Logged) => Fault | undefined
   /** false: a server that ignores If-Range (sends the range even when the validator does not match). */
-  ifRange?: boolean;
+  ifRange?: boolean
   /**
    * The answer to a Range of several ranges: 'whole' (the default: 200 with the whole file, as servers
    * that refuse them do), 'first' (206 with the first range alone), 'multipart' (206
    * multipart/byteranges, laid out as nginx does).
    */
-  multiRange?: 'whole' | 'first' | 'multipart';
+  multiRange?: 'whole' | 'first' | 'multipart'
   /** Milliseconds each response waits before its headers: a simulated round trip. */
-  delay?: number;
+  delay?: number
 }
 
-const BOUNDARY = '00000000000000000042';
+const BOUNDARY = '00000000000000000042'
 
 /**
  * Serves `lookup(path, n)` as a static file server does: 206 with Content-Range for a single range, 200
@@ -188,78 +188,78 @@ const BOUNDARY = '00000000000000000042';
  */
 export function rangeHandler(lookup: (path: string, n: number) => Resource | Uint8Array | undefined, options: RangeOptions = {}): Handler {
   return async (req, res, log) => {
-    const found = lookup(log.path, log.n);
+    const found = lookup(log.path, log.n)
     if (!found || (req.method !== 'GET' && req.method !== 'HEAD')) {
-      res.writeHead(found ? 405 : 404, { 'Content-Length': 0 });
-      return void res.end();
+      res.writeHead(found ? 405 : 404, { 'Content-Length': 0 })
+      return void res.end()
     }
-    if (options.delay) await new Promise((resolve) => setTimeout(resolve, options.delay));
-    const resource = found instanceof Uint8Array ? bytesResource(found) : found;
-    const fault = options.fault?.(log.n, log);
-    const { size } = resource;
-    const headers: Record<string, string | number> = { 'Accept-Ranges': 'bytes', 'Content-Type': 'application/octet-stream', 'Cache-Control': 'no-store' };
-    if (resource.etag) headers.ETag = resource.etag;
-    if (resource.lastModified) headers['Last-Modified'] = resource.lastModified;
-    if (fault?.kind === 'stall' && fault.at === 'headers') return waitForClose(res);
+    if (options.delay) await new Promise((resolve) => setTimeout(resolve, options.delay))
+    const resource = found instanceof Uint8Array ? bytesResource(found) : found
+    const fault = options.fault?.(log.n, log)
+    const { size } = resource
+    const headers: Record<string, string | number> = { 'Accept-Ranges': 'bytes', 'Content-Type': 'application/octet-stream', 'Cache-Control': 'no-store' }
+    if (resource.etag) headers.ETag = resource.etag
+    if (resource.lastModified) headers['Last-Modified'] = resource.lastModified
+    if (fault?.kind === 'stall' && fault.at === 'headers') return waitForClose(res)
     if (fault?.kind === 'status') {
-      res.writeHead(fault.status, { 'Content-Type': 'text/plain', ...(fault.retryAfter === undefined ? {} : { 'Retry-After': fault.retryAfter }) });
-      return void res.end(`error ${fault.status}`);
+      res.writeHead(fault.status, { 'Content-Type': 'text/plain', ...(fault.retryAfter === undefined ? {} : { 'Retry-After': fault.retryAfter }) })
+      return void res.end(`error ${fault.status}`)
     }
-    const ifRange = req.headers['if-range'];
-    const stale = options.ifRange !== false && ifRange !== undefined && ifRange !== resource.etag && ifRange !== resource.lastModified;
-    const several = (req.headers.range ?? '').includes(',') ? parseRanges(req.headers.range!, size) : undefined;
+    const ifRange = req.headers['if-range']
+    const stale = options.ifRange !== false && ifRange !== undefined && ifRange !== resource.etag && ifRange !== resource.lastModified
+    const several = (req.headers.range ?? '').includes(',') ? parseRanges(req.headers.range!, size) : undefined
     if (several && options.multiRange === 'multipart' && !stale) {
       // Each part as nginx sends it: CRLF, the delimiter, its headers, a blank line, the bytes; then the closing delimiter.
       const parts = several.flatMap(({ start, end }) => [
         new TextEncoder().encode(`\r\n--${BOUNDARY}\r\nContent-Type: application/octet-stream\r\nContent-Range: bytes ${start}-${end}/${size}\r\n\r\n`),
         resource.read(start, end + 1),
-      ]);
-      parts.push(new TextEncoder().encode(`\r\n--${BOUNDARY}--\r\n`));
-      const body = new Uint8Array(parts.reduce((sum, p) => sum + p.length, 0));
-      parts.reduce((at, p) => (body.set(p, at), at + p.length), 0);
-      res.writeHead(206, { ...headers, 'Content-Type': `multipart/byteranges; boundary=${BOUNDARY}`, 'Content-Length': body.length });
-      return sendBody(res, log, bytesResource(body), 0, body.length, fault);
+      ])
+      parts.push(new TextEncoder().encode(`\r\n--${BOUNDARY}--\r\n`))
+      const body = new Uint8Array(parts.reduce((sum, p) => sum + p.length, 0))
+      parts.reduce((at, p) => (body.set(p, at), at + p.length), 0)
+      res.writeHead(206, { ...headers, 'Content-Type': `multipart/byteranges; boundary=${BOUNDARY}`, 'Content-Length': body.length })
+      return sendBody(res, log, bytesResource(body), 0, body.length, fault)
     }
-    const first = several && options.multiRange === 'first' ? `bytes=${several[0].start}-${several[0].end}` : req.headers.range;
-    const range = stale || fault?.kind === 'ignoreRange' ? 'none' : parseRange(first, size);
+    const first = several && options.multiRange === 'first' ? `bytes=${several[0].start}-${several[0].end}` : req.headers.range
+    const range = stale || fault?.kind === 'ignoreRange' ? 'none' : parseRange(first, size)
     if (range === 'unsatisfiable') {
-      res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}`, 'Content-Length': 0 });
-      return void res.end();
+      res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}`, 'Content-Length': 0 })
+      return void res.end()
     }
     if (range === 'none') {
       if (fault?.kind === 'ignoreRange' && fault.encoding === 'gzip') {
-        const gzipped = gzipSync(resource.read(0, size));
-        res.writeHead(200, { ...headers, 'Content-Encoding': 'gzip', 'Content-Length': gzipped.length });
-        return sendBody(res, log, bytesResource(gzipped), 0, gzipped.length, fault);
+        const gzipped = gzipSync(resource.read(0, size))
+        res.writeHead(200, { ...headers, 'Content-Encoding': 'gzip', 'Content-Length': gzipped.length })
+        return sendBody(res, log, bytesResource(gzipped), 0, gzipped.length, fault)
       }
-      if (!(fault?.kind === 'ignoreRange' && fault.encoding === 'chunked')) headers['Content-Length'] = size;
-      res.writeHead(200, headers);
-      return sendBody(res, log, resource, 0, req.method === 'HEAD' ? 0 : size, fault);
+      if (!(fault?.kind === 'ignoreRange' && fault.encoding === 'chunked')) headers['Content-Length'] = size
+      res.writeHead(200, headers)
+      return sendBody(res, log, resource, 0, req.method === 'HEAD' ? 0 : size, fault)
     }
     // [start, end) is what Content-Range says, [start, bodyEnd) what is sent.
-    let { start, end } = range;
-    end += 1;
+    let { start, end } = range
+    end += 1
     if (fault?.kind === 'shift') {
-      start = Math.max(0, start + fault.by);
-      end = Math.min(size, end + fault.by);
+      start = Math.max(0, start + fault.by)
+      end = Math.min(size, end + fault.by)
     }
-    const bodyEnd = fault?.kind === 'short' ? start + ((end - start) >> 1) : end;
-    const total = fault?.kind === 'total' ? size + fault.by : size;
-    if (fault?.kind !== 'noContentRange') headers['Content-Range'] = `bytes ${start}-${end - 1}/${total}`;
-    headers['Content-Length'] = bodyEnd - start + (fault?.kind === 'extra' ? 16 : 0);
-    res.writeHead(206, headers);
-    if (req.method === 'HEAD') return void res.end();
-    await sendBody(res, log, resource, start, bodyEnd, fault);
+    const bodyEnd = fault?.kind === 'short' ? start + ((end - start) >> 1) : end
+    const total = fault?.kind === 'total' ? size + fault.by : size
+    if (fault?.kind !== 'noContentRange') headers['Content-Range'] = `bytes ${start}-${end - 1}/${total}`
+    headers['Content-Length'] = bodyEnd - start + (fault?.kind === 'extra' ? 16 : 0)
+    res.writeHead(206, headers)
+    if (req.method === 'HEAD') return void res.end()
+    await sendBody(res, log, resource, start, bodyEnd, fault)
     if (fault?.kind === 'extra' && !res.destroyed) {
-      await write(res, log, new Uint8Array(16).fill(0xee));
-      res.end();
+      await write(res, log, new Uint8Array(16).fill(0xee))
+      res.end()
     }
-  };
+  }
 }
 
 /** Ignores Range: 200 with the whole body. */
 export function ignoreRangeHandler(lookup: Parameters<typeof rangeHandler>[0]): Handler {
-  return rangeHandler(lookup, { fault: () => ({ kind: 'ignoreRange' }) });
+  return rangeHandler(lookup, { fault: () => ({ kind: 'ignoreRange' }) })
 }
 
 /** Serves `files` (URL name -> path on disk), as a static file server does. */
@@ -267,25 +267,25 @@ export function serveFiles(files: Record<string, string>, options: { cors?: bool
   return startServer(
     rangeHandler((path) => (Object.hasOwn(files, path.slice(1)) ? fileResource(files[path.slice(1)]) : undefined)),
     options,
-  );
+  )
 }
 
 /** Parses a single "bytes=A-B", "bytes=A-" or "bytes=-N" range against `size`. */
 export function parseRange(header: string | undefined, size: number): { start: number; end: number } | 'none' | 'unsatisfiable' {
-  if (header === undefined) return 'none';
-  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
-  if (!m || (m[1] === '' && m[2] === '')) return 'none';
-  let start: number;
-  let end: number;
+  if (header === undefined) return 'none'
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim())
+  if (!m || (m[1] === '' && m[2] === '')) return 'none'
+  let start: number
+  let end: number
   if (m[1] === '') {
-    start = Math.max(0, size - Number(m[2]));
-    end = size - 1;
+    start = Math.max(0, size - Number(m[2]))
+    end = size - 1
   } else {
-    start = Number(m[1]);
-    end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+    start = Number(m[1])
+    end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1)
   }
-  if (start >= size || end < start) return 'unsatisfiable';
-  return { start, end };
+  if (start >= size || end < start) return 'unsatisfiable'
+  return { start, end }
 }
 
 /** Parses "bytes=A-B,C-D,..." into its satisfiable ranges (each as parseRange reads it). */
@@ -294,17 +294,17 @@ function parseRanges(header: string, size: number): Array<{ start: number; end: 
     .replace(/^bytes=/, '')
     .split(',')
     .map((part) => parseRange(`bytes=${part.trim()}`, size))
-    .filter((r): r is { start: number; end: number } => typeof r === 'object');
+    .filter((r): r is { start: number; end: number } => typeof r === 'object')
 }
 
-const CHUNK = 64 * 1024;
+const CHUNK = 64 * 1024
 
-const waitForClose = (res: ServerResponse) => new Promise<void>((resolve) => (res.destroyed ? resolve() : res.on('close', () => resolve())));
+const waitForClose = (res: ServerResponse) => new Promise<void>((resolve) => (res.destroyed ? resolve() : res.on('close', () => resolve())))
 
 /** Writes `chunk`, counts it, and resolves once it is handed to the socket (or the socket is gone). */
 function write(res: ServerResponse, log: Logged, chunk: Uint8Array): Promise<void> {
-  log.bytesSent += chunk.length;
-  return new Promise((resolve) => res.write(chunk, () => resolve()));
+  log.bytesSent += chunk.length
+  return new Promise((resolve) => res.write(chunk, () => resolve()))
 }
 
 /**
@@ -313,16 +313,16 @@ function write(res: ServerResponse, log: Logged, chunk: Uint8Array): Promise<voi
  * away. A body fault strikes at its fraction of the body; 'extra' leaves the response open for more.
  */
 async function sendBody(res: ServerResponse, log: Logged, resource: Resource, start: number, end: number, fault: Fault | undefined): Promise<void> {
-  const cutAt = fault && 'at' in fault && typeof fault.at === 'number' ? start + Math.floor((end - start) * fault.at) : end;
-  for (let at = start; at < cutAt && !res.destroyed; at += CHUNK) await write(res, log, resource.read(at, Math.min(cutAt, at + CHUNK)));
-  if (res.destroyed) return;
+  const cutAt = fault && 'at' in fault && typeof fault.at === 'number' ? start + Math.floor((end - start) * fault.at) : end
+  for (let at = start; at < cutAt && !res.destroyed; at += CHUNK) await write(res, log, resource.read(at, Math.min(cutAt, at + CHUNK)))
+  if (res.destroyed) return
   switch (fault?.kind) {
     case 'drop':
-      return void res.socket?.destroy();
+      return void res.socket?.destroy()
     case 'close':
-      return void res.socket?.end();
+      return void res.socket?.end()
     case 'stall':
-      return waitForClose(res);
+      return waitForClose(res)
   }
-  if (fault?.kind !== 'extra') res.end();
+  if (fault?.kind !== 'extra') res.end()
 }

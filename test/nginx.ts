@@ -4,35 +4,35 @@
 // bytes, which makes it look like a TestServer to the tests. nginx writes a request's line when it is
 // done with the request, which can be just after the client has the response: tests await settled()
 // (nginx's status page showing no response in progress) before they read the log.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, chmodSync, constants, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer, type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
-import type { Logged, TestServer } from './http-server.ts';
+import { spawn, type ChildProcess } from 'node:child_process'
+import { accessSync, chmodSync, constants, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createConnection, createServer, type AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { delimiter, join } from 'node:path'
+import type { Logged, TestServer } from './http-server.ts'
 
 /** The nginx binary on PATH, or undefined. */
 export function findNginx(): string | undefined {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    const path = join(dir, 'nginx');
+    const path = join(dir, 'nginx')
     try {
-      accessSync(path, constants.X_OK);
-      return path;
+      accessSync(path, constants.X_OK)
+      return path
     } catch {
       // not in this folder
     }
   }
-  return undefined;
+  return undefined
 }
 
 export interface Nginx {
-  origin: string;
+  origin: string
   /**
    * A TestServer view of the URLs under `prefix`: '/ranged' (Range honoured; under /ranged/auth/ only with
    * "Authorization: Bearer s3cret") or '/norange' (max_ranges 0: Range ignored, 200 with the whole file).
    */
-  server(prefix: '/ranged' | '/norange'): TestServer;
-  close(): Promise<void>;
+  server(prefix: '/ranged' | '/norange'): TestServer
+  close(): Promise<void>
 }
 
 function config(dir: string, root: string, port: number): string {
@@ -63,92 +63,98 @@ http {
     location = /status { stub_status; access_log off; }
   }
 }
-`;
+`
 }
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
+    const probe = createServer()
+    probe.once('error', reject)
     probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
+      const { port } = probe.address() as AddressInfo
+      probe.close(() => resolve(port))
+    })
+  })
 }
 
 /** Resolves once something accepts connections on `port`; rejects when `child` exits first. */
 function listening(port: number, child: ChildProcess, errorLog: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const exited = () => reject(new Error(`nginx exited: ${readFileSync(errorLog, 'utf8').trim()}`));
-    child.once('exit', exited);
+    const exited = () => reject(new Error(`nginx exited: ${readFileSync(errorLog, 'utf8').trim()}`))
+    child.once('exit', exited)
     const tryConnect = () => {
       const socket = createConnection({ port, host: '127.0.0.1' }, () => {
-        socket.destroy();
-        child.off('exit', exited);
-        resolve();
-      });
-      socket.once('error', () => setTimeout(tryConnect, 20));
-    };
-    tryConnect();
-  });
+        socket.destroy()
+        child.off('exit', exited)
+        resolve()
+      })
+      socket.once('error', () => setTimeout(tryConnect, 20))
+    }
+    tryConnect()
+  })
 }
 
 /** Serves the folder `root` (its files as they are at each request). */
 export async function startNginx(binary: string, root: string): Promise<Nginx> {
-  const dir = mkdtempSync(join(tmpdir(), 'safetensors-nginx-'));
+  const dir = mkdtempSync(join(tmpdir(), 'safetensors-nginx-'))
   // Run as root, nginx's workers run as nobody, who must be able to read the root.
-  for (const d of [dir, root]) chmodSync(d, 0o755);
-  const errorLog = join(dir, 'error.log');
-  const port = await freePort();
-  writeFileSync(join(dir, 'nginx.conf'), config(dir, root, port));
-  const child = spawn(binary, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', errorLog], { stdio: 'ignore' });
+  for (const d of [dir, root]) chmodSync(d, 0o755)
+  const errorLog = join(dir, 'error.log')
+  const port = await freePort()
+  writeFileSync(join(dir, 'nginx.conf'), config(dir, root, port))
+  const child = spawn(binary, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', errorLog], { stdio: 'ignore' })
   try {
-    await listening(port, child, errorLog);
+    await listening(port, child, errorLog)
   } catch (error) {
-    rmSync(dir, { recursive: true, force: true });
-    throw error;
+    rmSync(dir, { recursive: true, force: true })
+    throw error
   }
-  const origin = `http://127.0.0.1:${port}`;
-  const accessLog = join(dir, 'access.log');
+  const origin = `http://127.0.0.1:${port}`
+  const accessLog = join(dir, 'access.log')
   const entries = (): Logged[] =>
     readFileSync(accessLog, 'utf8')
       .split('\n')
       .filter(Boolean)
       .map((line, n) => {
-        const e = JSON.parse(line);
-        const headers = Object.fromEntries(['authorization', 'x-test', 'if-range'].filter((h) => e[h] !== '').map((h) => [h, e[h]]));
-        return { n, method: e.method, path: e.path, range: e.range || undefined, headers, status: e.status, bytesSent: e.bytes };
-      });
+        const e = JSON.parse(line)
+        const headers = Object.fromEntries(['authorization', 'x-test', 'if-range'].filter((h) => e[h] !== '').map((h) => [h, e[h]]))
+        return { n, method: e.method, path: e.path, range: e.range || undefined, headers, status: e.status, bytesSent: e.bytes }
+      })
   // "Writing: 1" is the status request itself: no other response is in progress.
   const settled = async () => {
-    while (!/Writing: 1 /.test(await (await fetch(`${origin}/status`)).text())) await new Promise((resolve) => setTimeout(resolve, 10));
-  };
+    while (!/Writing: 1 /.test(await (await fetch(`${origin}/status`)).text())) await new Promise((resolve) => setTimeout(resolve, 10))
+  }
   return {
     origin,
     server(prefix) {
-      let skip = 0;
-      const log = () => entries().filter((e) => e.path.startsWith(prefix + '/')).slice(skip);
+      let skip = 0
+      const log = () =>
+        entries()
+          .filter((e) => e.path.startsWith(`${prefix}/`))
+          .slice(skip)
       return {
         origin: origin + prefix,
         url: `${origin}${prefix}/`,
         get log() {
-          return log();
+          return log()
         },
         bytesSent: () => log().reduce((s, e) => s + e.bytesSent, 0),
-        ranges: () => log().filter((e) => e.method === 'GET').map((e) => e.range ?? ''),
+        ranges: () =>
+          log()
+            .filter((e) => e.method === 'GET')
+            .map((e) => e.range ?? ''),
         settled,
         clear: () => void (skip += log().length),
         close: async () => {},
-      };
+      }
     },
     close: () =>
       new Promise<void>((resolve) => {
         child.once('exit', () => {
-          rmSync(dir, { recursive: true, force: true });
-          resolve();
-        });
-        child.kill('SIGTERM');
+          rmSync(dir, { recursive: true, force: true })
+          resolve()
+        })
+        child.kill('SIGTERM')
       }),
-  };
+  }
 }

@@ -79,9 +79,19 @@ export async function firstAsF32(bytes: Uint8Array): Promise<Float32Array> {
     { name: 'node16, CommonJS, module node20', file: 'consumer.cts', source: consumerSource + nodeOnly, flags: [...node16, '--module', 'node20'] },
     // Under module node16 (Node 16, before require(esm)) the package's CommonJS types still re-export the ES
     // ones, which only skipLibCheck (tsc --init's default) lets by; the consumer's own code checks clean.
-    { name: 'node16, CommonJS, module node16', file: 'consumer.cts', source: consumerSource + nodeOnly, flags: [...node16, '--module', 'node16', '--skipLibCheck'] },
+    {
+      name: 'node16, CommonJS, module node16',
+      file: 'consumer.cts',
+      source: consumerSource + nodeOnly,
+      flags: [...node16, '--module', 'node16', '--skipLibCheck'],
+    },
     // A bundler resolves the default entry, the portable one: no local files there.
-    { name: 'bundler', file: 'consumer.ts', source: `${consumerSource}// @ts-expect-error the default entry has no local files\n${nodeOnly}`, flags: ['--moduleResolution', 'bundler', '--module', 'esnext'] },
+    {
+      name: 'bundler',
+      file: 'consumer.ts',
+      source: `${consumerSource}// @ts-expect-error the default entry has no local files\n${nodeOnly}`,
+      flags: ['--moduleResolution', 'bundler', '--module', 'esnext'],
+    },
   ]
 
   test.concurrent.each(consumers)('a TypeScript consumer type-checks: $name', async ({ file, source, flags }) => {

@@ -140,7 +140,8 @@ describe('over HTTP', () => {
     server = await startServer(
       rangeHandler((path) => (path === '/big.safetensors' ? big.file : undefined), {
         // One dropped connection half-way through the first tensor read, to check a resumed read's count.
-        fault: (_, log) => (dropNext && log.range !== undefined && !log.range.startsWith('bytes=0-') ? ((dropNext = false), { kind: 'drop', at: 0.5 }) : undefined),
+        fault: (_, log) =>
+          dropNext && log.range !== undefined && !log.range.startsWith('bytes=0-') ? ((dropNext = false), { kind: 'drop', at: 0.5 }) : undefined,
       }),
     )
   })

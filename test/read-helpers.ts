@@ -1,35 +1,68 @@
 // Helpers for the reading tests (values, http, model, slice, byte-order, large): writing SafeTensors
 // files by hand, counting what a source is asked for, a seeded PRNG, hashes and exact sums.
 // Nothing here uses the library: expected values must never come from the code under test.
-import { createHash } from 'node:crypto';
-import { expect } from 'vitest';
-import { SafetensorsError } from '../src/index.ts';
-import { prng } from './random.ts';
+import { createHash } from 'node:crypto'
+import { expect } from 'vitest'
+import { SafetensorsError } from '../src/index.ts'
+import { prng } from './random.ts'
 
 export const DTYPE_BITS: Record<string, number> = {
-  BOOL: 8, F4: 4, F6_E2M3: 6, F6_E3M2: 6, U8: 8, I8: 8, F8_E5M2: 8, F8_E4M3: 8, F8_E8M0: 8,
-  F8_E4M3FNUZ: 8, F8_E5M2FNUZ: 8, I16: 16, U16: 16, F16: 16, BF16: 16, I32: 32, U32: 32, F32: 32,
-  C64: 64, F64: 64, I64: 64, U64: 64,
-};
+  BOOL: 8,
+  F4: 4,
+  F6_E2M3: 6,
+  F6_E3M2: 6,
+  U8: 8,
+  I8: 8,
+  F8_E5M2: 8,
+  F8_E4M3: 8,
+  F8_E8M0: 8,
+  F8_E4M3FNUZ: 8,
+  F8_E5M2FNUZ: 8,
+  I16: 16,
+  U16: 16,
+  F16: 16,
+  BF16: 16,
+  I32: 32,
+  U32: 32,
+  F32: 32,
+  C64: 64,
+  F64: 64,
+  I64: 64,
+  U64: 64,
+}
 
 /** The TypedArray class the public contract names for each dtype's raw data. */
 export const NATURAL: Record<string, { name: string; bytes: number }> = {
-  F32: { name: 'Float32Array', bytes: 4 }, C64: { name: 'Float32Array', bytes: 4 }, F64: { name: 'Float64Array', bytes: 8 },
-  I8: { name: 'Int8Array', bytes: 1 }, U8: { name: 'Uint8Array', bytes: 1 }, I16: { name: 'Int16Array', bytes: 2 },
-  U16: { name: 'Uint16Array', bytes: 2 }, I32: { name: 'Int32Array', bytes: 4 }, U32: { name: 'Uint32Array', bytes: 4 },
-  I64: { name: 'BigInt64Array', bytes: 8 }, U64: { name: 'BigUint64Array', bytes: 8 },
-  F16: { name: 'Uint16Array', bytes: 2 }, BF16: { name: 'Uint16Array', bytes: 2 },
-  BOOL: { name: 'Uint8Array', bytes: 1 }, F8_E5M2: { name: 'Uint8Array', bytes: 1 }, F8_E4M3: { name: 'Uint8Array', bytes: 1 },
-  F8_E8M0: { name: 'Uint8Array', bytes: 1 }, F8_E4M3FNUZ: { name: 'Uint8Array', bytes: 1 }, F8_E5M2FNUZ: { name: 'Uint8Array', bytes: 1 },
-  F4: { name: 'Uint8Array', bytes: 1 }, F6_E2M3: { name: 'Uint8Array', bytes: 1 }, F6_E3M2: { name: 'Uint8Array', bytes: 1 },
-};
+  F32: { name: 'Float32Array', bytes: 4 },
+  C64: { name: 'Float32Array', bytes: 4 },
+  F64: { name: 'Float64Array', bytes: 8 },
+  I8: { name: 'Int8Array', bytes: 1 },
+  U8: { name: 'Uint8Array', bytes: 1 },
+  I16: { name: 'Int16Array', bytes: 2 },
+  U16: { name: 'Uint16Array', bytes: 2 },
+  I32: { name: 'Int32Array', bytes: 4 },
+  U32: { name: 'Uint32Array', bytes: 4 },
+  I64: { name: 'BigInt64Array', bytes: 8 },
+  U64: { name: 'BigUint64Array', bytes: 8 },
+  F16: { name: 'Uint16Array', bytes: 2 },
+  BF16: { name: 'Uint16Array', bytes: 2 },
+  BOOL: { name: 'Uint8Array', bytes: 1 },
+  F8_E5M2: { name: 'Uint8Array', bytes: 1 },
+  F8_E4M3: { name: 'Uint8Array', bytes: 1 },
+  F8_E8M0: { name: 'Uint8Array', bytes: 1 },
+  F8_E4M3FNUZ: { name: 'Uint8Array', bytes: 1 },
+  F8_E5M2FNUZ: { name: 'Uint8Array', bytes: 1 },
+  F4: { name: 'Uint8Array', bytes: 1 },
+  F6_E2M3: { name: 'Uint8Array', bytes: 1 },
+  F6_E3M2: { name: 'Uint8Array', bytes: 1 },
+}
 
 export interface TensorSpec {
-  name: string;
-  dtype: string;
-  shape: number[];
+  name: string
+  dtype: string
+  shape: number[]
   /** Raw bytes as they go into the file. */
-  bytes: Uint8Array;
+  bytes: Uint8Array
 }
 
 /**
@@ -37,163 +70,172 @@ export interface TensorSpec {
  * | the tensors' bytes, packed in the order given.
  */
 export function buildFile(tensors: TensorSpec[], metadata?: Record<string, string> | null, align = 8): Uint8Array {
-  const parts: string[] = [];
-  if (metadata !== undefined) parts.push(`"__metadata__":${JSON.stringify(metadata)}`);
-  let offset = 0;
+  const parts: string[] = []
+  if (metadata !== undefined) parts.push(`"__metadata__":${JSON.stringify(metadata)}`)
+  let offset = 0
   for (const t of tensors) {
-    parts.push(`${JSON.stringify(t.name)}:{"dtype":"${t.dtype}","shape":[${t.shape.join(',')}],"data_offsets":[${offset},${offset + t.bytes.length}]}`);
-    offset += t.bytes.length;
+    parts.push(`${JSON.stringify(t.name)}:{"dtype":"${t.dtype}","shape":[${t.shape.join(',')}],"data_offsets":[${offset},${offset + t.bytes.length}]}`)
+    offset += t.bytes.length
   }
-  let header = `{${parts.join(',')}}`;
-  while (header.length % align !== 0) header += ' ';
-  const h = new TextEncoder().encode(header);
-  const out = new Uint8Array(8 + h.length + offset);
-  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
-  out.set(h, 8);
-  let at = 8 + h.length;
+  let header = `{${parts.join(',')}}`
+  while (header.length % align !== 0) header += ' '
+  const h = new TextEncoder().encode(header)
+  const out = new Uint8Array(8 + h.length + offset)
+  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true)
+  out.set(h, 8)
+  let at = 8 + h.length
   for (const t of tensors) {
-    out.set(t.bytes, at);
-    at += t.bytes.length;
+    out.set(t.bytes, at)
+    at += t.bytes.length
   }
-  return out;
+  return out
 }
 
 /** Parses a file's header with JSON.parse (for test files, which have no duplicate keys). */
-export function headerOf(file: Uint8Array): { dataStart: number; tensors: Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>; metadata?: Record<string, string> | null } {
-  const n = Number(new DataView(file.buffer, file.byteOffset, 8).getBigUint64(0, true));
-  const json = JSON.parse(new TextDecoder().decode(file.subarray(8, 8 + n)));
-  const metadata = json.__metadata__;
-  delete json.__metadata__;
-  return { dataStart: 8 + n, tensors: json, metadata };
+export function headerOf(file: Uint8Array): {
+  dataStart: number
+  tensors: Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>
+  metadata?: Record<string, string> | null
+} {
+  const n = Number(new DataView(file.buffer, file.byteOffset, 8).getBigUint64(0, true))
+  const json = JSON.parse(new TextDecoder().decode(file.subarray(8, 8 + n)))
+  const metadata = json.__metadata__
+  delete json.__metadata__
+  return { dataStart: 8 + n, tensors: json, metadata }
 }
 
 export interface CountingSource {
-  source: { size: number; requestCost?: number; read(offset: number, length: number, signal?: AbortSignal): Promise<Uint8Array>; readInto?(offset: number, target: Uint8Array, signal?: AbortSignal): Promise<void> };
+  source: {
+    size: number
+    requestCost?: number
+    read(offset: number, length: number, signal?: AbortSignal): Promise<Uint8Array>
+    readInto?(offset: number, target: Uint8Array, signal?: AbortSignal): Promise<void>
+  }
   /** Every read, in order: [offset, length]. */
-  reads: Array<[number, number]>;
-  bytesRead(): number;
-  reset(): void;
+  reads: Array<[number, number]>
+  bytesRead(): number
+  reset(): void
 }
 
 /** A RangeSource over bytes that records each read. With `readInto`, it offers that method too; `requestCost` is passed on. */
 export function countingSource(bytes: Uint8Array, options: { readInto?: boolean; requestCost?: number } = {}): CountingSource {
-  const reads: Array<[number, number]> = [];
+  const reads: Array<[number, number]> = []
   const check = (offset: number, length: number) => {
     if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 || offset + length > bytes.length) {
-      throw new Error(`test source: bad read of ${length} bytes at ${offset} (size ${bytes.length})`);
+      throw new Error(`test source: bad read of ${length} bytes at ${offset} (size ${bytes.length})`)
     }
-    reads.push([offset, length]);
-  };
+    reads.push([offset, length])
+  }
   const source: CountingSource['source'] = {
     size: bytes.length,
     requestCost: options.requestCost,
     async read(offset, length) {
-      check(offset, length);
-      return bytes.slice(offset, offset + length);
+      check(offset, length)
+      return bytes.slice(offset, offset + length)
     },
-  };
+  }
   if (options.readInto) {
     source.readInto = async (offset, target) => {
-      check(offset, target.length);
-      target.set(bytes.subarray(offset, offset + target.length));
-    };
+      check(offset, target.length)
+      target.set(bytes.subarray(offset, offset + target.length))
+    }
   }
-  return { source, reads, bytesRead: () => reads.reduce((s, [, n]) => s + n, 0), reset: () => void (reads.length = 0) };
+  return { source, reads, bytesRead: () => reads.reduce((s, [, n]) => s + n, 0), reset: () => void (reads.length = 0) }
 }
 
 /** Seeded random values, so failures are reproducible. */
 export function rng(seed: number) {
-  const next = prng(seed);
+  const next = prng(seed)
   return {
     next,
     /** Integer in [lo, hi]. */
     int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1)),
     bytes(n: number) {
-      const b = new Uint8Array(n);
-      for (let i = 0; i < n; i++) b[i] = Math.floor(next() * 256);
-      return b;
+      const b = new Uint8Array(n)
+      for (let i = 0; i < n; i++) b[i] = Math.floor(next() * 256)
+      return b
     },
-  };
+  }
 }
 
 export function sha256(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
+  return createHash('sha256').update(bytes).digest('hex')
 }
 
 /** The bytes under a TypedArray view. */
 export function bytesOf(view: ArrayBufferView): Uint8Array {
-  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength)
 }
 
 /** Neumaier-compensated float64 sum: within an ulp or so of the exactly rounded sum for these inputs. */
 export function accurateSum(values: Iterable<number>): number {
-  let sum = 0;
-  let c = 0;
+  let sum = 0
+  let c = 0
   for (const x of values) {
-    const t = sum + x;
-    if (Math.abs(sum) >= Math.abs(x)) c += sum - t + x;
-    else c += x - t + sum;
-    sum = t;
+    const t = sum + x
+    if (Math.abs(sum) >= Math.abs(x)) c += sum - t + x
+    else c += x - t + sum
+    sum = t
   }
-  return sum + c;
+  return sum + c
 }
 
 /** bfloat16 bits -> the float32 value (as a JS number), by definition: the high half of a float32. */
 export function bf16ToNumber(bits: number): number {
-  const u = new Uint32Array([bits << 16]);
-  return new Float32Array(u.buffer)[0];
+  const u = new Uint32Array([bits << 16])
+  return new Float32Array(u.buffer)[0]
 }
 
 /** float32 bit pattern of a number (after rounding to float32). */
 export function f32Bits(x: number): number {
-  return new Uint32Array(new Float32Array([x]).buffer)[0];
+  return new Uint32Array(new Float32Array([x]).buffer)[0]
 }
 
 /** Runs `fn` and returns the SafetensorsError it throws or rejects with; fails if it succeeds. */
 export async function errorOf(fn: () => unknown): Promise<SafetensorsError> {
-  let result: unknown;
+  let result: unknown
   try {
-    result = await fn();
+    result = await fn()
   } catch (error) {
     if (!(error instanceof SafetensorsError)) {
-      throw new Error(`expected a SafetensorsError, got ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, { cause: error });
+      throw new Error(`expected a SafetensorsError, got ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, { cause: error })
     }
-    return error;
+    return error
   }
-  throw new Error(`expected a SafetensorsError, but the call succeeded with ${describe(result)}`);
+  throw new Error(`expected a SafetensorsError, but the call succeeded with ${describe(result)}`)
 }
 
 /** errorOf, plus: the error's code is `code`. Returns the error for more checks. */
 export async function expectError(fn: () => unknown, code: string): Promise<SafetensorsError> {
-  const error = await errorOf(fn);
-  expect(error.code, `error code (message: ${error.message})`).toBe(code);
-  return error;
+  const error = await errorOf(fn)
+  expect(error.code, `error code (message: ${error.message})`).toBe(code)
+  return error
 }
 
 function describe(value: unknown): string {
   if (value && typeof value === 'object' && 'data' in (value as object)) {
-    const t = value as { name?: string; dtype?: string; shape?: number[]; data?: ArrayLike<unknown> };
-    return `tensor ${t.name} ${t.dtype} [${t.shape}] with ${t.data?.length} elements`;
+    const t = value as { name?: string; dtype?: string; shape?: number[]; data?: ArrayLike<unknown> }
+    return `tensor ${t.name} ${t.dtype} [${t.shape}] with ${t.data?.length} elements`
   }
-  return String(value);
+  return String(value)
 }
 
 /** Element-by-element comparison that reports the first few differing indices (fast on big arrays). */
 export function expectSameElements(actual: ArrayLike<unknown>, expected: ArrayLike<unknown>, what: string): void {
-  expect(actual.length, `${what}: length`).toBe(expected.length);
-  const bad: string[] = [];
+  expect(actual.length, `${what}: length`).toBe(expected.length)
+  const bad: string[] = []
   for (let i = 0; i < expected.length && bad.length < 5; i++) {
-    if (!Object.is(actual[i], expected[i])) bad.push(`[${i}] got ${String(actual[i])}, expected ${String(expected[i])}`);
+    if (!Object.is(actual[i], expected[i])) bad.push(`[${i}] got ${String(actual[i])}, expected ${String(expected[i])}`)
   }
-  expect(bad, `${what}: differing elements`).toEqual([]);
+  expect(bad, `${what}: differing elements`).toEqual([])
 }
 
 /** Byte-for-byte equality, fast on big arrays (toEqual walks typed arrays slowly); names the first difference. */
 export function expectSameBytes(actual: ArrayBufferView, expected: ArrayBufferView, what = 'bytes'): void {
-  const a = bytesOf(actual);
-  const b = bytesOf(expected);
-  if (a.length === b.length && Buffer.compare(a, b) === 0) return;
-  let i = 0;
-  while (i < a.length && i < b.length && a[i] === b[i]) i++;
-  expect.fail(`${what}: ${a.length} bytes vs ${b.length} expected; first difference at byte ${i} (got ${a[i]}, expected ${b[i]})`);
+  const a = bytesOf(actual)
+  const b = bytesOf(expected)
+  if (a.length === b.length && Buffer.compare(a, b) === 0) return
+  let i = 0
+  while (i < a.length && i < b.length && a[i] === b[i]) i++
+  expect.fail(`${what}: ${a.length} bytes vs ${b.length} expected; first difference at byte ${i} (got ${a[i]}, expected ${b[i]})`)
 }

@@ -10,7 +10,16 @@ function reference(data: Float32Array, bins: number) {
   const std = Math.sqrt(finite.reduce((a, b) => a + (b - mean) ** 2, 0) / finite.length)
   const counts = new Array(bins).fill(0)
   for (const x of finite) counts[max > min ? Math.min(bins - 1, Math.floor((x - min) * (bins / (max - min)))) : 0]++
-  return { min, max, mean, std, counts, nan: data.filter(Number.isNaN).length, posInf: data.filter((x) => x === Infinity).length, negInf: data.filter((x) => x === -Infinity).length }
+  return {
+    min,
+    max,
+    mean,
+    std,
+    counts,
+    nan: data.filter(Number.isNaN).length,
+    posInf: data.filter((x) => x === Infinity).length,
+    negInf: data.filter((x) => x === -Infinity).length,
+  }
 }
 
 describe('tensorStats', () => {

@@ -2,10 +2,10 @@
 // layout written independently in writer-reference.ts), round trips of every dtype and awkward names, the
 // streaming writer on file and stream sinks, atomic writes under failure, bad input, and saveModel().
 // Expected bytes never come from the code under test: they come from writer-reference.ts or from real files.
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join, relative, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, test } from 'vitest';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { join, relative, sep } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, describe, expect, test } from 'vitest'
 import {
   DTYPES,
   SafetensorsError,
@@ -23,7 +23,7 @@ import {
   type RangeSource,
   type TensorInput,
   type WriterSink,
-} from '../src/node.ts';
+} from '../src/node.ts'
 import {
   REF_DTYPES,
   byteSize,
@@ -41,106 +41,131 @@ import {
   splitFile,
   tempDir,
   type RefTensor,
-} from './writer-reference.ts';
-import { prng } from './random.ts';
+} from './writer-reference.ts'
+import { prng } from './random.ts'
 
-const REAL = fileURLToPath(new URL('./fixtures/real/', import.meta.url));
-const temps: string[] = [];
+const REAL = fileURLToPath(new URL('./fixtures/real/', import.meta.url))
+const temps: string[] = []
 function scratch(): string {
-  const dir = tempDir();
-  temps.push(dir);
-  return dir;
+  const dir = tempDir()
+  temps.push(dir)
+  return dir
 }
 afterAll(() => {
-  for (const dir of temps) rmSync(dir, { recursive: true, force: true });
-});
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true })
+})
 
-type Natural = Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | Float32Array | Float64Array | BigInt64Array | BigUint64Array;
-type NaturalCtor = { new (buffer: ArrayBuffer, byteOffset: number, length: number): Natural; BYTES_PER_ELEMENT: number };
+type Natural = Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | Float32Array | Float64Array | BigInt64Array | BigUint64Array
+type NaturalCtor = { new (buffer: ArrayBuffer, byteOffset: number, length: number): Natural; BYTES_PER_ELEMENT: number }
 /** The natural array of each dtype, written from the public contract (DESIGN.md), not from src/. */
 const NATURAL: Record<string, NaturalCtor> = {
-  BOOL: Uint8Array, F4: Uint8Array, F6_E2M3: Uint8Array, F6_E3M2: Uint8Array, U8: Uint8Array, I8: Int8Array,
-  F8_E5M2: Uint8Array, F8_E4M3: Uint8Array, F8_E8M0: Uint8Array, F8_E4M3FNUZ: Uint8Array, F8_E5M2FNUZ: Uint8Array,
-  I16: Int16Array, U16: Uint16Array, F16: Uint16Array, BF16: Uint16Array, I32: Int32Array, U32: Uint32Array,
-  F32: Float32Array, C64: Float32Array, F64: Float64Array, I64: BigInt64Array, U64: BigUint64Array,
-};
+  BOOL: Uint8Array,
+  F4: Uint8Array,
+  F6_E2M3: Uint8Array,
+  F6_E3M2: Uint8Array,
+  U8: Uint8Array,
+  I8: Int8Array,
+  F8_E5M2: Uint8Array,
+  F8_E4M3: Uint8Array,
+  F8_E8M0: Uint8Array,
+  F8_E4M3FNUZ: Uint8Array,
+  F8_E5M2FNUZ: Uint8Array,
+  I16: Int16Array,
+  U16: Uint16Array,
+  F16: Uint16Array,
+  BF16: Uint16Array,
+  I32: Int32Array,
+  U32: Uint32Array,
+  F32: Float32Array,
+  C64: Float32Array,
+  F64: Float64Array,
+  I64: BigInt64Array,
+  U64: BigUint64Array,
+}
 
 /** `bytes` as the dtype's natural array, placed at a non-zero byteOffset of a larger buffer. */
 function asNatural(dtype: string, bytes: Uint8Array): Natural {
-  const Ctor = NATURAL[dtype];
-  const unit = Ctor.BYTES_PER_ELEMENT;
-  const buffer = new ArrayBuffer(bytes.length + 3 * unit);
-  new Uint8Array(buffer, 2 * unit, bytes.length).set(bytes);
-  return new Ctor(buffer, 2 * unit, bytes.length / unit);
+  const Ctor = NATURAL[dtype]
+  const unit = Ctor.BYTES_PER_ELEMENT
+  const buffer = new ArrayBuffer(bytes.length + 3 * unit)
+  new Uint8Array(buffer, 2 * unit, bytes.length).set(bytes)
+  return new Ctor(buffer, 2 * unit, bytes.length / unit)
 }
 
 function bytesOfView(v: ArrayBufferView): Uint8Array {
-  return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+  return new Uint8Array(v.buffer, v.byteOffset, v.byteLength)
 }
 
 /** Raw bytes -> the input form serialize() takes: raw bytes, or the natural array when `natural`. */
 function toInput(t: RefTensor, natural: boolean): TensorInput & { name: string } {
-  return { name: t.name, dtype: t.dtype as DType, shape: t.shape, data: natural ? asNatural(t.dtype, t.bytes) : t.bytes };
+  return { name: t.name, dtype: t.dtype as DType, shape: t.shape, data: natural ? asNatural(t.dtype, t.bytes) : t.bytes }
 }
 
 function expectBytes(actual: Uint8Array, expected: Uint8Array): void {
-  const at = firstDifference(actual, expected);
+  const at = firstDifference(actual, expected)
   if (at !== -1) {
-    const show = (b: Uint8Array) => new TextDecoder().decode(b.subarray(Math.max(0, at - 60), at + 60));
-    expect.fail(`bytes differ at ${at} (lengths ${actual.length} vs ${expected.length}):\n  actual:   ${JSON.stringify(show(actual))}\n  expected: ${JSON.stringify(show(expected))}`);
+    const show = (b: Uint8Array) => new TextDecoder().decode(b.subarray(Math.max(0, at - 60), at + 60))
+    expect.fail(
+      `bytes differ at ${at} (lengths ${actual.length} vs ${expected.length}):\n  actual:   ${JSON.stringify(show(actual))}\n  expected: ${JSON.stringify(show(expected))}`,
+    )
   }
 }
 
 function errorOf(fn: () => unknown): unknown {
   try {
-    fn();
+    fn()
   } catch (error) {
-    return error;
+    return error
   }
-  return undefined;
+  return undefined
 }
 
 async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
   try {
-    await promise;
+    await promise
   } catch (error) {
-    return error;
+    return error
   }
-  return undefined;
+  return undefined
 }
 
 function expectCode(error: unknown, codes: string | string[]): void {
-  expect(error, 'expected a SafetensorsError').toBeInstanceOf(SafetensorsError);
-  const wanted = Array.isArray(codes) ? codes : [codes];
-  expect(wanted, `code ${(error as SafetensorsError).code}: ${(error as Error).message}`).toContain((error as SafetensorsError).code);
+  expect(error, 'expected a SafetensorsError').toBeInstanceOf(SafetensorsError)
+  const wanted = Array.isArray(codes) ? codes : [codes]
+  expect(wanted, `code ${(error as SafetensorsError).code}: ${(error as Error).message}`).toContain((error as SafetensorsError).code)
 }
 
 /** Reads every tensor of a file (raw, no conversion) and its metadata. */
 async function readAll(bytes: Uint8Array): Promise<{ tensors: Array<TensorInput & { name: string }>; metadata: Record<string, string> | null }> {
-  const file = await open(bytes);
-  const tensors: Array<TensorInput & { name: string }> = [];
+  const file = await open(bytes)
+  const tensors: Array<TensorInput & { name: string }> = []
   for (const name of file.names()) {
-    const t = await file.getTensor(name);
-    tensors.push({ name, dtype: t.dtype, shape: t.shape, data: t.data });
+    const t = await file.getTensor(name)
+    tensors.push({ name, dtype: t.dtype, shape: t.shape, data: t.data })
   }
-  return { tensors, metadata: file.metadata };
+  return { tensors, metadata: file.metadata }
 }
 
 /** Parses a file with the test's own parser: tensors (with their bytes) and metadata pairs, in header order. */
-function inspectFile(bytes: Uint8Array): { n: number; text: string; metadata: Array<[string, string]> | null | undefined; tensors: Array<RefTensor & { offsets: [number, number] }> } {
-  const { n, text, dataStart } = splitFile(bytes);
-  let metadata: Array<[string, string]> | null | undefined;
-  const tensors: Array<RefTensor & { offsets: [number, number] }> = [];
+function inspectFile(bytes: Uint8Array): {
+  n: number
+  text: string
+  metadata: Array<[string, string]> | null | undefined
+  tensors: Array<RefTensor & { offsets: [number, number] }>
+} {
+  const { n, text, dataStart } = splitFile(bytes)
+  let metadata: Array<[string, string]> | null | undefined
+  const tensors: Array<RefTensor & { offsets: [number, number] }> = []
   for (const [key, value] of orderedEntries(text)) {
     if (key === '__metadata__') {
-      metadata = value === null ? null : Object.entries(value as Record<string, string>);
-      continue;
+      metadata = value === null ? null : Object.entries(value as Record<string, string>)
+      continue
     }
-    const v = value as { dtype: string; shape: number[]; data_offsets: [number, number] };
-    const [b, e] = v.data_offsets;
-    tensors.push({ name: key, dtype: v.dtype, shape: v.shape, bytes: bytes.subarray(dataStart + b, dataStart + e), offsets: [b, e] });
+    const v = value as { dtype: string; shape: number[]; data_offsets: [number, number] }
+    const [b, e] = v.data_offsets
+    tensors.push({ name: key, dtype: v.dtype, shape: v.shape, bytes: bytes.subarray(dataStart + b, dataStart + e), offsets: [b, e] })
   }
-  return { n, text, metadata, tensors };
+  return { n, text, metadata, tensors }
 }
 
 /**
@@ -149,82 +174,86 @@ function inspectFile(bytes: Uint8Array): { n: number; text: string; metadata: Ar
  * end of the file, every tensor aligned to its element size in the file.
  */
 function checkLayoutRules(bytes: Uint8Array, expectMetadata: boolean): void {
-  const { n, text, tensors, metadata } = inspectFile(bytes);
-  expect(n % 8, 'N is a multiple of 8').toBe(0);
-  const json = text.replace(/ {0,7}$/, '');
-  expect(text.slice(json.length), 'padding is spaces').toMatch(/^ {0,7}$/);
-  expect(json.endsWith('}'), 'the JSON ends where the padding starts').toBe(true);
+  const { n, text, tensors, metadata } = inspectFile(bytes)
+  expect(n % 8, 'N is a multiple of 8').toBe(0)
+  const json = text.replace(/ {0,7}$/, '')
+  expect(text.slice(json.length), 'padding is spaces').toMatch(/^ {0,7}$/)
+  expect(json.endsWith('}'), 'the JSON ends where the padding starts').toBe(true)
   // compact: no whitespace outside strings
-  let inString = false;
+  let inString = false
   for (let i = 0; i < json.length; i++) {
-    const c = json[i];
+    const c = json[i]
     if (inString) {
-      if (c === '\\') i++;
-      else if (c === '"') inString = false;
-    } else if (c === '"') inString = true;
-    else expect(' \t\r\n'.includes(c), `whitespace outside strings at ${i}`).toBe(false);
+      if (c === '\\') i++
+      else if (c === '"') inString = false
+    } else if (c === '"') inString = true
+    else expect(' \t\r\n'.includes(c), `whitespace outside strings at ${i}`).toBe(false)
   }
-  const entries = orderedEntries(text);
-  if (expectMetadata) expect(entries[0][0]).toBe('__metadata__');
-  else expect(metadata).toBeUndefined();
-  expect(entries.filter(([k]) => k === '__metadata__').length).toBe(expectMetadata ? 1 : 0);
-  let previous: RefTensor | undefined;
-  let offset = 0;
+  const entries = orderedEntries(text)
+  if (expectMetadata) expect(entries[0][0]).toBe('__metadata__')
+  else expect(metadata).toBeUndefined()
+  expect(entries.filter(([k]) => k === '__metadata__').length).toBe(expectMetadata ? 1 : 0)
+  let previous: RefTensor | undefined
+  let offset = 0
   for (const t of tensors) {
-    const value = entries.find(([k]) => k === t.name)![1] as Record<string, unknown>;
-    expect(Object.keys(value)).toEqual(['dtype', 'shape', 'data_offsets']);
-    expect(t.offsets[0], `${JSON.stringify(t.name)} starts where the previous ends`).toBe(offset);
-    expect(t.offsets[1] - t.offsets[0]).toBe(byteSize(t.dtype, t.shape));
-    const unit = Math.max(1, dtypeBits(t.dtype) / 8);
-    expect((8 + n + t.offsets[0]) % unit, `${JSON.stringify(t.name)} aligned to ${unit}`).toBe(0);
+    const value = entries.find(([k]) => k === t.name)![1] as Record<string, unknown>
+    expect(Object.keys(value)).toEqual(['dtype', 'shape', 'data_offsets'])
+    expect(t.offsets[0], `${JSON.stringify(t.name)} starts where the previous ends`).toBe(offset)
+    expect(t.offsets[1] - t.offsets[0]).toBe(byteSize(t.dtype, t.shape))
+    const unit = Math.max(1, dtypeBits(t.dtype) / 8)
+    expect((8 + n + t.offsets[0]) % unit, `${JSON.stringify(t.name)} aligned to ${unit}`).toBe(0)
     if (previous) {
-      const order = dtypeRank(previous.dtype) - dtypeRank(t.dtype) || compareUtf8(t.name, previous.name);
-      expect(order > 0, `${JSON.stringify(previous.name)} (${previous.dtype}) before ${JSON.stringify(t.name)} (${t.dtype})`).toBe(true);
+      const order = dtypeRank(previous.dtype) - dtypeRank(t.dtype) || compareUtf8(t.name, previous.name)
+      expect(order > 0, `${JSON.stringify(previous.name)} (${previous.dtype}) before ${JSON.stringify(t.name)} (${t.dtype})`).toBe(true)
     }
-    previous = t;
-    offset = t.offsets[1];
+    previous = t
+    offset = t.offsets[1]
   }
-  expect(8 + n + offset, 'the data ends at the end of the file').toBe(bytes.length);
+  expect(8 + n + offset, 'the data ends at the end of the file').toBe(bytes.length)
 }
 
 /** The writer's output passes the library's own validator and re-reads to the input bytes. */
 async function expectRereads(bytes: Uint8Array, inputs: readonly RefTensor[], metadata: Record<string, string> | null): Promise<void> {
-  const header = parseHeader(bytes);
-  expect(header.tensors.length).toBe(inputs.length);
-  expect(header.metadata).toEqual(metadata);
-  const file = await open(bytes);
+  const header = parseHeader(bytes)
+  expect(header.tensors.length).toBe(inputs.length)
+  expect(header.metadata).toEqual(metadata)
+  const file = await open(bytes)
   for (const t of inputs) {
-    const info = file.info(t.name);
-    expect(info.dtype).toBe(t.dtype);
-    expect(info.shape).toEqual(t.shape);
-    const got = await file.getTensor(t.name);
-    expect(got.data).toBeInstanceOf(NATURAL[t.dtype]);
-    expectBytes(bytesOfView(got.data), t.bytes);
+    const info = file.info(t.name)
+    expect(info.dtype).toBe(t.dtype)
+    expect(info.shape).toEqual(t.shape)
+    const got = await file.getTensor(t.name)
+    expect(got.data).toBeInstanceOf(NATURAL[t.dtype])
+    expectBytes(bytesOfView(got.data), t.bytes)
   }
 }
 
 // ------------------------------------------------------------------------------------------------------
 // 1. Real fixtures
 
-type Group = 'python' | 'other-writer-same-layout' | 'excluded';
+type Group = 'python' | 'other-writer-same-layout' | 'excluded'
 interface Verdict {
   /** A piece of the "Writer" cell of the fixture's SOURCES.md row. */
-  writer: string;
-  group: Group;
-  why: string;
+  writer: string
+  group: Group
+  why: string
   /** For excluded files: the reason, checked on the bytes. */
-  holds?: (bytes: Uint8Array) => boolean;
+  holds?: (bytes: Uint8Array) => boolean
 }
 
-const PY = 'python' as const;
-const PY_WHY = 'written by the Python safetensors library (save_file/save), at most one metadata key';
+const PY = 'python' as const
+const PY_WHY = 'written by the Python safetensors library (save_file/save), at most one metadata key'
 /**
  * Every valid real fixture and whether it qualifies for the byte-identity check. "python": written by the
  * Python safetensors library (directly or through transformers/diffusers, which call safetensors.torch.save_file)
  * with at most one metadata key. Others are listed with the reason they do not qualify.
  */
 const VERDICTS: Record<string, Verdict> = {
-  'catundchat__stable-diffusion-v1.5-lora__pytorch_lora_weights.safetensors': { writer: 'diffusers train_text_to_image_lora.py', group: PY, why: `${PY_WHY} (diffusers saves with safetensors.torch.save_file, metadata {"format":"pt"})` },
+  'catundchat__stable-diffusion-v1.5-lora__pytorch_lora_weights.safetensors': {
+    writer: 'diffusers train_text_to_image_lora.py',
+    group: PY,
+    why: `${PY_WHY} (diffusers saves with safetensors.torch.save_file, metadata {"format":"pt"})`,
+  },
   'fluxml__safetensors.jl__model.safetensors': { writer: 'Python safetensors.torch.save_file', group: PY, why: PY_WHY },
   'fluxml__safetensors.jl__model.numpy.safetensors': { writer: 'Python safetensors.numpy.save_file', group: PY, why: PY_WHY },
   'sharded/fluxml__safetensors.jl/model-00001-of-00006.safetensors': { writer: 'Python safetensors.torch.save_file', group: PY, why: PY_WHY },
@@ -238,13 +267,37 @@ const VERDICTS: Record<string, Verdict> = {
   'tracel-ai__burn__batch_norm2d.safetensors': { writer: 'Python safetensors.torch.save_file', group: PY, why: `${PY_WHY}; has a scalar I64` },
   'tracel-ai__burn__boolean.safetensors': { writer: 'Python safetensors.torch.save_file', group: PY, why: `${PY_WHY}; BOOL, odd data length` },
   'tracel-ai__burn__mnist.safetensors': { writer: 'Python safetensors.torch.save_file', group: PY, why: `${PY_WHY}; two scalar I64` },
-  'foundation-model-stack__fastsafetensors__a.safetensors': { writer: 'Python safetensors.torch.save_file', group: PY, why: `${PY_WHY}; metadata {"fst":"sample"}` },
-  'hugodonotexit__bogoai__model.safetensors': { writer: 'transformers 4.42.3 save_pretrained', group: PY, why: `${PY_WHY} (transformers save_pretrained calls safetensors.torch.save_file)` },
+  'foundation-model-stack__fastsafetensors__a.safetensors': {
+    writer: 'Python safetensors.torch.save_file',
+    group: PY,
+    why: `${PY_WHY}; metadata {"fst":"sample"}`,
+  },
+  'hugodonotexit__bogoai__model.safetensors': {
+    writer: 'transformers 4.42.3 save_pretrained',
+    group: PY,
+    why: `${PY_WHY} (transformers save_pretrained calls safetensors.torch.save_file)`,
+  },
 
-  'huggingface__candle__voices.safetensors': { writer: 'unknown (probably Python safetensors)', group: 'other-writer-same-layout', why: 'the writer is not known for sure; its bytes follow the reference layout, so it is checked too' },
-  'huggingface__candle__jfk-codes.safetensors': { writer: 'unknown (probably the candle encodec example', group: 'other-writer-same-layout', why: 'written by candle (the Rust safetensors crate), not the Python library; its bytes follow the reference layout, so it is checked too' },
-  'linmx0130__ndarray_safetensors__from_rust.safetensors': { writer: 'Rust: ndarray-safetensors crate', group: 'other-writer-same-layout', why: 'written by a Rust crate, not the Python library; its bytes follow the reference layout, so it is checked too' },
-  'mlverse__safetensors__hello.safetensors': { writer: 'unknown (test file of the R safetensors package)', group: 'other-writer-same-layout', why: 'written by the R package, not the Python library; its header needs no padding (128 bytes) and follows the reference layout, so it is checked too' },
+  'huggingface__candle__voices.safetensors': {
+    writer: 'unknown (probably Python safetensors)',
+    group: 'other-writer-same-layout',
+    why: 'the writer is not known for sure; its bytes follow the reference layout, so it is checked too',
+  },
+  'huggingface__candle__jfk-codes.safetensors': {
+    writer: 'unknown (probably the candle encodec example',
+    group: 'other-writer-same-layout',
+    why: 'written by candle (the Rust safetensors crate), not the Python library; its bytes follow the reference layout, so it is checked too',
+  },
+  'linmx0130__ndarray_safetensors__from_rust.safetensors': {
+    writer: 'Rust: ndarray-safetensors crate',
+    group: 'other-writer-same-layout',
+    why: 'written by a Rust crate, not the Python library; its bytes follow the reference layout, so it is checked too',
+  },
+  'mlverse__safetensors__hello.safetensors': {
+    writer: 'unknown (test file of the R safetensors package)',
+    group: 'other-writer-same-layout',
+    why: 'written by the R package, not the Python library; its header needs no padding (128 bytes) and follows the reference layout, so it is checked too',
+  },
 
   'huggingface__safetensors__overall.safetensors': {
     writer: 'Python safetensors.numpy.save (late-2022 release',
@@ -263,146 +316,155 @@ const VERDICTS: Record<string, Verdict> = {
     group: 'excluded',
     why: 'written by MLX: "__metadata__":null, keys sorted by name while the data is in another order, fields in another order, header not padded',
     holds: (b) => {
-      const f = inspectFile(b);
-      const dataOrder = [...f.tensors].sort((x, y) => x.offsets[0] - y.offsets[0]).map((t) => t.name);
-      return f.metadata === null && f.n % 8 !== 0 && dataOrder.join() !== f.tensors.map((t) => t.name).join() && f.text.includes('{"data_offsets":');
+      const f = inspectFile(b)
+      const dataOrder = [...f.tensors].sort((x, y) => x.offsets[0] - y.offsets[0]).map((t) => t.name)
+      return f.metadata === null && f.n % 8 !== 0 && dataOrder.join() !== f.tensors.map((t) => t.name).join() && f.text.includes('{"data_offsets":')
     },
   },
-};
+}
 
 function listFixtures(): string[] {
-  const out: string[] = [];
+  const out: string[] = []
   const walk = (dir: string) => {
     for (const d of readdirSync(dir, { withFileTypes: true })) {
-      const p = join(dir, d.name);
-      if (d.isDirectory()) walk(p);
-      else if (d.name.endsWith('.safetensors')) out.push(relative(REAL, p).split(sep).join('/'));
+      const p = join(dir, d.name)
+      if (d.isDirectory()) walk(p)
+      else if (d.name.endsWith('.safetensors')) out.push(relative(REAL, p).split(sep).join('/'))
     }
-  };
-  walk(REAL);
-  return out.filter((f) => !f.startsWith('invalid/')).sort();
+  }
+  walk(REAL)
+  return out.filter((f) => !f.startsWith('invalid/')).sort()
 }
 
 /** The "Writer" cell of each file's row in SOURCES.md ("Valid files" table: file | repo | path | commit | writer | ...). */
 function writerCells(): Map<string, string> {
-  const cells = new Map<string, string>();
+  const cells = new Map<string, string>()
   for (const line of readFileSync(join(REAL, 'SOURCES.md'), 'utf8').split('\n')) {
-    const m = /^\| `([^`]+\.safetensors)` \|/.exec(line);
-    if (!m) continue;
-    const columns = line.split('|').map((c) => c.trim());
-    cells.set(m[1], columns[5]);
+    const m = /^\| `([^`]+\.safetensors)` \|/.exec(line)
+    if (!m) continue
+    const columns = line.split('|').map((c) => c.trim())
+    cells.set(m[1], columns[5])
   }
-  return cells;
+  return cells
 }
 
-const fixtureBytes = (f: string) => new Uint8Array(readFileSync(join(REAL, f)));
-const byGroup = (g: Group) => Object.keys(VERDICTS).filter((f) => VERDICTS[f].group === g);
+const fixtureBytes = (f: string) => new Uint8Array(readFileSync(join(REAL, f)))
+const byGroup = (g: Group) => Object.keys(VERDICTS).filter((f) => VERDICTS[f].group === g)
 
 /** Rebuilds a file with the reference writer from its own header (metadata pairs in file order). */
 function rebuiltByReference(bytes: Uint8Array): Uint8Array {
-  const f = inspectFile(bytes);
-  return referenceFile(f.tensors, f.metadata ?? undefined);
+  const f = inspectFile(bytes)
+  return referenceFile(f.tensors, f.metadata ?? undefined)
 }
 
 describe('real fixtures written by the Python safetensors library serialize back byte for byte', () => {
   test('the verdict table lists every real fixture, and its writer is the one SOURCES.md names', () => {
-    expect(Object.keys(VERDICTS).sort()).toEqual(listFixtures());
-    const cells = writerCells();
+    expect(Object.keys(VERDICTS).sort()).toEqual(listFixtures())
+    const cells = writerCells()
     for (const [file, v] of Object.entries(VERDICTS)) {
-      expect(cells.get(file), `SOURCES.md row for ${file}`).toBeDefined();
-      expect(cells.get(file), file).toContain(v.writer);
-      if (v.group === PY) expect(cells.get(file), file).toMatch(/Python safetensors|transformers .*save_pretrained|diffusers/);
+      expect(cells.get(file), `SOURCES.md row for ${file}`).toBeDefined()
+      expect(cells.get(file), file).toContain(v.writer)
+      if (v.group === PY) expect(cells.get(file), file).toMatch(/Python safetensors|transformers .*save_pretrained|diffusers/)
     }
     // The list, as the issue asks (shown with --reporter=verbose or on failure).
-    const lines = Object.entries(VERDICTS).map(([f, v]) => `${v.group === PY ? 'QUALIFIES' : v.group === 'excluded' ? 'EXCLUDED ' : 'EXTRA    '} ${f}: ${v.why}`);
-    console.log(`byte-identity fixtures:\n${lines.join('\n')}`);
-    expect(byGroup(PY).length).toBe(16);
-  });
+    const lines = Object.entries(VERDICTS).map(
+      ([f, v]) => `${v.group === PY ? 'QUALIFIES' : v.group === 'excluded' ? 'EXCLUDED ' : 'EXTRA    '} ${f}: ${v.why}`,
+    )
+    console.log(`byte-identity fixtures:\n${lines.join('\n')}`)
+    expect(byGroup(PY).length).toBe(16)
+  })
 
   test.each(byGroup(PY))('qualifies by its bytes: %s', (f) => {
-    const bytes = fixtureBytes(f);
-    const { metadata } = inspectFile(bytes);
-    expect((metadata ?? []).length).toBeLessThanOrEqual(1);
+    const bytes = fixtureBytes(f)
+    const { metadata } = inspectFile(bytes)
+    expect((metadata ?? []).length).toBeLessThanOrEqual(1)
     // N multiple of 8, space padding, __metadata__ first, (dtype desc, name) order, compact: the independent
     // reference writer rebuilds the file exactly from its own header.
-    checkLayoutRules(bytes, metadata !== undefined);
-    expectBytes(rebuiltByReference(bytes), bytes);
-  });
+    checkLayoutRules(bytes, metadata !== undefined)
+    expectBytes(rebuiltByReference(bytes), bytes)
+  })
 
   test.each(byGroup('excluded'))('excluded, and the reason holds on its bytes: %s', (f) => {
-    const bytes = fixtureBytes(f);
-    expect(VERDICTS[f].holds!(bytes), VERDICTS[f].why).toBe(true);
-    expect(firstDifference(rebuiltByReference(bytes), bytes) !== -1 || f.includes('with_metadata')).toBe(true);
-  });
+    const bytes = fixtureBytes(f)
+    expect(VERDICTS[f].holds!(bytes), VERDICTS[f].why).toBe(true)
+    expect(firstDifference(rebuiltByReference(bytes), bytes) !== -1 || f.includes('with_metadata')).toBe(true)
+  })
 
   test.each([...byGroup(PY), ...byGroup('other-writer-same-layout')])('read, serialize(tensors, { metadata }) is identical: %s', async (f) => {
-    const bytes = fixtureBytes(f);
-    const { tensors, metadata } = await readAll(bytes);
-    expectBytes(serialize(tensors, { metadata }), bytes);
-  });
+    const bytes = fixtureBytes(f)
+    const { tensors, metadata } = await readAll(bytes)
+    expectBytes(serialize(tensors, { metadata }), bytes)
+  })
 
   test.each(byGroup('other-writer-same-layout'))('other writer, bytes follow the reference layout: %s', (f) => {
-    const bytes = fixtureBytes(f);
-    expectBytes(rebuiltByReference(bytes), bytes);
-  });
+    const bytes = fixtureBytes(f)
+    expectBytes(rebuiltByReference(bytes), bytes)
+  })
 
   test.each(listFixtures())('every fixture re-serializes to a valid file with the same tensors in the reference layout: %s', async (f) => {
-    const bytes = fixtureBytes(f);
-    const { tensors, metadata } = await readAll(bytes);
-    const out = serialize(tensors, { metadata });
-    const refs = tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: [...t.shape], bytes: bytesOfView(t.data).slice() }));
-    checkLayoutRules(out, metadata !== null);
-    if (!metadata || Object.keys(metadata).length <= 1) expectBytes(out, referenceFile(refs, metadata ? Object.entries(metadata) : undefined));
-    await expectRereads(out, refs, metadata);
-  });
-});
+    const bytes = fixtureBytes(f)
+    const { tensors, metadata } = await readAll(bytes)
+    const out = serialize(tensors, { metadata })
+    const refs = tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: [...t.shape], bytes: bytesOfView(t.data).slice() }))
+    checkLayoutRules(out, metadata !== null)
+    if (!metadata || Object.keys(metadata).length <= 1) expectBytes(out, referenceFile(refs, metadata ? Object.entries(metadata) : undefined))
+    await expectRereads(out, refs, metadata)
+  })
+})
 
 // ------------------------------------------------------------------------------------------------------
 // 2. Round trips: every dtype, zero-sized and scalar tensors, awkward names
 
 describe('round trips', () => {
   test('DTYPES is the format list (22 dtypes, in the order the layout sorts by)', () => {
-    expect([...DTYPES]).toEqual(REF_DTYPES.map(([d]) => d));
-  });
+    expect([...DTYPES]).toEqual(REF_DTYPES.map(([d]) => d))
+  })
 
   /** For each dtype: a small tensor, a zero-sized one, a scalar where a scalar is a whole number of bytes. */
   function everyDtype(seed: number): RefTensor[] {
-    const next = prng(seed);
-    const out: RefTensor[] = [];
+    const next = prng(seed)
+    const out: RefTensor[] = []
     for (const [dtype, bits] of REF_DTYPES) {
-      const shape = bits === 4 ? [3, 2] : bits === 6 ? [2, 4] : [3, 5];
-      const mk = (name: string, s: number[]) => out.push({ name, dtype, shape: s, bytes: randomBytes(byteSize(dtype, s), next) });
-      mk(`t.${dtype}`, shape);
-      mk(`zero.${dtype}`, bits === 4 || bits === 6 ? [0, 4] : [2, 0, 3]);
-      mk(`empty.${dtype}`, [0]);
-      if (bits % 8 === 0) mk(`scalar.${dtype}`, []);
+      const shape = bits === 4 ? [3, 2] : bits === 6 ? [2, 4] : [3, 5]
+      const mk = (name: string, s: number[]) => out.push({ name, dtype, shape: s, bytes: randomBytes(byteSize(dtype, s), next) })
+      mk(`t.${dtype}`, shape)
+      mk(`zero.${dtype}`, bits === 4 || bits === 6 ? [0, 4] : [2, 0, 3])
+      mk(`empty.${dtype}`, [0])
+      if (bits % 8 === 0) mk(`scalar.${dtype}`, [])
     }
-    return out;
+    return out
   }
 
   test.each([false, true])('all 22 dtypes, zero-sized and scalars (natural typed arrays: %s)', async (natural) => {
-    const tensors = everyDtype(natural ? 2 : 1);
-    const metadata = { format: 'pt' };
-    const out = serialize(tensors.map((t) => toInput(t, natural)), { metadata });
-    expectBytes(out, referenceFile(tensors, [['format', 'pt']]));
-    checkLayoutRules(out, true);
-    await expectRereads(out, tensors, metadata);
+    const tensors = everyDtype(natural ? 2 : 1)
+    const metadata = { format: 'pt' }
+    const out = serialize(
+      tensors.map((t) => toInput(t, natural)),
+      { metadata },
+    )
+    expectBytes(out, referenceFile(tensors, [['format', 'pt']]))
+    checkLayoutRules(out, true)
+    await expectRereads(out, tensors, metadata)
     // writeFile writes the same bytes
-    const dir = scratch();
-    await writeFile(join(dir, 'x.safetensors'), tensors.map((t) => toInput(t, natural)), { metadata });
-    expectBytes(new Uint8Array(readFileSync(join(dir, 'x.safetensors'))), out);
-    expect(ls(dir)).toEqual(['x.safetensors']);
-  });
+    const dir = scratch()
+    await writeFile(
+      join(dir, 'x.safetensors'),
+      tensors.map((t) => toInput(t, natural)),
+      { metadata },
+    )
+    expectBytes(new Uint8Array(readFileSync(join(dir, 'x.safetensors'))), out)
+    expect(ls(dir)).toEqual(['x.safetensors'])
+  })
 
   test('tensors given as an object, a Map and an iterable give the same file', () => {
-    const tensors = everyDtype(3);
-    const asObject = Object.fromEntries(tensors.map((t) => [t.name, toInput(t, false)]));
-    const asMap = new Map(tensors.map((t) => [t.name, toInput(t, true)]));
-    const expected = referenceFile(tensors);
-    expectBytes(serialize(asObject), expected);
-    expectBytes(serialize(asMap), expected);
-    expectBytes(serialize(tensors.map((t) => toInput(t, true))), expected);
-  });
+    const tensors = everyDtype(3)
+    const asObject = Object.fromEntries(tensors.map((t) => [t.name, toInput(t, false)]))
+    const asMap = new Map(tensors.map((t) => [t.name, toInput(t, true)]))
+    const expected = referenceFile(tensors)
+    expectBytes(serialize(asObject), expected)
+    expectBytes(serialize(asMap), expected)
+    expectBytes(serialize(tensors.map((t) => toInput(t, true))), expected)
+  })
 
   test('hand-written header: dtype order, scalar, zero-sized, metadata first, 6 spaces of padding', () => {
     const out = serialize(
@@ -413,376 +475,457 @@ describe('round trips', () => {
         D: { dtype: 'BF16', shape: [1, 3], data: new Uint16Array([0x3f80, 0x4000, 0xc040]) },
       },
       { metadata: { format: 'pt' } },
-    );
+    )
     const header =
       '{"__metadata__":{"format":"pt"},' +
       '"b":{"dtype":"I64","shape":[],"data_offsets":[0,8]},' +
       '"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},' +
       '"D":{"dtype":"BF16","shape":[1,3],"data_offsets":[16,22]},' +
       '"c":{"dtype":"U8","shape":[0],"data_offsets":[22,22]}}' +
-      '      ';
-    expect(header.length).toBe(256);
+      '      '
+    expect(header.length).toBe(256)
     const expected = concatBytes([
       new Uint8Array([0, 1, 0, 0, 0, 0, 0, 0]), // 256, little-endian
       new TextEncoder().encode(header),
       new Uint8Array([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]), // -1n
       new Uint8Array([0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0]), // 1, -2
       new Uint8Array([0x80, 0x3f, 0x00, 0x40, 0x40, 0xc0]),
-    ]);
-    expectBytes(out, expected);
-  });
+    ])
+    expectBytes(out, expected)
+  })
 
   test('hand-written header: serde_json escapes and UTF-8 byte order of names (U+FFFF before U+10000)', () => {
-    const names = ['\u{10000}', '\uffff', 'é', 'e\nf', 'c\\d', 'a"b', 'Z', '\x01'];
-    const out = serialize(names.map((name, i) => ({ name, dtype: 'U8' as const, shape: [1], data: new Uint8Array([i]) })));
-    const entry = (key: string, i: number) => `${key}:{"dtype":"U8","shape":[1],"data_offsets":[${i},${i + 1}]}`;
+    const names = ['\u{10000}', '\uffff', 'é', 'e\nf', 'c\\d', 'a"b', 'Z', '\x01']
+    const out = serialize(names.map((name, i) => ({ name, dtype: 'U8' as const, shape: [1], data: new Uint8Array([i]) })))
+    const entry = (key: string, i: number) => `${key}:{"dtype":"U8","shape":[1],"data_offsets":[${i},${i + 1}]}`
     const header =
       '{' +
       [String.raw`"\u0001"`, '"Z"', String.raw`"a\"b"`, String.raw`"c\\d"`, String.raw`"e\nf"`, '"é"', '"\uffff"', '"\u{10000}"'].map(entry).join(',') +
       '}' +
-      '   ';
-    const headerBytes = new TextEncoder().encode(header);
-    expect(headerBytes.length).toBe(440);
-    const prefix = new Uint8Array(8);
-    new DataView(prefix.buffer).setBigUint64(0, 440n, true);
+      '   '
+    const headerBytes = new TextEncoder().encode(header)
+    expect(headerBytes.length).toBe(440)
+    const prefix = new Uint8Array(8)
+    new DataView(prefix.buffer).setBigUint64(0, 440n, true)
     // data in layout order: the bytes of \x01, Z, a"b, c\d, e\nf, é, U+FFFF, U+10000
-    expectBytes(out, concatBytes([prefix, headerBytes, new Uint8Array([7, 6, 5, 4, 3, 2, 1, 0])]));
-  });
+    expectBytes(out, concatBytes([prefix, headerBytes, new Uint8Array([7, 6, 5, 4, 3, 2, 1, 0])]))
+  })
 
   test('hand-written header: metadata escapes, no tensors; empty metadata; nothing at all', () => {
-    const pad = (s: string) => s + ' '.repeat((8 - (new TextEncoder().encode(s).length % 8)) % 8);
+    const pad = (s: string) => s + ' '.repeat((8 - (new TextEncoder().encode(s).length % 8)) % 8)
     const file = (s: string) => {
-      const h = new TextEncoder().encode(pad(s));
-      const out = new Uint8Array(8 + h.length);
-      new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
-      out.set(h, 8);
-      return out;
-    };
-    expectBytes(serialize({}, { metadata: { 'k"ey': 'v\\al\n😀' } }), file(String.raw`{"__metadata__":{"k\"ey":"v\\al\n` + '😀"}}'));
-    expectBytes(serialize({}, { metadata: {} }), file('{"__metadata__":{}}'));
-    expectBytes(serialize({}), file('{}'));
-    expectBytes(serialize({}, { metadata: null }), file('{}'));
-    expect(serialize({}).length).toBe(16);
-  });
+      const h = new TextEncoder().encode(pad(s))
+      const out = new Uint8Array(8 + h.length)
+      new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true)
+      out.set(h, 8)
+      return out
+    }
+    expectBytes(serialize({}, { metadata: { 'k"ey': 'v\\al\n😀' } }), file(`${String.raw`{"__metadata__":{"k\"ey":"v\\al\n`}😀"}}`))
+    expectBytes(serialize({}, { metadata: {} }), file('{"__metadata__":{}}'))
+    expectBytes(serialize({}), file('{}'))
+    expectBytes(serialize({}, { metadata: null }), file('{}'))
+    expect(serialize({}).length).toBe(16)
+  })
 
   test('names with non-ASCII and escaped characters round trip, in UTF-8 order', async () => {
     const names = [
-      'plain', 'with space', 'quote"d', 'back\\slash', '\\"', 'new\nline', 'cr\r', 'tab\t', 'bs\b', 'ff\f', 'nul\0', 'ctl\x1f', 'del\x7f',
-      'slash/x', '\u2028\u2029', 'é', 'Ω', '中文', 'emoji😀', '👍🏽', '\uffff', '\u{10000}', '\u{10ffff}', '\ue000', '\ud7ff',
-      '0', '10', '9', '', 'a', 'a.b', 'a\u0000', 'A', '__metadata', '__metadata__ ', ' __metadata__',
-    ];
-    const next = prng(7);
+      'plain',
+      'with space',
+      'quote"d',
+      'back\\slash',
+      '\\"',
+      'new\nline',
+      'cr\r',
+      'tab\t',
+      'bs\b',
+      'ff\f',
+      'nul\0',
+      'ctl\x1f',
+      'del\x7f',
+      'slash/x',
+      '\u2028\u2029',
+      'é',
+      'Ω',
+      '中文',
+      'emoji😀',
+      '👍🏽',
+      '\uffff',
+      '\u{10000}',
+      '\u{10ffff}',
+      '\ue000',
+      '\ud7ff',
+      '0',
+      '10',
+      '9',
+      '',
+      'a',
+      'a.b',
+      'a\u0000',
+      'A',
+      '__metadata',
+      '__metadata__ ',
+      ' __metadata__',
+    ]
+    const next = prng(7)
     const tensors: RefTensor[] = names.map((name, i) => {
-      const dtype = ['F32', 'U8', 'BF16', 'I64'][i % 4];
-      return { name, dtype, shape: [i % 3, 2], bytes: randomBytes(byteSize(dtype, [i % 3, 2]), next) };
-    });
-    const out = serialize(tensors.map((t) => toInput(t, false)), { metadata: { 'ключ "\\\n': 'значение 😀\t\u0001' } });
-    expectBytes(out, referenceFile(tensors, [['ключ "\\\n', 'значение 😀\t\u0001']]));
-    checkLayoutRules(out, true);
-    await expectRereads(out, tensors, { 'ключ "\\\n': 'значение 😀\t\u0001' });
-    const file = await open(out);
-    expect(file.names()).toEqual(referenceOrder(tensors).map((t) => t.name));
-  });
+      const dtype = ['F32', 'U8', 'BF16', 'I64'][i % 4]
+      return { name, dtype, shape: [i % 3, 2], bytes: randomBytes(byteSize(dtype, [i % 3, 2]), next) }
+    })
+    const out = serialize(
+      tensors.map((t) => toInput(t, false)),
+      { metadata: { 'ключ "\\\n': 'значение 😀\t\u0001' } },
+    )
+    expectBytes(out, referenceFile(tensors, [['ключ "\\\n', 'значение 😀\t\u0001']]))
+    checkLayoutRules(out, true)
+    await expectRereads(out, tensors, { 'ключ "\\\n': 'значение 😀\t\u0001' })
+    const file = await open(out)
+    expect(file.names()).toEqual(referenceOrder(tensors).map((t) => t.name))
+  })
 
   test('300 random tensors (random dtypes, shapes with zeros, names from an awkward alphabet) match the reference', async () => {
-    const next = prng(42);
-    const alphabet = ['a', 'b', 'Z', '0', '9', '.', '_', '"', '\\', '\n', '\x00', '\x1f', '\x7f', 'é', '中', '😀', '\uffff', '\u{10000}', '\u{10ffff}', ' ', '/'];
-    const seen = new Set<string>();
-    const tensors: RefTensor[] = [];
+    const next = prng(42)
+    const alphabet = [
+      'a',
+      'b',
+      'Z',
+      '0',
+      '9',
+      '.',
+      '_',
+      '"',
+      '\\',
+      '\n',
+      '\x00',
+      '\x1f',
+      '\x7f',
+      'é',
+      '中',
+      '😀',
+      '\uffff',
+      '\u{10000}',
+      '\u{10ffff}',
+      ' ',
+      '/',
+    ]
+    const seen = new Set<string>()
+    const tensors: RefTensor[] = []
     while (tensors.length < 300) {
-      let name = '';
-      const len = 1 + Math.floor(next() * 6);
-      for (let i = 0; i < len; i++) name += alphabet[Math.floor(next() * alphabet.length)];
-      if (seen.has(name) || name === '__metadata__') continue;
-      seen.add(name);
-      const [dtype, bits] = REF_DTYPES[Math.floor(next() * REF_DTYPES.length)];
-      const rank = Math.floor(next() * 4);
-      const shape = Array.from({ length: rank }, () => Math.floor(next() * 4));
-      if (bits === 4 && shape.length > 0) shape[0] *= 2;
-      if (bits === 6 && shape.length > 0) shape[0] *= 4;
-      if ((shape.reduce((a, b) => a * b, 1) * bits) % 8 !== 0) shape.push(bits === 4 ? 2 : 4);
-      tensors.push({ name, dtype, shape, bytes: randomBytes(byteSize(dtype, shape), next) });
+      let name = ''
+      const len = 1 + Math.floor(next() * 6)
+      for (let i = 0; i < len; i++) name += alphabet[Math.floor(next() * alphabet.length)]
+      if (seen.has(name) || name === '__metadata__') continue
+      seen.add(name)
+      const [dtype, bits] = REF_DTYPES[Math.floor(next() * REF_DTYPES.length)]
+      const rank = Math.floor(next() * 4)
+      const shape = Array.from({ length: rank }, () => Math.floor(next() * 4))
+      if (bits === 4 && shape.length > 0) shape[0] *= 2
+      if (bits === 6 && shape.length > 0) shape[0] *= 4
+      if ((shape.reduce((a, b) => a * b, 1) * bits) % 8 !== 0) shape.push(bits === 4 ? 2 : 4)
+      tensors.push({ name, dtype, shape, bytes: randomBytes(byteSize(dtype, shape), next) })
     }
-    const out = serialize(tensors.map((t, i) => toInput(t, i % 2 === 0)));
-    expectBytes(out, referenceFile(tensors));
-    checkLayoutRules(out, false);
-    await expectRereads(out, tensors, null);
-  });
-});
+    const out = serialize(tensors.map((t, i) => toInput(t, i % 2 === 0)))
+    expectBytes(out, referenceFile(tensors))
+    checkLayoutRules(out, false)
+    await expectRereads(out, tensors, null)
+  })
+})
 
 // ------------------------------------------------------------------------------------------------------
 // 3. Streaming writer
 
 /** A test set with several dtypes; F32 data big enough to split in many chunks. */
 function streamSet(seed: number): RefTensor[] {
-  const next = prng(seed);
-  const mk = (name: string, dtype: string, shape: number[]): RefTensor => ({ name, dtype, shape, bytes: randomBytes(byteSize(dtype, shape), next) });
-  return [mk('w', 'F32', [64, 33]), mk('ids', 'I64', [17]), mk('mask', 'BOOL', [5, 7]), mk('h', 'BF16', [100]), mk('empty', 'F16', [0]), mk('scalar', 'U8', []), mk('packed', 'F4', [6])];
+  const next = prng(seed)
+  const mk = (name: string, dtype: string, shape: number[]): RefTensor => ({ name, dtype, shape, bytes: randomBytes(byteSize(dtype, shape), next) })
+  return [
+    mk('w', 'F32', [64, 33]),
+    mk('ids', 'I64', [17]),
+    mk('mask', 'BOOL', [5, 7]),
+    mk('h', 'BF16', [100]),
+    mk('empty', 'F16', [0]),
+    mk('scalar', 'U8', []),
+    mk('packed', 'F4', [6]),
+  ]
 }
 
 /** Splits bytes in chunks of random sizes (1 byte up to a quarter). */
 function chunksOf(bytes: Uint8Array, next: () => number): Uint8Array[] {
-  const out: Uint8Array[] = [];
+  const out: Uint8Array[] = []
   for (let at = 0; at < bytes.length; ) {
-    const size = Math.min(bytes.length - at, 1 + Math.floor(next() * Math.max(1, bytes.length / 4)));
-    out.push(bytes.slice(at, at + size));
-    at += size;
+    const size = Math.min(bytes.length - at, 1 + Math.floor(next() * Math.max(1, bytes.length / 4)))
+    out.push(bytes.slice(at, at + size))
+    at += size
   }
-  return out;
+  return out
 }
 
 function collectingStream(): { stream: WritableStream<Uint8Array>; chunks: Uint8Array[]; state: { closed: boolean; aborted: unknown } } {
-  const chunks: Uint8Array[] = [];
-  const state = { closed: false, aborted: undefined as unknown };
+  const chunks: Uint8Array[] = []
+  const state = { closed: false, aborted: undefined as unknown }
   const stream = new WritableStream<Uint8Array>({
     write(chunk) {
-      chunks.push(chunk.slice());
+      chunks.push(chunk.slice())
     },
     close() {
-      state.closed = true;
+      state.closed = true
     },
     abort(reason) {
-      state.aborted = reason ?? 'aborted';
+      state.aborted = reason ?? 'aborted'
     },
-  });
-  return { stream, chunks, state };
+  })
+  return { stream, chunks, state }
 }
 
-const declare = (tensors: readonly RefTensor[]) => tensors.map((t) => ({ name: t.name, dtype: t.dtype as DType, shape: t.shape }));
+const declare = (tensors: readonly RefTensor[]) => tensors.map((t) => ({ name: t.name, dtype: t.dtype as DType, shape: t.shape }))
 
 describe('streaming writer', () => {
   test('file sink: chunks of all tensors interleaved, in any order, give the serialize() file', async () => {
-    const tensors = streamSet(11);
-    const expected = referenceFile(tensors, [['format', 'pt']]);
-    const dir = scratch();
-    const target = join(dir, 'out.safetensors');
-    const writer = SafetensorsWriter.create(await fileSink(target), declare(tensors), { metadata: { format: 'pt' } });
-    const next = prng(12);
+    const tensors = streamSet(11)
+    const expected = referenceFile(tensors, [['format', 'pt']])
+    const dir = scratch()
+    const target = join(dir, 'out.safetensors')
+    const writer = SafetensorsWriter.create(await fileSink(target), declare(tensors), { metadata: { format: 'pt' } })
+    const next = prng(12)
     // per-tensor queues of chunks; last layout tensor first, then random interleaving
-    const queues = referenceOrder(tensors).reverse().map((t) => ({ name: t.name, chunks: chunksOf(t.bytes, next) }));
-    await writer.write(queues[0].name, queues[0].chunks.shift()!); // the last tensor of the file first
+    const queues = referenceOrder(tensors)
+      .reverse()
+      .map((t) => ({ name: t.name, chunks: chunksOf(t.bytes, next) }))
+    await writer.write(queues[0].name, queues[0].chunks.shift()!) // the last tensor of the file first
     for (let pending = queues.filter((q) => q.chunks.length); pending.length; pending = queues.filter((q) => q.chunks.length)) {
-      const q = pending[Math.floor(next() * pending.length)];
-      await writer.write(q.name, q.chunks.shift()!);
+      const q = pending[Math.floor(next() * pending.length)]
+      await writer.write(q.name, q.chunks.shift()!)
     }
-    expect(existsSync(target), 'nothing at the target before close()').toBe(false);
-    await writer.close();
-    const written = new Uint8Array(readFileSync(target));
-    expectBytes(written, expected);
-    expectBytes(written, serialize(tensors.map((t) => toInput(t, false)), { metadata: { format: 'pt' } }));
-    expect(ls(dir)).toEqual(['out.safetensors']);
-  });
+    expect(existsSync(target), 'nothing at the target before close()').toBe(false)
+    await writer.close()
+    const written = new Uint8Array(readFileSync(target))
+    expectBytes(written, expected)
+    expectBytes(
+      written,
+      serialize(
+        tensors.map((t) => toInput(t, false)),
+        { metadata: { format: 'pt' } },
+      ),
+    )
+    expect(ls(dir)).toEqual(['out.safetensors'])
+  })
 
   test('file sink: natural typed-array chunks', async () => {
-    const tensors = streamSet(13).filter((t) => t.dtype !== 'F4');
-    const dir = scratch();
-    const target = join(dir, 'typed.safetensors');
-    const writer = SafetensorsWriter.create(await fileSink(target), declare(tensors));
+    const tensors = streamSet(13).filter((t) => t.dtype !== 'F4')
+    const dir = scratch()
+    const target = join(dir, 'typed.safetensors')
+    const writer = SafetensorsWriter.create(await fileSink(target), declare(tensors))
     for (const t of tensors) {
-      const unit = NATURAL[t.dtype].BYTES_PER_ELEMENT;
-      const half = Math.floor(t.bytes.length / unit / 2) * unit;
-      await writer.write(t.name, asNatural(t.dtype, t.bytes.subarray(0, half)));
-      await writer.write(t.name, asNatural(t.dtype, t.bytes.subarray(half)));
+      const unit = NATURAL[t.dtype].BYTES_PER_ELEMENT
+      const half = Math.floor(t.bytes.length / unit / 2) * unit
+      await writer.write(t.name, asNatural(t.dtype, t.bytes.subarray(0, half)))
+      await writer.write(t.name, asNatural(t.dtype, t.bytes.subarray(half)))
     }
-    await writer.close();
-    expectBytes(new Uint8Array(readFileSync(target)), referenceFile(tensors));
-  });
+    await writer.close()
+    expectBytes(new Uint8Array(readFileSync(target)), referenceFile(tensors))
+  })
 
   test('stream sink: chunks in layout order give the serialize() file; zero-sized tensors need no write', async () => {
-    const tensors = streamSet(21);
-    const { stream, chunks, state } = collectingStream();
-    const writer = SafetensorsWriter.create(streamSink(stream), declare(tensors), { metadata: { format: 'pt' } });
-    expect(writer.entries.map((e) => e.name)).toEqual(referenceOrder(tensors).map((t) => t.name));
-    const next = prng(22);
-    for (const t of referenceOrder(tensors)) for (const c of chunksOf(t.bytes, next)) await writer.write(t.name, c);
-    await writer.close();
-    expect(state.closed).toBe(true);
-    expectBytes(concatBytes(chunks), referenceFile(tensors, [['format', 'pt']]));
-  });
+    const tensors = streamSet(21)
+    const { stream, chunks, state } = collectingStream()
+    const writer = SafetensorsWriter.create(streamSink(stream), declare(tensors), { metadata: { format: 'pt' } })
+    expect(writer.entries.map((e) => e.name)).toEqual(referenceOrder(tensors).map((t) => t.name))
+    const next = prng(22)
+    for (const t of referenceOrder(tensors)) for (const c of chunksOf(t.bytes, next)) await writer.write(t.name, c)
+    await writer.close()
+    expect(state.closed).toBe(true)
+    expectBytes(concatBytes(chunks), referenceFile(tensors, [['format', 'pt']]))
+  })
 
   test('stream sink: writing out of layout order is an error', async () => {
-    const tensors = streamSet(31);
-    const order = referenceOrder(tensors);
+    const tensors = streamSet(31)
+    const order = referenceOrder(tensors)
     {
-      const { stream } = collectingStream();
-      const writer = SafetensorsWriter.create(streamSink(stream), declare(tensors));
-      expectCode(await rejectionOf(writer.write(order[1].name, order[1].bytes)), ['Io', 'InvalidOffset', 'TensorInvalidInfo']);
+      const { stream } = collectingStream()
+      const writer = SafetensorsWriter.create(streamSink(stream), declare(tensors))
+      expectCode(await rejectionOf(writer.write(order[1].name, order[1].bytes)), ['Io', 'InvalidOffset', 'TensorInvalidInfo'])
     }
     {
       // interleaving: part of the first tensor, then the second
-      const { stream } = collectingStream();
-      const writer = SafetensorsWriter.create(streamSink(stream), declare(tensors));
-      await writer.write(order[0].name, order[0].bytes.subarray(0, 10));
-      expectCode(await rejectionOf(writer.write(order[1].name, order[1].bytes)), ['Io', 'InvalidOffset', 'TensorInvalidInfo']);
+      const { stream } = collectingStream()
+      const writer = SafetensorsWriter.create(streamSink(stream), declare(tensors))
+      await writer.write(order[0].name, order[0].bytes.subarray(0, 10))
+      expectCode(await rejectionOf(writer.write(order[1].name, order[1].bytes)), ['Io', 'InvalidOffset', 'TensorInvalidInfo'])
     }
     {
       // going back to a finished tensor
-      const { stream } = collectingStream();
-      const writer = SafetensorsWriter.create(streamSink(stream), declare(tensors));
-      await writer.write(order[0].name, order[0].bytes);
-      await writer.write(order[1].name, order[1].bytes);
-      expectCode(await rejectionOf(writer.write(order[0].name, order[0].bytes.subarray(0, 4))), ['Io', 'InvalidOffset', 'TensorInvalidInfo']);
+      const { stream } = collectingStream()
+      const writer = SafetensorsWriter.create(streamSink(stream), declare(tensors))
+      await writer.write(order[0].name, order[0].bytes)
+      await writer.write(order[1].name, order[1].bytes)
+      expectCode(await rejectionOf(writer.write(order[0].name, order[0].bytes.subarray(0, 4))), ['Io', 'InvalidOffset', 'TensorInvalidInfo'])
     }
-  });
+  })
 
   test('a partial tensor at close() is an error and leaves no file (file sink)', async () => {
-    const tensors = streamSet(41);
-    const dir = scratch();
-    const target = join(dir, 'partial.safetensors');
-    const writer = SafetensorsWriter.create(await fileSink(target), declare(tensors));
-    for (const t of tensors) await writer.write(t.name, t.name === 'h' ? t.bytes.subarray(0, t.bytes.length - 2) : t.bytes);
-    expectCode(await rejectionOf(writer.close()), ['TensorInvalidInfo', 'Io']);
-    expect(ls(dir)).toEqual([]);
-  });
+    const tensors = streamSet(41)
+    const dir = scratch()
+    const target = join(dir, 'partial.safetensors')
+    const writer = SafetensorsWriter.create(await fileSink(target), declare(tensors))
+    for (const t of tensors) await writer.write(t.name, t.name === 'h' ? t.bytes.subarray(0, t.bytes.length - 2) : t.bytes)
+    expectCode(await rejectionOf(writer.close()), ['TensorInvalidInfo', 'Io'])
+    expect(ls(dir)).toEqual([])
+  })
 
   test('a partial tensor at close() is an error and leaves an existing target as it was', async () => {
-    const tensors = streamSet(42);
-    const dir = scratch();
-    const target = join(dir, 'model.safetensors');
-    writeFileSync(target, 'old contents');
-    const writer = SafetensorsWriter.create(await fileSink(target), declare(tensors));
-    await writer.write('w', tensors[0].bytes);
-    expectCode(await rejectionOf(writer.close()), ['TensorInvalidInfo', 'Io']);
-    expect(ls(dir)).toEqual(['model.safetensors']);
-    expect(readFileSync(target, 'utf8')).toBe('old contents');
-  });
+    const tensors = streamSet(42)
+    const dir = scratch()
+    const target = join(dir, 'model.safetensors')
+    writeFileSync(target, 'old contents')
+    const writer = SafetensorsWriter.create(await fileSink(target), declare(tensors))
+    await writer.write('w', tensors[0].bytes)
+    expectCode(await rejectionOf(writer.close()), ['TensorInvalidInfo', 'Io'])
+    expect(ls(dir)).toEqual(['model.safetensors'])
+    expect(readFileSync(target, 'utf8')).toBe('old contents')
+  })
 
   test('a partial tensor at close() aborts a stream sink', async () => {
-    const tensors = streamSet(43);
-    const { stream, state } = collectingStream();
-    const writer = SafetensorsWriter.create(streamSink(stream), declare(tensors));
-    const first = referenceOrder(tensors)[0];
-    await writer.write(first.name, first.bytes.subarray(0, 5));
-    expectCode(await rejectionOf(writer.close()), ['TensorInvalidInfo', 'Io']);
-    expect(state.closed).toBe(false);
-    expect(state.aborted).toBeDefined();
-  });
+    const tensors = streamSet(43)
+    const { stream, state } = collectingStream()
+    const writer = SafetensorsWriter.create(streamSink(stream), declare(tensors))
+    const first = referenceOrder(tensors)[0]
+    await writer.write(first.name, first.bytes.subarray(0, 5))
+    expectCode(await rejectionOf(writer.close()), ['TensorInvalidInfo', 'Io'])
+    expect(state.closed).toBe(false)
+    expect(state.aborted).toBeDefined()
+  })
 
   test('writing more bytes than declared is an error; the file never appears', async () => {
-    const tensors = streamSet(51);
-    const dir = scratch();
-    const target = join(dir, 'over.safetensors');
-    const writer = SafetensorsWriter.create(await fileSink(target), declare(tensors));
-    const h = tensors.find((t) => t.name === 'h')!;
-    await writer.write('h', h.bytes.subarray(0, 150));
-    expectCode(await rejectionOf(writer.write('h', h.bytes.subarray(0, 51))), 'TensorInvalidInfo');
-    expectCode(await rejectionOf(writer.write('scalar', new Uint8Array(2))), 'TensorInvalidInfo');
-    expectCode(await rejectionOf(writer.write('empty', new Uint16Array(1))), 'TensorInvalidInfo');
-    await rejectionOf(writer.close());
-    expect(ls(dir)).toEqual([]);
-  });
+    const tensors = streamSet(51)
+    const dir = scratch()
+    const target = join(dir, 'over.safetensors')
+    const writer = SafetensorsWriter.create(await fileSink(target), declare(tensors))
+    const h = tensors.find((t) => t.name === 'h')!
+    await writer.write('h', h.bytes.subarray(0, 150))
+    expectCode(await rejectionOf(writer.write('h', h.bytes.subarray(0, 51))), 'TensorInvalidInfo')
+    expectCode(await rejectionOf(writer.write('scalar', new Uint8Array(2))), 'TensorInvalidInfo')
+    expectCode(await rejectionOf(writer.write('empty', new Uint16Array(1))), 'TensorInvalidInfo')
+    await rejectionOf(writer.close())
+    expect(ls(dir)).toEqual([])
+  })
 
   test('writing to an undeclared tensor is TensorNotFound', async () => {
-    const { stream } = collectingStream();
-    const writer = SafetensorsWriter.create(streamSink(stream), [{ name: 'a', dtype: 'U8', shape: [1] }]);
-    expectCode(await rejectionOf(writer.write('b', new Uint8Array(1))), 'TensorNotFound');
-  });
+    const { stream } = collectingStream()
+    const writer = SafetensorsWriter.create(streamSink(stream), [{ name: 'a', dtype: 'U8', shape: [1] }])
+    expectCode(await rejectionOf(writer.write('b', new Uint8Array(1))), 'TensorNotFound')
+  })
 
   test('no tensors declared: close() writes the empty file', async () => {
-    const { stream, chunks } = collectingStream();
-    const writer = SafetensorsWriter.create(streamSink(stream), []);
-    await writer.close();
-    expectBytes(concatBytes(chunks), referenceFile([]));
-  });
-});
+    const { stream, chunks } = collectingStream()
+    const writer = SafetensorsWriter.create(streamSink(stream), [])
+    await writer.close()
+    expectBytes(concatBytes(chunks), referenceFile([]))
+  })
+})
 
 // ------------------------------------------------------------------------------------------------------
 // 4. Atomic writes: a sink or a source that fails half-way
 
 /** fileSink whose write() stores the first `failAfter` bytes and then throws, as a full disk would. */
 async function failingFileSink(path: string, failAfter: number, log: string[]): Promise<WriterSink> {
-  const inner = await fileSink(path);
-  let written = 0;
+  const inner = await fileSink(path)
+  let written = 0
   return {
     seekable: true,
     async write(bytes, position) {
       if (written + bytes.length > failAfter) {
-        const part = failAfter - written;
-        if (part > 0) await inner.write(bytes.subarray(0, part), position);
-        written += Math.max(0, part);
-        log.push(`failed after ${written} bytes`);
-        throw new Error('ENOSPC: simulated disk full');
+        const part = failAfter - written
+        if (part > 0) await inner.write(bytes.subarray(0, part), position)
+        written += Math.max(0, part)
+        log.push(`failed after ${written} bytes`)
+        throw new Error('ENOSPC: simulated disk full')
       }
-      written += bytes.length;
-      await inner.write(bytes, position);
+      written += bytes.length
+      await inner.write(bytes, position)
     },
     commit: () => inner.commit(),
     abort: (reason) => {
-      log.push('abort');
-      return inner.abort(reason);
+      log.push('abort')
+      return inner.abort(reason)
     },
-  };
+  }
 }
 
 describe('atomic writes', () => {
   const tensors = (() => {
-    const next = prng(61);
-    return ['a', 'b', 'c', 'd'].map((name): RefTensor => ({ name, dtype: 'F32', shape: [256, 16], bytes: randomBytes(byteSize('F32', [256, 16]), next) }));
-  })();
+    const next = prng(61)
+    return ['a', 'b', 'c', 'd'].map((name): RefTensor => ({ name, dtype: 'F32', shape: [256, 16], bytes: randomBytes(byteSize('F32', [256, 16]), next) }))
+  })()
 
   test.each([
     ['absent', false],
     ['existing', true],
   ])('a sink failing half-way: the target (%s) is unchanged and no temporary file is left', async (_, existed) => {
-    const dir = scratch();
-    const target = join(dir, 'model.safetensors');
-    const old = new Uint8Array([1, 2, 3, 4, 5]);
-    if (existed) writeFileSync(target, old);
-    const log: string[] = [];
-    const total = referenceFile(tensors).length;
-    const writer = SafetensorsWriter.create(await failingFileSink(target, Math.floor(total / 2), log), declare(tensors));
-    let error: unknown;
+    const dir = scratch()
+    const target = join(dir, 'model.safetensors')
+    const old = new Uint8Array([1, 2, 3, 4, 5])
+    if (existed) writeFileSync(target, old)
+    const log: string[] = []
+    const total = referenceFile(tensors).length
+    const writer = SafetensorsWriter.create(await failingFileSink(target, Math.floor(total / 2), log), declare(tensors))
+    let error: unknown
     for (const t of tensors) {
-      error = await rejectionOf(writer.write(t.name, t.bytes));
-      if (error) break;
+      error = await rejectionOf(writer.write(t.name, t.bytes))
+      if (error) break
     }
-    expectCode(error, 'Io');
-    expect(log[0]).toMatch(/^failed after \d+ bytes$/);
-    expect(log).toContain('abort');
-    expectCode(await rejectionOf(writer.close()), ['Io', 'TensorInvalidInfo', 'Aborted']);
-    expect(ls(dir)).toEqual(existed ? ['model.safetensors'] : []);
-    if (existed) expect(new Uint8Array(readFileSync(target))).toEqual(old);
-  });
+    expectCode(error, 'Io')
+    expect(log[0]).toMatch(/^failed after \d+ bytes$/)
+    expect(log).toContain('abort')
+    expectCode(await rejectionOf(writer.close()), ['Io', 'TensorInvalidInfo', 'Aborted'])
+    expect(ls(dir)).toEqual(existed ? ['model.safetensors'] : [])
+    if (existed) expect(new Uint8Array(readFileSync(target))).toEqual(old)
+  })
 
   test('a sink failing on the header write: the error comes from write(), with no unhandled rejection', async () => {
-    const dir = scratch();
-    const target = join(dir, 'model.safetensors');
-    const unhandled: unknown[] = [];
-    const onUnhandled = (reason: unknown) => unhandled.push(reason);
-    process.on('unhandledRejection', onUnhandled);
+    const dir = scratch()
+    const target = join(dir, 'model.safetensors')
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
     try {
-      const writer = SafetensorsWriter.create(await failingFileSink(target, 0, []), declare(tensors));
+      const writer = SafetensorsWriter.create(await failingFileSink(target, 0, []), declare(tensors))
       // A caller typically awaits something (reading the source) before its first write.
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      expectCode(await rejectionOf(writer.write('a', tensors[0].bytes)), 'Io');
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      expectCode(await rejectionOf(writer.write('a', tensors[0].bytes)), 'Io')
     } finally {
-      process.off('unhandledRejection', onUnhandled);
+      process.off('unhandledRejection', onUnhandled)
     }
-    expect(unhandled.map((e) => String(e))).toEqual([]);
-    expect(ls(dir)).toEqual([]);
-  });
+    expect(unhandled.map((e) => String(e))).toEqual([])
+    expect(ls(dir)).toEqual([])
+  })
 
   test('the final rename failing (the target is a non-empty directory): no temporary file is left', async () => {
-    const dir = scratch();
-    const target = join(dir, 'model.safetensors');
-    mkdirSync(target);
-    writeFileSync(join(target, 'keep'), 'x');
-    expect(await rejectionOf(writeFile(target, tensors.map((t) => toInput(t, false))))).toBeDefined();
-    expect(ls(dir)).toEqual(['model.safetensors']);
-    expect(statSync(target).isDirectory()).toBe(true);
-    expect(ls(target)).toEqual(['keep']);
-  });
+    const dir = scratch()
+    const target = join(dir, 'model.safetensors')
+    mkdirSync(target)
+    writeFileSync(join(target, 'keep'), 'x')
+    expect(
+      await rejectionOf(
+        writeFile(
+          target,
+          tensors.map((t) => toInput(t, false)),
+        ),
+      ),
+    ).toBeDefined()
+    expect(ls(dir)).toEqual(['model.safetensors'])
+    expect(statSync(target).isDirectory()).toBe(true)
+    expect(ls(target)).toEqual(['keep'])
+  })
 
   /** An in-memory RangeSource that fails once a read reaches `failFrom`. */
   function failingSource(bytes: Uint8Array, failFrom: number, reads: Array<[number, number]>): RangeSource {
     return {
       size: bytes.length,
       async read(offset, length) {
-        reads.push([offset, length]);
-        if (offset + length > failFrom) throw new Error(`simulated network failure reading ${length} bytes at ${offset}`);
-        return bytes.slice(offset, offset + length);
+        reads.push([offset, length])
+        if (offset + length > failFrom) throw new Error(`simulated network failure reading ${length} bytes at ${offset}`)
+        return bytes.slice(offset, offset + length)
       },
-    };
+    }
   }
 
   test.each([
@@ -790,179 +933,248 @@ describe('atomic writes', () => {
     ['existing', true],
   ])('convertFile with a source failing half-way: the target (%s) is unchanged and no temporary file is left', async (_, existed) => {
     // four BF16 tensors of 32 KiB: the header read (64 KiB from 0) ends before the failure point
-    const next = prng(62);
-    const input = referenceFile(['a', 'b', 'c', 'd'].map((name) => ({ name, dtype: 'BF16', shape: [256, 64], bytes: randomBytes(32768, next) })));
-    const dataStart = splitFile(input).dataStart;
-    const dir = scratch();
-    const target = join(dir, 'out.safetensors');
-    const old = 'previous version';
-    if (existed) writeFileSync(target, old);
-    const reads: Array<[number, number]> = [];
+    const next = prng(62)
+    const input = referenceFile(['a', 'b', 'c', 'd'].map((name) => ({ name, dtype: 'BF16', shape: [256, 64], bytes: randomBytes(32768, next) })))
+    const dataStart = splitFile(input).dataStart
+    const dir = scratch()
+    const target = join(dir, 'out.safetensors')
+    const old = 'previous version'
+    if (existed) writeFileSync(target, old)
+    const reads: Array<[number, number]> = []
     // fail while reading the third of four tensors: two are already converted and written
-    const source = failingSource(input, dataStart + 2 * 32768 + 100, reads);
-    const error = await rejectionOf(convertFile(source as unknown as string, target, { dtype: 'F32' }));
-    expect(error).toBeDefined();
-    expect(reads.filter(([o]) => o >= dataStart).length, 'data reads before the failure').toBe(3);
-    expect(ls(dir)).toEqual(existed ? ['out.safetensors'] : []);
-    if (existed) expect(readFileSync(target, 'utf8')).toBe(old);
-  });
-});
+    const source = failingSource(input, dataStart + 2 * 32768 + 100, reads)
+    const error = await rejectionOf(convertFile(source as unknown as string, target, { dtype: 'F32' }))
+    expect(error).toBeDefined()
+    expect(reads.filter(([o]) => o >= dataStart).length, 'data reads before the failure').toBe(3)
+    expect(ls(dir)).toEqual(existed ? ['out.safetensors'] : [])
+    if (existed) expect(readFileSync(target, 'utf8')).toBe(old)
+  })
+})
 
 // ------------------------------------------------------------------------------------------------------
 // 5. Bad input: SafetensorsError with a code, nothing written
 
 interface BadCase {
-  label: string;
-  tensors: Array<{ name: string; dtype: string; shape: number[]; data: ArrayBufferView }>;
-  metadata?: unknown;
-  codes: string[];
+  label: string
+  tensors: Array<{ name: string; dtype: string; shape: number[]; data: ArrayBufferView }>
+  metadata?: unknown
+  codes: string[]
   /** The error is in the data, not in the declarations (SafetensorsWriter.create accepts it; write() fails). */
-  dataLevel?: boolean;
+  dataLevel?: boolean
 }
 
-const f32 = (n: number) => new Float32Array(n);
-const ok = { name: 'ok', dtype: 'F32', shape: [2], data: f32(2) };
+const f32 = (n: number) => new Float32Array(n)
+const ok = { name: 'ok', dtype: 'F32', shape: [2], data: f32(2) }
 const BAD: BadCase[] = [
-  { label: 'size mismatch (typed array longer than the shape)', tensors: [ok, { name: 'a', dtype: 'F32', shape: [2], data: f32(3) }], codes: ['TensorInvalidInfo'], dataLevel: true },
-  { label: 'size mismatch (raw bytes shorter than the shape)', tensors: [ok, { name: 'a', dtype: 'F32', shape: [2], data: new Uint8Array(7) }], codes: ['TensorInvalidInfo'], dataLevel: true },
-  { label: 'size mismatch (zero-sized shape, non-empty data)', tensors: [ok, { name: 'a', dtype: 'I64', shape: [0, 3], data: new BigInt64Array(1) }], codes: ['TensorInvalidInfo'], dataLevel: true },
-  { label: 'data in the typed array of another dtype', tensors: [ok, { name: 'a', dtype: 'F32', shape: [2], data: new Int32Array(2) }], codes: ['TensorInvalidInfo', 'InvalidHeaderDeserialization'], dataLevel: true },
-  { label: 'duplicate names', tensors: [ok, { name: 'a', dtype: 'U8', shape: [1], data: new Uint8Array(1) }, { name: 'a', dtype: 'U8', shape: [1], data: new Uint8Array(1) }], codes: ['InvalidHeaderDeserialization'] },
-  { label: '"__metadata__" as a tensor name', tensors: [ok, { name: '__metadata__', dtype: 'U8', shape: [1], data: new Uint8Array(1) }], codes: ['InvalidHeaderDeserialization'] },
+  {
+    label: 'size mismatch (typed array longer than the shape)',
+    tensors: [ok, { name: 'a', dtype: 'F32', shape: [2], data: f32(3) }],
+    codes: ['TensorInvalidInfo'],
+    dataLevel: true,
+  },
+  {
+    label: 'size mismatch (raw bytes shorter than the shape)',
+    tensors: [ok, { name: 'a', dtype: 'F32', shape: [2], data: new Uint8Array(7) }],
+    codes: ['TensorInvalidInfo'],
+    dataLevel: true,
+  },
+  {
+    label: 'size mismatch (zero-sized shape, non-empty data)',
+    tensors: [ok, { name: 'a', dtype: 'I64', shape: [0, 3], data: new BigInt64Array(1) }],
+    codes: ['TensorInvalidInfo'],
+    dataLevel: true,
+  },
+  {
+    label: 'data in the typed array of another dtype',
+    tensors: [ok, { name: 'a', dtype: 'F32', shape: [2], data: new Int32Array(2) }],
+    codes: ['TensorInvalidInfo', 'InvalidHeaderDeserialization'],
+    dataLevel: true,
+  },
+  {
+    label: 'duplicate names',
+    tensors: [ok, { name: 'a', dtype: 'U8', shape: [1], data: new Uint8Array(1) }, { name: 'a', dtype: 'U8', shape: [1], data: new Uint8Array(1) }],
+    codes: ['InvalidHeaderDeserialization'],
+  },
+  {
+    label: '"__metadata__" as a tensor name',
+    tensors: [ok, { name: '__metadata__', dtype: 'U8', shape: [1], data: new Uint8Array(1) }],
+    codes: ['InvalidHeaderDeserialization'],
+  },
   { label: 'a metadata value that is a number', tensors: [ok], metadata: { format: 'pt', version: 2 }, codes: ['InvalidHeaderDeserialization'] },
   { label: 'a metadata value that is null', tensors: [ok], metadata: { format: null }, codes: ['InvalidHeaderDeserialization'] },
   { label: 'a metadata value that is an object', tensors: [ok], metadata: { nested: { a: 'b' } }, codes: ['InvalidHeaderDeserialization'] },
   { label: 'metadata that is an array', tensors: [ok], metadata: ['a'], codes: ['InvalidHeaderDeserialization'] },
   { label: 'unknown dtype', tensors: [ok, { name: 'a', dtype: 'F33', shape: [1], data: new Uint8Array(4) }], codes: ['InvalidHeaderDeserialization'] },
-  { label: 'dtype in the wrong case', tensors: [ok, { name: 'a', dtype: 'f32', shape: [1], data: new Uint8Array(4) }], codes: ['InvalidHeaderDeserialization'] },
+  {
+    label: 'dtype in the wrong case',
+    tensors: [ok, { name: 'a', dtype: 'f32', shape: [1], data: new Uint8Array(4) }],
+    codes: ['InvalidHeaderDeserialization'],
+  },
   { label: 'F4 with an odd element count', tensors: [ok, { name: 'a', dtype: 'F4', shape: [3], data: new Uint8Array(2) }], codes: ['MisalignedSlice'] },
   { label: 'F4 scalar', tensors: [ok, { name: 'a', dtype: 'F4', shape: [], data: new Uint8Array(1) }], codes: ['MisalignedSlice'] },
-  { label: 'F6_E2M3 with 2 elements (12 bits)', tensors: [ok, { name: 'a', dtype: 'F6_E2M3', shape: [2], data: new Uint8Array(2) }], codes: ['MisalignedSlice'] },
+  {
+    label: 'F6_E2M3 with 2 elements (12 bits)',
+    tensors: [ok, { name: 'a', dtype: 'F6_E2M3', shape: [2], data: new Uint8Array(2) }],
+    codes: ['MisalignedSlice'],
+  },
   { label: 'a negative dimension', tensors: [ok, { name: 'a', dtype: 'U8', shape: [-1], data: new Uint8Array(0) }], codes: ['InvalidHeaderDeserialization'] },
-  { label: 'a fractional dimension', tensors: [ok, { name: 'a', dtype: 'U8', shape: [1.5], data: new Uint8Array(1) }], codes: ['InvalidHeaderDeserialization'] },
-  { label: 'a shape whose size overflows', tensors: [ok, { name: 'a', dtype: 'F64', shape: [2 ** 26, 2 ** 26, 2 ** 26], data: new Uint8Array(0) }], codes: ['ValidationOverflow'] },
-  { label: 'a lone high surrogate as a name', tensors: [ok, { name: 'bad\ud800', dtype: 'U8', shape: [1], data: new Uint8Array(1) }], codes: ['InvalidHeaderDeserialization', 'InvalidHeader'] },
-  { label: 'a lone low surrogate as a name', tensors: [ok, { name: '\udc00x', dtype: 'U8', shape: [1], data: new Uint8Array(1) }], codes: ['InvalidHeaderDeserialization', 'InvalidHeader'] },
+  {
+    label: 'a fractional dimension',
+    tensors: [ok, { name: 'a', dtype: 'U8', shape: [1.5], data: new Uint8Array(1) }],
+    codes: ['InvalidHeaderDeserialization'],
+  },
+  {
+    label: 'a shape whose size overflows',
+    tensors: [ok, { name: 'a', dtype: 'F64', shape: [2 ** 26, 2 ** 26, 2 ** 26], data: new Uint8Array(0) }],
+    codes: ['ValidationOverflow'],
+  },
+  {
+    label: 'a lone high surrogate as a name',
+    tensors: [ok, { name: 'bad\ud800', dtype: 'U8', shape: [1], data: new Uint8Array(1) }],
+    codes: ['InvalidHeaderDeserialization', 'InvalidHeader'],
+  },
+  {
+    label: 'a lone low surrogate as a name',
+    tensors: [ok, { name: '\udc00x', dtype: 'U8', shape: [1], data: new Uint8Array(1) }],
+    codes: ['InvalidHeaderDeserialization', 'InvalidHeader'],
+  },
   { label: 'a lone surrogate in a metadata key', tensors: [ok], metadata: { 'k\udfff': 'v' }, codes: ['InvalidHeaderDeserialization', 'InvalidHeader'] },
   { label: 'a lone surrogate in a metadata value', tensors: [ok], metadata: { k: 'v\ud83d' }, codes: ['InvalidHeaderDeserialization', 'InvalidHeader'] },
   // 100,000,000 + a few bytes of header: one long metadata value (a cheap repeated string)
   { label: 'a header over 100,000,000 bytes', tensors: [ok], metadata: { big: 'x'.repeat(100_000_000) }, codes: ['HeaderTooLarge'] },
-];
+]
 
-const asTensors = (c: BadCase) => c.tensors as unknown as Array<TensorInput & { name: string }>;
-const asOptions = (c: BadCase) => ({ metadata: c.metadata as Record<string, string> | undefined });
+const asTensors = (c: BadCase) => c.tensors as unknown as Array<TensorInput & { name: string }>
+const asOptions = (c: BadCase) => ({ metadata: c.metadata as Record<string, string> | undefined })
 
 describe('bad input throws SafetensorsError with a code and writes nothing', () => {
   test.each(BAD)('serialize: $label', (c) => {
-    expectCode(errorOf(() => serialize(asTensors(c), asOptions(c))), c.codes);
-  });
+    expectCode(
+      errorOf(() => serialize(asTensors(c), asOptions(c))),
+      c.codes,
+    )
+  })
 
   test.each(BAD)('SafetensorsWriter: $label', async (c) => {
-    const writes: number[] = [];
+    const writes: number[] = []
     const sink: WriterSink = {
       seekable: true,
       async write(bytes) {
-        writes.push(bytes.length);
+        writes.push(bytes.length)
       },
       async commit() {
-        writes.push(-1);
+        writes.push(-1)
       },
       async abort() {},
-    };
-    const decls = c.tensors.map((t) => ({ name: t.name, dtype: t.dtype as DType, shape: t.shape }));
-    if (!c.dataLevel) {
-      expectCode(errorOf(() => SafetensorsWriter.create(sink, decls, asOptions(c))), c.codes);
-      expect(writes).toEqual([]);
-      return;
     }
-    const writer = SafetensorsWriter.create(sink, decls, asOptions(c));
-    const bad = c.tensors[c.tensors.length - 1];
+    const decls = c.tensors.map((t) => ({ name: t.name, dtype: t.dtype as DType, shape: t.shape }))
+    if (!c.dataLevel) {
+      expectCode(
+        errorOf(() => SafetensorsWriter.create(sink, decls, asOptions(c))),
+        c.codes,
+      )
+      expect(writes).toEqual([])
+      return
+    }
+    const writer = SafetensorsWriter.create(sink, decls, asOptions(c))
+    const bad = c.tensors[c.tensors.length - 1]
     // too many bytes fail at write(), too few at close()
-    const writeError = await rejectionOf(writer.write(bad.name, bad.data as Uint8Array));
-    const closeError = await rejectionOf(writer.close());
-    expectCode(writeError ?? closeError, c.codes);
-    expect(closeError, 'close() fails too').toBeDefined();
-    expect(writes, 'never committed').not.toContain(-1);
-  });
+    const writeError = await rejectionOf(writer.write(bad.name, bad.data as Uint8Array))
+    const closeError = await rejectionOf(writer.close())
+    expectCode(writeError ?? closeError, c.codes)
+    expect(closeError, 'close() fails too').toBeDefined()
+    expect(writes, 'never committed').not.toContain(-1)
+  })
 
   test.each(BAD)('writeFile creates no file: $label', async (c) => {
-    const dir = scratch();
-    expectCode(await rejectionOf(writeFile(join(dir, 'x.safetensors'), asTensors(c), asOptions(c))), c.codes);
-    expect(ls(dir)).toEqual([]);
-  });
+    const dir = scratch()
+    expectCode(await rejectionOf(writeFile(join(dir, 'x.safetensors'), asTensors(c), asOptions(c))), c.codes)
+    expect(ls(dir)).toEqual([])
+  })
 
   test.each(BAD)('saveModel creates no file: $label', async (c) => {
-    const dir = join(scratch(), 'model');
+    const dir = join(scratch(), 'model')
     // a small maxShardSize, so an error in the last tensor comes after a first shard could have been written
-    expectCode(await rejectionOf(saveModel(dir, asTensors(c), { ...asOptions(c), maxShardSize: 8 })), c.codes);
-    expect(existsSync(dir) ? ls(dir) : []).toEqual([]);
-  });
+    expectCode(await rejectionOf(saveModel(dir, asTensors(c), { ...asOptions(c), maxShardSize: 8 })), c.codes)
+    expect(existsSync(dir) ? ls(dir) : []).toEqual([])
+  })
 
   test('a header of exactly 100,000,000 bytes is accepted (the limit is inclusive)', () => {
     // {"__metadata__":{"big":"…"}} is 27 bytes of syntax around the value
-    expect('{"__metadata__":{"big":""}}'.length).toBe(27);
-    const value = 'x'.repeat(100_000_000 - 27);
-    const out = serialize({}, { metadata: { big: value } });
-    expect(splitFile(out.subarray(0, 8)).n).toBe(100_000_000);
-    expect(out.length).toBe(100_000_008);
-    expect(new TextDecoder().decode(out.subarray(8, 24))).toBe('{"__metadata__":');
-    expectCode(errorOf(() => serialize({}, { metadata: { big: value + 'x' } })), 'HeaderTooLarge');
-  });
-});
+    expect('{"__metadata__":{"big":""}}'.length).toBe(27)
+    const value = 'x'.repeat(100_000_000 - 27)
+    const out = serialize({}, { metadata: { big: value } })
+    expect(splitFile(out.subarray(0, 8)).n).toBe(100_000_000)
+    expect(out.length).toBe(100_000_008)
+    expect(new TextDecoder().decode(out.subarray(8, 24))).toBe('{"__metadata__":')
+    expectCode(
+      errorOf(() => serialize({}, { metadata: { big: `${value}x` } })),
+      'HeaderTooLarge',
+    )
+  })
+})
 
 // ------------------------------------------------------------------------------------------------------
 // 6. saveModel
 
-const FLUX = join(REAL, 'sharded', 'fluxml__safetensors.jl');
+const FLUX = join(REAL, 'sharded', 'fluxml__safetensors.jl')
 
 describe('saveModel', () => {
   test('reproduces the real FluxML sharded set: same shard names and assignment, byte-identical shards', async () => {
-    const index = JSON.parse(readFileSync(join(FLUX, 'model.safetensors.index.json'), 'utf8')) as { metadata: { total_size: number }; weight_map: Record<string, string> };
-    // weight_map keeps the state-dict order the shards were planned in (huggingface_hub, max_shard_size=1000)
-    const model = await openModel(join(FLUX, 'model.safetensors.index.json'));
-    const tensors: Array<TensorInput & { name: string }> = [];
-    for (const name of Object.keys(index.weight_map)) {
-      const t = await model.getTensor(name);
-      tensors.push({ name, dtype: t.dtype, shape: t.shape, data: t.data });
+    const index = JSON.parse(readFileSync(join(FLUX, 'model.safetensors.index.json'), 'utf8')) as {
+      metadata: { total_size: number }
+      weight_map: Record<string, string>
     }
-    await model.close();
-    const dir = join(scratch(), 'flux');
-    const written = await saveModel(dir, tensors, { maxShardSize: 1000, metadata: { format: 'pt' } });
-    const shardNames = [1, 2, 3, 4, 5, 6].map((i) => `model-0000${i}-of-00006.safetensors`);
-    expect(ls(dir)).toEqual([...shardNames, 'model.safetensors.index.json']);
-    expect([...written].sort()).toEqual(ls(dir));
-    for (const shard of shardNames) expectBytes(new Uint8Array(readFileSync(join(dir, shard))), new Uint8Array(readFileSync(join(FLUX, shard))));
-    const text = readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8');
-    const ours = JSON.parse(text);
-    expect(ours.weight_map).toEqual(index.weight_map);
-    expect(ours.metadata).toEqual({ total_size: 4305 });
-    expect(index.metadata.total_size).toBe(4305);
-    expect(text).toBe(pythonJsonDumps({ metadata: { total_size: 4305 }, weight_map: index.weight_map }) + '\n');
-  });
+    // weight_map keeps the state-dict order the shards were planned in (huggingface_hub, max_shard_size=1000)
+    const model = await openModel(join(FLUX, 'model.safetensors.index.json'))
+    const tensors: Array<TensorInput & { name: string }> = []
+    for (const name of Object.keys(index.weight_map)) {
+      const t = await model.getTensor(name)
+      tensors.push({ name, dtype: t.dtype, shape: t.shape, data: t.data })
+    }
+    await model.close()
+    const dir = join(scratch(), 'flux')
+    const written = await saveModel(dir, tensors, { maxShardSize: 1000, metadata: { format: 'pt' } })
+    const shardNames = [1, 2, 3, 4, 5, 6].map((i) => `model-0000${i}-of-00006.safetensors`)
+    expect(ls(dir)).toEqual([...shardNames, 'model.safetensors.index.json'])
+    expect([...written].sort()).toEqual(ls(dir))
+    for (const shard of shardNames) expectBytes(new Uint8Array(readFileSync(join(dir, shard))), new Uint8Array(readFileSync(join(FLUX, shard))))
+    const text = readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8')
+    const ours = JSON.parse(text)
+    expect(ours.weight_map).toEqual(index.weight_map)
+    expect(ours.metadata).toEqual({ total_size: 4305 })
+    expect(index.metadata.total_size).toBe(4305)
+    expect(text).toBe(`${pythonJsonDumps({ metadata: { total_size: 4305 }, weight_map: index.weight_map })}\n`)
+  })
 
-  test('saving again with another shard count removes the earlier save\'s files, and only those', async () => {
-    const dir = join(scratch(), 'resave');
+  test("saving again with another shard count removes the earlier save's files, and only those", async () => {
+    const dir = join(scratch(), 'resave')
     const tensors = [
       { name: 'a', dtype: 'F32' as const, shape: [4], data: f32(4) },
       { name: 'b', dtype: 'F32' as const, shape: [4], data: f32(4) },
       { name: 'c', dtype: 'F32' as const, shape: [4], data: f32(4) },
-    ];
-    await saveModel(dir, tensors, { maxShardSize: 16 });
-    expect(ls(dir)).toEqual(['model-00001-of-00003.safetensors', 'model-00002-of-00003.safetensors', 'model-00003-of-00003.safetensors', 'model.safetensors.index.json']);
-    writeFileSync(join(dir, 'config.json'), '{}');
-    await saveModel(dir, tensors, { maxShardSize: 32 });
-    expect(ls(dir)).toEqual(['config.json', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors', 'model.safetensors.index.json']);
-    await saveModel(dir, tensors);
-    expect(ls(dir)).toEqual(['config.json', 'model.safetensors']);
-    const back = await openModel(dir).catch((e: unknown) => e);
-    expect(back).toBeInstanceOf(SafetensorsError); // no index any more: it is a single file now
-    const file = await open(join(dir, 'model.safetensors'));
-    expect(file.names()).toEqual(['a', 'b', 'c']);
-    await file.close();
-  });
+    ]
+    await saveModel(dir, tensors, { maxShardSize: 16 })
+    expect(ls(dir)).toEqual([
+      'model-00001-of-00003.safetensors',
+      'model-00002-of-00003.safetensors',
+      'model-00003-of-00003.safetensors',
+      'model.safetensors.index.json',
+    ])
+    writeFileSync(join(dir, 'config.json'), '{}')
+    await saveModel(dir, tensors, { maxShardSize: 32 })
+    expect(ls(dir)).toEqual(['config.json', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors', 'model.safetensors.index.json'])
+    await saveModel(dir, tensors)
+    expect(ls(dir)).toEqual(['config.json', 'model.safetensors'])
+    const back = await openModel(dir).catch((e: unknown) => e)
+    expect(back).toBeInstanceOf(SafetensorsError) // no index any more: it is a single file now
+    const file = await open(join(dir, 'model.safetensors'))
+    expect(file.names()).toEqual(['a', 'b', 'c'])
+    await file.close()
+  })
 
   test('index text as transformers writes it (hand-written): indent 2, keys sorted, trailing newline', async () => {
-    const dir = join(scratch(), 'm');
+    const dir = join(scratch(), 'm')
     await saveModel(
       dir,
       [
@@ -971,7 +1183,7 @@ describe('saveModel', () => {
         { name: 'B', dtype: 'U8', shape: [2], data: new Uint8Array(2) },
       ],
       { maxShardSize: 16 },
-    );
+    )
     expect(readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8')).toBe(
       [
         '{',
@@ -986,75 +1198,105 @@ describe('saveModel', () => {
         '}',
         '',
       ].join('\n'),
-    );
-  });
+    )
+  })
 
   test('index text for non-ASCII names is json.dumps(indent=2, sort_keys=True): \\u escapes, code point order', async () => {
     // integer-like names ('10' before '9' as strings; a JS object would put 9 first) and DEL (escaped by ensure_ascii)
-    const names = ['é', '\u{10000}', '\uffff', 'a"\\', 'z', '10', '9', 'del\x7f', 'ctl\x1f'];
-    const dir = join(scratch(), 'm');
-    await saveModel(dir, names.map((name) => ({ name, dtype: 'U8' as const, shape: [5], data: new Uint8Array(5) })), { maxShardSize: 10 });
-    const weightMap = Object.fromEntries(names.map((n, i) => [n, `model-0000${Math.floor(i / 2) + 1}-of-00005.safetensors`]));
-    expect(readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8')).toBe(pythonJsonDumps({ metadata: { total_size: 45 }, weight_map: weightMap }) + '\n');
-  });
+    const names = ['é', '\u{10000}', '\uffff', 'a"\\', 'z', '10', '9', 'del\x7f', 'ctl\x1f']
+    const dir = join(scratch(), 'm')
+    await saveModel(
+      dir,
+      names.map((name) => ({ name, dtype: 'U8' as const, shape: [5], data: new Uint8Array(5) })),
+      { maxShardSize: 10 },
+    )
+    const weightMap = Object.fromEntries(names.map((n, i) => [n, `model-0000${Math.floor(i / 2) + 1}-of-00005.safetensors`]))
+    expect(readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8')).toBe(
+      `${pythonJsonDumps({ metadata: { total_size: 45 }, weight_map: weightMap })}\n`,
+    )
+  })
 
   test('everything in one shard: model.safetensors only, no index (as transformers)', async () => {
-    const next = prng(71);
+    const next = prng(71)
     const tensors: RefTensor[] = [
       { name: 'b', dtype: 'BF16', shape: [10], bytes: randomBytes(20, next) },
       { name: 'a', dtype: 'F32', shape: [5], bytes: randomBytes(20, next) },
-    ];
-    const dir = join(scratch(), 'single');
-    const written = await saveModel(dir, tensors.map((t) => toInput(t, true)), { metadata: { format: 'pt' } });
-    expect(ls(dir)).toEqual(['model.safetensors']);
-    expect(written).toEqual(['model.safetensors']);
-    expectBytes(new Uint8Array(readFileSync(join(dir, 'model.safetensors'))), referenceFile(tensors, [['format', 'pt']]));
+    ]
+    const dir = join(scratch(), 'single')
+    const written = await saveModel(
+      dir,
+      tensors.map((t) => toInput(t, true)),
+      { metadata: { format: 'pt' } },
+    )
+    expect(ls(dir)).toEqual(['model.safetensors'])
+    expect(written).toEqual(['model.safetensors'])
+    expectBytes(new Uint8Array(readFileSync(join(dir, 'model.safetensors'))), referenceFile(tensors, [['format', 'pt']]))
     // exactly at the limit still fits one shard
-    const dir2 = join(scratch(), 'limit');
-    await saveModel(dir2, tensors.map((t) => toInput(t, false)), { maxShardSize: 40 });
-    expect(ls(dir2)).toEqual(['model.safetensors']);
-  });
+    const dir2 = join(scratch(), 'limit')
+    await saveModel(
+      dir2,
+      tensors.map((t) => toInput(t, false)),
+      { maxShardSize: 40 },
+    )
+    expect(ls(dir2)).toEqual(['model.safetensors'])
+  })
 
   test('sharded round trip through openModel; total_size is the sum of tensor bytes; a tensor over the limit gets a shard alone', async () => {
-    const next = prng(81);
+    const next = prng(81)
     const spec: Array<[string, string, number[]]> = [
-      ['embed', 'BF16', [64, 8]], ['l0.w', 'F32', [8, 8]], ['l0.b', 'F32', [8]], ['huge', 'F32', [40, 8]], ['l1.w', 'F16', [8, 8]],
-      ['l1.b', 'F16', [8]], ['count', 'I64', []], ['mask', 'BOOL', [7]], ['empty', 'F32', [0]], ['q', 'F4', [10]], ['head', 'F64', [8, 4]],
-    ];
-    const tensors: RefTensor[] = spec.map(([name, dtype, shape]) => ({ name, dtype, shape, bytes: randomBytes(byteSize(dtype, shape), next) }));
-    const maxShardSize = 1024;
-    const dir = join(scratch(), 'sharded');
-    await saveModel(dir, tensors.map((t, i) => toInput(t, i % 2 === 1)), { maxShardSize, metadata: { format: 'pt' } });
-    const files = ls(dir);
-    const index = JSON.parse(readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8')) as { metadata: Record<string, unknown>; weight_map: Record<string, string> };
-    const shards = files.filter((f) => f.endsWith('.safetensors'));
-    const n = shards.length;
-    expect(n).toBeGreaterThan(1);
-    expect(shards).toEqual(Array.from({ length: n }, (_, i) => `model-${String(i + 1).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`));
-    expect(files).toEqual([...shards, 'model.safetensors.index.json'].sort());
-    expect(index.metadata).toEqual({ total_size: tensors.reduce((s, t) => s + t.bytes.length, 0) });
-    expect(Object.keys(index.weight_map).sort()).toEqual(tensors.map((t) => t.name).sort());
+      ['embed', 'BF16', [64, 8]],
+      ['l0.w', 'F32', [8, 8]],
+      ['l0.b', 'F32', [8]],
+      ['huge', 'F32', [40, 8]],
+      ['l1.w', 'F16', [8, 8]],
+      ['l1.b', 'F16', [8]],
+      ['count', 'I64', []],
+      ['mask', 'BOOL', [7]],
+      ['empty', 'F32', [0]],
+      ['q', 'F4', [10]],
+      ['head', 'F64', [8, 4]],
+    ]
+    const tensors: RefTensor[] = spec.map(([name, dtype, shape]) => ({ name, dtype, shape, bytes: randomBytes(byteSize(dtype, shape), next) }))
+    const maxShardSize = 1024
+    const dir = join(scratch(), 'sharded')
+    await saveModel(
+      dir,
+      tensors.map((t, i) => toInput(t, i % 2 === 1)),
+      { maxShardSize, metadata: { format: 'pt' } },
+    )
+    const files = ls(dir)
+    const index = JSON.parse(readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8')) as {
+      metadata: Record<string, unknown>
+      weight_map: Record<string, string>
+    }
+    const shards = files.filter((f) => f.endsWith('.safetensors'))
+    const n = shards.length
+    expect(n).toBeGreaterThan(1)
+    expect(shards).toEqual(Array.from({ length: n }, (_, i) => `model-${String(i + 1).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`))
+    expect(files).toEqual([...shards, 'model.safetensors.index.json'].sort())
+    expect(index.metadata).toEqual({ total_size: tensors.reduce((s, t) => s + t.bytes.length, 0) })
+    expect(Object.keys(index.weight_map).sort()).toEqual(tensors.map((t) => t.name).sort())
     // shard sizes: within the limit, except a shard holding one tensor larger than it
     for (const shard of shards) {
-      const inShard = tensors.filter((t) => index.weight_map[t.name] === shard);
-      expect(inShard.length, `${shard} is not empty`).toBeGreaterThan(0);
-      const size = inShard.reduce((s, t) => s + t.bytes.length, 0);
-      if (size > maxShardSize) expect(inShard.map((t) => t.name)).toEqual(['huge']);
+      const inShard = tensors.filter((t) => index.weight_map[t.name] === shard)
+      expect(inShard.length, `${shard} is not empty`).toBeGreaterThan(0)
+      const size = inShard.reduce((s, t) => s + t.bytes.length, 0)
+      if (size > maxShardSize) expect(inShard.map((t) => t.name)).toEqual(['huge'])
       // every shard carries the metadata and is laid out like the reference writer
-      expectBytes(new Uint8Array(readFileSync(join(dir, shard))), referenceFile(inShard, [['format', 'pt']]));
+      expectBytes(new Uint8Array(readFileSync(join(dir, shard))), referenceFile(inShard, [['format', 'pt']]))
     }
-    expect(tensors.find((t) => t.name === 'huge')!.bytes.length).toBeGreaterThan(maxShardSize);
+    expect(tensors.find((t) => t.name === 'huge')!.bytes.length).toBeGreaterThan(maxShardSize)
     // tensors go to shards in the order given
-    const shardIndex = tensors.map((t) => shards.indexOf(index.weight_map[t.name]));
-    expect([...shardIndex].sort((a, b) => a - b)).toEqual(shardIndex);
-    const model = await openModel(dir);
-    expect([...model.names()].sort()).toEqual(tensors.map((t) => t.name).sort());
+    const shardIndex = tensors.map((t) => shards.indexOf(index.weight_map[t.name]))
+    expect([...shardIndex].sort((a, b) => a - b)).toEqual(shardIndex)
+    const model = await openModel(dir)
+    expect([...model.names()].sort()).toEqual(tensors.map((t) => t.name).sort())
     for (const t of tensors) {
-      const got = await model.getTensor(t.name);
-      expect(got.dtype).toBe(t.dtype);
-      expect(got.shape).toEqual(t.shape);
-      expectBytes(bytesOfView(got.data), t.bytes);
+      const got = await model.getTensor(t.name)
+      expect(got.dtype).toBe(t.dtype)
+      expect(got.shape).toEqual(t.shape)
+      expectBytes(bytesOfView(got.data), t.bytes)
     }
-    await model.close();
-  });
-});
+    await model.close()
+  })
+})

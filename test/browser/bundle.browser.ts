@@ -3,15 +3,12 @@
 // (File/Blob, fetch with Range against a real server, the browser's own wasm engine) and checks the
 // bundle's conversion kernels against the independent reference, as test/convert.test.ts does in Node.
 import { describe, expect, test } from 'vitest'
-import {
-  byteSwap, convert, DTYPE_INFO, open, parseHeader, SafetensorsError, serialize, tensorStats, type DType, type RangeSource,
-} from '../../src/index.ts' // aliased to dist/index.js by vitest.browser.config.ts
+import { byteSwap, convert, DTYPE_INFO, open, parseHeader, SafetensorsError, serialize, tensorStats, type DType, type RangeSource } from '../../src/index.ts' // aliased to dist/index.js by vitest.browser.config.ts
 import { referenceConvert, SOURCE_BITS } from '../float-reference.ts'
 import { mulberry32 } from '../random.ts'
 
 const FIXTURE = '/test/fixtures/real/fluxml__safetensors.jl__model.safetensors'
 const INVALID = '/test/fixtures/real/invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors'
-
 
 function randomBytes(length: number, seed: number): Uint8Array {
   const next = mulberry32(seed)
@@ -30,7 +27,11 @@ function firstDifference(actual: Uint8Array, expected: Uint8Array, width: number
   for (let i = 0; i < actual.length; i++) {
     if (actual[i] === expected[i]) continue
     const e = Math.floor(i / width)
-    const hex = (b: Uint8Array) => Array.from(b.subarray(e * width, (e + 1) * width)).reverse().map((x) => x.toString(16).padStart(2, '0')).join('')
+    const hex = (b: Uint8Array) =>
+      Array.from(b.subarray(e * width, (e + 1) * width))
+        .reverse()
+        .map((x) => x.toString(16).padStart(2, '0'))
+        .join('')
     return `element ${e}: got 0x${hex(actual)}, want 0x${hex(expected)}`
   }
   return undefined
@@ -99,10 +100,13 @@ describe('conversion kernels of the bundle, against the reference', () => {
 describe('browser sources', () => {
   test('a File (what a file picker or a drop gives) is read one tensor at a time', async () => {
     const bf16 = new Uint16Array([0x3f80, 0xc040, 0x7f80, 0x0000, 0x4049])
-    const bytes = serialize({
-      big: { dtype: 'U8', shape: [100_000], data: new Uint8Array(100_000).fill(7) },
-      w: { dtype: 'BF16', shape: [5], data: bf16 },
-    }, { metadata: { format: 'pt' } })
+    const bytes = serialize(
+      {
+        big: { dtype: 'U8', shape: [100_000], data: new Uint8Array(100_000).fill(7) },
+        w: { dtype: 'BF16', shape: [5], data: bf16 },
+      },
+      { metadata: { format: 'pt' } },
+    )
     const file = new File([bytes.slice()], 'model.safetensors')
     const st = await open(file)
     expect(st.metadata).toEqual({ format: 'pt' })
@@ -135,14 +139,20 @@ describe('browser sources', () => {
       expect(firstDifference(bytesOf(got.data), referenceConvert('BF16', 'F32', raw.slice()), 4), name).toBeUndefined()
     }
     expect(requests.length).toBeGreaterThan(1)
-    expect(requests.every((r) => /^bytes=\d+-\d+$/.test(r)), requests.join(', ')).toBe(true)
+    expect(
+      requests.every((r) => /^bytes=\d+-\d+$/.test(r)),
+      requests.join(', '),
+    ).toBe(true)
   })
 
   test('in a page, a string is a URL relative to the page', async () => {
     const whole = new Uint8Array(await (await fetch(FIXTURE)).arrayBuffer())
     const st = await open(FIXTURE)
     expect(st.names()).toEqual(parseHeader(whole).tensors.map((t) => t.name))
-    const error = await open('ftp://example.invalid/x.safetensors').then(() => undefined, (e: unknown) => e)
+    const error = await open('ftp://example.invalid/x.safetensors').then(
+      () => undefined,
+      (e: unknown) => e,
+    )
     expect(error).toBeInstanceOf(TypeError)
   })
 
@@ -150,7 +160,10 @@ describe('browser sources', () => {
     // Its prefix claims a header longer than the whole file (read here independently of the library).
     const whole = new Uint8Array(await (await fetch(INVALID)).arrayBuffer())
     expect(Number(new DataView(whole.buffer).getBigUint64(0, true))).toBeGreaterThan(whole.length - 8)
-    const error = await open(new URL(INVALID, location.href)).then(() => undefined, (e: unknown) => e)
+    const error = await open(new URL(INVALID, location.href)).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
     expect(error).toBeInstanceOf(SafetensorsError)
     expect((error as SafetensorsError).code).toBe('InvalidHeaderLength')
   })

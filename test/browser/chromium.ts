@@ -14,7 +14,15 @@ export interface ChromiumChoice {
 const SYSTEM_CHROMIUM = '/usr/bin/chromium'
 
 // Closed network here: without these Chromium keeps trying to reach Google's hosts.
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-component-update', '--no-first-run']
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-dev-shm-usage',
+  '--disable-component-update',
+  '--no-first-run',
+]
 
 export async function chromiumChoice(): Promise<ChromiumChoice> {
   const fromEnv = process.env.CHROMIUM_PATH

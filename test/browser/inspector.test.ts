@@ -19,8 +19,17 @@ const SCREENSHOTS = join(ROOT, 'test/screenshots')
 const MiB = 1024 * 1024
 const GiB = 1024 * MiB
 
-interface Entry { dtype: string; shape: number[]; data_offsets: [number, number] }
-interface Parsed { headerSize: number; fileSize: number; metadata: Record<string, string> | null; tensors: Array<Entry & { name: string }> }
+interface Entry {
+  dtype: string
+  shape: number[]
+  data_offsets: [number, number]
+}
+interface Parsed {
+  headerSize: number
+  fileSize: number
+  metadata: Record<string, string> | null
+  tensors: Array<Entry & { name: string }>
+}
 
 /** A file's header, parsed here with JSON.parse: the expected values, independent of the library. */
 function parse(bytes: Uint8Array): Parsed {
@@ -48,25 +57,33 @@ function totals(parsed: Parsed): Record<string, [number, number, number]> {
 
 /** The tensor table as the page shows it. */
 function tableRows(page: Page) {
-  return page.$$eval('#tensors tbody tr', (trs) => trs.map((tr) => {
-    const cells = Array.from((tr as HTMLTableRowElement).cells)
-    return {
-      name: (tr as HTMLElement).dataset.name!,
-      shownName: cells[0].textContent,
-      dtype: cells[1].textContent,
-      shape: cells[2].textContent,
-      params: Number(cells[3].dataset.value),
-      paramsText: cells[3].textContent,
-      bytes: Number(cells[4].dataset.value),
-    }
-  }))
+  return page.$$eval('#tensors tbody tr', (trs) =>
+    trs.map((tr) => {
+      const cells = Array.from((tr as HTMLTableRowElement).cells)
+      return {
+        name: (tr as HTMLElement).dataset.name!,
+        shownName: cells[0].textContent,
+        dtype: cells[1].textContent,
+        shape: cells[2].textContent,
+        params: Number(cells[3].dataset.value),
+        paramsText: cells[3].textContent,
+        bytes: Number(cells[4].dataset.value),
+      }
+    }),
+  )
 }
 
 function totalsRows(page: Page) {
-  return page.$$eval('#totals tbody tr, #totals tfoot tr', (trs) => Object.fromEntries(trs.map((tr) => {
-    const cells = Array.from((tr as HTMLTableRowElement).cells).slice(1).map((c) => Number((c as HTMLElement).dataset.value))
-    return [(tr as HTMLElement).dataset.dtype!, cells]
-  })))
+  return page.$$eval('#totals tbody tr, #totals tfoot tr', (trs) =>
+    Object.fromEntries(
+      trs.map((tr) => {
+        const cells = Array.from((tr as HTMLTableRowElement).cells)
+          .slice(1)
+          .map((c) => Number((c as HTMLElement).dataset.value))
+        return [(tr as HTMLElement).dataset.dtype!, cells]
+      }),
+    ),
+  )
 }
 
 async function screenshot(page: Page, name: string) {
@@ -79,15 +96,17 @@ async function expectFileShown(page: Page, parsed: Parsed, label: string) {
   expect(await page.textContent('#file-name')).toBe(label)
   const rows = await tableRows(page)
   // Default order: data order, as in the file.
-  expect(rows).toEqual(parsed.tensors.map((t) => ({
-    name: t.name,
-    shownName: t.name,
-    dtype: t.dtype,
-    shape: `[${t.shape.join(', ')}]`,
-    params: product(t.shape),
-    paramsText: product(t.shape).toLocaleString('en-US'),
-    bytes: t.data_offsets[1] - t.data_offsets[0],
-  })))
+  expect(rows).toEqual(
+    parsed.tensors.map((t) => ({
+      name: t.name,
+      shownName: t.name,
+      dtype: t.dtype,
+      shape: `[${t.shape.join(', ')}]`,
+      params: product(t.shape),
+      paramsText: product(t.shape).toLocaleString('en-US'),
+      bytes: t.data_offsets[1] - t.data_offsets[0],
+    })),
+  )
   const expected = totals(parsed)
   const all = Object.values(expected).reduce((s, r) => [s[0] + r[0], s[1] + r[1], s[2] + r[2]], [0, 0, 0])
   expect(await totalsRows(page)).toEqual({ ...expected, all })
@@ -158,9 +177,19 @@ describe('inspector', () => {
 
     // Filtering by name, then by dtype.
     await page.fill('#filter', 'float16')
-    expect((await tableRows(page)).map((r) => r.name)).toEqual(parsed.tensors.map((t) => t.name).filter((n) => n.includes('float16')).sort())
+    expect((await tableRows(page)).map((r) => r.name)).toEqual(
+      parsed.tensors
+        .map((t) => t.name)
+        .filter((n) => n.includes('float16'))
+        .sort(),
+    )
     await page.fill('#filter', 'f8_e5m2')
-    expect((await tableRows(page)).map((r) => r.name).sort()).toEqual(parsed.tensors.filter((t) => t.dtype === 'F8_E5M2').map((t) => t.name).sort())
+    expect((await tableRows(page)).map((r) => r.name).sort()).toEqual(
+      parsed.tensors
+        .filter((t) => t.dtype === 'F8_E5M2')
+        .map((t) => t.name)
+        .sort(),
+    )
     await page.fill('#filter', '')
 
     // A BF16 tensor: read alone, converted to F32, statistics and histogram from wasm.
@@ -173,7 +202,9 @@ describe('inspector', () => {
     const bits = new Uint16Array(bytes.slice(start, start + size).buffer)
     const values = Array.from(bits, (b) => new Float32Array(new Uint32Array([b << 16]).buffer)[0])
     const finite = values.filter(Number.isFinite)
-    const stats = Object.fromEntries(await page.$$eval('#stats [data-stat] dd', (dds) => dds.map((dd) => [dd.parentElement!.dataset.stat, Number((dd as HTMLElement).dataset.value)])))
+    const stats = Object.fromEntries(
+      await page.$$eval('#stats [data-stat] dd', (dds) => dds.map((dd) => [dd.parentElement!.dataset.stat, Number((dd as HTMLElement).dataset.value)])),
+    )
     expect(stats.elements).toBe(values.length)
     expect(stats.finite).toBe(finite.length)
     expect(stats.min).toBe(Math.min(...finite))
@@ -192,11 +223,14 @@ describe('inspector', () => {
     const bytes = readFileSync(join(REAL, name))
     const parsed = parse(new Uint8Array(bytes))
     // A drop event carrying the file, as the browser makes one when a file is dropped on the page.
-    const transfer = await page.evaluateHandle(({ data, fileName }) => {
-      const dt = new DataTransfer()
-      dt.items.add(new File([Uint8Array.from(atob(data), (c) => c.charCodeAt(0))], fileName))
-      return dt
-    }, { data: bytes.toString('base64'), fileName: name })
+    const transfer = await page.evaluateHandle(
+      ({ data, fileName }) => {
+        const dt = new DataTransfer()
+        dt.items.add(new File([Uint8Array.from(atob(data), (c) => c.charCodeAt(0))], fileName))
+        return dt
+      },
+      { data: bytes.toString('base64'), fileName: name },
+    )
     await page.dispatchEvent('#drop-zone', 'drop', { dataTransfer: transfer })
     await expectFileShown(page, parsed, name)
     // 256 tensors, 3 MB: the header (and at most the first 64 KiB read) is all the page took.
@@ -245,8 +279,8 @@ describe('inspector', () => {
       if (dir) rmSync(dir, { recursive: true, force: true })
     })
 
-    test('the table appears after reading less than 1 MiB, by the page\'s count and by the server\'s', async () => {
-      const url = server.url + 'model-5GiB.safetensors'
+    test("the table appears after reading less than 1 MiB, by the page's count and by the server's", async () => {
+      const url = `${server.url}model-5GiB.safetensors`
       await page.fill('#url-input', url)
       await page.click('#url-form button[type="submit"]')
       await expectFileShown(page, parsed, url)
@@ -257,7 +291,10 @@ describe('inspector', () => {
       expect(pageCount).toBeLessThan(MiB)
       expect(server.bytesSent()).toBeLessThan(MiB)
       expect(server.bytesSent()).toBe(pageCount)
-      expect(server.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)), server.ranges().join(', ')).toBe(true)
+      expect(
+        server.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)),
+        server.ranges().join(', '),
+      ).toBe(true)
       await screenshot(page, 'inspector-5gib')
 
       // One small tensor of it: exactly its bytes come over the wire.
@@ -308,7 +345,11 @@ function writeSparseModel(path: string, size: number): Parsed {
   ]
   const bytesOf = (dtype: string, shape: number[]) => product(shape) * ({ F32: 4, BF16: 2, U8: 1 } as Record<string, number>)[dtype]
   // lm_head is F32 and so above the page's 256 MiB read-on-second-click threshold.
-  const fixed: Array<[string, string, number[]]> = [['model.embed_tokens.weight', 'BF16', [vocab, hidden]], ['model.norm.weight', 'F32', [hidden]], ['lm_head.weight', 'F32', [2 * vocab, hidden]]]
+  const fixed: Array<[string, string, number[]]> = [
+    ['model.embed_tokens.weight', 'BF16', [vocab, hidden]],
+    ['model.norm.weight', 'F32', [hidden]],
+    ['lm_head.weight', 'F32', [2 * vocab, hidden]],
+  ]
   const tensors = [...fixed]
   const budget = size - 200_000 // leaves room for the header and the filler tensor
   let used = fixed.reduce((s, [, d, sh]) => s + bytesOf(d, sh), 0)

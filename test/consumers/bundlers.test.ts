@@ -23,7 +23,10 @@ const run = promisify(execFile)
 const FIXTURE = '/fixtures/model.safetensors'
 const FIXTURES = new Map([
   [FIXTURE, new Uint8Array(readFileSync(join(ROOT, 'test/fixtures/real/fluxml__safetensors.jl__model.safetensors')))],
-  ['/fixtures/invalid.safetensors', new Uint8Array(readFileSync(join(ROOT, 'test/fixtures/real/invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors')))],
+  [
+    '/fixtures/invalid.safetensors',
+    new Uint8Array(readFileSync(join(ROOT, 'test/fixtures/real/invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors'))),
+  ],
 ])
 
 interface Bundler {
@@ -37,10 +40,22 @@ interface Bundler {
 // Each bundler's own CLI with its defaults, as its docs show it for a browser app. esbuild and Rollup do
 // not bundle `new Worker(new URL(...))`, so worker.js is their second entry point; webpack and Vite do.
 const BUNDLERS: Bundler[] = [
-  { name: 'esbuild', pkg: 'esbuild', command: (out) => ['esbuild', 'app.js', 'worker.js', '--bundle', '--platform=browser', '--format=esm', `--outdir=${out}`] },
-  { name: 'webpack', pkg: 'webpack', command: (out) => ['webpack', './app.js', '--mode', 'production', '--target', 'web', '--output-path', out, '--output-filename', 'app.js'] },
+  {
+    name: 'esbuild',
+    pkg: 'esbuild',
+    command: (out) => ['esbuild', 'app.js', 'worker.js', '--bundle', '--platform=browser', '--format=esm', `--outdir=${out}`],
+  },
+  {
+    name: 'webpack',
+    pkg: 'webpack',
+    command: (out) => ['webpack', './app.js', '--mode', 'production', '--target', 'web', '--output-path', out, '--output-filename', 'app.js'],
+  },
   { name: 'Vite', pkg: 'vite', command: (out) => ['vite', 'build', '--outDir', out] },
-  { name: 'Rollup', pkg: 'rollup', command: (out) => ['rollup', 'app.js', 'worker.js', '--plugin', 'node-resolve={browser:true}', '--format', 'es', '--dir', out] },
+  {
+    name: 'Rollup',
+    pkg: 'rollup',
+    command: (out) => ['rollup', 'app.js', 'worker.js', '--plugin', 'node-resolve={browser:true}', '--format', 'es', '--dir', out],
+  },
 ]
 
 const versionOf = (pkg: string): string => JSON.parse(readFileSync(join(ROOT, 'node_modules', pkg, 'package.json'), 'utf8')).version
@@ -61,7 +76,9 @@ interface Built {
 }
 
 function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).map((f) => join(dir, f)).filter((f) => statSync(f).isFile())
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .map((f) => join(dir, f))
+    .filter((f) => statSync(f).isFile())
 }
 
 async function build(bundler: Bundler, consumer: string): Promise<Built> {
@@ -84,7 +101,7 @@ function serveSite(dir: string): Promise<TestServer> {
   const fixtures = rangeHandler((path) => FIXTURES.get(path))
   return startServer((request, response, log) => {
     if (log.path.startsWith('/fixtures/')) return fixtures(request, response, log)
-    const path = resolve(dir, '.' + (log.path === '/' ? '/index.html' : log.path))
+    const path = resolve(dir, `.${log.path === '/' ? '/index.html' : log.path}`)
     const found = path.startsWith(dir + sep) && existsSync(path)
     response.writeHead(found ? 200 : 404, { 'Content-Type': TYPES[extname(path)] ?? 'application/octet-stream' })
     response.end(found ? readFileSync(path) : undefined)
@@ -129,7 +146,9 @@ function expectedResults(where: 'page' | 'worker') {
   return {
     where,
     nodeOnly: [],
-    tensors: Object.fromEntries(bf16.map((name) => [name, { dtype: 'F32', shape: tensors[name].shape, float32: true, bits: rawBits(name).map(f32Bits), raw: rawBits(name) }])),
+    tensors: Object.fromEntries(
+      bf16.map((name) => [name, { dtype: 'F32', shape: tensors[name].shape, float32: true, bits: rawBits(name).map(f32Bits), raw: rawBits(name) }]),
+    ),
     slice: { shape: [2, 3], bits: slice },
     errors: {
       missingTensor: safetensorsError('TensorNotFound', expect.stringContaining('"missing"')),
@@ -199,10 +218,12 @@ describe('the packed package in bundlers, run in Chromium', () => {
     const started = performance.now()
     let results
     try {
-      await page.goto(site.origin + '/')
-      await page.waitForFunction(() => 'consumerResults' in window, undefined, { timeout: 30_000 }).catch((error) => {
-        throw new Error(`${error.message}\nin the page: ${problems.join('\n')}`)
-      })
+      await page.goto(`${site.origin}/`)
+      await page
+        .waitForFunction(() => 'consumerResults' in window, undefined, { timeout: 30_000 })
+        .catch((error) => {
+          throw new Error(`${error.message}\nin the page: ${problems.join('\n')}`)
+        })
       results = await page.evaluate(() => (window as { consumerResults?: unknown }).consumerResults)
     } finally {
       await page.close()
@@ -223,7 +244,11 @@ describe('the packed package in bundlers, run in Chromium', () => {
       expect(reads.map((entry) => entry.range)).toContain(`bytes=${dataStart + begin}-${dataStart + end - 1}`)
     }
 
-    const sizes = Object.entries(built.files).map(([file, bytes]) => `${file} ${(bytes / 1000).toFixed(1)} kB`).join(', ')
-    console.log(`${bundler.name} ${versionOf(bundler.pkg)}: built in ${built.ms} ms with no node: error (${sizes}); in Chromium: page passed, module Worker (${workers[0].slice(site.origin.length)}) passed, ${reads.length} Range reads, ${ms} ms`)
+    const sizes = Object.entries(built.files)
+      .map(([file, bytes]) => `${file} ${(bytes / 1000).toFixed(1)} kB`)
+      .join(', ')
+    console.log(
+      `${bundler.name} ${versionOf(bundler.pkg)}: built in ${built.ms} ms with no node: error (${sizes}); in Chromium: page passed, module Worker (${workers[0].slice(site.origin.length)}) passed, ${reads.length} Range reads, ${ms} ms`,
+    )
   })
 })

@@ -16,10 +16,21 @@ const FIXTURE = 'fluxml__safetensors.jl__model.safetensors'
 const INVALID = 'invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors'
 const devDependencies: Record<string, string> = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).devDependencies
 
-interface GoldenTensor { dtype: string; shape: number[]; values: Array<number | string>; bits?: number[]; f32?: number[] }
+interface GoldenTensor {
+  dtype: string
+  shape: number[]
+  values: Array<number | string>
+  bits?: number[]
+  f32?: number[]
+}
 const golden = {
-  header: JSON.parse(readFileSync(FIXTURES_GOLDEN + goldenName(FIXTURE), 'utf8')) as { tensors: Array<{ name: string; dtype: string; shape: number[]; dataOffsets: number[] }> },
-  values: JSON.parse(readFileSync(FIXTURES_GOLDEN + goldenName(FIXTURE).replace('.header.json', '.values.json'), 'utf8')).tensors as Record<string, GoldenTensor>,
+  header: JSON.parse(readFileSync(FIXTURES_GOLDEN + goldenName(FIXTURE), 'utf8')) as {
+    tensors: Array<{ name: string; dtype: string; shape: number[]; dataOffsets: number[] }>
+  },
+  values: JSON.parse(readFileSync(FIXTURES_GOLDEN + goldenName(FIXTURE).replace('.header.json', '.values.json'), 'utf8')).tensors as Record<
+    string,
+    GoldenTensor
+  >,
 }
 
 /** What the smoke script reports for a tensor read as F32: numpy's float32 values (printed short, so fround). */
@@ -96,19 +107,26 @@ describe('Deno and Bun run the packed package', () => {
 
   afterAll(() => server?.close())
 
-  test.each(Object.keys(runtimes))('%s', async (runtime) => {
-    server.clear()
-    const args = [...runtimes[runtime](dir), 'smoke.mjs', FIXTURES_REAL + FIXTURE, `${server.origin}/${FIXTURE}`, FIXTURES_REAL + INVALID]
-    const { stdout } = await promisify(execFile)(join(ROOT, 'node_modules/.bin', runtime), args, { cwd: dir, env: { ...process.env, DENO_NO_UPDATE_CHECK: '1' } })
-    const report = JSON.parse(stdout.trim().split('\n').at(-1)!)
+  test.each(Object.keys(runtimes))(
+    '%s',
+    async (runtime) => {
+      server.clear()
+      const args = [...runtimes[runtime](dir), 'smoke.mjs', FIXTURES_REAL + FIXTURE, `${server.origin}/${FIXTURE}`, FIXTURES_REAL + INVALID]
+      const { stdout } = await promisify(execFile)(join(ROOT, 'node_modules/.bin', runtime), args, {
+        cwd: dir,
+        env: { ...process.env, DENO_NO_UPDATE_CHECK: '1' },
+      })
+      const report = JSON.parse(stdout.trim().split('\n').at(-1)!)
 
-    expect(report.runtime).toBe(`${runtime} ${devDependencies[runtime]}`)
-    // It resolved the installed tarball, through the node condition (the entry with local files).
-    expect(relative(dir, new URL(report.resolved).pathname)).toBe('node_modules/safetensors-wasm/dist/node.js')
-    const expected = expectedChecks()
-    expect(report.checks).toEqual(expected)
-    // The URL source made Range requests for the parts it read, beyond the whole-file GET behind the Blob.
-    expect(server.log.filter((e) => e.path === `/${FIXTURE}` && e.status === 206).length).toBeGreaterThanOrEqual(3)
-    console.log(`${report.runtime}: ${Object.keys(expected).length} checks passed`)
-  }, 120_000)
+      expect(report.runtime).toBe(`${runtime} ${devDependencies[runtime]}`)
+      // It resolved the installed tarball, through the node condition (the entry with local files).
+      expect(relative(dir, new URL(report.resolved).pathname)).toBe('node_modules/safetensors-wasm/dist/node.js')
+      const expected = expectedChecks()
+      expect(report.checks).toEqual(expected)
+      // The URL source made Range requests for the parts it read, beyond the whole-file GET behind the Blob.
+      expect(server.log.filter((e) => e.path === `/${FIXTURE}` && e.status === 206).length).toBeGreaterThanOrEqual(3)
+      console.log(`${report.runtime}: ${Object.keys(expected).length} checks passed`)
+    },
+    120_000,
+  )
 })

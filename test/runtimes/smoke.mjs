@@ -10,7 +10,12 @@ const [path, url, invalidPath] = globalThis.Deno ? Deno.args : process.argv.slic
 const runtime = globalThis.Deno ? `deno ${Deno.version.deno}` : `bun ${Bun.version}`
 
 /** A tensor as JSON can carry it: 64-bit integers as decimal strings. */
-const plain = (t) => ({ dtype: t.dtype, shape: t.shape, array: t.data.constructor.name, values: Array.from(t.data, (v) => (typeof v === 'bigint' ? String(v) : v)) })
+const plain = (t) => ({
+  dtype: t.dtype,
+  shape: t.shape,
+  array: t.data.constructor.name,
+  values: Array.from(t.data, (v) => (typeof v === 'bigint' ? String(v) : v)),
+})
 
 /** How a failure looks from the caller's side. */
 async function failure(run) {
@@ -47,7 +52,10 @@ const report = {
     'URL: getTensor F64 as F32': plain(await fromUrl.getTensor('float64_35', { dtype: 'F32' })),
     'URL: getSlice': plain(await fromUrl.getSlice('float32_357', [[1, 3], 2, null])),
     'serialize: bytes': Array.from(written),
-    'serialize: re-read': { metadata: reread.metadata, tensors: await Promise.all(reread.names().map(async (n) => ({ name: n, ...plain(await reread.getTensor(n)) }))) },
+    'serialize: re-read': {
+      metadata: reread.metadata,
+      tensors: await Promise.all(reread.names().map(async (n) => ({ name: n, ...plain(await reread.getTensor(n)) }))),
+    },
     'error: invalid file': await failure(() => open(invalidPath)),
     'error: too few bytes': await failure(() => parseHeader(new Uint8Array(4))),
     'error: unknown tensor': await failure(() => fromUrl.getTensor('no such tensor')),

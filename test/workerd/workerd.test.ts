@@ -21,7 +21,10 @@ const INVALID_PATH = join(ROOT, 'test/fixtures/real/invalid', INVALID)
 
 /** What `import 'safetensors-wasm'` means under the `workerd` condition, resolved by Node itself. */
 function resolveWorkerdEntry(): string {
-  const url = execFileSync(process.execPath, ['--conditions=workerd', '--input-type=module', '-e', "console.log(import.meta.resolve('safetensors-wasm'))"], { cwd: ROOT, encoding: 'utf8' })
+  const url = execFileSync(process.execPath, ['--conditions=workerd', '--input-type=module', '-e', "console.log(import.meta.resolve('safetensors-wasm'))"], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  })
   return fileURLToPath(url.trim())
 }
 
@@ -136,7 +139,10 @@ describe('workerd', () => {
 
     // The worker asked for ranges, never the whole file: the header, then this tensor's bytes.
     expect(files.ranges().length).toBeGreaterThanOrEqual(2)
-    expect(files.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)), files.ranges().join(', ')).toBe(true)
+    expect(
+      files.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)),
+      files.ranges().join(', '),
+    ).toBe(true)
     expect(files.ranges().at(-1)).toBe(`bytes=${dataStart + info.data_offsets[0]}-${dataStart + info.data_offsets[1] - 1}`)
   })
 

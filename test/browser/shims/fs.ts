@@ -14,7 +14,7 @@ function normalize(path: string): string {
 
 /** Not in node:fs: whether `path` is a directory holding fixture files (used by the node:url shim). */
 export function isFixtureDirectory(path: string): boolean {
-  const dir = normalize(path) + '/'
+  const dir = `${normalize(path)}/`
   for (const f of FILES) if (f.startsWith(dir)) return true
   return false
 }
@@ -30,7 +30,7 @@ interface Dirent {
 }
 
 export function readdirSync(path: string, options?: { withFileTypes?: boolean }): string[] | Dirent[] {
-  const dir = normalize(path) + '/'
+  const dir = `${normalize(path)}/`
   const entries = new Map<string, boolean>() // name -> is a directory
   for (const f of FILES) {
     if (!f.startsWith(dir)) continue

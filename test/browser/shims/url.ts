@@ -6,7 +6,7 @@ export function fileURLToPath(url: string | URL): string {
   const path = decodeURIComponent(new URL(String(url), location.href).pathname)
   // Vite rewrites `new URL('./fixtures/real/', import.meta.url)` into the resolved path and drops the
   // trailing slash that Node keeps for a directory URL; the helpers append file names to it.
-  return !path.endsWith('/') && isFixtureDirectory(path) ? path + '/' : path
+  return !path.endsWith('/') && isFixtureDirectory(path) ? `${path}/` : path
 }
 
 export function pathToFileURL(path: string): URL {

@@ -17,4 +17,7 @@ async function main() {
   return { page, worker: await inWorker() }
 }
 
-main().then((results) => (window.consumerResults = results), (error) => (window.consumerResults = { error: String(error?.stack ?? error) }))
+main().then(
+  (results) => (window.consumerResults = results),
+  (error) => (window.consumerResults = { error: String(error?.stack ?? error) }),
+)
