@@ -26,3 +26,40 @@ export function table(rows) {
   console.log(line(keys))
   for (const row of rows) console.log(line(keys.map((k) => row[k])))
 }
+
+/**
+ * The tests' HTTP server (test/http-server.ts, with its simulated round trip) serving `files` (name ->
+ * bytes) in a worker thread, as a remote server would: its work does not count against the client. Its
+ * types are stripped with esbuild, so the benchmarks use the same server as the tests, not a copy.
+ * Returns its url, requests() (answered since the last clear), clear() and close().
+ */
+export async function serveInWorker(files, options) {
+  const { transform } = await import('esbuild')
+  const { readFile } = await import('node:fs/promises')
+  const { Worker } = await import('node:worker_threads')
+  const { code } = await transform(await readFile(new URL('../test/http-server.ts', import.meta.url), 'utf8'), { loader: 'ts', format: 'esm' })
+  const main = `
+    import { parentPort, workerData } from 'node:worker_threads'
+    const { startServer, rangeHandler } = await import(workerData.server)
+    const files = new Map(workerData.files)
+    const server = await startServer(rangeHandler((path) => files.get(path.slice(1)), workerData.options))
+    parentPort.on('message', async (op) => {
+      if (op === 'clear') server.clear()
+      if (op === 'close') await server.close()
+      if (op === 'requests') await server.settled()
+      parentPort.postMessage(op === 'requests' ? server.log.length : op)
+    })
+    parentPort.postMessage(server.url)`
+  const worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(main)}`), {
+    workerData: { server: `data:text/javascript,${encodeURIComponent(code)}`, files: [...files], options },
+  })
+  const reply = () => new Promise((resolve, reject) => (worker.once('message', resolve), worker.once('error', reject)))
+  const ask = (op) => (worker.postMessage(op), reply())
+  const url = await reply()
+  return {
+    url,
+    requests: () => ask('requests'),
+    clear: () => ask('clear'),
+    close: async () => (await ask('close'), await worker.terminate()),
+  }
+}

@@ -9,11 +9,12 @@ import { SafetensorsError } from './errors.ts'
 import { type Header, readHeader, type TensorInfo } from './header.ts'
 import { type HttpOptions, httpSource } from './http.ts'
 import { localFiles, requireLocalFiles } from './local-files.ts'
-import { PARALLEL_READS, readingAhead, runPool } from './pool.ts'
+import { readingAhead } from './pool.ts'
 import { metered, type ProgressCallback, ProgressMeter } from './progress.ts'
+import { readRuns } from './read-plan.ts'
 import { retrySettings } from './retry.ts'
-import { packedStarts, planSlice, type SliceRange } from './slice.ts'
-import { blobSource, memorySource, type RangeSource, readInto, throwIfAborted } from './source.ts'
+import { planSlice, type SliceRange } from './slice.ts'
+import { blobSource, memorySource, type RangeSource, throwIfAborted } from './source.ts'
 import { type StreamOptions, tensorStream } from './stream.ts'
 import { type Core, instantiate } from './wasm.ts'
 
@@ -308,12 +309,9 @@ export class SafetensorsFile {
     if (converted < target.length) convert(converted, target.length)
   }
 
-  /** Reads the runs packed one after another into `target`, a few at a time (a column slice has many). */
+  /** Reads the runs packed one after another into `target`, merged and split as their cost says (src/read-plan.ts). */
   async #readRuns(start: number, runs: Array<[number, number]>, target: Uint8Array, io: ReadIo): Promise<void> {
-    const at = packedStarts(runs).starts
-    await runPool(runs, PARALLEL_READS, ([offset, length], i) =>
-      readInto(this.source, start + offset, target.subarray(at[i], at[i] + length), io.signal, io.onBytes),
-    )
+    await readRuns(this.source, start, runs, target, io.signal, io.onBytes)
   }
 }
 

@@ -4,6 +4,7 @@
 // If-Range, so bytes of two versions of a file are never put together. A server that ignores Range
 // and answers 200 is read as a stream, keeping only the bytes asked for and cancelling the rest.
 import { SafetensorsError } from './errors.ts'
+import { PARALLEL_READS, runPool } from './pool.ts'
 import { parseRetryAfter, retryDelay, retrySettings, sleep, watchdog } from './retry.ts'
 import type { RangeSource } from './source.ts'
 
@@ -22,7 +23,24 @@ export interface HttpOptions {
   retries?: number
   /** Milliseconds with no byte (waiting for headers or body) before an attempt counts as stalled. Default 30000; Infinity: never. */
   idleTimeout?: number
+  /**
+   * http(s): what one more request costs, in bytes of transfer (RangeSource.requestCost): a slice's runs
+   * closer than this are fetched in one request, gap included. Default 512 KiB, about a 10-20 ms round
+   * trip at 25-50 MB/s; 0 fetches exactly the bytes a slice covers.
+   */
+  requestCost?: number
 }
+
+export const HTTP_REQUEST_COST = 512 << 10
+
+/** Longest Range header sent: servers refuse longer header lines (nginx's limit is 8 KiB), so a request carries a few hundred ranges at most. */
+const MAX_RANGE_HEADER = 4000
+
+/** Bytes before a multipart delimiter, or of a part's headers, past which the answer counts as malformed. */
+const MAX_PART_HEADERS = 8192
+
+const CRLF2 = new Uint8Array([13, 10, 13, 10])
+const latin1 = (bytes: Uint8Array) => String.fromCharCode(...bytes)
 
 /** Statuses that say "not now" rather than "never": a later attempt may well succeed. */
 const TRANSIENT_STATUS = new Set([408, 429, 500, 502, 503, 504])
@@ -55,6 +73,18 @@ function discard(response: Response): void {
   response.body?.cancel().catch(() => {})
 }
 
+function parseBoundary(contentType: string | null): string | undefined {
+  const match = /^\s*multipart\/byteranges\s*;(?:.*;)?\s*boundary=(?:"([^"]+)"|([^\s;]+))/i.exec(contentType ?? '')
+  return match ? (match[1] ?? match[2]) : undefined
+}
+
+/** What one attempt's requests use: its signal, a promise that rejects when the attempt ends, the watchdog's touch. */
+interface Attempt {
+  signal: AbortSignal
+  gone: Promise<never>
+  touch(): void
+}
+
 /** One read in progress: what arrived so far survives a failed attempt, so the next one asks only for the rest. */
 interface Transfer {
   offset: number
@@ -83,22 +113,31 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
   const href = String(url)
   const fetchImpl = options.fetch ?? globalThis.fetch
   const { retries, idleTimeout } = retrySettings(options)
+  const requestCost = options.requestCost ?? HTTP_REQUEST_COST
+  if (typeof requestCost !== 'number' || !(requestCost >= 0) || !Number.isFinite(requestCost))
+    throw new RangeError(`requestCost must be a non-negative number of bytes, got ${String(requestCost)}`)
   let size: number | undefined
   // Learnt from the first response: this version of the file, and whether the server honours Range.
   let etag: string | null | undefined
   let lastModified: string | null = null
   let ranged = false
+  // Whether the server answers a request for several ranges with their parts: unknown until one is sent.
+  let multiRange: boolean | undefined
   // From a page, a cross-origin If-Range needs a CORS preflight that allows it, which servers set up for
   // Range alone refuse. There the validator check on each response is the guard on its own.
   const page = (globalThis as { location?: { origin: string } }).location
   const conditional = page === undefined || new URL(href).origin === page.origin
 
-  async function transfer(t: Transfer, signal: AbortSignal | undefined): Promise<Uint8Array> {
+  async function transfer(t: Transfer, signal: AbortSignal | undefined): Promise<void> {
+    await withRetries(signal, (attempt) => attemptTransfer(t, attempt))
+  }
+
+  /** Runs `run` until it succeeds, again after each transient failure (each attempt resumes where the last stopped), up to `retries` times. */
+  async function withRetries(signal: AbortSignal | undefined, run: (attempt: Attempt) => Promise<void>): Promise<void> {
     const signals = [options.signal, signal].filter((s): s is AbortSignal => s !== undefined)
     for (let attempt = 0; ; attempt++) {
       try {
-        await attemptTransfer(t, signals)
-        return t.target!
+        return await attemptWith(signals, run)
       } catch (error) {
         if (!(error instanceof TransientError)) throw error
         if (attempt >= retries)
@@ -108,7 +147,7 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     }
   }
 
-  async function attemptTransfer(t: Transfer, signals: AbortSignal[]): Promise<void> {
+  async function attemptWith(signals: AbortSignal[], run: (attempt: Attempt) => Promise<void>): Promise<void> {
     const stopIfAborted = () => {
       const by = signals.find((s) => s.aborted)
       if (by) throw new SafetensorsError('Aborted', `${href}: aborted`, { cause: by.reason })
@@ -116,37 +155,20 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     stopIfAborted()
     // One controller per attempt, ended by the caller's signals or by the watchdog (listeners rather than
     // AbortSignal.any, which older browsers lack and which keeps a link from a long-lived signal).
-    const attempt = new AbortController()
-    const end = () => attempt.abort()
+    const controller = new AbortController()
+    const end = () => controller.abort()
     for (const s of signals) s.addEventListener('abort', end)
     let stalled = false
     const dog = watchdog(idleTimeout, () => {
       stalled = true
       end()
     })
-    const { signal } = attempt
+    const { signal } = controller
     // Raced against every wait, so that a fetch or a body that ignores its signal still stops.
     const gone = new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }))
     gone.catch(() => {})
     try {
-      const from = t.offset + t.filled
-      const want = (t.target?.length ?? t.length) - t.filled
-      const headers = new Headers(options.headers)
-      headers.set('Range', `bytes=${from}-${from + want - 1}`)
-      // If-Range takes a strong validator only (RFC 9110 13.1.5); a weak ETag is still compared below.
-      const ifRange = ranged && conditional ? (etag && !etag.startsWith('W/') ? etag : lastModified) : null
-      if (ifRange) headers.set('If-Range', ifRange)
-      const response = await Promise.race([fetchImpl(href, { headers, signal }), gone])
-      dog.touch()
-      const { skip, available } = accept(response, from, want, ifRange)
-      if (t.target === undefined) t.target = new Uint8Array(available)
-      else if (available !== want) throw io(href, `read of ${want} bytes at offset ${from} is past the end (${size} bytes)`)
-      if (available === 0) return discard(response)
-      await readBody(response, skip, t.target.subarray(t.filled), response.status === 206, gone, (n) => {
-        t.filled += n
-        dog.touch()
-        t.onBytes?.(n)
-      })
+      await run({ signal, gone, touch: () => dog.touch() })
     } catch (error) {
       stopIfAborted()
       if (stalled) throw new TransientError(href, `no byte arrived for ${idleTimeout} ms`)
@@ -159,42 +181,188 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     }
   }
 
+  /** The request headers: the caller's, the Range, and If-Range once the server has shown it honours Range. */
+  function request(range: string, { signal, gone }: Attempt): { response: Promise<Response>; ifRange: string | null } {
+    const headers = new Headers(options.headers)
+    headers.set('Range', `bytes=${range}`)
+    // If-Range takes a strong validator only (RFC 9110 13.1.5); a weak ETag is still compared on each response.
+    const ifRange = ranged && conditional ? (etag && !etag.startsWith('W/') ? etag : lastModified) : null
+    if (ifRange) headers.set('If-Range', ifRange)
+    return { response: Promise.race([fetchImpl(href, { headers, signal }), gone]), ifRange }
+  }
+
+  async function attemptTransfer(t: Transfer, attempt: Attempt): Promise<void> {
+    const from = t.offset + t.filled
+    const want = (t.target?.length ?? t.length) - t.filled
+    const sent = request(`${from}-${from + want - 1}`, attempt)
+    const response = await sent.response
+    attempt.touch()
+    const { skip, available } = accept(response, from, want, sent.ifRange)
+    if (t.target === undefined) t.target = new Uint8Array(available)
+    else if (available !== want) throw io(href, `read of ${want} bytes at offset ${from} is past the end (${size} bytes)`)
+    if (available === 0) return discard(response)
+    await readBody(response, skip, t.target.subarray(t.filled), response.status === 206, attempt.gone, (n) => {
+      t.filled += n
+      attempt.touch()
+      t.onBytes?.(n)
+    })
+  }
+
   /**
-   * Checks a response before any of its body is used, in this order: the status (a 503 is a 503, whatever
-   * else the response says), the encoding, the validator, then the range. Says where in the body the
-   * bytes at `from` begin and how many of the `want` asked for will come.
+   * One request for the rest of several transfers (ascending, disjoint, sizes known). A multipart/byteranges
+   * answer fills each transfer from the parts that start where it stands; a single range (the server
+   * refuses several, or joined them into one) fills what it covers; a 200 (its validator matched, so the
+   * file is the same) says the server refuses multi-range, and fills nothing. The server's way is
+   * remembered; what is left incomplete is for single requests to finish.
    */
-  function accept(response: Response, from: number, want: number, ifRange: string | null): { skip: number; available: number } {
+  async function attemptMultiRange(batch: Transfer[], attempt: Attempt): Promise<void> {
+    const pending = batch.filter((t) => t.filled < t.length)
+    if (pending.length === 0) return
+    const ranges = pending.map((t) => `${t.offset + t.filled}-${t.offset + t.length - 1}`).join(',')
+    const response = await request(ranges, attempt).response
+    attempt.touch()
+    const asked = pending.length > 4 ? `${pending.length} ranges from byte ${pending[0].offset + pending[0].filled}` : `bytes ${ranges}`
+    checkResponse(response, asked)
+    if (response.status === 200) {
+      multiRange = false
+      return discard(response)
+    }
+    const fail = (message: string) => failed(response, `${message}, in answer to a request for ${asked}`)
+    const low = pending[0].offset + pending[0].filled
+    const high = pending[pending.length - 1].offset + pending[pending.length - 1].length
+    // A part's bytes land in each transfer that stands at their position; a part that starts inside a
+    // transfer's rest fills none of it (that rest is asked for again), so a byte lands only where it belongs.
+    const land = (position: number, chunk: Uint8Array) => {
+      for (const t of pending) {
+        const at = t.offset + t.filled
+        if (at < position || at >= position + chunk.length || t.filled === t.length) continue
+        const n = Math.min(t.offset + t.length, position + chunk.length) - at
+        t.target!.set(chunk.subarray(at - position, at - position + n), t.filled)
+        t.filled += n
+        t.onBytes?.(n)
+      }
+      attempt.touch()
+    }
+    const partRange = (value: string | null) => {
+      const range = parseContentRange(value)
+      if (range === undefined || range.total !== size || range.start < low || range.end >= high || range.end < range.start)
+        throw fail(`a part with Content-Range ${JSON.stringify(value)} (the file has ${size} bytes)`)
+      return range
+    }
+    if (!response.body) throw fail('no body')
+    const body = new BodyReader(href, response.body.getReader(), attempt.gone)
+    try {
+      const boundary = parseBoundary(response.headers.get('Content-Type'))
+      if (boundary === undefined) {
+        multiRange = false
+        const { start, end } = partRange(response.headers.get('Content-Range'))
+        await body.take(end - start + 1, (chunk, at) => land(start + at, chunk))
+        if (!(await body.ended())) throw fail('more bytes than its Content-Range')
+        return
+      }
+      multiRange = true
+      const delimiter = new TextEncoder().encode(`--${boundary}`)
+      for (let parts = 0; ; parts++) {
+        // Before each delimiter only the line break that ends the previous part (or a blank preamble).
+        const before = await body.until(delimiter, MAX_PART_HEADERS)
+        if (/[^\r\n\t ]/.test(latin1(before.subarray(0, before.length - delimiter.length)))) throw fail('a malformed multipart/byteranges body')
+        if (latin1(await body.take(2)) === '--') return
+        if (parts === pending.length) throw fail('more parts than ranges asked for')
+        const head = latin1(await body.until(CRLF2, MAX_PART_HEADERS))
+        const { start, end } = partRange(/^content-range:[ \t]*(.*?)[ \t]*\r?$/im.exec(head)?.[1] ?? null)
+        await body.take(end - start + 1, (chunk, at) => land(start + at, chunk))
+      }
+    } finally {
+      body.cancel()
+    }
+  }
+
+  /**
+   * Reads several ranges: in multi-range requests of a few hundred ranges each (at least PARALLEL_READS
+   * of them, run concurrently) while the server answers them, else one request per range. Whether it
+   * does is learnt from a first request sent alone, so a server that refuses costs one request, once.
+   */
+  async function readRanges(transfers: Transfer[], signal: AbortSignal | undefined): Promise<void> {
+    const incomplete = () => transfers.filter((t) => t.filled < t.length)
+    const several = (batch: Transfer[]) => batch.length > 1 && multiRange !== false
+    let batches = ranged && multiRange !== false && transfers.length > PARALLEL_READS ? batchesOf(transfers) : []
+    if (multiRange === undefined && batches.length > 0) {
+      await withRetries(signal, (attempt) => attemptMultiRange(batches[0], attempt))
+      batches = batches.slice(1)
+    }
+    await runPool(batches, PARALLEL_READS, async (batch) => {
+      if (several(batch)) await withRetries(signal, (attempt) => attemptMultiRange(batch, attempt))
+    })
+    // Whatever no multi-range answer brought: a refusal, parts left out, a part that started mid-range.
+    await runPool(incomplete(), PARALLEL_READS, (t) => transfer(t, signal))
+  }
+
+  /** Consecutive transfers in at least PARALLEL_READS groups, each one request whose Range header stays under MAX_RANGE_HEADER. */
+  function batchesOf(transfers: Transfer[]): Transfer[][] {
+    const per = Math.ceil(transfers.length / PARALLEL_READS)
+    const batches: Transfer[][] = []
+    let length = Infinity
+    for (const t of transfers) {
+      const range = `${t.offset}-${t.offset + t.length - 1},`.length
+      if (batches[batches.length - 1]?.length === per || length + range > MAX_RANGE_HEADER) {
+        batches.push([])
+        length = 'Range: bytes='.length
+      }
+      batches[batches.length - 1].push(t)
+      length += range
+    }
+    return batches
+  }
+
+  /** The Io error for a response that cannot be used, whose body is then cancelled. */
+  function failed(response: Response, message: string): SafetensorsError {
+    discard(response)
+    return io(href, message)
+  }
+
+  /**
+   * Checks what every response must pass before any of its body is used, in this order: the status (a
+   * 503 is a 503, whatever else the response says: transient ones are retried), the encoding, the
+   * validator (the first response sets it). Leaves a 200 or a 206.
+   */
+  function checkResponse(response: Response, asked: string): void {
     const { status } = response
-    const asked = `bytes ${from}-${from + want - 1}`
     if (status !== 200 && status !== 206) {
       discard(response)
-      if (status === 416 && size === undefined && parseContentRange(response.headers.get('Content-Range'))?.total === 0) {
-        size = 0
-        return { skip: 0, available: 0 }
-      }
       const message = `HTTP ${status}${response.statusText ? ` ${response.statusText}` : ''} for ${asked}`
       if (TRANSIENT_STATUS.has(status)) throw new TransientError(href, message, parseRetryAfter(response.headers.get('Retry-After')))
       throw io(href, size === undefined ? message : `${message} of a ${size}-byte file`)
     }
-    const fail = (message: string) => {
-      discard(response)
-      return io(href, message)
-    }
     // Byte offsets mean nothing in a compressed body, and its Content-Length is not the file's size.
     const encoding = response.headers.get('Content-Encoding')
     if (encoding && encoding.toLowerCase() !== 'identity')
-      throw fail(`the server compressed the response (Content-Encoding: ${encoding}); byte ranges need it uncompressed`)
+      throw failed(response, `the server compressed the response (Content-Encoding: ${encoding}); byte ranges need it uncompressed`)
     const tag = response.headers.get('ETag')
     const modified = response.headers.get('Last-Modified')
     if (etag === undefined) {
       etag = tag
       lastModified = modified
     } else if (tag !== etag) {
-      throw fail(`the file changed between requests (ETag ${etag} became ${tag}); HTTP ${status} for ${asked}`)
+      throw failed(response, `the file changed between requests (ETag ${etag} became ${tag}); HTTP ${status} for ${asked}`)
     } else if (etag === null && modified !== lastModified) {
-      throw fail(`the file changed between requests (Last-Modified ${lastModified} became ${modified}); HTTP ${status} for ${asked}`)
+      throw failed(response, `the file changed between requests (Last-Modified ${lastModified} became ${modified}); HTTP ${status} for ${asked}`)
     }
+  }
+
+  /**
+   * Checks a single-range response (checkResponse, then the range). Says where in the body the bytes at
+   * `from` begin and how many of the `want` asked for will come.
+   */
+  function accept(response: Response, from: number, want: number, ifRange: string | null): { skip: number; available: number } {
+    const { status } = response
+    const asked = `bytes ${from}-${from + want - 1}`
+    if (status === 416 && size === undefined && parseContentRange(response.headers.get('Content-Range'))?.total === 0) {
+      discard(response)
+      size = 0
+      return { skip: 0, available: 0 }
+    }
+    checkResponse(response, asked)
+    const fail = (message: string) => failed(response, message)
     if (status === 200) {
       // The validator matched, so a 200 here is not a new version the server admits to.
       if (ranged) {
@@ -284,9 +452,102 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
       await transfer({ offset, length: target.length, target, filled: 0, onBytes }, signal)
     },
     // Before the size is known, the request may run past the end of a small file: it gives what there is.
-    read(offset, length, signal, onBytes) {
+    async read(offset, length, signal, onBytes) {
       checkInFile(offset, length)
-      return transfer({ offset, length, target: size === undefined ? undefined : new Uint8Array(length), filled: 0, onBytes }, signal)
+      const t: Transfer = { offset, length, target: size === undefined ? undefined : new Uint8Array(length), filled: 0, onBytes }
+      await transfer(t, signal)
+      return t.target!
     },
+    readRanges(ranges, signal, onBytes) {
+      for (const { offset, target } of ranges) checkInFile(offset, target.length)
+      const transfers = ranges.flatMap(({ offset, target }, i): Transfer[] =>
+        target.length === 0 ? [] : [{ offset, length: target.length, target, filled: 0, onBytes: onBytes && ((n) => onBytes(n, i)) }],
+      )
+      return readRanges(
+        transfers.sort((a, b) => a.offset - b.offset),
+        signal,
+      )
+    },
+    requestCost,
   }
+}
+
+/** A response body as a byte stream: a given number of bytes, or the bytes up to a delimiter. */
+class BodyReader {
+  #buffer: Uint8Array = new Uint8Array(0)
+
+  constructor(
+    readonly href: string,
+    readonly reader: ReadableStreamDefaultReader<Uint8Array>,
+    readonly gone: Promise<never>,
+  ) {}
+
+  async #more(): Promise<void> {
+    const { done, value } = await Promise.race([this.reader.read(), this.gone])
+    // The rest can be asked for again: an early end is transient.
+    if (done) throw new TransientError(this.href, 'the response ended before its last part did')
+    if (this.#buffer.length === 0) this.#buffer = value
+    else {
+      const joined = new Uint8Array(this.#buffer.length + value.length)
+      joined.set(this.#buffer)
+      joined.set(value, this.#buffer.length)
+      this.#buffer = joined
+    }
+  }
+
+  /** The next `n` bytes, handed to `sink` as they come, each chunk with its position among the n; or, with no sink, returned. */
+  async take(n: number, sink?: (chunk: Uint8Array, at: number) => void): Promise<Uint8Array> {
+    if (!sink) {
+      while (this.#buffer.length < n) await this.#more()
+      return this.#next(n)
+    }
+    for (let at = 0; at < n; ) {
+      if (this.#buffer.length === 0) await this.#more()
+      const chunk = this.#next(Math.min(n - at, this.#buffer.length))
+      sink(chunk, at)
+      at += chunk.length
+    }
+    return new Uint8Array(0)
+  }
+
+  /** The bytes up to and including `pattern`, which must come within `limit` bytes. */
+  async until(pattern: Uint8Array, limit: number): Promise<Uint8Array> {
+    for (let from = 0; ; ) {
+      const at = indexOf(this.#buffer, pattern, from)
+      if (at >= 0 && at <= limit) return this.#next(at + pattern.length)
+      if (at > limit || this.#buffer.length > limit + pattern.length)
+        throw new SafetensorsError('Io', `${this.href}: a malformed multipart/byteranges answer (no delimiter where one belongs)`)
+      from = Math.max(0, this.#buffer.length - pattern.length + 1)
+      await this.#more()
+    }
+  }
+
+  /** Whether the body has nothing after what was taken. */
+  async ended(): Promise<boolean> {
+    while (this.#buffer.length === 0) {
+      const { done, value } = await Promise.race([this.reader.read(), this.gone])
+      if (done) return true
+      this.#buffer = value
+    }
+    return false
+  }
+
+  cancel(): void {
+    this.reader.cancel().catch(() => {})
+  }
+
+  #next(n: number): Uint8Array {
+    const bytes = this.#buffer.subarray(0, n)
+    this.#buffer = this.#buffer.subarray(n)
+    return bytes
+  }
+}
+
+function indexOf(bytes: Uint8Array, pattern: Uint8Array, from: number): number {
+  for (let at = bytes.indexOf(pattern[0], from); at >= 0 && at + pattern.length <= bytes.length; at = bytes.indexOf(pattern[0], at + 1)) {
+    let i = 1
+    while (i < pattern.length && bytes[at + i] === pattern[i]) i++
+    if (i === pattern.length) return at
+  }
+  return -1
 }

@@ -59,26 +59,79 @@ function repeatedKey(text: string): string | undefined {
   return undefined
 }
 
-function parseIndex(where: string, text: string): ModelIndex {
+/** How many ':' a string holds: in a text with no escapes, the ':' inside its strings are theirs. */
+const colonsIn = (s: string) => (s.includes(':') ? s.split(':').length - 1 : 0)
+
+/** Keys minus the ':' inside strings, over every value in `value`; a stack, not recursion, for any nesting depth. */
+function keysLessColons(value: unknown): number {
+  let counted = 0
+  const stack: unknown[] = [value]
+  while (stack.length > 0) {
+    const v = stack.pop()
+    if (typeof v === 'string') counted -= colonsIn(v)
+    else if (Array.isArray(v)) for (const item of v) stack.push(item)
+    else if (typeof v === 'object' && v !== null) {
+      for (const key of Object.keys(v)) {
+        counted += 1 - colonsIn(key)
+        stack.push((v as Record<string, unknown>)[key])
+      }
+    }
+  }
+  return counted
+}
+
+/** The index, its number of weight_map entries, and its distinct shard names in order of first appearance. */
+interface ParsedIndex extends ModelIndex {
+  entries: number
+  shards: string[]
+}
+
+function parseIndex(where: string, text: string): ParsedIndex {
   let index: unknown
   try {
     index = JSON.parse(text)
   } catch (cause) {
     throw new SafetensorsError('InvalidHeaderDeserialization', `${where}: not valid JSON: ${(cause as Error).message}`, { cause })
   }
-  const repeated = repeatedKey(text)
-  if (repeated !== undefined) throw indexError(where, `the key ${JSON.stringify(repeated)} appears twice in one object`)
   const { weight_map: map, metadata } = (index ?? {}) as Partial<ModelIndex>
-  if (typeof index !== 'object' || Array.isArray(index) || typeof map !== 'object' || map === null || Array.isArray(map)) {
-    throw indexError(where, 'expected an object with a "weight_map" object')
+  const isMap = typeof index === 'object' && !Array.isArray(index) && typeof map === 'object' && map !== null && !Array.isArray(map)
+  // One pass over the weight_map (91,280 entries in the largest models; Object.keys and a lookup, as
+  // Object.entries' pairs cost more than JSON.parse): the shard names, the first entry that is not a
+  // name, and its part of the key count below.
+  const names = isMap ? Object.keys(map) : []
+  const shards = new Set<string>()
+  let last: string | undefined
+  let notAName: string | undefined
+  let counted = 0
+  for (const name of names) {
+    const shard = map![name]
+    if (typeof shard !== 'string') {
+      notAName ??= name
+      counted += 1 - colonsIn(name) + keysLessColons(shard)
+      continue
+    }
+    counted += 1 - colonsIn(name) - colonsIn(shard)
+    // Entries of one shard mostly come together: the Set sees each run once.
+    if (shard !== last) shards.add((last = shard))
   }
+  // Repeated keys: JSON.parse keeps one of each silently, so the parsed keys are fewer than the text's.
+  // Each key is one ':' outside the strings, and with no backslash in the text the strings are their raw
+  // text: counting tells without tokenizing megabytes of text. Any backslash, or a count that differs: the full scan.
+  if (isMap) {
+    const rest = { ...(index as Record<string, unknown>) }
+    delete rest.weight_map
+    counted += 1 - colonsIn('weight_map') + keysLessColons(rest)
+  } else counted = keysLessColons(index)
+  let colons = 0
+  for (let at = text.indexOf(':'); at !== -1; at = text.indexOf(':', at + 1)) colons++
+  const repeated = text.includes('\\') || colons !== counted ? repeatedKey(text) : undefined
+  if (repeated !== undefined) throw indexError(where, `the key ${JSON.stringify(repeated)} appears twice in one object`)
+  if (!isMap) throw indexError(where, 'expected an object with a "weight_map" object')
   if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)))
     throw indexError(where, '"metadata" must be an object')
-  for (const [name, shard] of Object.entries(map)) {
-    if (typeof shard !== 'string') throw indexError(where, `weight_map[${JSON.stringify(name)}] must be a file name`)
-  }
-  for (const shard of new Set(Object.values(map))) checkShardName(where, shard)
-  return { metadata, weight_map: map }
+  if (notAName !== undefined) throw indexError(where, `weight_map[${JSON.stringify(notAName)}] must be a file name`)
+  for (const shard of shards) checkShardName(where, shard)
+  return { metadata, weight_map: map!, entries: names.length, shards: [...shards] }
 }
 
 /**
@@ -167,7 +220,7 @@ export async function openModel(input: string | URL | ModelFiles, options: OpenM
     await source.close?.()
   }
   const index = parseIndex(where, text)
-  const shardNames = [...new Set(Object.values(index.weight_map))]
+  const shardNames = index.shards
   const shards: Array<SafetensorsFile | undefined> = []
   let files: Map<string, SafetensorsFile>
   try {
@@ -180,15 +233,19 @@ export async function openModel(input: string | URL | ModelFiles, options: OpenM
     })
     // In index order, whatever order the reads finished in.
     files = new Map(shardNames.map((name, i) => [name, shards[i]!]))
-    for (const [tensor, name] of Object.entries(index.weight_map)) {
-      if (!files.get(name)!.header.has(tensor)) {
-        const holder = [...files].find(([, file]) => file.header.has(tensor))?.[0]
-        const found = holder === undefined ? 'no shard has it' : `it is in ${holder}`
-        throw new SafetensorsError(
-          'TensorNotFound',
-          `${where}: weight_map puts ${JSON.stringify(tensor)} in ${name}, which has no tensor of that name (${found})`,
-        )
-      }
+    // Every entry is in its shard when the shards' tensors the index lists there are as many as its
+    // entries (names are unique in a shard): one lookup per tensor, and no name table per shard.
+    const map = index.weight_map
+    let listed = 0
+    for (const [name, file] of files) for (const t of file.header.tensors) if (map[t.name] === name) listed++
+    if (listed !== index.entries) {
+      const [tensor, name] = Object.entries(map).find(([tensor, name]) => !files.get(name)!.header.has(tensor))!
+      const holder = [...files].find(([, file]) => file.header.has(tensor))?.[0]
+      const found = holder === undefined ? 'no shard has it' : `it is in ${holder}`
+      throw new SafetensorsError(
+        'TensorNotFound',
+        `${where}: weight_map puts ${JSON.stringify(tensor)} in ${name}, which has no tensor of that name (${found})`,
+      )
     }
   } catch (error) {
     await Promise.all(shards.map((f) => f?.close()))

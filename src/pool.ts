@@ -1,4 +1,4 @@
-/** Reads in flight at once for one slice: enough to hide HTTP latency, few enough for any server. */
+/** Reads in flight at once for one slice or one HTTP source's batch of ranges: enough to hide a round trip, few enough for any server. */
 export const PARALLEL_READS = 6
 
 /**

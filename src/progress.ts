@@ -62,7 +62,7 @@ export function toMeters(meters: ReadonlyArray<ProgressMeter | undefined>, url?:
 /**
  * `source` with every read counted by `meter`: asked when the read starts, arrived as the source reports
  * its bytes (or all at once when it resolves, for a source that does not stream), withdrawn if it fails.
- * Keeps `bytes` (zero-copy views of memory) and `size`.
+ * Keeps `bytes` (zero-copy views of memory), `size` and `requestCost`; readRanges is counted like the reads.
  */
 export function metered<S extends RangeSource>(source: S, meter: ProgressMeter, url?: string): S {
   async function counted<T>(
@@ -105,6 +105,20 @@ export function metered<S extends RangeSource>(source: S, meter: ProgressMeter, 
         () => target.length,
       ),
     close: source.close && (() => source.close!()),
+  }
+  if (source.readRanges) {
+    const total = (ranges: ReadonlyArray<{ target: Uint8Array }>) => ranges.reduce((sum, r) => sum + r.target.length, 0)
+    wrapped.readRanges = (ranges, signal, onBytes) =>
+      counted(
+        total(ranges),
+        undefined,
+        (report) =>
+          source.readRanges!(ranges, signal, (bytes, i) => {
+            report(bytes)
+            onBytes?.(bytes, i)
+          }),
+        () => total(ranges),
+      )
   }
   return Object.create(source, Object.getOwnPropertyDescriptors(wrapped)) as S
 }

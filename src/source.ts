@@ -16,8 +16,30 @@ export interface RangeSource {
   read(offset: number, length: number, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<Uint8Array>
   /** Optional: fills `target` with the bytes from `offset` on, without an intermediate copy. */
   readInto?(offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<void>
+  /**
+   * Optional: fills each range's `target` with the bytes from its `offset` on, in as few requests as the
+   * source can make (HTTP: multi-range requests, where the server answers them). `onBytes` is told each
+   * part's length and the index of its range, as it lands.
+   */
+  readRanges?(
+    ranges: ReadonlyArray<{ offset: number; target: Uint8Array }>,
+    signal?: AbortSignal,
+    onBytes?: (bytes: number, index: number) => void,
+  ): Promise<void>
+  /**
+   * What one more read costs beyond its bytes, in bytes (default 0): a slice's runs closer than this are
+   * read as one, with the gap between them (src/read-plan.ts). About a round trip's worth of transfer for
+   * HTTP, a system call's for a file; 0 reads exactly the bytes a slice covers.
+   */
+  readonly requestCost?: number
   close?(): Promise<void>
 }
+
+/** requestCost of in-memory sources: a read is a promise and a copy, worth a few KiB of copying. */
+export const MEMORY_REQUEST_COST = 16 << 10
+
+/** requestCost of Blobs and files: a read is a stream or a system call on another thread, worth tens of microseconds of copying. */
+export const LOCAL_REQUEST_COST = 64 << 10
 
 /** Reads bytes straight into `target` (a view of wasm memory, say), through readInto where a source has it. */
 export async function readInto(
@@ -50,6 +72,7 @@ export function memorySource(bytes: Uint8Array): RangeSource & { size: number; b
   return {
     bytes,
     size: bytes.length,
+    requestCost: MEMORY_REQUEST_COST,
     async read(offset, length) {
       checkRange(offset, length, bytes.length)
       return bytes.subarray(offset, offset + length)
@@ -84,6 +107,7 @@ export function blobSource(blob: Blob): RangeSource & { size: number } {
   }
   return {
     size: blob.size,
+    requestCost: LOCAL_REQUEST_COST,
     readInto,
     async read(offset, length, signal, onBytes) {
       const bytes = new Uint8Array(length)

@@ -171,7 +171,17 @@ export interface RangeOptions {
   fault?: (n: number, log: Logged) => Fault | undefined
   /** false: a server that ignores If-Range (sends the range even when the validator does not match). */
   ifRange?: boolean
+  /**
+   * The answer to a Range of several ranges: 'whole' (the default: 200 with the whole file, as servers
+   * that refuse them do), 'first' (206 with the first range alone), 'multipart' (206
+   * multipart/byteranges, laid out as nginx does).
+   */
+  multiRange?: 'whole' | 'first' | 'multipart'
+  /** Milliseconds each response waits before its headers: a simulated round trip. */
+  delay?: number
 }
+
+const BOUNDARY = '00000000000000000042'
 
 /**
  * Serves `lookup(path, n)` as a static file server does: 206 with Content-Range for a single range, 200
@@ -185,6 +195,7 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
       res.writeHead(found ? 405 : 404, { 'Content-Length': 0 })
       return void res.end()
     }
+    if (options.delay) await new Promise((resolve) => setTimeout(resolve, options.delay))
     const resource = found instanceof Uint8Array ? bytesResource(found) : found
     const fault = options.fault?.(log.n, log)
     const { size } = resource
@@ -198,7 +209,21 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
     }
     const ifRange = req.headers['if-range']
     const stale = options.ifRange !== false && ifRange !== undefined && ifRange !== resource.etag && ifRange !== resource.lastModified
-    const range = stale || fault?.kind === 'ignoreRange' ? 'none' : parseRange(req.headers.range, size)
+    const several = (req.headers.range ?? '').includes(',') ? parseRanges(req.headers.range!, size) : undefined
+    if (several && options.multiRange === 'multipart' && !stale) {
+      // Each part as nginx sends it: CRLF, the delimiter, its headers, a blank line, the bytes; then the closing delimiter.
+      const parts = several.flatMap(({ start, end }) => [
+        new TextEncoder().encode(`\r\n--${BOUNDARY}\r\nContent-Type: application/octet-stream\r\nContent-Range: bytes ${start}-${end}/${size}\r\n\r\n`),
+        resource.read(start, end + 1),
+      ])
+      parts.push(new TextEncoder().encode(`\r\n--${BOUNDARY}--\r\n`))
+      const body = new Uint8Array(parts.reduce((sum, p) => sum + p.length, 0))
+      parts.reduce((at, p) => (body.set(p, at), at + p.length), 0)
+      res.writeHead(206, { ...headers, 'Content-Type': `multipart/byteranges; boundary=${BOUNDARY}`, 'Content-Length': body.length })
+      return sendBody(res, log, bytesResource(body), 0, body.length, fault)
+    }
+    const first = several && options.multiRange === 'first' ? `bytes=${several[0].start}-${several[0].end}` : req.headers.range
+    const range = stale || fault?.kind === 'ignoreRange' ? 'none' : parseRange(first, size)
     if (range === 'unsatisfiable') {
       res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}`, 'Content-Length': 0 })
       return void res.end()
@@ -263,6 +288,15 @@ export function parseRange(header: string | undefined, size: number): { start: n
   }
   if (start >= size || end < start) return 'unsatisfiable'
   return { start, end }
+}
+
+/** Parses "bytes=A-B,C-D,..." into its satisfiable ranges (each as parseRange reads it). */
+function parseRanges(header: string, size: number): Array<{ start: number; end: number }> {
+  return header
+    .replace(/^bytes=/, '')
+    .split(',')
+    .map((part) => parseRange(`bytes=${part.trim()}`, size))
+    .filter((r): r is { start: number; end: number } => typeof r === 'object')
 }
 
 const CHUNK = 64 * 1024

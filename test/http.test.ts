@@ -176,15 +176,19 @@ describe.each(servers)('%s', (_, start) => {
       expectSameBytes(dataBytes(block), tensorBytes(LORA, up.name).subarray(100 * 16, 164 * 16))
     })
 
-    test('a column slice reads only the columns (4 runs of 8 bytes), not the rows between them', async () => {
+    test.each([
+      // Rows of 5120 bytes are far closer than a request's cost: one request from the first run to the last.
+      ['by default, one request over the 4 runs and the rows between them', {}, 3 * 1280 * 4 + 8, 1],
+      ['with requestCost 0, only the columns (4 runs of 8 bytes)', { requestCost: 0 }, 4 * 2 * 4, 4],
+    ])('a column slice: %s', async (_, options, bytes, requests) => {
       const t = loraTensors.find((x) => x.shape.length === 2 && x.shape[0] === 4 && x.shape[1] === 1280)!
-      const file = await open(`${ranged.origin}/${LORA_NAME}`)
+      const file = await open(`${ranged.origin}/${LORA_NAME}`, options)
       ranged.clear()
       const cols = await file.getSlice(t.name, [null, [10, 12]])
       expect(cols.shape).toEqual([4, 2])
       await ranged.settled()
-      expect(ranged.bytesSent()).toBe(4 * 2 * 4)
-      expect(ranged.log.length).toBeLessThanOrEqual(4)
+      expect(ranged.bytesSent()).toBe(bytes)
+      expect(ranged.log.length).toBe(requests)
       const all = new Float32Array(tensorBytes(LORA, t.name).slice().buffer)
       const want = [0, 1, 2, 3].flatMap((r) => [all[r * 1280 + 10], all[r * 1280 + 11]])
       expect(Array.from(cols.data as Float32Array)).toEqual(want)
@@ -368,7 +372,8 @@ describe("the tests' own server only", () => {
       return rangeHandler(lookup)(req, res, log)
     })
     try {
-      const file = await open(`${slow.origin}/${LORA_NAME}`)
+      // requestCost 0: one request per run, however close they are.
+      const file = await open(`${slow.origin}/${LORA_NAME}`, { requestCost: 0 })
       const column = await file.getSlice(t.name, [null, [0, 1]])
       const all = new Float32Array(tensorBytes(LORA, t.name).slice().buffer)
       expect(Array.from(column.data as Float32Array)).toEqual(Array.from({ length: rows }, (_, r) => all[r * columns]))

@@ -293,6 +293,22 @@ describe('index errors', () => {
     expect(error.message.length).toBeGreaterThan(10)
   })
 
+  // The index is checked for repeated keys by counting (keys against ':' outside strings), with the full
+  // scan where the count differs or the text has escapes: each of these must still be found.
+  const entries = JSON.stringify(indexJson.weight_map).slice(1, -1)
+  const home = indexJson.weight_map.float32_3
+  test.each([
+    ['a tensor listed twice', `{"weight_map":{${entries},"float32_3":"${home}"}}`, 'float32_3'],
+    ['a repeated key with ":" in it', `{"weight_map":{${entries}},"metadata":{"a:b":"1","a:b":"2"}}`, 'a:b'],
+    ['a repeated key beside a value holding ":"', `{"metadata":{"x":"1:2:3"},"weight_map":{${entries},"float32_3":"${home}"}}`, 'float32_3'],
+    ['a repeated key written with an escape', `{"weight_map":{${entries}},"metadata":{"k":"v","\u006b":"w"}}`, 'k'],
+    ['an escaped ":" that would hide one repeat from a count', `{"metadata":{"a\u003ab":"1","c":"2","c":"3"},"weight_map":{${entries}}}`, 'c'],
+  ])('an index with %s: InvalidHeaderDeserialization naming the key', async (_, text, key) => {
+    const dir = folderWith(text)
+    const error = await expectError(() => openModel(dir), 'InvalidHeaderDeserialization')
+    expect(error.message).toContain(`${JSON.stringify(key)} appears twice`)
+  })
+
   test('the temporary folders only hold what the tests wrote', () => {
     // Sanity: the decoys exist, so "refused" above cannot be a missing-file accident.
     expect(readdirSync(join(tmp, 'm1'))).toEqual(expect.arrayContaining(['x.safetensors', 'b', 'model']))

@@ -89,6 +89,7 @@ export function tensorBytes(file: Uint8Array, name: string): Uint8Array {
 export interface CountingSource {
   source: {
     size: number
+    requestCost?: number
     read(offset: number, length: number, signal?: AbortSignal): Promise<Uint8Array>
     readInto?(offset: number, target: Uint8Array, signal?: AbortSignal): Promise<void>
   }
@@ -98,8 +99,8 @@ export interface CountingSource {
   reset(): void
 }
 
-/** A RangeSource over bytes that records each read. With `readInto`, it offers that method too. */
-export function countingSource(bytes: Uint8Array, options: { readInto?: boolean } = {}): CountingSource {
+/** A RangeSource over bytes that records each read. With `readInto`, it offers that method too; `requestCost` is passed on. */
+export function countingSource(bytes: Uint8Array, options: { readInto?: boolean; requestCost?: number } = {}): CountingSource {
   const reads: Array<[number, number]> = []
   const check = (offset: number, length: number) => {
     if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 || offset + length > bytes.length) {
@@ -109,6 +110,7 @@ export function countingSource(bytes: Uint8Array, options: { readInto?: boolean 
   }
   const source: CountingSource['source'] = {
     size: bytes.length,
+    requestCost: options.requestCost,
     async read(offset, length) {
       check(offset, length)
       return bytes.slice(offset, offset + length)
