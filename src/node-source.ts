@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 import { folderStorage } from './cache-folder.ts'
 import { SafetensorsError } from './errors.ts'
 import type { LocalFiles } from './local-files.ts'
-import { checkRange, LOCAL_REQUEST_COST, type RangeSource, throwIfAborted } from './source.ts'
+import { checkRange, LOCAL_REQUEST_COST, type RangeSource, readThrough, throwIfAborted } from './source.ts'
 
 /** Bytes per positional read: large enough to cost nothing per call, small enough for an abort or a progress event to come soon. */
 const FILE_CHUNK = 8 << 20
@@ -60,11 +60,7 @@ export async function fileSource(path: string): Promise<RangeSource & { size: nu
     size,
     requestCost: LOCAL_REQUEST_COST,
     readInto,
-    async read(offset, length, signal, onBytes) {
-      const bytes = new Uint8Array(length)
-      await readInto(offset, bytes, signal, onBytes)
-      return bytes
-    },
+    read: readThrough(readInto),
     close: () => handle.close(),
   }
 }

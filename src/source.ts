@@ -57,6 +57,15 @@ export async function readInto(
   target.set(bytes)
 }
 
+/** A source's read() over its readInto(): a new buffer of the length asked, filled. */
+export function readThrough(readInto: NonNullable<RangeSource['readInto']>): RangeSource['read'] {
+  return async (offset, length, signal, onBytes) => {
+    const bytes = new Uint8Array(length)
+    await readInto(offset, bytes, signal, onBytes)
+    return bytes
+  }
+}
+
 export function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw new SafetensorsError('Aborted', 'the operation was aborted', { cause: signal.reason })
 }
@@ -109,10 +118,6 @@ export function blobSource(blob: Blob): RangeSource & { size: number } {
     size: blob.size,
     requestCost: LOCAL_REQUEST_COST,
     readInto,
-    async read(offset, length, signal, onBytes) {
-      const bytes = new Uint8Array(length)
-      await readInto(offset, bytes, signal, onBytes)
-      return bytes
-    },
+    read: readThrough(readInto),
   }
 }

@@ -369,3 +369,18 @@ export function build(m: Mutant): Uint8Array {
   out.set(h, 8)
   return m.cut === undefined ? out : out.slice(0, m.cut)
 }
+
+/** Every verdict a header can get, in the rules' order: the mutants must reach each, or agreement on them says little. */
+export const EVERY_OUTCOME = [
+  'ok',
+  'HeaderTooSmall',
+  'HeaderTooLarge',
+  'InvalidHeaderLength',
+  'InvalidHeader',
+  'InvalidHeaderDeserialization',
+  'InvalidOffset',
+  'ValidationOverflow',
+  'MisalignedSlice',
+  'TensorInvalidInfo',
+  'MetadataIncompleteBuffer',
+] as const
