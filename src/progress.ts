@@ -53,12 +53,6 @@ export class ProgressMeter {
   }
 }
 
-/** A callback that passes bytes to every meter given. */
-export function toMeters(meters: ReadonlyArray<ProgressMeter | undefined>, url?: string): ((bytes: number) => void) | undefined {
-  const live = meters.filter((m): m is ProgressMeter => m !== undefined)
-  return live.length === 0 ? undefined : (bytes) => live.forEach((m) => m.arrived(bytes, url))
-}
-
 /**
  * `source` with every read counted by `meter`: asked when the read starts, arrived as the source reports
  * its bytes (or all at once when it resolves, for a source that does not stream), withdrawn if it fails.
