@@ -3,6 +3,10 @@
 //   writing as many bytes as the F32 output. Our output is fsync'ed before its rename (atomic and durable),
 //   so the baselines sync theirs too (dd conv=fsync, cat then sync FILE); the unsynced dd is shown beside.
 //   Targets: at most 1.3x each, peak RSS under 200 MiB. Both outputs are checked by numpy (python3).
+//   Every timed command writes a new file, from the same settled machine state (see settle()). Over an
+//   existing file, the kernel's freeing of the old 2 GiB lands inside the timed command, and more of it for
+//   an atomic writer, whose old and new files coexist until the rename (cat truncates first): the F32
+//   conversion and cat are also timed that way, shown beside.
 // - Loading every tensor as F32 (file.tensors()) cold, with the page cache dropped (root only), against
 //   max(cold `dd` of the file to /dev/null, the same load warm). Target: at most 1.25x.
 // Every figure is the median of interleaved rounds, each command in a child process of its own.
@@ -37,6 +41,16 @@ function dropCaches() {
   } catch {
     return false
   }
+}
+
+/**
+ * Brings the machine to the same state before every timed command: dirty pages written, and (as root)
+ * the page cache dropped and the input read back into it. Memory freed here goes back to the hypervisor at
+ * once (this VM reports free pages), so without this a command's cost would depend on what ran before it.
+ */
+async function settle(canDrop, input) {
+  await timed('sync')
+  if (canDrop && dropCaches()) await timed(`cat ${quote(input)} > /dev/null`)
 }
 
 /** numpy's verdict on a converted file: its tensors equal astype() of the input's (BF16 widened exactly by a 16-bit shift). */
@@ -88,19 +102,38 @@ export async function run() {
   const catSource = out('f32-for-cat')
   await timed(`cp ${quote(out('f32'))} ${quote(catSource)}`)
   const verified = { F16: false, F32: numpyCheck(INPUT.path, out('f32'), 'F32') }
+  const dd = (fsync) => `dd if=${quote(INPUT.path)} of=${quote(out('dd'))} bs=8M${fsync ? ' conv=fsync' : ''} status=none`
+  const cat = `cat ${quote(catSource)} > ${quote(out('cat'))} && sync ${quote(out('cat'))}`
+  const convert = (name, dtype) => async () => {
+    const { ms, maxRss } = await child(CLI_CHILD, [INPUT.path, out(name), '--dtype', dtype])
+    rss[dtype] = Math.max(rss[dtype] ?? 0, maxRss)
+    return ms
+  }
+  /** Each command, the file it reads (the input unless said), the output it writes, and whether that output is left in place for it to replace. */
+  const commands = [
+    { name: 'dd', output: 'dd', run: () => timed(dd(true)) },
+    { name: 'dd (no fsync)', output: 'dd', run: () => timed(dd(false)) },
+    { name: 'F16', output: 'f16', run: convert('f16', 'F16') },
+    { name: 'cat', output: 'cat', input: catSource, run: () => timed(cat) },
+    // A stronger baseline than cat's 128 KiB writes: dd writing the same bytes in 16 MiB blocks.
+    { name: 'dd 16M', output: 'cat', input: catSource, run: () => timed(`dd if=${quote(catSource)} of=${quote(out('cat'))} bs=16M conv=fsync status=none`) },
+    { name: 'F32', output: 'f32', run: convert('f32', 'F32') },
+    { name: 'cat over', output: 'cat', input: catSource, over: true, run: () => timed(cat) },
+    { name: 'F32 over', output: 'f32', over: true, run: convert('f32', 'F32') },
+  ]
+  /** @type {Record<string, number>} */
+  const rss = {}
   /** @type {Record<string, number[]>} */
-  const runs = { dd: [], 'dd (no fsync)': [], F16: [], F16rss: [], cat: [], F32: [], F32rss: [] }
+  const runs = Object.fromEntries(commands.map((c) => [c.name, []]))
+  const canDrop = dropCaches()
   try {
     for (let round = 0; round < ROUNDS; round++) {
-      runs.dd.push(await timed(`dd if=${quote(INPUT.path)} of=${quote(out('dd'))} bs=8M conv=fsync status=none`))
-      runs['dd (no fsync)'].push(await timed(`dd if=${quote(INPUT.path)} of=${quote(out('dd'))} bs=8M status=none`))
-      const f16 = await child(CLI_CHILD, [INPUT.path, out('f16'), '--dtype', 'F16'])
-      runs.F16.push(f16.ms)
-      runs.F16rss.push(f16.maxRss)
-      runs.cat.push(await timed(`cat ${quote(catSource)} > ${quote(out('cat'))} && sync ${quote(out('cat'))}`))
-      const f32 = await child(CLI_CHILD, [INPUT.path, out('f32'), '--dtype', 'F32'])
-      runs.F32.push(f32.ms)
-      runs.F32rss.push(f32.maxRss)
+      // Alternate the order, so that no command always follows the same one.
+      for (const command of round % 2 ? [...commands].reverse() : commands) {
+        if (!command.over) await rm(out(command.output), { force: true })
+        await settle(canDrop, command.input ?? INPUT.path)
+        runs[command.name].push(await command.run())
+      }
     }
     verified.F16 = numpyCheck(INPUT.path, out('f16'), 'F16')
   } finally {
@@ -114,7 +147,7 @@ export async function run() {
       baseline: 'dd conv=fsync',
       'baseline ms': m.dd.toFixed(0),
       ratio: (m.F16 / m.dd).toFixed(2),
-      'peak RSS MiB': (Math.max(...runs.F16rss) / MiB).toFixed(0),
+      'peak RSS MiB': (rss.F16 / MiB).toFixed(0),
       'numpy agrees': verified.F16,
     },
     {
@@ -123,12 +156,22 @@ export async function run() {
       baseline: 'cat + sync',
       'baseline ms': m.cat.toFixed(0),
       ratio: (m.F32 / m.cat).toFixed(2),
-      'peak RSS MiB': (Math.max(...runs.F32rss) / MiB).toFixed(0),
+      'peak RSS MiB': (rss.F32 / MiB).toFixed(0),
       'numpy agrees': verified.F32,
     },
   ])
   console.log(
     `(dd without fsync: ${m['dd (no fsync)'].toFixed(0)} ms; targets: ratio <= 1.3, peak RSS < ${RSS_TARGET / MiB} MiB; F32 output ${(f32Size / MiB).toFixed(0)} MiB)`,
+  )
+  console.log(`(BF16 -> F32 vs dd of the output's bytes in 16 MiB blocks, conv=fsync: ${m['dd 16M'].toFixed(0)} ms, ratio ${(m.F32 / m['dd 16M']).toFixed(2)})`)
+  console.log(
+    `every round, ms: ${Object.entries(runs)
+      .map(([name, v]) => `${name} ${v.map((ms) => ms.toFixed(0)).join(' ')}`)
+      .join('; ')}`,
+  )
+  if (!canDrop) console.log('cannot drop the page cache here (not root?): commands ran after a sync only, so their state varies more')
+  console.log(
+    `over an existing output: BF16 -> F32 ${m['F32 over'].toFixed(0)} ms, cat + sync ${m['cat over'].toFixed(0)} ms, ratio ${(m['F32 over'] / m['cat over']).toFixed(2)}`,
   )
 
   console.log(`\nload every tensor of that file as F32 (file.tensors()), cold and warm, vs dd of the file to /dev/null, median of ${ROUNDS}`)
@@ -136,10 +179,8 @@ export async function run() {
   const cold = { dd: [], load: [] }
   /** @type {number[]} */
   const warm = []
-  let canDrop = true
   for (let round = 0; round < ROUNDS && canDrop; round++) {
-    canDrop = dropCaches()
-    if (!canDrop) break
+    dropCaches()
     cold.dd.push(await timed(`dd if=${quote(INPUT.path)} of=/dev/null bs=8M status=none`))
     dropCaches()
     cold.load.push((await child(LOAD_CHILD, [INPUT.path])).ms)
