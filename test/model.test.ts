@@ -5,8 +5,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { openModel, SafetensorsError } from '../src/node.ts'
-import { FIXTURES_REAL } from './helpers.ts'
+import { entry, FIXTURES_REAL, makeFile, obj } from './helpers.ts'
 import { rangeHandler, startServer, type TestServer } from './http-server.ts'
+import { mulberry32 } from './random.ts'
 import { bytesOf, errorOf, expectError, expectSameBytes, headerOf } from './read-helpers.ts'
 
 const SHARDS = join(FIXTURES_REAL, 'sharded', 'fluxml__safetensors.jl')
@@ -307,6 +308,79 @@ describe('index errors', () => {
     const dir = folderWith(text)
     const error = await expectError(() => openModel(dir), 'InvalidHeaderDeserialization')
     expect(error.message).toContain(`${JSON.stringify(key)} appears twice`)
+  })
+
+  // The check compares names in order where a shard's entries are one run of the index in the shard's
+  // own order, and looks each name up otherwise: random models, index orders and defects, each verdict
+  // against the definition (every entry's shard has it; unlisted() is what no entry names there).
+  test('random indexes over random shards: the verdict and unlisted() follow the definition, whatever the order', async () => {
+    const next = mulberry32(0x5eed13)
+    const pick = (n: number) => next() % n
+    const shuffle = <T>(items: T[]) => {
+      for (let i = items.length - 1; i > 0; i--) {
+        const j = pick(i + 1)
+        ;[items[i], items[j]] = [items[j], items[i]]
+      }
+      return items
+    }
+    const verdicts = { opened: 0, refused: 0 }
+    for (let round = 0; round < 300; round++) {
+      const shardCount = 1 + pick(4)
+      const shardNames = Array.from({ length: shardCount }, (_, i) => `model-${i + 1}-of-${shardCount}.safetensors`)
+      // Each shard's tensors in data order: names t0..tn, dealt out in runs or at random.
+      const held: string[][] = shardNames.map(() => [])
+      const total = 1 + pick(12)
+      for (let t = 0; t < total; t++) held[pick(2) ? Math.min(shardCount - 1, Math.floor((t * shardCount) / total)) : pick(shardCount)].push(`t${t}`)
+      if (pick(3) === 0) for (const names of held) shuffle(names)
+      let entries: Array<[string, string]> = held.flatMap((names, s) => names.map((name): [string, string] => [name, shardNames[s]]))
+      const order = pick(4)
+      if (order === 1) shuffle(entries)
+      if (order === 2) entries.sort(([a], [b]) => (a < b ? -1 : 1))
+      if (order === 3 && entries.length > 1) entries.push(entries.splice(pick(entries.length), 1)[0])
+      const defect = pick(5)
+      if (defect === 1 && entries.length > 0) entries.splice(pick(entries.length), 1) // an unlisted tensor
+      if (defect === 2) entries.splice(pick(entries.length + 1), 0, ['ghost', shardNames[pick(shardCount)]])
+      if (defect === 3 && entries.length > 0) {
+        const i = pick(entries.length)
+        entries[i] = [entries[i][0], shardNames[pick(shardCount)]] // perhaps its own shard, perhaps another
+      }
+      if (defect === 4 && entries.length > 1) {
+        const [i, j] = [pick(entries.length), pick(entries.length)]
+        ;[entries[i], entries[j]] = [
+          [entries[i][0], entries[j][1]],
+          [entries[j][0], entries[i][1]],
+        ]
+      }
+      entries = entries.filter(([name], i) => entries.findIndex(([other]) => other === name) === i)
+      const files = held.map((names, s) => {
+        const header = obj(...names.map((name, i) => entry(name, 'U8', [1], i, i + 1)))
+        return new File([makeFile(header, names.length)], shardNames[s])
+      })
+      const weightMap = Object.fromEntries(entries)
+      const listedShards = new Set(entries.map(([, shard]) => shard))
+      const index = new File([JSON.stringify({ weight_map: weightMap })], 'model.safetensors.index.json')
+      const valid = entries.every(([name, shard]) => held[shardNames.indexOf(shard)].includes(name))
+      const where = `round ${round}: ${JSON.stringify({ held, entries })}`
+      if (!valid) {
+        await expectError(() => openModel([index, ...files]), 'TensorNotFound')
+        verdicts.refused++
+        continue
+      }
+      const model = await openModel([index, ...files])
+      try {
+        const unlisted = held.flatMap((names, s) =>
+          listedShards.has(shardNames[s]) ? names.filter((name) => weightMap[name] !== shardNames[s]).map((tensor) => ({ tensor, shard: shardNames[s] })) : [],
+        )
+        expect(model.unlisted(), where).toEqual(unlisted)
+        expect([...model.names()].sort(), where).toEqual(entries.map(([name]) => name).sort())
+      } finally {
+        await model.close()
+      }
+      verdicts.opened++
+    }
+    // Both verdicts, many times each: the cases reach both paths of the check with and without defects.
+    expect(verdicts.opened).toBeGreaterThan(100)
+    expect(verdicts.refused).toBeGreaterThan(50)
   })
 
   test('the temporary folders only hold what the tests wrote', () => {
