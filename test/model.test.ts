@@ -354,7 +354,7 @@ describe('index errors', () => {
       entries = entries.filter(([name], i) => entries.findIndex(([other]) => other === name) === i)
       const files = held.map((names, s) => {
         const header = obj(...names.map((name, i) => entry(name, 'U8', [1], i, i + 1)))
-        return new File([makeFile(header, names.length)], shardNames[s])
+        return new File([makeFile(header, names.length) as Uint8Array<ArrayBuffer>], shardNames[s])
       })
       const weightMap = Object.fromEntries(entries)
       const listedShards = new Set(entries.map(([, shard]) => shard))
