@@ -84,7 +84,7 @@ function keysLessColons(value: unknown): number {
 interface ParsedIndex extends ModelIndex {
   entries: number
   shards: string[]
-  /** The weight_map's keys in their order, and where each shard's first run of entries is in it. */
+  /** The weight_map's keys in their order, and where each shard's first run of entries is in them. */
   names: string[]
   runs: Map<string, { start: number; end: number }>
 }
@@ -102,7 +102,6 @@ function parseIndex(where: string, text: string): ParsedIndex {
   // Object.entries' pairs cost more than JSON.parse): the shard names, the first entry that is not a
   // name, each shard's first run of entries (see listedIn), and its part of the key count below.
   const names = isMap ? Object.keys(map) : []
-  const shards = new Set<string>()
   const runs = new Map<string, { start: number; end: number }>()
   let last: string | undefined
   let run = { start: 0, end: 0 }
@@ -117,12 +116,12 @@ function parseIndex(where: string, text: string): ParsedIndex {
       continue
     }
     counted += 1 - colonsIn(name) - colonsIn(shard)
-    // Entries of one shard mostly come together: the Set sees each run once.
+    // Entries of one shard mostly come together: the Map sees each run once.
     if (shard !== last) {
       run.end = i
       run = { start: i, end: i }
-      if (!shards.has(shard)) runs.set(shard, run)
-      shards.add((last = shard))
+      if (!runs.has(shard)) runs.set(shard, run)
+      last = shard
     }
   }
   run.end = names.length
@@ -142,8 +141,8 @@ function parseIndex(where: string, text: string): ParsedIndex {
   if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)))
     throw indexError(where, '"metadata" must be an object')
   if (notAName !== undefined) throw indexError(where, `weight_map[${JSON.stringify(notAName)}] must be a file name`)
-  for (const shard of shards) checkShardName(where, shard)
-  return { metadata, weight_map: map!, entries: names.length, shards: [...shards], names, runs }
+  for (const shard of runs.keys()) checkShardName(where, shard)
+  return { metadata, weight_map: map!, entries: names.length, shards: [...runs.keys()], names, runs }
 }
 
 /**
@@ -267,9 +266,10 @@ export async function openModel(input: string | URL | ModelFiles, options: OpenM
 
 /**
  * How many of `tensors` (shard `shard`'s) the index lists in that shard. Where they are the shard's
- * first run of index entries, in order (an index written in model order, or a sorted one over shards of
- * one dtype), each is listed there: comparing names tells without a lookup per tensor, which costs
- * several times more (it hashes 91,280 new strings in the largest models). Otherwise, a lookup each.
+ * first run of index entries, in order (an index written in the order the shards were), each is listed
+ * there: comparing names tells without a lookup per tensor, which costs several times more (it hashes
+ * 91,280 new strings in the largest models). Otherwise (a sorted index, as transformers writes), a
+ * lookup each.
  */
 function listedIn(index: ParsedIndex, shard: string, tensors: readonly TensorInfo[]): number {
   const run = index.runs.get(shard)
