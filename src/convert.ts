@@ -154,6 +154,15 @@ function convertInPlace(core: Core, input: Uint8Array, from: DType, to: DType, c
  */
 const CHUNK_ELEMENTS = 1 << 15
 
+/**
+ * Converts `input` (little-endian `from`) into `output` (exactly its size as `to`), which may hold the
+ * input at its end, as a wider output does in place (README.md, "Converting in place"): chunks go front
+ * to back, each copied into the core before its output is written.
+ */
+export function convertOverlapping(input: Uint8Array, from: DType, to: DType, output: Uint8Array): void {
+  convertInChunks(input, from, to, elementCountOf(from, input.byteLength), output)
+}
+
 function convertInChunks(input: Uint8Array, from: DType, to: DType, count: number, output: Uint8Array): void {
   const core = sharedCore()
   const chunk = Math.min(count, CHUNK_ELEMENTS)

@@ -3,7 +3,16 @@
 
 import { type ByteOrder, hostByteOrder } from './byte-order.ts'
 import { checkCache, type RangeCache, withCache } from './cache.ts'
-import { byteLengthOf, checkConversion, convert, convertInto, elementCountOf, swapElements, swapElementsInCore, wantsDedicatedCore } from './convert.ts'
+import {
+  byteLengthOf,
+  checkConversion,
+  convertInto,
+  convertOverlapping,
+  elementCountOf,
+  swapElements,
+  swapElementsInCore,
+  wantsDedicatedCore,
+} from './convert.ts'
 import { DTYPE_INFO, type DType, type Float16Array, type TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import { type Header, readHeader, type TensorInfo } from './header.ts'
@@ -265,12 +274,15 @@ export class SafetensorsFile {
     output: Output,
   ): Promise<TypedArray> {
     const from = info.dtype
-    const { bytes } = allocate(info, from, inBytes)
+    // A wider output holds the input at its end (README.md, "Converting in place"), so the bytes are read
+    // there, with no temporary: chunks convert front to back, and an element's output reaches no input
+    // past its own. A narrower one needs the input beside it.
+    const bytes = output.bytes.length >= inBytes ? output.bytes.subarray(output.bytes.length - inBytes) : allocate(info, from, inBytes).bytes
     await this.#readConverting(start, runs, bytes, io, (at, end) => {
       const chunk = bytes.subarray(at, end)
       if (this.byteOrder === 'big') swapElements(chunk, from)
       const first = elementCountOf(from, at)
-      convert(chunk, from, to, output.data.subarray(first, first + elementCountOf(from, end - at)))
+      convertOverlapping(chunk, from, to, output.bytes.subarray(byteLengthOf(to, first), byteLengthOf(to, first + elementCountOf(from, end - at))))
     })
     if (hostByteOrder() === 'big') swapElements(output.bytes, to)
     return output.data
