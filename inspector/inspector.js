@@ -5,7 +5,7 @@
 // statistics computed in wasm. The library's onProgress counts every byte read, so the page can say how
 // many bytes it really read. Everything shown from the files goes in through textContent: names,
 // metadata and the index are untrusted text.
-import { open, openModel, SafetensorsError, SafetensorsModel, tensorStats } from '../dist/index.js'
+import { createCache, open, openModel, SafetensorsError, SafetensorsModel, tensorStats } from '../dist/index.js'
 
 /** @typedef {import('../dist/types/index.d.ts').SafetensorsFile} SafetensorsFile */
 /** @typedef {import('../dist/types/index.d.ts').OpenOptions} OpenOptions */
@@ -367,6 +367,7 @@ async function showTensor(name, confirmed = false) {
   if (mine !== generation) return
   $('read-progress').hidden = true
   showBytesRead()
+  void showCacheUsage()
   const converted = tensor.dtype !== info.dtype ? `, converted ${info.dtype} → ${tensor.dtype} in wasm` : ''
   $('detail-status').textContent = `Read ${fmt(counter.bytes - before)} bytes for this tensor${converted}.`
   $('detail-status').dataset.bytes = String(counter.bytes - before)
@@ -502,6 +503,44 @@ function openLocal(files, folder) {
   openReader(folder ? `${folder}/` : (index?.name ?? `${fmt(files.length)} files`), (options) => openModel(files, options))
 }
 
+// ---- the cache for URLs (opt in: it reads whole 1 MiB blocks, more than a first visit needs) -------
+
+/** @type {Promise<import('../dist/index.js').RangeCache> | undefined} */
+let cachePromise
+
+/** The cache when the box is ticked and this browser has one (OPFS), else undefined. */
+async function urlCache() {
+  if (!inputById('cache-enabled').checked) return undefined
+  cachePromise ??= createCache({ name: 'safetensors-inspector' })
+  try {
+    return await cachePromise
+  } catch (error) {
+    cachePromise = undefined
+    $('cache-usage').textContent = `No cache here: ${error instanceof Error ? error.message : String(error)}`
+    return undefined
+  }
+}
+
+/** Shows how much the cache holds (when it is on), with the button to clear it. */
+async function showCacheUsage() {
+  const cache = await urlCache()
+  const usage = cache ? await cache.usage() : undefined
+  $('cache-clear').hidden = usage === undefined
+  if (usage === undefined) return
+  $('cache-usage').dataset.bytes = String(usage)
+  $('cache-usage').textContent = `The cache holds ${fmt(usage)} bytes.`
+}
+
+$('cache-enabled').addEventListener('change', () => {
+  $('cache-usage').textContent = ''
+  void showCacheUsage()
+})
+
+$('cache-clear').addEventListener('click', async () => {
+  await (await urlCache())?.clear()
+  await showCacheUsage()
+})
+
 function openUrl(/** @type {string} */ text) {
   let url
   try {
@@ -512,7 +551,12 @@ function openUrl(/** @type {string} */ text) {
   history.replaceState(null, '', `${location.pathname}?url=${encodeURIComponent(url.href)}`)
   // A model's index (its shards are beside it), else one file.
   const model = url.pathname.endsWith('.index.json')
-  openReader(url.href, (options) => (model ? openModel(url, options) : open(url, options)))
+  openReader(url.href, async (options) => {
+    const cache = await urlCache()
+    const reader = await (model ? openModel(url, { ...options, cache }) : open(url, { ...options, cache }))
+    void showCacheUsage()
+    return reader
+  })
 }
 
 $('file-input').addEventListener('change', (event) => {

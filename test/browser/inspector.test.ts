@@ -386,6 +386,58 @@ describe('inspector', () => {
     })
   })
 
+  describe('the cache for URLs', () => {
+    const model = readSharded()
+    let server: TestServer
+
+    beforeAll(async () => {
+      server = await serveFiles(Object.fromEntries(readdirSync(SHARDED).map((name) => [name, join(SHARDED, name)])), { cors: true })
+    })
+
+    afterAll(async () => {
+      await server?.close()
+    })
+
+    const usage = async () => {
+      await page.locator('#cache-usage[data-bytes]').waitFor()
+      return Number(await page.getAttribute('#cache-usage', 'data-bytes'))
+    }
+
+    test('off by default; on, a second visit revalidates each file with one byte, shows the usage, and Clear empties it', async () => {
+      const url = `${server.url}model.safetensors.index.json`
+      expect(await page.isChecked('#cache-enabled')).toBe(false)
+      expect(await page.isHidden('#cache-clear')).toBe(true)
+      await page.check('#cache-enabled')
+      await page.locator('#cache-clear').waitFor({ state: 'visible' })
+      await page.click('#cache-clear') // whatever an earlier run left
+      await page.locator('#cache-usage:text("holds 0 bytes")').waitFor()
+
+      server.clear()
+      await page.fill('#url-input', url)
+      await page.click('#url-form button[type="submit"]')
+      await expectModelShown(page, model, url)
+      await page.locator('#cache-usage:not(:text("holds 0 bytes"))').waitFor()
+      const stored = await usage()
+      expect(stored).toBeGreaterThan(0)
+      expect(server.bytesSent()).toBeGreaterThan(0)
+
+      // A second visit, with the box ticked again: only the revalidations reach the server.
+      await page.goto(inspector.url)
+      await page.check('#cache-enabled')
+      server.clear()
+      await page.fill('#url-input', url)
+      await page.click('#url-form button[type="submit"]')
+      await expectModelShown(page, model, url)
+      expect(server.ranges()).toEqual(Array(model.shardFiles.length + 1).fill('bytes=0-0'))
+      expect(server.bytesSent()).toBe(model.shardFiles.length + 1)
+      await screenshot(page, 'inspector-cache')
+
+      await page.click('#cache-clear')
+      await page.locator('#cache-usage:text("holds 0 bytes")').waitFor()
+      expect(await usage()).toBe(0)
+    })
+  })
+
   describe('a tensor read that the server holds half-way', () => {
     let dir: string
     let server: TestServer
