@@ -56,9 +56,10 @@ function* quantized(name) {
 /**
  * A model of `tensors` tensors named like DeepSeek-V3 (91,280 in 163 shards by default), each a tiny
  * [2, 2] BF16 tensor: the index and the headers are as large as the real model's, the data is not.
- * Returns the index text and the shard files by name.
+ * Shards hold the tensors in model order; `layout: 'transformers'` lays each shard out by name and sorts
+ * the index's keys, as safetensors and transformers write them. Returns the index text and the shard files by name.
  */
-export function deepseekShaped({ shards = 163, tensors = 91_280 } = {}) {
+export function deepseekShaped({ shards = 163, tensors = 91_280, layout = 'model' } = {}) {
   const names = []
   for (const name of deepseekNames()) {
     if (names.length === tensors) break
@@ -70,6 +71,7 @@ export function deepseekShaped({ shards = 163, tensors = 91_280 } = {}) {
   for (let s = 0; s < shards; s++) {
     const file = `model-${String(s + 1).padStart(5, '0')}-of-${String(shards).padStart(6, '0')}.safetensors`
     const own = names.slice(s * perShard, (s + 1) * perShard)
+    if (layout === 'transformers') own.sort(byCodePoints)
     for (const name of own) weightMap[name] = file
     files.set(
       file,
@@ -79,5 +81,9 @@ export function deepseekShaped({ shards = 163, tensors = 91_280 } = {}) {
       ),
     )
   }
-  return { index: JSON.stringify({ metadata: { total_size: tensors * 8 }, weight_map: weightMap }, null, 2), files }
+  const map = layout === 'transformers' ? Object.fromEntries(Object.entries(weightMap).sort(([a], [b]) => byCodePoints(a, b))) : weightMap
+  return { index: JSON.stringify({ metadata: { total_size: tensors * 8 }, weight_map: map }, null, 2), files }
 }
+
+/** Python's and Rust's string order (these names are ASCII, where it is JavaScript's too). */
+const byCodePoints = (/** @type {string} */ a, /** @type {string} */ b) => (a < b ? -1 : a > b ? 1 : 0)

@@ -84,9 +84,19 @@ function keysLessColons(value: unknown): number {
 interface ParsedIndex extends ModelIndex {
   entries: number
   shards: string[]
-  /** The weight_map's keys in their order, and where each shard's first run of entries is in them. */
+  /** The weight_map's keys in their order; its runs of entries of one shard, and each shard's first. */
   names: string[]
-  runs: Map<string, { start: number; end: number }>
+  runs: Run[]
+  firstRuns: Map<string, Run>
+  /** Shards whose entries come in more than one run, and (once the check needs them) their entries in order. */
+  scattered: Set<string>
+  gathered?: Map<string, string[]>
+}
+
+interface Run {
+  shard: string
+  start: number
+  end: number
 }
 
 function parseIndex(where: string, text: string): ParsedIndex {
@@ -100,11 +110,13 @@ function parseIndex(where: string, text: string): ParsedIndex {
   const isMap = typeof index === 'object' && !Array.isArray(index) && typeof map === 'object' && map !== null && !Array.isArray(map)
   // One pass over the weight_map (91,280 entries in the largest models; Object.keys and a lookup, as
   // Object.entries' pairs cost more than JSON.parse): the shard names, the first entry that is not a
-  // name, each shard's first run of entries (see listedIn), and its part of the key count below.
+  // name, the runs of entries of one shard (see listedIn), and its part of the key count below.
   const names = isMap ? Object.keys(map) : []
-  const runs = new Map<string, { start: number; end: number }>()
+  const runs: Run[] = []
+  const firstRuns = new Map<string, Run>()
+  const scattered = new Set<string>()
   let last: string | undefined
-  let run = { start: 0, end: 0 }
+  let run: Run = { shard: '', start: 0, end: 0 }
   let notAName: string | undefined
   let counted = 0
   for (let i = 0; i < names.length; i++) {
@@ -119,8 +131,9 @@ function parseIndex(where: string, text: string): ParsedIndex {
     // Entries of one shard mostly come together: the Map sees each run once.
     if (shard !== last) {
       run.end = i
-      run = { start: i, end: i }
-      if (!runs.has(shard)) runs.set(shard, run)
+      runs.push((run = { shard, start: i, end: i }))
+      if (firstRuns.has(shard)) scattered.add(shard)
+      else firstRuns.set(shard, run)
       last = shard
     }
   }
@@ -141,8 +154,8 @@ function parseIndex(where: string, text: string): ParsedIndex {
   if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)))
     throw indexError(where, '"metadata" must be an object')
   if (notAName !== undefined) throw indexError(where, `weight_map[${JSON.stringify(notAName)}] must be a file name`)
-  for (const shard of runs.keys()) checkShardName(where, shard)
-  return { metadata, weight_map: map!, entries: names.length, shards: [...runs.keys()], names, runs }
+  for (const shard of firstRuns.keys()) checkShardName(where, shard)
+  return { metadata, weight_map: map!, entries: names.length, shards: [...firstRuns.keys()], names, runs, firstRuns, scattered }
 }
 
 /**
@@ -265,22 +278,40 @@ export async function openModel(input: string | URL | ModelFiles, options: OpenM
 }
 
 /**
- * How many of `tensors` (shard `shard`'s) the index lists in that shard. Where they are the shard's
- * first run of index entries, in order (an index written in the order the shards were), each is listed
- * there: comparing names tells without a lookup per tensor, which costs several times more (it hashes
- * 91,280 new strings in the largest models). Otherwise (a sorted index, as transformers writes), a
- * lookup each.
+ * How many of `tensors` (shard `shard`'s) the index lists in that shard. Where the index lists exactly
+ * them, in their order, each is listed there: comparing names tells without a lookup per tensor, which
+ * costs several times more (it hashes 91,280 new strings in the largest models). That holds for an index
+ * written in the order of the shards (one run each), and for a sorted one, as transformers writes, over
+ * shards that safetensors laid out by name (one dtype each): their runs, gathered once, are in order.
+ * Otherwise, a lookup each.
  */
 function listedIn(index: ParsedIndex, shard: string, tensors: readonly TensorInfo[]): number {
-  const run = index.runs.get(shard)
-  if (run !== undefined && run.end - run.start === tensors.length) {
-    let i = 0
-    while (i < tensors.length && tensors[i].name === index.names[run.start + i]) i++
-    if (i === tensors.length) return i
+  const run = index.firstRuns.get(shard)!
+  const same = (names: readonly string[], start: number, end: number) => {
+    if (end - start !== tensors.length) return false
+    for (let i = 0; i < tensors.length; i++) if (tensors[i].name !== names[start + i]) return false
+    return true
   }
+  if (index.scattered.has(shard)) {
+    index.gathered ??= gather(index)
+    const names = index.gathered.get(shard)!
+    if (same(names, 0, names.length)) return tensors.length
+  } else if (same(index.names, run.start, run.end)) return tensors.length
   let listed = 0
   for (const t of tensors) if (index.weight_map[t.name] === shard) listed++
   return listed
+}
+
+/** The entries of each scattered shard, in index order: one pass over the runs. */
+function gather(index: ParsedIndex): Map<string, string[]> {
+  const gathered = new Map<string, string[]>()
+  for (const { shard, start, end } of index.runs) {
+    if (!index.scattered.has(shard)) continue
+    let names = gathered.get(shard)
+    if (names === undefined) gathered.set(shard, (names = []))
+    for (let i = start; i < end; i++) names.push(index.names[i])
+  }
+  return gathered
 }
 
 export class SafetensorsModel {
