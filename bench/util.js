@@ -53,13 +53,23 @@ export async function serveInWorker(files, options) {
   const worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(main)}`), {
     workerData: { server: `data:text/javascript,${encodeURIComponent(code)}`, files: [...files], options },
   })
-  const reply = () => new Promise((resolve, reject) => (worker.once('message', resolve), worker.once('error', reject)))
-  const ask = (op) => (worker.postMessage(op), reply())
+  const reply = () =>
+    new Promise((resolve, reject) => {
+      worker.once('message', resolve)
+      worker.once('error', reject)
+    })
+  const ask = (op) => {
+    worker.postMessage(op)
+    return reply()
+  }
   const url = await reply()
   return {
     url,
     requests: () => ask('requests'),
     clear: () => ask('clear'),
-    close: async () => (await ask('close'), await worker.terminate()),
+    close: async () => {
+      await ask('close')
+      await worker.terminate()
+    },
   }
 }

@@ -218,7 +218,11 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
       ])
       parts.push(new TextEncoder().encode(`\r\n--${BOUNDARY}--\r\n`))
       const body = new Uint8Array(parts.reduce((sum, p) => sum + p.length, 0))
-      parts.reduce((at, p) => (body.set(p, at), at + p.length), 0)
+      let at = 0
+      for (const p of parts) {
+        body.set(p, at)
+        at += p.length
+      }
       res.writeHead(206, { ...headers, 'Content-Type': `multipart/byteranges; boundary=${BOUNDARY}`, 'Content-Length': body.length })
       return sendBody(res, log, bytesResource(body), 0, body.length, fault)
     }
