@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { simulateHostByteOrder } from '../src/byte-order.ts'
 import * as convertModule from '../src/convert.ts'
 import { open } from '../src/node.ts'
+import { DTYPE_BITS } from './dtype-table.ts'
 import { bf16ToNumber, buildFile, bytesOf, countingSource, expectSameBytes, type TensorSpec } from './read-helpers.ts'
 
 interface Spec {
@@ -71,62 +72,36 @@ const SPECS: Spec[] = [
   { name: 'hugebf16', dtype: 'BF16', shape: [huge.bits.length], values: huge.bits, f32: huge.f32 },
 ]
 
-const SIZE: Record<Spec['dtype'], number> = { F32: 4, F64: 8, I16: 2, U16: 2, I32: 4, U32: 4, I64: 8, U64: 8, BF16: 2, F16: 2, U8: 1 }
+/** The DataView accessor of each dtype here (16-bit floats as their bits); sizes from the one dtype table. */
+const ACCESSOR = {
+  F32: 'Float32',
+  F64: 'Float64',
+  I16: 'Int16',
+  U16: 'Uint16',
+  BF16: 'Uint16',
+  F16: 'Uint16',
+  I32: 'Int32',
+  U32: 'Uint32',
+  I64: 'BigInt64',
+  U64: 'BigUint64',
+  U8: 'Uint8',
+} as const satisfies Record<Spec['dtype'], string>
+const bytesPer = (dtype: Spec['dtype']) => DTYPE_BITS.get(dtype)! / 8
+
+type Accessors = Record<string, (at: number, v?: number | bigint | boolean, little?: boolean) => number | bigint>
 
 /** Writes one value into a DataView in the given byte order. */
 function put(view: DataView, at: number, dtype: Spec['dtype'], v: number | bigint, little: boolean): void {
-  switch (dtype) {
-    case 'F32':
-      return view.setFloat32(at, v as number, little)
-    case 'F64':
-      return view.setFloat64(at, v as number, little)
-    case 'I16':
-      return view.setInt16(at, v as number, little)
-    case 'U16':
-    case 'BF16':
-    case 'F16':
-      return view.setUint16(at, v as number, little)
-    case 'I32':
-      return view.setInt32(at, v as number, little)
-    case 'U32':
-      return view.setUint32(at, v as number, little)
-    case 'I64':
-      return view.setBigInt64(at, v as bigint, little)
-    case 'U64':
-      return view.setBigUint64(at, v as bigint, little)
-    case 'U8':
-      return view.setUint8(at, v as number)
-  }
+  ;(view as unknown as Accessors)[`set${ACCESSOR[dtype]}`].call(view, at, v, little)
 }
 
 /** Reads one value back from a DataView in the given byte order. */
 function get(view: DataView, at: number, dtype: Spec['dtype'], little: boolean): number | bigint {
-  switch (dtype) {
-    case 'F32':
-      return view.getFloat32(at, little)
-    case 'F64':
-      return view.getFloat64(at, little)
-    case 'I16':
-      return view.getInt16(at, little)
-    case 'U16':
-    case 'BF16':
-    case 'F16':
-      return view.getUint16(at, little)
-    case 'I32':
-      return view.getInt32(at, little)
-    case 'U32':
-      return view.getUint32(at, little)
-    case 'I64':
-      return view.getBigInt64(at, little)
-    case 'U64':
-      return view.getBigUint64(at, little)
-    case 'U8':
-      return view.getUint8(at)
-  }
+  return (view as unknown as Accessors)[`get${ACCESSOR[dtype]}`].call(view, at, little)
 }
 
 function encode(spec: Spec, little: boolean): TensorSpec {
-  const bytes = new Uint8Array(spec.values.length * SIZE[spec.dtype])
+  const bytes = new Uint8Array(spec.values.length * bytesPer(spec.dtype))
   const view = new DataView(bytes.buffer)
   if (spec.values instanceof Uint16Array) {
     // The big series: the same as put() below, two bytes at a time, only faster.
@@ -137,7 +112,7 @@ function encode(spec: Spec, little: boolean): TensorSpec {
     }
     return { name: spec.name, dtype: spec.dtype, shape: spec.shape, bytes }
   }
-  for (let i = 0; i < spec.values.length; i++) put(view, i * SIZE[spec.dtype], spec.dtype, spec.values[i], little)
+  for (let i = 0; i < spec.values.length; i++) put(view, i * bytesPer(spec.dtype), spec.dtype, spec.values[i], little)
   return { name: spec.name, dtype: spec.dtype, shape: spec.shape, bytes }
 }
 
@@ -164,7 +139,7 @@ function same(a: unknown, b: unknown): boolean {
 
 /** Compares `values` with what the array's bytes say when read in `order`; reports the first few misses. */
 function expectBytesSay(data: ArrayBufferView, dtype: Spec['dtype'], values: ArrayLike<number | bigint>, order: 'little' | 'big', what: string): void {
-  const size = dtype === 'F32' || NATIVE[dtype] === 'Float32Array' ? 4 : SIZE[dtype]
+  const size = dtype === 'F32' || NATIVE[dtype] === 'Float32Array' ? 4 : bytesPer(dtype)
   expect(data.byteLength, `${what}: byte length`).toBe(values.length * size)
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
   if (values.length > 100_000 && (values instanceof Float32Array || values instanceof Uint16Array)) {
@@ -358,7 +333,7 @@ test('the test data is what it says: the two files differ exactly by byte order'
   for (const s of SPECS.slice(0, 3)) {
     const le = encode(s, true).bytes
     const be = encode(s, false).bytes
-    const size = SIZE[s.dtype]
+    const size = bytesPer(s.dtype)
     for (let i = 0; i < le.length; i += size) expect(Array.from(be.subarray(i, i + size))).toEqual(Array.from(le.subarray(i, i + size)).reverse())
   }
   expect(bytesOf(new Uint16Array([1]))[0]).toBe(1) // the machine running this is little-endian
