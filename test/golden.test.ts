@@ -1,10 +1,10 @@
 // Real files written by real tools, against golden headers produced by an independent Python script
 // (test/fixtures/golden/make_golden.py, stdlib only). Regenerate with:
 //   python3 test/fixtures/golden/make_golden.py
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
 import { parseHeader, SafetensorsError } from '../src/index.ts'
-import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenName, realFixtures } from './helpers.ts'
+import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenFiles, goldenName, realFixtures } from './helpers.ts'
 
 interface Golden {
   headerSize: number
@@ -37,10 +37,7 @@ function plain(h: ReturnType<typeof parseHeader>) {
 test('every real fixture has a golden file, and every golden file a fixture', () => {
   expect(valid.length).toBeGreaterThanOrEqual(20)
   for (const f of valid) expect(existsSync(FIXTURES_GOLDEN + goldenName(f)), f).toBe(true)
-  const goldens = readdirSync(FIXTURES_GOLDEN)
-    .filter((g) => g.endsWith('.header.json'))
-    .sort()
-  expect(goldens).toEqual(valid.map(goldenName).sort())
+  expect(goldenFiles('header')).toEqual(valid.map((f) => goldenName(f)).sort())
 })
 
 describe.each(valid)('%s', (f) => {

@@ -65,9 +65,16 @@ export function realFixtures(): { valid: string[]; invalid: string[] } {
   }
 }
 
-/** The golden file name for a fixture path (as written by make_golden.py). */
-export function goldenName(fixture: string): string {
-  return `${fixture.split('/').join('__')}.header.json`
+/** The golden file name for a fixture path, of its header table or its values (as written by make_golden.py). */
+export function goldenName(fixture: string, kind: 'header' | 'values' = 'header'): string {
+  return `${fixture.split('/').join('__')}.${kind}.json`
+}
+
+/** The golden files of one kind in FIXTURES_GOLDEN, sorted. */
+export function goldenFiles(kind: 'header' | 'values'): string[] {
+  return readdirSync(FIXTURES_GOLDEN)
+    .filter((g) => g.endsWith(`.${kind}.json`))
+    .sort()
 }
 
 /** Bytes as readable text: printable ASCII as is, everything else as \xNN (for failure messages). */

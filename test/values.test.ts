@@ -3,12 +3,12 @@
 //   python3 test/fixtures/golden/make_values.py
 // Raw reads must give the file's values in the contract's natural TypedArray; { dtype: 'F32' } must give
 // numpy's float32 conversion exactly (compared as float32 bit patterns, NaN positions matching).
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, truncateSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { open } from '../src/node.ts'
-import { FIXTURES_GOLDEN, FIXTURES_REAL, realFixtures } from './helpers.ts'
+import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenFiles, goldenName, realFixtures } from './helpers.ts'
 import { accurateSum, bytesOf, countingSource, errorOf, expectError, NATURAL, sha256 } from './read-helpers.ts'
 
 type Num = number | string
@@ -40,8 +40,7 @@ interface Golden {
 }
 
 const { valid } = realFixtures()
-const valuesName = (f: string) => `${f.split('/').join('__')}.values.json`
-const golden = (f: string): Golden => JSON.parse(readFileSync(FIXTURES_GOLDEN + valuesName(f), 'utf8'))
+const golden = (f: string): Golden => JSON.parse(readFileSync(FIXTURES_GOLDEN + goldenName(f, 'values'), 'utf8'))
 
 /** A golden number: "NaN", "Infinity", "-Infinity" or a JSON number. */
 function num(v: Num): number {
@@ -150,11 +149,8 @@ function unaligned(bytes: Uint8Array): Uint8Array {
 
 test('every real fixture has a values golden file, and every values golden file a fixture', () => {
   expect(valid.length).toBeGreaterThanOrEqual(20)
-  for (const f of valid) expect(existsSync(FIXTURES_GOLDEN + valuesName(f)), f).toBe(true)
-  const goldens = readdirSync(FIXTURES_GOLDEN)
-    .filter((g) => g.endsWith('.values.json'))
-    .sort()
-  expect(goldens).toEqual(valid.map(valuesName).sort())
+  for (const f of valid) expect(existsSync(FIXTURES_GOLDEN + goldenName(f, 'values')), f).toBe(true)
+  expect(goldenFiles('values')).toEqual(valid.map((f) => goldenName(f, 'values')).sort())
 })
 
 test('the golden files cover the dtypes the fixtures have', () => {

@@ -27,10 +27,7 @@ const golden = {
   header: JSON.parse(readFileSync(FIXTURES_GOLDEN + goldenName(FIXTURE), 'utf8')) as {
     tensors: Array<{ name: string; dtype: string; shape: number[]; dataOffsets: number[] }>
   },
-  values: JSON.parse(readFileSync(FIXTURES_GOLDEN + goldenName(FIXTURE).replace('.header.json', '.values.json'), 'utf8')).tensors as Record<
-    string,
-    GoldenTensor
-  >,
+  values: JSON.parse(readFileSync(FIXTURES_GOLDEN + goldenName(FIXTURE, 'values'), 'utf8')).tensors as Record<string, GoldenTensor>,
 }
 
 /** What the smoke script reports for a tensor read as F32: numpy's float32 values (printed short, so fround). */
