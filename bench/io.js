@@ -140,26 +140,20 @@ export async function run() {
     await Promise.all(['dd', 'f16', 'cat', 'f32', 'f32-for-cat'].map((name) => rm(out(name), { force: true })))
   }
   const m = Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, median(v)]))
-  table([
-    {
-      conversion: 'BF16 -> F16',
-      ms: m.F16.toFixed(0),
-      baseline: 'dd conv=fsync',
-      'baseline ms': m.dd.toFixed(0),
-      ratio: (m.F16 / m.dd).toFixed(2),
-      'peak RSS MiB': (rss.F16 / MiB).toFixed(0),
-      'numpy agrees': verified.F16,
-    },
-    {
-      conversion: 'BF16 -> F32',
-      ms: m.F32.toFixed(0),
-      baseline: 'cat + sync',
-      'baseline ms': m.cat.toFixed(0),
-      ratio: (m.F32 / m.cat).toFixed(2),
-      'peak RSS MiB': (rss.F32 / MiB).toFixed(0),
-      'numpy agrees': verified.F32,
-    },
-  ])
+  table(
+    /** @type {const} */ ([
+      ['F16', 'dd', 'dd conv=fsync'],
+      ['F32', 'cat', 'cat + sync'],
+    ]).map(([dtype, base, baseline]) => ({
+      conversion: `BF16 -> ${dtype}`,
+      ms: m[dtype].toFixed(0),
+      baseline,
+      'baseline ms': m[base].toFixed(0),
+      ratio: (m[dtype] / m[base]).toFixed(2),
+      'peak RSS MiB': (rss[dtype] / MiB).toFixed(0),
+      'numpy agrees': verified[dtype],
+    })),
+  )
   console.log(
     `(dd without fsync: ${m['dd (no fsync)'].toFixed(0)} ms; targets: ratio <= 1.3, peak RSS < ${RSS_TARGET / MiB} MiB; F32 output ${(f32Size / MiB).toFixed(0)} MiB)`,
   )
