@@ -1,9 +1,9 @@
-// What the header scanner hands to JS, defined once: the status and reason codes it returns and the byte
+// What the header and index scanners hand to JS, defined once: the status and reason codes it returns and the byte
 // offsets of the result table and of the entries of its log. assembly/index.ts exports every constant as a
 // wasm global, and src/header.ts reads them from there by name (test/boundary.test.ts checks that both
 // sides know the same names).
 
-// Status codes (scanHeader's return value and RESULT_STATUS).
+// Status codes (scanHeader's and scanIndex's return value and RESULT_STATUS).
 export const STATUS_OK: i32 = 0;
 export const STATUS_INVALID_HEADER: i32 = 1;
 export const STATUS_INVALID_HEADER_DESERIALIZATION: i32 = 2;
@@ -43,6 +43,12 @@ export const R_INVALID_UTF8: i32 = 25;
 export const R_SHAPE_PRODUCT: i32 = 26;
 export const R_BIT_COUNT: i32 = 27;
 export const R_NOT_SAFE_INTEGER: i32 = 28;
+// Reasons of the index scanner (scanIndex) alone.
+export const R_INDEX_NOT_OBJECT: i32 = 29;
+export const R_WEIGHT_MAP_MISSING: i32 = 30;
+export const R_WEIGHT_MAP_NOT_OBJECT: i32 = 31;
+export const R_SHARD_NOT_STRING: i32 = 32;
+export const R_INDEX_METADATA_NOT_OBJECT: i32 = 33;
 
 // The result table (at resultPtr()): byte offsets.
 export const RESULT_STATUS: usize = 0; // i32
@@ -55,6 +61,7 @@ export const RESULT_METADATA_START: usize = 24; // u32 byte position of the meta
 export const RESULT_METADATA_END: usize = 28; // u32
 export const RESULT_METADATA_START16: usize = 32; // u32, in UTF-16 code units
 export const RESULT_METADATA_END16: usize = 36; // u32, in UTF-16 code units
+export const RESULT_WEIGHTS: usize = 40; // u32 pointer to the first weight_map entry (scanIndex)
 export const RESULT_A: usize = 48; // u64 details of the error, by status
 export const RESULT_B: usize = 56; // u64
 export const RESULT_C: usize = 64; // u64
@@ -73,6 +80,13 @@ export const TENSOR_DIMS: usize = 28; // u32 pointer to the dims entry
 export const TENSOR_BEGIN: usize = 32; // u64 while scanning, f64 once valid
 export const TENSOR_END: usize = 40; // u64, then f64
 export const TENSOR_SIZE: usize = 48;
+// A weight_map entry (scanIndex): its key, the tensor's name, starts like the others.
+export const WEIGHT_KEY16_START: usize = 16; // u32, in UTF-16 code units
+export const WEIGHT_KEY16_END: usize = 20; // u32, with ESCAPED set if the name holds escapes
+export const WEIGHT_SHARD16_START: usize = 24; // u32, in UTF-16 code units
+export const WEIGHT_SHARD16_END: usize = 28; // u32, with ESCAPED set if the shard name holds escapes
+export const WEIGHT_NEW_SHARD: usize = 32; // u32 1 when the shard name's text differs from the entry before's
+export const WEIGHT_SIZE: usize = 36;
 export const DIMS_COUNT: usize = 4; // u32 number of dims
 export const DIMS_VALUES: usize = 8; // u64 each while scanning, f64 once valid
 export const ESCAPED: u32 = 0x80000000;

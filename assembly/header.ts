@@ -1,9 +1,11 @@
-// Strict one-pass validator for the SafeTensors JSON header.
+// Strict one-pass validators for the SafeTensors JSON header and a sharded model's index.
 //
 // JS copies the N header bytes to `input` and calls scanHeader. The scanner checks UTF-8, JSON and the
 // schema while appending fixed-size entries to a log that grows behind the input, then dedupes every key
 // with a hash table, sorts tensors by (begin, end) and runs the per-tensor checks. The log is the table JS
 // reads; its layout, the result table's and the status and reason codes are in assembly/boundary.ts.
+// scanIndex does the same for model.safetensors.index.json, whose weight_map (91,280 entries in the
+// largest models) costs JSON.parse several times more: it logs one entry per tensor name and dedupes.
 // Nothing here allocates through the AssemblyScript runtime: memory above the input belongs to this call.
 
 import { matchDtype, dtypeBits } from './dtypes';
@@ -21,6 +23,8 @@ import {
   R_INVALID_UTF8, R_LONE_SURROGATE, R_METADATA_NOT_OBJECT, R_METADATA_VALUE_NOT_STRING, R_MISSING_FIELD, R_NOT_PLAIN_INT,
   R_NOT_SAFE_INTEGER, R_OFFSETS_NOT_ARRAY, R_OFFSETS_NOT_TWO, R_SHAPE_NOT_ARRAY, R_SHAPE_PRODUCT, R_TENSOR_NOT_OBJECT,
   R_TOO_DEEP, R_TRAILING, R_UNKNOWN_DTYPE,
+  R_INDEX_METADATA_NOT_OBJECT, R_INDEX_NOT_OBJECT, R_SHARD_NOT_STRING, R_WEIGHT_MAP_MISSING, R_WEIGHT_MAP_NOT_OBJECT,
+  RESULT_WEIGHTS, WEIGHT_KEY16_END, WEIGHT_KEY16_START, WEIGHT_NEW_SHARD, WEIGHT_SHARD16_END, WEIGHT_SHARD16_START, WEIGHT_SIZE,
 } from './boundary';
 
 const RESULT = memory.data(RESULT_SIZE, 8);
@@ -29,6 +33,7 @@ const RESULT = memory.data(RESULT_SIZE, 8);
 const TAG_TENSOR: u32 = 1;
 const TAG_KEY: u32 = 2;
 const TAG_DIMS: u32 = 3;
+const TAG_WEIGHT: u32 = 4;
 
 const TOP_OBJECT: u32 = 1;
 const MAX_DEPTH: i32 = 64;
@@ -45,6 +50,8 @@ const LIT_DTYPE = memory.data<u8>([0x64, 0x74, 0x79, 0x70, 0x65]);
 const LIT_SHAPE = memory.data<u8>([0x73, 0x68, 0x61, 0x70, 0x65]);
 const LIT_OFFSETS = memory.data<u8>([0x64, 0x61, 0x74, 0x61, 0x5f, 0x6f, 0x66, 0x66, 0x73, 0x65, 0x74, 0x73]);
 const LIT_METADATA = memory.data<u8>([0x5f, 0x5f, 0x6d, 0x65, 0x74, 0x61, 0x64, 0x61, 0x74, 0x61, 0x5f, 0x5f]);
+const LIT_WEIGHT_MAP = memory.data<u8>([0x77, 0x65, 0x69, 0x67, 0x68, 0x74, 0x5f, 0x6d, 0x61, 0x70]);
+const LIT_INDEX_METADATA = LIT_METADATA + 2;
 
 let base: usize = 0; // first header byte
 let n: u32 = 0; // header length
@@ -359,16 +366,16 @@ function objectKey(object: u32): bool {
   return true;
 }
 
-// Skips any JSON value (for fields the schema ignores), still checking it fully, keys included.
-function skipValue(): bool {
+// Skips any JSON value (for fields the schema ignores), still checking it fully, keys included. `open`
+// levels enclose it: the top object and, in a header, a tensor object.
+function skipValue(open: i32): bool {
   let depth: i32 = 0;
   while (true) {
     // A value starts here.
     skipWs();
     let c = byte(pos);
     if (c == 0x7b || c == 0x5b) {
-      // Ignored values sit inside the top object and a tensor object: two levels already open.
-      if (depth + 2 == MAX_DEPTH) return syntax(R_TOO_DEEP);
+      if (depth + open == MAX_DEPTH) return syntax(R_TOO_DEEP);
       pos++;
       skipWs();
       if (byte(pos) != (c == 0x7b ? 0x7d : 0x5d)) {
@@ -513,7 +520,7 @@ function parseTensor(keyStart: u32, keyEnd: u32, keyEscaped: bool, key16Start: u
       let ok = field == F_DTYPE ? parseDtype(record)
         : field == F_SHAPE ? parseShape(record)
         : field == F_OFFSETS ? parseOffsets(record)
-        : skipValue();
+        : skipValue(2);
       if (!ok) return false;
     } while (nextItem(0x7d));
     if (status != OK) return false;
@@ -607,7 +614,16 @@ function hashBytes(p: usize, len: u32, seed: u64): u64 {
   return h;
 }
 
-// Both tensor and key entries hold the object id at +4 and the key span at +8/+12.
+// The bytes of the log entry at `entry`.
+function entrySize(entry: usize): usize {
+  let tag = load<u32>(entry, ENTRY_TAG);
+  if (tag == TAG_TENSOR) return TENSOR_SIZE;
+  if (tag == TAG_WEIGHT) return WEIGHT_SIZE;
+  if (tag == TAG_KEY) return KEY_SIZE;
+  return DIMS_VALUES + (<usize>load<u32>(entry, DIMS_COUNT) << 3);
+}
+
+// Tensor, weight and key entries all hold the object id at +4 and the key span at +8/+12.
 function sameKey(a: usize, b: usize, scratch: usize): bool {
   if (load<u32>(a, ENTRY_OBJECT) != load<u32>(b, ENTRY_OBJECT)) return false;
   let aEnd = load<u32>(a, ENTRY_KEY_END), bEnd = load<u32>(b, ENTRY_KEY_END);
@@ -635,12 +651,11 @@ function dedupe(logStart: usize, logEnd: usize): bool {
   let scratch = top;
   let entry = logStart;
   while (entry < logEnd) {
-    let tag = load<u32>(entry, ENTRY_TAG);
-    if (tag == TAG_DIMS) {
-      entry += DIMS_VALUES + (<usize>load<u32>(entry, DIMS_COUNT) << 3);
+    let next = entry + entrySize(entry);
+    if (load<u32>(entry, ENTRY_TAG) == TAG_DIMS) {
+      entry = next;
       continue;
     }
-    let next = entry + (tag == TAG_TENSOR ? TENSOR_SIZE : KEY_SIZE);
     let start = load<u32>(entry, ENTRY_KEY_START), end = load<u32>(entry, ENTRY_KEY_END);
     let escaped = (end & ESCAPED) != 0;
     if (!decodedText(start, end & ~ESCAPED, escaped, scratch)) return false;
@@ -719,10 +734,8 @@ function validate(logStart: usize, logEnd: usize, fileSize: u64): bool {
   let spare = list + (<usize>tensorCount << 2);
   top += <usize>tensorCount << 3;
   let k: u32 = 0;
-  for (let entry = logStart; entry < logEnd; ) {
-    let tag = load<u32>(entry, ENTRY_TAG);
-    if (tag == TAG_TENSOR) store<u32>(list + (<usize>(k++) << 2), <u32>entry);
-    entry += tag == TAG_TENSOR ? TENSOR_SIZE : tag == TAG_KEY ? KEY_SIZE : DIMS_VALUES + (<usize>load<u32>(entry, DIMS_COUNT) << 3);
+  for (let entry = logStart; entry < logEnd; entry += entrySize(entry)) {
+    if (load<u32>(entry, ENTRY_TAG) == TAG_TENSOR) store<u32>(list + (<usize>(k++) << 2), <u32>entry);
   }
   let order = sortByOffsets(list, spare, tensorCount);
   store<u32>(RESULT, <u32>order, RESULT_ORDER);
@@ -766,9 +779,9 @@ function validate(logStart: usize, logEnd: usize, fileSize: u64): bool {
   return true;
 }
 
-// Validates the n header bytes at input for a file of fileSize bytes; returns the status.
-// Memory from input + n on is this call's to use and grow.
-export function scanHeader(input: usize, length: u32, fileSize: f64): i32 {
+// Starts a scan of the `length` bytes at input: resets the state and reserves the sentinel; returns
+// where the log starts, or 0 when memory ran out.
+function begin(input: usize, length: u32): usize {
   base = input;
   n = length;
   pos = 0;
@@ -783,21 +796,143 @@ export function scanHeader(input: usize, length: u32, fileSize: f64): i32 {
   memory.fill(RESULT, 0, RESULT_SIZE);
   store<u32>(RESULT, <u32>-1, RESULT_METADATA_START);
   top = input + length;
-  if (reserve(SENTINEL + 8)) {
-    memory.fill(top, 0, SENTINEL);
-    top = (top + SENTINEL + 7) & ~7;
-    let logStart = top;
-    let ok = parseDocument();
-    if (!ok && status == INVALID_HEADER_DESERIALIZATION) {
-      let bad = firstInvalidUtf8(0);
-      if (bad >= 0) fail(INVALID_HEADER, R_INVALID_UTF8, <u32>bad);
-    }
-    let logEnd = top;
-    if (ok && dedupe(logStart, logEnd)) validate(logStart, logEnd, <u64>fileSize);
-  }
+  if (!reserve(SENTINEL + 8)) return 0;
+  memory.fill(top, 0, SENTINEL);
+  top = (top + SENTINEL + 7) & ~7;
+  return top;
+}
+
+// A syntax error in text that is not UTF-8 is reported as the UTF-8 error.
+function preferUtf8Error(): void {
+  if (status != INVALID_HEADER_DESERIALIZATION) return;
+  let bad = firstInvalidUtf8(0);
+  if (bad >= 0) fail(INVALID_HEADER, R_INVALID_UTF8, <u32>bad);
+}
+
+// Ends a scan: the status and counts into the result table.
+function finish(): i32 {
   store<i32>(RESULT, status, RESULT_STATUS);
   store<i32>(RESULT, reason, RESULT_REASON);
   store<u32>(RESULT, errPos, RESULT_AT);
   store<u32>(RESULT, tensorCount, RESULT_TENSOR_COUNT);
   return status;
+}
+
+// Validates the n header bytes at input for a file of fileSize bytes; returns the status.
+// Memory from input + n on is this call's to use and grow.
+export function scanHeader(input: usize, length: u32, fileSize: f64): i32 {
+  let logStart = begin(input, length);
+  if (logStart != 0) {
+    let ok = parseDocument();
+    if (!ok) preferUtf8Error();
+    let logEnd = top;
+    if (ok && dedupe(logStart, logEnd)) validate(logStart, logEnd, <u64>fileSize);
+  }
+  return finish();
+}
+
+// The weight_map object: string keys (tensor names) to string values (shard file names), one log entry
+// each, contiguous from RESULT_WEIGHTS; RESULT_TENSOR_COUNT counts them.
+function parseWeightMap(): bool {
+  if (byte(pos) != 0x7b) return syntax(R_WEIGHT_MAP_NOT_OBJECT);
+  let object = ++objects;
+  store<u32>(RESULT, <u32>top, RESULT_WEIGHTS);
+  tensorCount = 0;
+  pos++;
+  skipWs();
+  if (byte(pos) == 0x7d) {
+    pos++;
+    return true;
+  }
+  let lastStart: u32 = 0, lastLength: u32 = 0, lastEscaped = false;
+  do {
+    if (byte(pos) != 0x22) return syntax(R_EXPECTED_KEY);
+    let key16Start = pos + 1 - delta;
+    if (!scanString()) return false;
+    let keyStart = strStart, keyEnd = strEnd, keyEscaped = strEscaped, key16End = (strEnd - delta) | (strEscaped ? ESCAPED : 0);
+    skipWs();
+    if (byte(pos) != 0x3a) return syntax(R_EXPECTED_COLON);
+    pos++;
+    skipWs();
+    if (byte(pos) != 0x22) {
+      store<u64>(RESULT, keyStart, RESULT_A);
+      store<u64>(RESULT, keyEnd, RESULT_B);
+      return syntax(R_SHARD_NOT_STRING);
+    }
+    let shard16Start = pos + 1 - delta;
+    if (!scanString() || !reserve(WEIGHT_SIZE)) return false;
+    let length = strEnd - strStart;
+    // Entries of one shard mostly come together: JS decodes a shard name once per run.
+    let newShard = tensorCount == 0 || length != lastLength || strEscaped != lastEscaped || memory.compare(base + strStart, base + lastStart, length) != 0;
+    lastStart = strStart;
+    lastLength = length;
+    lastEscaped = strEscaped;
+    store<u32>(top, TAG_WEIGHT, ENTRY_TAG);
+    store<u32>(top, object, ENTRY_OBJECT);
+    store<u32>(top, keyStart, ENTRY_KEY_START);
+    store<u32>(top, keyEnd | (keyEscaped ? ESCAPED : 0), ENTRY_KEY_END);
+    store<u32>(top, key16Start, WEIGHT_KEY16_START);
+    store<u32>(top, key16End, WEIGHT_KEY16_END);
+    store<u32>(top, shard16Start, WEIGHT_SHARD16_START);
+    store<u32>(top, (strEnd - delta) | (strEscaped ? ESCAPED : 0), WEIGHT_SHARD16_END);
+    store<u32>(top, newShard ? 1 : 0, WEIGHT_NEW_SHARD);
+    top += WEIGHT_SIZE;
+    tensorCount++;
+  } while (nextItem(0x7d));
+  return status == OK;
+}
+
+// The index: an object with a weight_map object and, if present, a metadata object; other keys hold any
+// JSON. Every key of every object is logged for dedupe, as in a header.
+function parseIndexDocument(): bool {
+  skipWs();
+  if (byte(pos) != 0x7b) return syntax(R_INDEX_NOT_OBJECT);
+  pos++;
+  skipWs();
+  let hasWeightMap = false;
+  if (byte(pos) == 0x7d) {
+    pos++;
+  } else {
+    do {
+      if (byte(pos) != 0x22) return syntax(R_EXPECTED_KEY);
+      if (!scanString()) return false;
+      let isWeightMap = lastStringIs(LIT_WEIGHT_MAP, 10);
+      let isMetadata = lastStringIs(LIT_INDEX_METADATA, 8);
+      if (status != OK || !addKey(TOP_OBJECT, strStart, strEnd, strEscaped)) return false;
+      skipWs();
+      if (byte(pos) != 0x3a) return syntax(R_EXPECTED_COLON);
+      pos++;
+      skipWs();
+      if (isWeightMap) {
+        if (!parseWeightMap()) return false;
+        hasWeightMap = true;
+      } else if (isMetadata) {
+        if (byte(pos) != 0x7b) return syntax(R_INDEX_METADATA_NOT_OBJECT);
+        store<u32>(RESULT, pos, RESULT_METADATA_START);
+        store<u32>(RESULT, pos - delta, RESULT_METADATA_START16);
+        if (!skipValue(1)) return false;
+        store<u32>(RESULT, pos, RESULT_METADATA_END);
+        store<u32>(RESULT, pos - delta, RESULT_METADATA_END16);
+      } else if (!skipValue(1)) {
+        return false;
+      }
+    } while (nextItem(0x7d));
+    if (status != OK) return false;
+  }
+  skipWs();
+  if (pos != n) return syntax(R_TRAILING);
+  if (!hasWeightMap) return fail(INVALID_HEADER_DESERIALIZATION, R_WEIGHT_MAP_MISSING, 0);
+  return true;
+}
+
+// Validates the n bytes of a model index at input; returns the status. Memory from input + n on is this
+// call's to use and grow.
+export function scanIndex(input: usize, length: u32): i32 {
+  let logStart = begin(input, length);
+  if (logStart != 0) {
+    let ok = parseIndexDocument();
+    if (!ok) preferUtf8Error();
+    if (ok) dedupe(logStart, top);
+  }
+  return finish();
 }

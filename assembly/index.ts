@@ -1,6 +1,6 @@
 // The wasm core's exports. Every function takes pointers and lengths into linear memory; JS owns
 // everything above heapBase().
-export { scanHeader, resultPtr } from './header';
+export { scanHeader, scanIndex, resultPtr } from './header';
 export { dtypeTable } from './dtypes';
 
 /** Which build this is: tests check that selectBackend really switched. */

@@ -110,6 +110,11 @@ export const REASON_TEXT = {
   R_SHAPE_PRODUCT: "the shape's element count overflows 64 bits",
   R_BIT_COUNT: 'the bit count overflows 64 bits',
   R_NOT_SAFE_INTEGER: 'a number is larger than a JavaScript safe integer (2^53 - 1)',
+  R_INDEX_NOT_OBJECT: 'expected an object with a "weight_map" object',
+  R_WEIGHT_MAP_MISSING: 'expected an object with a "weight_map" object',
+  R_WEIGHT_MAP_NOT_OBJECT: '"weight_map" must be an object',
+  R_SHARD_NOT_STRING: 'a weight_map value must be a file name',
+  R_INDEX_METADATA_NOT_OBJECT: '"metadata" must be an object',
 } as const
 
 /** The byte offsets of the scanner's result table and log entries that this module reads (assembly/boundary.ts). */
@@ -122,6 +127,7 @@ const LAYOUT = [
   'RESULT_METADATA_START',
   'RESULT_METADATA_START16',
   'RESULT_METADATA_END16',
+  'RESULT_WEIGHTS',
   'RESULT_A',
   'RESULT_B',
   'RESULT_C',
@@ -133,6 +139,12 @@ const LAYOUT = [
   'TENSOR_DIMS',
   'TENSOR_BEGIN',
   'TENSOR_END',
+  'WEIGHT_KEY16_START',
+  'WEIGHT_KEY16_END',
+  'WEIGHT_SHARD16_START',
+  'WEIGHT_SHARD16_END',
+  'WEIGHT_NEW_SHARD',
+  'WEIGHT_SIZE',
   'DIMS_COUNT',
   'DIMS_VALUES',
   'ESCAPED',
@@ -142,7 +154,7 @@ type StatusName = keyof typeof STATUS_ERRORS | 'STATUS_OK'
 type ReasonName = keyof typeof REASON_TEXT
 
 /** The scanner's constants, read from its wasm globals (the same in both builds), and its codes by number. */
-interface Boundary {
+export interface Boundary {
   readonly layout: Readonly<Record<(typeof LAYOUT)[number] | StatusName | ReasonName, number>>
   readonly errors: ReadonlyMap<number, ErrorCode>
   readonly reasons: ReadonlyMap<number, string>
@@ -194,81 +206,120 @@ export function parseHeaderOfUnknownSize(bytes: Uint8Array): Header {
   return scan(bytes.subarray(8), undefined)
 }
 
-function scan(headerBytes: Uint8Array, knownSize: number | undefined): Header {
-  const n = headerBytes.length
+/** What a scanner left in the shared core: its status, the result table's address, and views of its memory. */
+export interface ScanResult {
+  readonly status: number
+  readonly result: number
+  readonly view: DataView
+  readonly memory: ArrayBuffer
+  readonly boundary: Boundary
+}
+
+/**
+ * Copies `bytes` into the shared core, runs a scanner over them and hands its result to `read`, which must
+ * copy out what it keeps: the core is reused, and dropped past a size (wasm memory never shrinks).
+ */
+export function runScanner<T>(
+  bytes: Uint8Array,
+  what: string,
+  scanner: (exports: CoreExports, input: number, n: number) => number,
+  read: (scan: ScanResult) => T,
+): T {
+  const n = bytes.length
   const core = sharedCore()
-  // A huge header grows the shared core; past a threshold it is dropped afterwards (wasm memory never shrinks).
   try {
     const input = core.heapBase
     try {
       reserveMemory(core, input + n + 64)
     } catch {
-      throw new SafetensorsError('HeaderTooLarge', `a header of ${n} bytes does not fit in wasm memory`)
+      throw new SafetensorsError('HeaderTooLarge', `${what} of ${n} bytes does not fit in wasm memory`)
     }
-    new Uint8Array(core.memory.buffer, input, n).set(headerBytes)
-    const status = core.exports.scanHeader(input, n, knownSize ?? SIZE_NOT_KNOWN)
-
+    new Uint8Array(core.memory.buffer, input, n).set(bytes)
+    const status = scanner(core.exports, input, n)
     // The scanner may have grown memory: take views only now.
     const memory = core.memory.buffer
-    const view = new DataView(memory)
-    const b = boundaryOf(core.exports)
-    const L = b.layout
-    const result = core.exports.resultPtr() >>> 0
-    const u32At = (at: number) => view.getUint32(at, true)
-    // Only the size disagrees: the end of the data it found is the size the file must have.
-    const sizeOnly = knownSize === undefined && b.errors.get(status) === 'MetadataIncompleteBuffer'
-    if (status !== L.STATUS_OK && !sizeOnly) throw scanError(status, view, result, b, headerBytes, knownSize ?? SIZE_NOT_KNOWN)
-    const fileSize = knownSize ?? Number(view.getBigUint64(result + L.RESULT_A, true))
-
-    const count = u32At(result + L.RESULT_TENSOR_COUNT)
-    const order = u32At(result + L.RESULT_ORDER)
-    const text = n > 0 ? decoder.decode(headerBytes) : ''
-    const tensors = new Array<TensorInfo>(count)
-    for (let i = 0; i < count; i++) {
-      const entry = u32At(order + 4 * i)
-      const raw = text.slice(u32At(entry + L.TENSOR_KEY16_START), u32At(entry + L.TENSOR_KEY16_END))
-      const dims = u32At(entry + L.TENSOR_DIMS)
-      const ndim = u32At(dims + L.DIMS_COUNT)
-      const shape = new Array<number>(ndim)
-      for (let d = 0; d < ndim; d++) shape[d] = view.getFloat64(dims + L.DIMS_VALUES + 8 * d, true)
-      const begin = view.getFloat64(entry + L.TENSOR_BEGIN, true)
-      const end = view.getFloat64(entry + L.TENSOR_END, true)
-      tensors[i] = {
-        name: u32At(entry + L.ENTRY_KEY_END) & L.ESCAPED ? JSON.parse(`"${raw}"`) : raw,
-        dtype: DTYPES[u32At(entry + L.TENSOR_DTYPE)],
-        shape,
-        dataOffsets: [begin, end],
-        byteLength: end - begin,
-      }
-    }
-    const hasMetadata = u32At(result + L.RESULT_METADATA_START) !== 0xffffffff
-    const metadata = hasMetadata ? JSON.parse(text.slice(u32At(result + L.RESULT_METADATA_START16), u32At(result + L.RESULT_METADATA_END16))) : null
-    return new Header(n, fileSize, metadata, tensors)
+    return read({ status, result: core.exports.resultPtr() >>> 0, view: new DataView(memory), memory, boundary: boundaryOf(core.exports) })
   } finally {
     trimSharedCore()
   }
 }
 
-function scanError(status: number, view: DataView, result: number, boundary: Boundary, header: Uint8Array, fileSize: number): SafetensorsError {
+function scan(headerBytes: Uint8Array, knownSize: number | undefined): Header {
+  const n = headerBytes.length
+  return runScanner(
+    headerBytes,
+    'a header',
+    (exports, input, n) => exports.scanHeader(input, n, knownSize ?? SIZE_NOT_KNOWN),
+    (scan) => {
+      const { status, result, view, boundary: b } = scan
+      const L = b.layout
+      const u32At = (at: number) => view.getUint32(at, true)
+      // Only the size disagrees: the end of the data it found is the size the file must have.
+      const sizeOnly = knownSize === undefined && b.errors.get(status) === 'MetadataIncompleteBuffer'
+      if (status !== L.STATUS_OK && !sizeOnly) throw scanError(scan, headerBytes, knownSize ?? SIZE_NOT_KNOWN)
+      const fileSize = knownSize ?? Number(view.getBigUint64(result + L.RESULT_A, true))
+
+      const count = u32At(result + L.RESULT_TENSOR_COUNT)
+      const order = u32At(result + L.RESULT_ORDER)
+      const text = n > 0 ? decoder.decode(headerBytes) : ''
+      const tensors = new Array<TensorInfo>(count)
+      for (let i = 0; i < count; i++) {
+        const entry = u32At(order + 4 * i)
+        const raw = text.slice(u32At(entry + L.TENSOR_KEY16_START), u32At(entry + L.TENSOR_KEY16_END))
+        const dims = u32At(entry + L.TENSOR_DIMS)
+        const ndim = u32At(dims + L.DIMS_COUNT)
+        const shape = new Array<number>(ndim)
+        for (let d = 0; d < ndim; d++) shape[d] = view.getFloat64(dims + L.DIMS_VALUES + 8 * d, true)
+        const begin = view.getFloat64(entry + L.TENSOR_BEGIN, true)
+        const end = view.getFloat64(entry + L.TENSOR_END, true)
+        tensors[i] = {
+          name: u32At(entry + L.ENTRY_KEY_END) & L.ESCAPED ? JSON.parse(`"${raw}"`) : raw,
+          dtype: DTYPES[u32At(entry + L.TENSOR_DTYPE)],
+          shape,
+          dataOffsets: [begin, end],
+          byteLength: end - begin,
+        }
+      }
+      const hasMetadata = u32At(result + L.RESULT_METADATA_START) !== 0xffffffff
+      const metadata = hasMetadata ? JSON.parse(text.slice(u32At(result + L.RESULT_METADATA_START16), u32At(result + L.RESULT_METADATA_END16))) : null
+      return new Header(n, fileSize, metadata, tensors)
+    },
+  )
+}
+
+/**
+ * Where and why a scan found the text malformed (InvalidHeader and InvalidHeaderDeserialization), from the
+ * result table: `byte N ...: why, near "..."`. `offset` is where the text starts in its file.
+ */
+export function syntaxMessage(scan: ScanResult, text: Uint8Array, offset: number): string {
+  const { view, result, boundary: b } = scan
+  const L = b.layout
+  const reason = view.getInt32(result + L.RESULT_REASON, true)
+  const at = view.getUint32(result + L.RESULT_AT, true)
+  const a = Number(view.getBigUint64(result + L.RESULT_A, true))
+  const end = Number(view.getBigUint64(result + L.RESULT_B, true))
+  const n = text.length
+  const where = `byte ${at}${offset === 0 ? '' : ` (file offset ${offset + at})`}`
+  if (b.errors.get(scan.status) === 'InvalidHeader') return `not valid UTF-8 at ${where}`
+  let why = b.reasons.get(reason)
+  if (reason === L.R_MISSING_FIELD) why = `tensor entry lacks ${['dtype', 'shape', 'data_offsets'].filter((_, i) => !(a & (1 << i))).join(', ')}`
+  if (reason === L.R_DUPLICATE_KEY && a < end) why = `the key ${JSON.stringify(keyText(text, a, end))} appears twice in one object`
+  if (reason === L.R_SHARD_NOT_STRING) why = `weight_map[${JSON.stringify(keyText(text, a, end))}] must be a file name`
+  return `${where}: ${why}${at >= n ? ' (the header ended)' : `, near ${excerpt(text, at)}`}`
+}
+
+function scanError(scan: ScanResult, header: Uint8Array, fileSize: number): SafetensorsError {
+  const { status, view, result, boundary } = scan
   const L = boundary.layout
   const code = boundary.errors.get(status)!
   const reason = view.getInt32(result + L.RESULT_REASON, true)
-  const at = view.getUint32(result + L.RESULT_AT, true)
   const a = view.getBigUint64(result + L.RESULT_A, true)
   const b = view.getBigUint64(result + L.RESULT_B, true)
   const c = view.getBigUint64(result + L.RESULT_C, true)
-  const n = header.length
-  if (status === L.STATUS_OUT_OF_MEMORY) return new SafetensorsError(code, `validating a header of ${n} bytes needs more wasm memory than could be allocated`)
-  if (code === 'InvalidHeader') return new SafetensorsError(code, `the header is not valid UTF-8 at byte ${at} (file offset ${8 + at})`)
-  if (code === 'InvalidHeaderDeserialization') {
-    let why = boundary.reasons.get(reason)
-    if (reason === L.R_MISSING_FIELD) why = `tensor entry lacks ${['dtype', 'shape', 'data_offsets'].filter((_, i) => !(Number(a) & (1 << i))).join(', ')}`
-    if (reason === L.R_DUPLICATE_KEY && a < b) why = `duplicate key ${JSON.stringify(keyText(header, Number(a), Number(b)))}`
-    return new SafetensorsError(
-      code,
-      `invalid header at byte ${at} (file offset ${8 + at}): ${why}${at >= n ? ' (the header ended)' : `, near ${excerpt(header, at)}`}`,
-    )
-  }
+  if (status === L.STATUS_OUT_OF_MEMORY)
+    return new SafetensorsError(code, `validating a header of ${header.length} bytes needs more wasm memory than could be allocated`)
+  if (code === 'InvalidHeader') return new SafetensorsError(code, `the header is ${syntaxMessage(scan, header, 8)}`)
+  if (code === 'InvalidHeaderDeserialization') return new SafetensorsError(code, `invalid header at ${syntaxMessage(scan, header, 8)}`)
   if (code === 'MetadataIncompleteBuffer') {
     const why = a < BigInt(fileSize) ? `${BigInt(fileSize) - a} trailing bytes` : `${a - BigInt(fileSize)} bytes missing`
     return new SafetensorsError(code, `the tensors end at file offset ${a}, but the file has ${fileSize} bytes (${why})`)

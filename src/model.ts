@@ -5,157 +5,17 @@ import { SafetensorsError } from './errors.ts'
 import { type DataFor, type OpenOptions, openMetered, type ReadOptions, type SafetensorsFile, type Source, type Tensor, toRangeSource } from './file.ts'
 import type { TensorInfo } from './header.ts'
 import { requireLocalFiles } from './local-files.ts'
+import { type ParsedIndex, parseIndex, readIndex } from './model-index.ts'
 import { readingAhead, runPool } from './pool.ts'
 import { metered, ProgressMeter } from './progress.ts'
 import type { SliceRange } from './slice.ts'
-import { type RangeSource, readInto } from './source.ts'
 
 export const DEFAULT_INDEX = 'model.safetensors.index.json'
-const MAX_INDEX_SIZE = 100_000_000
 
+/** The JSON of model.safetensors.index.json. */
 export interface ModelIndex {
   metadata?: Record<string, unknown>
   weight_map: Record<string, string>
-}
-
-function indexError(where: string, message: string): SafetensorsError {
-  return new SafetensorsError('InvalidHeaderDeserialization', `${where}: ${message}`)
-}
-
-/** Shard names are plain file names beside the index: nothing that could reach outside its folder. */
-function checkShardName(where: string, shard: string): void {
-  if (shard === '' || shard === '.' || shard === '..' || /[/\\:\0]/.test(shard) || /%(2f|5c|2e)/i.test(shard)) {
-    throw indexError(where, `shard name ${JSON.stringify(shard)} is not a plain file name in the index's folder`)
-  }
-}
-
-/**
- * The first key that an object of this (valid) JSON text repeats. JSON.parse keeps the last one
- * silently, so a tensor listed twice would open from whichever shard came last.
- */
-function repeatedKey(text: string): string | undefined {
-  // Alternately a whole string token and a run between strings (which holds no quote).
-  const token = /"(?:[^"\\]|\\.)*"|[^"]+/gy
-  const keys: Array<Set<string> | undefined> = [] // one per open container; arrays have none
-  let lastString = ''
-  for (let match: RegExpExecArray | null; (match = token.exec(text)); ) {
-    const t = match[0]
-    if (t[0] === '"') {
-      lastString = t
-      continue
-    }
-    for (const c of t) {
-      if (c === '{') keys.push(new Set())
-      else if (c === '[') keys.push(undefined)
-      else if (c === '}' || c === ']') keys.pop()
-      else if (c === ':') {
-        const key = JSON.parse(lastString) as string
-        const seen = keys[keys.length - 1]!
-        if (seen.has(key)) return key
-        seen.add(key)
-      }
-    }
-  }
-  return undefined
-}
-
-/** How many ':' a string holds: in a text with no escapes, the ':' inside its strings are theirs. */
-const colonsIn = (s: string) => (s.includes(':') ? s.split(':').length - 1 : 0)
-
-/** Keys minus the ':' inside strings, over every value in `value`; a stack, not recursion, for any nesting depth. */
-function keysLessColons(value: unknown): number {
-  let counted = 0
-  const stack: unknown[] = [value]
-  while (stack.length > 0) {
-    const v = stack.pop()
-    if (typeof v === 'string') counted -= colonsIn(v)
-    else if (Array.isArray(v)) for (const item of v) stack.push(item)
-    else if (typeof v === 'object' && v !== null) {
-      for (const key of Object.keys(v)) {
-        counted += 1 - colonsIn(key)
-        stack.push((v as Record<string, unknown>)[key])
-      }
-    }
-  }
-  return counted
-}
-
-/** The index, its number of weight_map entries, and its distinct shard names in order of first appearance. */
-interface ParsedIndex extends ModelIndex {
-  entries: number
-  shards: string[]
-  /** The weight_map's keys in their order; its runs of entries of one shard, and each shard's first. */
-  names: string[]
-  runs: Run[]
-  firstRuns: Map<string, Run>
-  /** Shards whose entries come in more than one run, and (once the check needs them) their entries in order. */
-  scattered: Set<string>
-  gathered?: Map<string, string[]>
-}
-
-interface Run {
-  shard: string
-  start: number
-  end: number
-}
-
-function parseIndex(where: string, text: string): ParsedIndex {
-  let index: unknown
-  try {
-    index = JSON.parse(text)
-  } catch (cause) {
-    throw new SafetensorsError('InvalidHeaderDeserialization', `${where}: not valid JSON: ${(cause as Error).message}`, { cause })
-  }
-  const { weight_map: map, metadata } = (index ?? {}) as Partial<ModelIndex>
-  const isMap = typeof index === 'object' && !Array.isArray(index) && typeof map === 'object' && map !== null && !Array.isArray(map)
-  // One pass over the weight_map (91,280 entries in the largest models; Object.keys and a lookup, as
-  // Object.entries' pairs cost more than JSON.parse): the shard names, the first entry that is not a
-  // name, the runs of entries of one shard (see listedIn), and its part of the key count below.
-  const names = isMap ? Object.keys(map) : []
-  const runs: Run[] = []
-  const firstRuns = new Map<string, Run>()
-  const scattered = new Set<string>()
-  let last: string | undefined
-  let run: Run = { shard: '', start: 0, end: 0 }
-  let notAName: string | undefined
-  let counted = 0
-  for (let i = 0; i < names.length; i++) {
-    const name = names[i]
-    const shard = map![name]
-    if (typeof shard !== 'string') {
-      notAName ??= name
-      counted += 1 - colonsIn(name) + keysLessColons(shard)
-      continue
-    }
-    counted += 1 - colonsIn(name) - colonsIn(shard)
-    // Entries of one shard mostly come together: the Map sees each run once.
-    if (shard !== last) {
-      run.end = i
-      runs.push((run = { shard, start: i, end: i }))
-      if (firstRuns.has(shard)) scattered.add(shard)
-      else firstRuns.set(shard, run)
-      last = shard
-    }
-  }
-  run.end = names.length
-  // Repeated keys: JSON.parse keeps one of each silently, so the parsed keys are fewer than the text's.
-  // Each key is one ':' outside the strings, and with no backslash in the text the strings are their raw
-  // text: counting tells without tokenizing megabytes of text. Any backslash, or a count that differs: the full scan.
-  if (isMap) {
-    const rest = { ...(index as Record<string, unknown>) }
-    delete rest.weight_map
-    counted += 1 - colonsIn('weight_map') + keysLessColons(rest)
-  } else counted = keysLessColons(index)
-  let colons = 0
-  for (let at = text.indexOf(':'); at !== -1; at = text.indexOf(':', at + 1)) colons++
-  const repeated = text.includes('\\') || colons !== counted ? repeatedKey(text) : undefined
-  if (repeated !== undefined) throw indexError(where, `the key ${JSON.stringify(repeated)} appears twice in one object`)
-  if (!isMap) throw indexError(where, 'expected an object with a "weight_map" object')
-  if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)))
-    throw indexError(where, '"metadata" must be an object')
-  if (notAName !== undefined) throw indexError(where, `weight_map[${JSON.stringify(notAName)}] must be a file name`)
-  for (const shard of firstRuns.keys()) checkShardName(where, shard)
-  return { metadata, weight_map: map!, entries: names.length, shards: [...firstRuns.keys()], names, runs, firstRuns, scattered }
 }
 
 /**
@@ -203,21 +63,6 @@ function locateFiles(input: ModelFiles): { index: File; where: string; shard: (n
   return { index, where: index.name, shard }
 }
 
-/** The whole index file as text: it is small (bounded by MAX_INDEX_SIZE), and read in at most two reads. */
-async function readIndexText(source: RangeSource, where: string, signal?: AbortSignal): Promise<string> {
-  const head = await source.read(0, Math.min(source.size ?? MAX_INDEX_SIZE, 64 * 1024), signal)
-  const size = source.size ?? head.length
-  if (size > MAX_INDEX_SIZE) throw indexError(where, `the index is ${size} bytes, above the limit of ${MAX_INDEX_SIZE}`)
-  const bytes = new Uint8Array(size)
-  bytes.set(head)
-  await readInto(source, head.length, bytes.subarray(head.length), signal)
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes)
-  } catch {
-    throw indexError(where, 'the index is not UTF-8 text')
-  }
-}
-
 export interface OpenModelOptions extends OpenOptions {
   /** Shard headers read at once (default 16): enough to hide a network round trip, few enough for any server. */
   concurrency?: number
@@ -237,13 +82,13 @@ export async function openModel(input: string | URL | ModelFiles, options: OpenM
   const meter = options.onProgress && new ProgressMeter(options.onProgress)
   const opened = await toRangeSource(location, options)
   const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
-  let text: string
+  let bytes: Uint8Array
   try {
-    text = await readIndexText(source, where, options.signal)
+    bytes = await readIndex(source, where, options.signal)
   } finally {
     await source.close?.()
   }
-  const index = parseIndex(where, text)
+  const index = parseIndex(where, bytes)
   const shardNames = index.shards
   const shards: Array<SafetensorsFile | undefined> = []
   let files: Map<string, SafetensorsFile>
@@ -260,9 +105,9 @@ export async function openModel(input: string | URL | ModelFiles, options: OpenM
     // Every entry is in its shard when the shards' tensors the index lists there are as many as its
     // entries (names are unique in a shard).
     let listed = 0
-    for (const [name, file] of files) listed += listedIn(index, name, file.header.tensors)
+    for (const [name, file] of files) listed += index.listedIn(name, file.header.tensors)
     if (listed !== index.entries) {
-      const [tensor, name] = Object.entries(index.weight_map).find(([tensor, name]) => !files.get(name)!.header.has(tensor))!
+      const [tensor, name] = [...index.weightMap()].find(([tensor, name]) => !files.get(name)!.header.has(tensor))!
       const holder = [...files].find(([, file]) => file.header.has(tensor))?.[0]
       const found = holder === undefined ? 'no shard has it' : `it is in ${holder}`
       throw new SafetensorsError(
@@ -274,51 +119,15 @@ export async function openModel(input: string | URL | ModelFiles, options: OpenM
     await Promise.all(shards.map((f) => f?.close()))
     throw error
   }
-  return new SafetensorsModel({ metadata: index.metadata, weight_map: index.weight_map }, files)
-}
-
-/**
- * How many of `tensors` (shard `shard`'s) the index lists in that shard. Where the index lists exactly
- * them, in their order, each is listed there: comparing names tells without a lookup per tensor, which
- * costs several times more (it hashes 91,280 new strings in the largest models). That holds for an index
- * written in the order of the shards (one run each), and for a sorted one, as transformers writes, over
- * shards that safetensors laid out by name (one dtype each): their runs, gathered once, are in order.
- * Otherwise, a lookup each.
- */
-function listedIn(index: ParsedIndex, shard: string, tensors: readonly TensorInfo[]): number {
-  const run = index.firstRuns.get(shard)!
-  const same = (names: readonly string[], start: number, end: number) => {
-    if (end - start !== tensors.length) return false
-    for (let i = 0; i < tensors.length; i++) if (tensors[i].name !== names[start + i]) return false
-    return true
-  }
-  if (index.scattered.has(shard)) {
-    index.gathered ??= gather(index)
-    const names = index.gathered.get(shard)!
-    if (same(names, 0, names.length)) return tensors.length
-  } else if (same(index.names, run.start, run.end)) return tensors.length
-  let listed = 0
-  for (const t of tensors) if (index.weight_map[t.name] === shard) listed++
-  return listed
-}
-
-/** The entries of each scattered shard, in index order: one pass over the runs. */
-function gather(index: ParsedIndex): Map<string, string[]> {
-  const gathered = new Map<string, string[]>()
-  for (const { shard, start, end } of index.runs) {
-    if (!index.scattered.has(shard)) continue
-    let names = gathered.get(shard)
-    if (names === undefined) gathered.set(shard, (names = []))
-    for (let i = start; i < end; i++) names.push(index.names[i])
-  }
-  return gathered
+  return new SafetensorsModel(index, files)
 }
 
 export class SafetensorsModel {
-  readonly #index: ModelIndex
+  readonly #index: ParsedIndex
   readonly #files: Map<string, SafetensorsFile>
 
-  constructor(index: ModelIndex, files: Map<string, SafetensorsFile>) {
+  /** @internal openModel makes a model, once every entry of the index is found in its shard. */
+  constructor(index: ParsedIndex, files: Map<string, SafetensorsFile>) {
     this.#index = index
     this.#files = files
   }
@@ -366,15 +175,14 @@ export class SafetensorsModel {
 
   /** The file name of the shard that holds tensor `name`; throws TensorNotFound. */
   shardOf(name: string): string {
-    const shard = Object.hasOwn(this.#index.weight_map, name) ? this.#index.weight_map[name] : undefined
+    const shard = this.#index.shardOf(name)
     if (shard === undefined) throw new SafetensorsError('TensorNotFound', `no tensor named ${JSON.stringify(name)} in this model's weight_map`)
     return shard
   }
 
   /** Tensors a shard holds that the index does not list there (the model does not include them). */
   unlisted(): Array<{ tensor: string; shard: string }> {
-    const map = this.#index.weight_map
-    return [...this.#files].flatMap(([shard, file]) => file.header.tensors.filter((t) => map[t.name] !== shard).map((t) => ({ tensor: t.name, shard })))
+    return [...this.#files].flatMap(([shard, file]) => this.#unlistedIn(shard, file).map((t) => ({ tensor: t.name, shard })))
   }
 
   async close(): Promise<void> {
@@ -383,10 +191,16 @@ export class SafetensorsModel {
 
   // The tensors the index lists, in shard order then data order (a shard's unlisted tensors are not the model's).
   #listed(): Array<[SafetensorsFile, TensorInfo]> {
-    const map = this.#index.weight_map
-    return [...this.#files].flatMap(([name, file]) =>
-      file.header.tensors.filter((t) => map[t.name] === name).map((t): [SafetensorsFile, TensorInfo] => [file, t]),
-    )
+    return [...this.#files].flatMap(([shard, file]) => {
+      const { tensors } = file.header
+      const listed = this.#index.listedIn(shard, tensors) === tensors.length ? tensors : tensors.filter((t) => this.#index.shardOf(t.name) === shard)
+      return listed.map((t): [SafetensorsFile, TensorInfo] => [file, t])
+    })
+  }
+
+  #unlistedIn(shard: string, file: SafetensorsFile): TensorInfo[] {
+    const { tensors } = file.header
+    return this.#index.listedIn(shard, tensors) === tensors.length ? [] : tensors.filter((t) => this.#index.shardOf(t.name) !== shard)
   }
 
   #fileOf(name: string): SafetensorsFile {

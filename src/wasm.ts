@@ -16,6 +16,7 @@ export interface CoreExports {
   resultPtr(): number
   dtypeTable(count: number): number
   scanHeader(input: number, length: number, fileSize: number): number
+  scanIndex(input: number, length: number): number
   /**
    * Converts `count` elements at `src` from dtype `from` to `to` at `dst` (indices in DTYPES; in place
    * allowed, see assembly/convert.ts); 0, touching nothing, where the pair has no kernel.

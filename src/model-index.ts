@@ -1,0 +1,192 @@
+// A sharded model's index, model.safetensors.index.json: read whole, validated by the wasm core's index
+// scanner (assembly/header.ts scanIndex: JSON, the schema, every repeated key) and kept as its text and the
+// scanner's table of weight_map entries. JSON.parse of the largest indexes (91,280 entries) builds an
+// object of that many keys, which costs several times the scan; nothing here makes a string per entry
+// until a lookup by name needs it.
+import { SafetensorsError } from './errors.ts'
+import { type Boundary, runScanner, syntaxMessage, type TensorInfo } from './header.ts'
+import { type RangeSource, readInto } from './source.ts'
+
+const MAX_INDEX_SIZE = 100_000_000
+
+export function indexError(where: string, message: string): SafetensorsError {
+  return new SafetensorsError('InvalidHeaderDeserialization', `${where}: ${message}`)
+}
+
+/** The whole index file: it is small (bounded by MAX_INDEX_SIZE), and read in at most two reads. */
+export async function readIndex(source: RangeSource, where: string, signal?: AbortSignal): Promise<Uint8Array> {
+  const head = await source.read(0, Math.min(source.size ?? MAX_INDEX_SIZE, 64 * 1024), signal)
+  const size = source.size ?? head.length
+  if (size > MAX_INDEX_SIZE) throw indexError(where, `the index is ${size} bytes, above the limit of ${MAX_INDEX_SIZE}`)
+  const bytes = new Uint8Array(size)
+  bytes.set(head)
+  await readInto(source, head.length, bytes.subarray(head.length), signal)
+  return bytes
+}
+
+/** Shard names are plain file names beside the index: nothing that could reach outside its folder. */
+function checkShardName(where: string, shard: string): void {
+  if (shard === '' || shard === '.' || shard === '..' || /[/\\:\0]/.test(shard) || /%(2f|5c|2e)/i.test(shard)) {
+    throw indexError(where, `shard name ${JSON.stringify(shard)} is not a plain file name in the index's folder`)
+  }
+}
+
+/** Entries [start, end) of the weight_map, in its order, that name one shard. */
+interface Run {
+  shard: string
+  start: number
+  end: number
+}
+
+const decoder = new TextDecoder('utf-8', { fatal: true })
+const BOM = [0xef, 0xbb, 0xbf]
+
+/** Validates an index's bytes; the error names `where`. */
+export function parseIndex(where: string, bytes: Uint8Array): ParsedIndex {
+  let text: string
+  try {
+    text = decoder.decode(bytes)
+  } catch {
+    throw indexError(where, 'the index is not UTF-8 text')
+  }
+  // TextDecoder drops a byte order mark, as the text JSON.parse used to see did: so does the scan.
+  const json = BOM.every((b, i) => bytes[i] === b) ? bytes.subarray(3) : bytes
+  return runScanner(
+    json,
+    'an index',
+    (exports, input, n) => exports.scanIndex(input, n),
+    (scan) => {
+      const { status, result, view, memory, boundary } = scan
+      const L = boundary.layout
+      if (status !== L.STATUS_OK) throw indexError(where, `invalid index at ${syntaxMessage(scan, json, 0)}`)
+      const u32At = (at: number) => view.getUint32(at, true)
+      const entries = u32At(result + L.RESULT_TENSOR_COUNT)
+      const weights = u32At(result + L.RESULT_WEIGHTS)
+      const table = new Uint32Array(memory.slice(weights, weights + entries * L.WEIGHT_SIZE))
+      const metadata =
+        u32At(result + L.RESULT_METADATA_START) === 0xffffffff
+          ? undefined
+          : (JSON.parse(text.slice(u32At(result + L.RESULT_METADATA_START16), u32At(result + L.RESULT_METADATA_END16))) as Record<string, unknown>)
+      const index = new ParsedIndex(text, table, entries, L, metadata)
+      for (const shard of index.shards) checkShardName(where, shard)
+      return index
+    },
+  )
+}
+
+/** The index once valid: its metadata, shards and entries; the check of a shard's tensors against it. */
+export class ParsedIndex {
+  /** The weight_map's distinct shard names, in order of first appearance. */
+  readonly shards: string[]
+  readonly #text: string
+  readonly #table: Uint32Array
+  // The fields of an entry in #table, in 32-bit words.
+  readonly #stride: number
+  readonly #key16Start: number
+  readonly #key16End: number
+  readonly #escaped: number
+  readonly #runs: Run[] = []
+  readonly #firstRuns = new Map<string, Run>()
+  /** Shards whose entries come in more than one run, and (once the check needs them) their entries in order. */
+  readonly #scattered = new Set<string>()
+  #gathered?: Map<string, number[]>
+  #shardOf?: Map<string, string>
+
+  constructor(
+    text: string,
+    table: Uint32Array,
+    /** The weight_map's entries. */
+    readonly entries: number,
+    L: Boundary['layout'],
+    readonly metadata: Record<string, unknown> | undefined,
+  ) {
+    this.#text = text
+    this.#table = table
+    this.#stride = L.WEIGHT_SIZE / 4
+    this.#key16Start = L.WEIGHT_KEY16_START / 4
+    this.#key16End = L.WEIGHT_KEY16_END / 4
+    this.#escaped = L.ESCAPED
+    const shard16Start = L.WEIGHT_SHARD16_START / 4
+    const shard16End = L.WEIGHT_SHARD16_END / 4
+    const newShard = L.WEIGHT_NEW_SHARD / 4
+    let run: Run = { shard: '', start: 0, end: 0 }
+    for (let i = 0, at = 0; i < entries; i++, at += this.#stride) {
+      // The scanner marks where the shard's text changes; escapes can spell one name two ways.
+      if (table[at + newShard] === 0) continue
+      const shard = this.#decoded(table[at + shard16Start], table[at + shard16End])
+      if (shard === run.shard && i > 0) continue
+      run.end = i
+      this.#runs.push((run = { shard, start: i, end: i }))
+      if (this.#firstRuns.has(shard)) this.#scattered.add(shard)
+      else this.#firstRuns.set(shard, run)
+    }
+    run.end = entries
+    this.shards = [...this.#firstRuns.keys()]
+  }
+
+  #decoded(start: number, end: number): string {
+    const raw = this.#text.slice(start, (end & ~this.#escaped) >>> 0)
+    return end & this.#escaped ? (JSON.parse(`"${raw}"`) as string) : raw
+  }
+
+  /** The tensor name of entry `i`. */
+  nameAt(i: number): string {
+    const at = i * this.#stride
+    return this.#decoded(this.#table[at + this.#key16Start], this.#table[at + this.#key16End])
+  }
+
+  // Whether entry `i` names `name`.
+  #isNameAt(i: number, name: string): boolean {
+    const at = i * this.#stride
+    const start = this.#table[at + this.#key16Start]
+    const end = this.#table[at + this.#key16End]
+    // A slice and === costs a third of startsWith here (V8).
+    return end & this.#escaped ? this.nameAt(i) === name : this.#text.slice(start, end) === name
+  }
+
+  /** Every entry as [tensor, shard], in the weight_map's order. */
+  *weightMap(): Generator<[string, string]> {
+    for (const { shard, start, end } of this.#runs) for (let i = start; i < end; i++) yield [this.nameAt(i), shard]
+  }
+
+  /** The shard the weight_map puts `name` in. The table by name is made when first needed. */
+  shardOf(name: string): string | undefined {
+    this.#shardOf ??= new Map(this.weightMap())
+    return this.#shardOf.get(name)
+  }
+
+  /**
+   * How many of `tensors` (shard `shard`'s) the index lists in that shard. Where the index lists exactly
+   * them, in their order, each is listed there: comparing names tells without a lookup per tensor, which
+   * costs several times more (it hashes 91,280 new strings in the largest models). That holds for an index
+   * written in the order of the shards (one run each), and for a sorted one, as transformers writes, over
+   * shards that safetensors laid out by name (one dtype each): their runs, gathered once, are in order.
+   * Otherwise, a lookup each.
+   */
+  listedIn(shard: string, tensors: readonly TensorInfo[]): number {
+    const run = this.#firstRuns.get(shard)
+    if (run === undefined) return 0
+    let same = false
+    if (this.#scattered.has(shard)) {
+      this.#gathered ??= this.#gather()
+      const entries = this.#gathered.get(shard)!
+      same = entries.length === tensors.length && tensors.every((t, i) => this.#isNameAt(entries[i], t.name))
+    } else same = run.end - run.start === tensors.length && tensors.every((t, i) => this.#isNameAt(run.start + i, t.name))
+    if (same) return tensors.length
+    let listed = 0
+    for (const t of tensors) if (this.shardOf(t.name) === shard) listed++
+    return listed
+  }
+
+  /** The entries of each scattered shard, in index order: one pass over the runs. */
+  #gather(): Map<string, number[]> {
+    const gathered = new Map<string, number[]>()
+    for (const { shard, start, end } of this.#runs) {
+      if (!this.#scattered.has(shard)) continue
+      let entries = gathered.get(shard)
+      if (entries === undefined) gathered.set(shard, (entries = []))
+      for (let i = start; i < end; i++) entries.push(i)
+    }
+    return gathered
+  }
+}
