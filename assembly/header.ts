@@ -836,8 +836,8 @@ export function scanHeader(input: usize, length: u32, fileSize: f64): i32 {
 function parseWeightMap(): bool {
   if (byte(pos) != 0x7b) return syntax(R_WEIGHT_MAP_NOT_OBJECT);
   let object = ++objects;
+  // A second weight_map is a repeated key, which dedupe reports: its entries count for the table's size.
   store<u32>(RESULT, <u32>top, RESULT_WEIGHTS);
-  tensorCount = 0;
   pos++;
   skipWs();
   if (byte(pos) == 0x7d) {

@@ -87,7 +87,7 @@ export const REASON_TEXT = {
   R_EXPECTED_COLON: "expected ':' after the key",
   R_EXPECTED_COMMA_OR_BRACE: "expected ',' or '}'",
   R_EXPECTED_COMMA_OR_BRACKET: "expected ',' or ']'",
-  R_TRAILING: 'unexpected characters after the header object',
+  R_TRAILING: 'unexpected characters after the JSON object',
   R_CONTROL_CHAR: 'control character in a string (it must be escaped)',
   R_BAD_ESCAPE: 'invalid escape sequence',
   R_LONE_SURROGATE: 'lone surrogate escape (\\uD800-\\uDFFF must form a pair)',
@@ -291,7 +291,7 @@ function scan(headerBytes: Uint8Array, knownSize: number | undefined): Header {
  * Where and why a scan found the text malformed (InvalidHeader and InvalidHeaderDeserialization), from the
  * result table: `byte N ...: why, near "..."`. `offset` is where the text starts in its file.
  */
-export function syntaxMessage(scan: ScanResult, text: Uint8Array, offset: number): string {
+export function syntaxMessage(scan: ScanResult, text: Uint8Array, offset: number, what: 'header' | 'index'): string {
   const { view, result, boundary: b } = scan
   const L = b.layout
   const reason = view.getInt32(result + L.RESULT_REASON, true)
@@ -305,7 +305,7 @@ export function syntaxMessage(scan: ScanResult, text: Uint8Array, offset: number
   if (reason === L.R_MISSING_FIELD) why = `tensor entry lacks ${['dtype', 'shape', 'data_offsets'].filter((_, i) => !(a & (1 << i))).join(', ')}`
   if (reason === L.R_DUPLICATE_KEY && a < end) why = `the key ${JSON.stringify(keyText(text, a, end))} appears twice in one object`
   if (reason === L.R_SHARD_NOT_STRING) why = `weight_map[${JSON.stringify(keyText(text, a, end))}] must be a file name`
-  return `${where}: ${why}${at >= n ? ' (the header ended)' : `, near ${excerpt(text, at)}`}`
+  return `${where}: ${why}${at >= n ? ` (the ${what} ended)` : `, near ${excerpt(text, at)}`}`
 }
 
 function scanError(scan: ScanResult, header: Uint8Array, fileSize: number): SafetensorsError {
@@ -318,8 +318,8 @@ function scanError(scan: ScanResult, header: Uint8Array, fileSize: number): Safe
   const c = view.getBigUint64(result + L.RESULT_C, true)
   if (status === L.STATUS_OUT_OF_MEMORY)
     return new SafetensorsError(code, `validating a header of ${header.length} bytes needs more wasm memory than could be allocated`)
-  if (code === 'InvalidHeader') return new SafetensorsError(code, `the header is ${syntaxMessage(scan, header, 8)}`)
-  if (code === 'InvalidHeaderDeserialization') return new SafetensorsError(code, `invalid header at ${syntaxMessage(scan, header, 8)}`)
+  if (code === 'InvalidHeader') return new SafetensorsError(code, `the header is ${syntaxMessage(scan, header, 8, 'header')}`)
+  if (code === 'InvalidHeaderDeserialization') return new SafetensorsError(code, `invalid header at ${syntaxMessage(scan, header, 8, 'header')}`)
   if (code === 'MetadataIncompleteBuffer') {
     const why = a < BigInt(fileSize) ? `${BigInt(fileSize) - a} trailing bytes` : `${a - BigInt(fileSize)} bytes missing`
     return new SafetensorsError(code, `the tensors end at file offset ${a}, but the file has ${fileSize} bytes (${why})`)

@@ -58,7 +58,7 @@ export function parseIndex(where: string, bytes: Uint8Array): ParsedIndex {
     (scan) => {
       const { status, result, view, memory, boundary } = scan
       const L = boundary.layout
-      if (status !== L.STATUS_OK) throw indexError(where, `invalid index at ${syntaxMessage(scan, json, 0)}`)
+      if (status !== L.STATUS_OK) throw indexError(where, `invalid index at ${syntaxMessage(scan, json, 0, 'index')}`)
       const u32At = (at: number) => view.getUint32(at, true)
       const entries = u32At(result + L.RESULT_TENSOR_COUNT)
       const weights = u32At(result + L.RESULT_WEIGHTS)

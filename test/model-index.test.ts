@@ -1,0 +1,195 @@
+// The index scanner (src/model-index.ts over assembly/header.ts scanIndex) against a reference written
+// here from the rules: the strict JSON parser of the reference validator (every object's keys distinct
+// after decoding, no lone surrogate, at most 64 levels), then the index's schema. Mutants of real and
+// synthetic indexes must get the same verdict, and where valid the same metadata, shards and entries.
+//
+//   INDEX_MUTANTS=100000 npx vitest run test/model-index.test.ts   # more mutants (default 4000)
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, test } from 'vitest'
+import { SafetensorsError } from '../src/errors.ts'
+import { parseIndex } from '../src/model-index.ts'
+import '../src/node.ts'
+import { deepseekShaped } from '../bench/synthetic.js'
+import { escapeBytes, FIXTURES_REAL, utf8 } from './helpers.ts'
+import { latin1ToBytes, mutate, rngFor, type Rng } from './mutants.ts'
+import { decodeUtf8Strict, type JValue, JsonError, parseJson } from './reference-validator.ts'
+
+const COUNT = Number(process.env.INDEX_MUTANTS ?? 4000)
+
+type Verdict = { ok: true; metadata: unknown; shards: string[]; entries: Array<[string, string]> } | { ok: false; why: string }
+
+/** The rules of an index, one by one, over the reference's parse tree. */
+function referenceIndex(bytes: Uint8Array): Verdict {
+  const fail = (why: string): Verdict => ({ ok: false, why })
+  let text = decodeUtf8Strict(bytes)
+  if (text === null) return fail('not UTF-8')
+  // A byte order mark is dropped, as TextDecoder does (the index's JSON.parse never saw one).
+  if (text.startsWith('\ufeff')) text = text.slice(1)
+  let doc: JValue
+  try {
+    doc = parseJson(text)
+  } catch (e) {
+    if (e instanceof JsonError) return fail(e.message)
+    throw e
+  }
+  if (doc.kind !== 'object') return fail('not an object')
+  const member = (key: string) => doc.members.find(([k]) => k === key)?.[1]
+  const map = member('weight_map')
+  if (map?.kind !== 'object') return fail('no weight_map object')
+  const metadata = member('metadata')
+  if (metadata !== undefined && metadata.kind !== 'object') return fail('metadata not an object')
+  const entries: Array<[string, string]> = []
+  for (const [name, value] of map.members) {
+    if (value.kind !== 'string') return fail(`weight_map[${name}] not a string`)
+    entries.push([name, value.value])
+  }
+  const shards = [...new Set(entries.map(([, shard]) => shard))]
+  for (const shard of shards) {
+    const plain = shard !== '' && shard !== '.' && shard !== '..' && ![...'/\\:\0'].some((c) => shard.includes(c))
+    if (!plain || /%2f|%5c|%2e/i.test(shard)) return fail(`shard name ${shard}`)
+  }
+  return { ok: true, metadata: metadata && JSON.parse(text).metadata, shards, entries }
+}
+
+function library(bytes: Uint8Array): Verdict {
+  try {
+    const index = parseIndex('index.json', bytes)
+    return { ok: true, metadata: index.metadata, shards: index.shards, entries: [...index.weightMap()] }
+  } catch (e) {
+    if (e instanceof SafetensorsError && e.code === 'InvalidHeaderDeserialization') return { ok: false, why: e.message }
+    throw e
+  }
+}
+
+const latin1 = (b: Uint8Array) => Array.from(b, (c) => String.fromCharCode(c)).join('')
+
+const SEEDS = [
+  readFileSync(join(FIXTURES_REAL, 'index', 'fluxml__safetensors.jl__model.safetensors.index.json')),
+  readFileSync(join(FIXTURES_REAL, 'index', 'yourilalain__2prymmal-yi1.5-6b-slerp__model.safetensors.index.json')),
+  utf8('{"weight_map":{}}'),
+  utf8(
+    '\ufeff { "metadata" : {"total_size": 12, "nested": {"a": [1, -2.5e3, true, null, {"b": "c"}]}},\n' +
+      ' "weight_map": {"a": "s1.safetensors", "b\\u0061": "s1.safetensors", "é": "s2.safetensors", "😀": "s\\u0031.safetensors",\n' +
+      '  "c": "s2.safetensors", "d\\"q": "s3.safetensors"}, "format": ["pt", 1] }\n',
+  ),
+].map((b) => latin1(new Uint8Array(b)))
+
+const VALUES = ['1', 'null', 'true', '{}', '[]', '"s1.safetensors"', '"../x"', '"a/b"', '"%2e%2e"', '""', '"x\\u0000y"', '"s\\u002fx"']
+const DEEP = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`
+
+/** Mutations where an index's own rules live, on its text (one char per byte). */
+function mutateIndex(text: string, r: Rng, log: string[]): string {
+  const pairs = [...text.matchAll(/"((?:[^"\\]|\\.)*)"\s*:\s*"((?:[^"\\]|\\.)*)"/g)]
+  const pair = pairs.length > 0 ? r.pick(pairs) : undefined
+  switch (r.int(8)) {
+    case 0: // an entry listed again, in the same shard or another
+      if (!pair) return text
+      log.push(`repeat ${pair[1]}`)
+      return text.replace(pair[0], `${pair[0]}, "${pair[1]}": "${r.pick(pairs)[2]}"`)
+    case 1: // a value that is not a plain file name
+      if (!pair) return text
+      log.push(`value of ${pair[1]}`)
+      return text.replace(pair[0], `"${pair[1]}": ${r.pick(VALUES)}`)
+    case 2: // weight_map or metadata of another type, or gone
+      log.push('weight_map/metadata')
+      return text.replace(r.pick([/"weight_map"\s*:/, /"metadata"\s*:/]), r.pick(['"weight_map": ', '"metadata": ', '"other": ', `"metadata": ${r.pick(VALUES)}, "x":`]))
+    case 3: // a value nested around the depth limit, at the top or in the metadata
+      log.push('deep')
+      return text.replace(r.pick(['{', /"metadata"\s*:\s*{/]), (found) => `${found}"deep": ${DEEP(60 + r.int(6))}, `)
+    case 4: // a name's character escaped: the same name, or a repeat of another entry's
+      if (!pair) return text
+      log.push(`escape in ${pair[1]}`)
+      return text.replace(`"${pair[1]}"`, `"${pair[1].replace(/[a-z]/, (c) => `\\u00${c.charCodeAt(0).toString(16)}`)}"`)
+    case 5: // a byte order mark, or text before or after the object
+      log.push('around')
+      return r.pick([`\u00ef\u00bb\u00bf${text}`, `${text} x`, `${text}{}`, ` ${text}\n`])
+    case 6: // two entries' names the same
+      if (pairs.length < 2) return text
+      log.push('rename')
+      return text.replace(r.pick(pairs)[0], `"${r.pick(pairs)[1]}": "s.safetensors"`)
+    default: // a top-level key repeated, weight_map included
+      log.push('top repeat')
+      return text.replace(/}\s*$/, `, ${r.pick(['"weight_map": {}', '"metadata": {}', '"format": 1'])}}`)
+  }
+}
+
+describe('the index scanner agrees with the reference', () => {
+  test(`${COUNT} mutants of real and synthetic indexes: the same verdict, and where valid the same metadata, shards and entries`, () => {
+    const outcomes = { ok: 0, rejected: 0 }
+    for (let i = 0; i < COUNT; i++) {
+      const r = rngFor(0x1dec5, i)
+      let text = r.pick(SEEDS)
+      const log: string[] = []
+      for (let k = 1 + r.int(3); k > 0; k--) {
+        if (r.next() < 0.5) text = mutateIndex(text, r, log)
+        else {
+          // The header mutants' byte-level changes (bytes, bits, numbers, whitespace, escapes).
+          const m = { header: text, dataLength: 0, log }
+          mutate(m, r)
+          text = m.header
+        }
+      }
+      const bytes = latin1ToBytes(text)
+      const want = referenceIndex(bytes)
+      const got = library(bytes)
+      const context = `mutant ${i}: ${log.join('; ')}\n${escapeBytes(bytes, 400)}\nreference: ${want.ok ? 'valid' : want.why}\nlibrary: ${got.ok ? 'valid' : got.why}`
+      expect(got.ok, context).toBe(want.ok)
+      if (got.ok && want.ok) {
+        expect(got.metadata, context).toEqual(want.metadata)
+        expect(got.shards, context).toEqual(want.shards)
+        expect(got.entries, context).toEqual(want.entries)
+      }
+      outcomes[want.ok ? 'ok' : 'rejected']++
+    }
+    // Agreement says little unless both verdicts are common.
+    expect(outcomes.ok).toBeGreaterThan(COUNT / 10)
+    expect(outcomes.rejected).toBeGreaterThan(COUNT / 10)
+  }, 60_000 + COUNT * 5)
+
+  test('a DeepSeek-V3-shaped index (91,280 entries): the entries and shards JSON.parse finds, in order', () => {
+    for (const layout of ['model', 'transformers'] as const) {
+      const { index } = deepseekShaped({ layout })
+      const parsed = parseIndex('index.json', utf8(index))
+      const { weight_map, metadata } = JSON.parse(index) as { weight_map: Record<string, string>; metadata: unknown }
+      expect([...parsed.weightMap()]).toEqual(Object.entries(weight_map))
+      expect(parsed.shards).toEqual([...new Set(Object.values(weight_map))])
+      expect(parsed.entries).toBe(91_280)
+      expect(parsed.metadata).toEqual(metadata)
+    }
+  })
+})
+
+describe('errors name what is wrong and where', () => {
+  const messageOf = (text: string | Uint8Array) => {
+    try {
+      parseIndex('model.safetensors.index.json', typeof text === 'string' ? utf8(text) : text)
+    } catch (e) {
+      expect(e).toBeInstanceOf(SafetensorsError)
+      expect((e as SafetensorsError).code).toBe('InvalidHeaderDeserialization')
+      return (e as SafetensorsError).message
+    }
+    throw new Error(`accepted: ${text}`)
+  }
+  test.each([
+    ['{"weight_map":{"a":"s.safetensors","a":"t.safetensors"}}', 'byte 35: the key "a" appears twice in one object'],
+    ['{"weight_map":{"w\\u0031":"s.safetensors","w1":"s.safetensors"}}', 'the key "w1" appears twice'],
+    ['{"weight_map":{"a":"s.safetensors","b":7}}', 'byte 39: weight_map["b"] must be a file name'],
+    ['{"metadata":{"total_size":1}}', 'expected an object with a "weight_map" object'],
+    ['[]', 'byte 0: expected an object with a "weight_map" object'],
+    ['{"weight_map":[]}', 'byte 14: "weight_map" must be an object'],
+    ['{"weight_map":{},"metadata":null}', 'byte 28: "metadata" must be an object'],
+    ['{"weight_map":{}} x', 'byte 18: unexpected characters after the JSON object'],
+    ['{"weight_map":{"a":"s.safetensors"', 'byte 34: expected \',\' or \'}\' (the index ended)'],
+    [`{"weight_map":{},"x":${DEEP(64)}}`, 'byte 84: values nested deeper than 64 levels'],
+    ['{"weight_map":{"a":"../s.safetensors"}}', 'shard name "../s.safetensors" is not a plain file name'],
+  ])('%s', (text, message) => {
+    const got = messageOf(text)
+    expect(got.startsWith('model.safetensors.index.json: '), got).toBe(true)
+    expect(got).toContain(message)
+  })
+
+  test('text that is not UTF-8', () => {
+    expect(messageOf(new Uint8Array([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d]))).toContain('not UTF-8')
+  })
+})
