@@ -12,8 +12,8 @@ import { parseIndex } from '../src/model-index.ts'
 import '../src/node.ts'
 import { deepseekShaped } from '../bench/synthetic.js'
 import { escapeBytes, FIXTURES_REAL, utf8 } from './helpers.ts'
-import { latin1ToBytes, mutate, rngFor, type Rng } from './mutants.ts'
-import { decodeUtf8Strict, type JValue, JsonError, parseJson } from './reference-validator.ts'
+import { latin1ToBytes, mutate, type Rng, rngFor } from './mutants.ts'
+import { decodeUtf8Strict, JsonError, type JValue, parseJson } from './reference-validator.ts'
 
 const COUNT = Number(process.env.INDEX_MUTANTS ?? 4000)
 
@@ -93,7 +93,10 @@ function mutateIndex(text: string, r: Rng, log: string[]): string {
       return text.replace(pair[0], `"${pair[1]}": ${r.pick(VALUES)}`)
     case 2: // weight_map or metadata of another type, or gone
       log.push('weight_map/metadata')
-      return text.replace(r.pick([/"weight_map"\s*:/, /"metadata"\s*:/]), r.pick(['"weight_map": ', '"metadata": ', '"other": ', `"metadata": ${r.pick(VALUES)}, "x":`]))
+      return text.replace(
+        r.pick([/"weight_map"\s*:/, /"metadata"\s*:/]),
+        r.pick(['"weight_map": ', '"metadata": ', '"other": ', `"metadata": ${r.pick(VALUES)}, "x":`]),
+      )
     case 3: // a value nested around the depth limit, at the top or in the metadata
       log.push('deep')
       return text.replace(r.pick(['{', /"metadata"\s*:\s*{/]), (found) => `${found}"deep": ${DEEP(60 + r.int(6))}, `)
@@ -115,37 +118,41 @@ function mutateIndex(text: string, r: Rng, log: string[]): string {
 }
 
 describe('the index scanner agrees with the reference', () => {
-  test(`${COUNT} mutants of real and synthetic indexes: the same verdict, and where valid the same metadata, shards and entries`, () => {
-    const outcomes = { ok: 0, rejected: 0 }
-    for (let i = 0; i < COUNT; i++) {
-      const r = rngFor(0x1dec5, i)
-      let text = r.pick(SEEDS)
-      const log: string[] = []
-      for (let k = 1 + r.int(3); k > 0; k--) {
-        if (r.next() < 0.5) text = mutateIndex(text, r, log)
-        else {
-          // The header mutants' byte-level changes (bytes, bits, numbers, whitespace, escapes).
-          const m = { header: text, dataLength: 0, log }
-          mutate(m, r)
-          text = m.header
+  test(
+    `${COUNT} mutants of real and synthetic indexes: the same verdict, and where valid the same metadata, shards and entries`,
+    () => {
+      const outcomes = { ok: 0, rejected: 0 }
+      for (let i = 0; i < COUNT; i++) {
+        const r = rngFor(0x1dec5, i)
+        let text = r.pick(SEEDS)
+        const log: string[] = []
+        for (let k = 1 + r.int(3); k > 0; k--) {
+          if (r.next() < 0.5) text = mutateIndex(text, r, log)
+          else {
+            // The header mutants' byte-level changes (bytes, bits, numbers, whitespace, escapes).
+            const m = { header: text, dataLength: 0, log }
+            mutate(m, r)
+            text = m.header
+          }
         }
+        const bytes = latin1ToBytes(text)
+        const want = referenceIndex(bytes)
+        const got = library(bytes)
+        const context = `mutant ${i}: ${log.join('; ')}\n${escapeBytes(bytes, 400)}\nreference: ${want.ok ? 'valid' : want.why}\nlibrary: ${got.ok ? 'valid' : got.why}`
+        expect(got.ok, context).toBe(want.ok)
+        if (got.ok && want.ok) {
+          expect(got.metadata, context).toEqual(want.metadata)
+          expect(got.shards, context).toEqual(want.shards)
+          expect(got.entries, context).toEqual(want.entries)
+        }
+        outcomes[want.ok ? 'ok' : 'rejected']++
       }
-      const bytes = latin1ToBytes(text)
-      const want = referenceIndex(bytes)
-      const got = library(bytes)
-      const context = `mutant ${i}: ${log.join('; ')}\n${escapeBytes(bytes, 400)}\nreference: ${want.ok ? 'valid' : want.why}\nlibrary: ${got.ok ? 'valid' : got.why}`
-      expect(got.ok, context).toBe(want.ok)
-      if (got.ok && want.ok) {
-        expect(got.metadata, context).toEqual(want.metadata)
-        expect(got.shards, context).toEqual(want.shards)
-        expect(got.entries, context).toEqual(want.entries)
-      }
-      outcomes[want.ok ? 'ok' : 'rejected']++
-    }
-    // Agreement says little unless both verdicts are common.
-    expect(outcomes.ok).toBeGreaterThan(COUNT / 10)
-    expect(outcomes.rejected).toBeGreaterThan(COUNT / 10)
-  }, 60_000 + COUNT * 5)
+      // Agreement says little unless both verdicts are common.
+      expect(outcomes.ok).toBeGreaterThan(COUNT / 10)
+      expect(outcomes.rejected).toBeGreaterThan(COUNT / 10)
+    },
+    60_000 + COUNT * 5,
+  )
 
   test('a DeepSeek-V3-shaped index (91,280 entries): the entries and shards JSON.parse finds, in order', () => {
     for (const layout of ['model', 'transformers'] as const) {
@@ -180,7 +187,7 @@ describe('errors name what is wrong and where', () => {
     ['{"weight_map":[]}', 'byte 14: "weight_map" must be an object'],
     ['{"weight_map":{},"metadata":null}', 'byte 28: "metadata" must be an object'],
     ['{"weight_map":{}} x', 'byte 18: unexpected characters after the JSON object'],
-    ['{"weight_map":{"a":"s.safetensors"', 'byte 34: expected \',\' or \'}\' (the index ended)'],
+    ['{"weight_map":{"a":"s.safetensors"', "byte 34: expected ',' or '}' (the index ended)"],
     [`{"weight_map":{},"x":${DEEP(64)}}`, 'byte 84: values nested deeper than 64 levels'],
     ['{"weight_map":{"a":"../s.safetensors"}}', 'shard name "../s.safetensors" is not a plain file name'],
   ])('%s', (text, message) => {
