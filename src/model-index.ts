@@ -58,6 +58,8 @@ export function parseIndex(where: string, bytes: Uint8Array): ParsedIndex {
     (scan) => {
       const { status, result, view, memory, boundary } = scan
       const L = boundary.layout
+      if (status === L.STATUS_OUT_OF_MEMORY)
+        throw indexError(where, `validating an index of ${json.length} bytes needs more wasm memory than could be allocated`)
       if (status !== L.STATUS_OK) throw indexError(where, `invalid index at ${syntaxMessage(scan, json, 0, 'index')}`)
       const u32At = (at: number) => view.getUint32(at, true)
       const entries = u32At(result + L.RESULT_TENSOR_COUNT)
