@@ -153,30 +153,33 @@ export class ParsedIndex {
 
   /** The shard the weight_map puts `name` in. The table by name is made when first needed. */
   shardOf(name: string): string | undefined {
-    this.#shardOf ??= new Map(this.weightMap())
+    if (this.#shardOf === undefined) {
+      this.#shardOf = new Map()
+      for (const { shard, start, end } of this.#runs) for (let i = start; i < end; i++) this.#shardOf.set(this.nameAt(i), shard)
+    }
     return this.#shardOf.get(name)
   }
 
   /**
    * How many of `tensors` (shard `shard`'s) the index lists in that shard. Where the index lists exactly
-   * them, in their order, each is listed there: comparing names tells without a lookup per tensor, which
-   * costs several times more (it hashes 91,280 new strings in the largest models). That holds for an index
-   * written in the order of the shards (one run each), and for a sorted one, as transformers writes, over
-   * shards that safetensors laid out by name (one dtype each): their runs, gathered once, are in order.
-   * Otherwise, a lookup each.
+   * them, in their order, each is listed there: comparing names tells without hashing every name, which
+   * costs several times more (91,280 new strings in the largest models). That holds for an index written
+   * in the order of the shards (one run each), and for a sorted one, as transformers writes, over shards
+   * that safetensors laid out by name (one dtype each): their runs, gathered once, are in order.
+   * Otherwise, a set of the shard's entries: names are unique in the index, so an entry of this shard is
+   * one the weight_map puts here.
    */
   listedIn(shard: string, tensors: readonly TensorInfo[]): number {
     const run = this.#firstRuns.get(shard)
     if (run === undefined) return 0
-    let same = false
-    if (this.#scattered.has(shard)) {
-      this.#gathered ??= this.#gather()
-      const entries = this.#gathered.get(shard)!
-      same = entries.length === tensors.length && tensors.every((t, i) => this.#isNameAt(entries[i], t.name))
-    } else same = run.end - run.start === tensors.length && tensors.every((t, i) => this.#isNameAt(run.start + i, t.name))
-    if (same) return tensors.length
+    const gathered = this.#scattered.has(shard) ? (this.#gathered ??= this.#gather()).get(shard)! : undefined
+    const count = gathered ? gathered.length : run.end - run.start
+    const entry = gathered ? (i: number) => gathered[i] : (i: number) => run.start + i
+    if (count === tensors.length && tensors.every((t, i) => this.#isNameAt(entry(i), t.name))) return tensors.length
+    const names = new Set<string>()
+    for (let i = 0; i < count; i++) names.add(this.nameAt(entry(i)))
     let listed = 0
-    for (const t of tensors) if (this.shardOf(t.name) === shard) listed++
+    for (const t of tensors) if (names.has(t.name)) listed++
     return listed
   }
 
