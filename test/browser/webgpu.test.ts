@@ -46,12 +46,33 @@ async function pageApi() {
     mapAsync(mode: number): Promise<void>
     destroy(): void
   }
+  interface GpuPass {
+    setPipeline(pipeline: unknown): void
+    setBindGroup(index: number, group: unknown): void
+    dispatchWorkgroups(count: number): void
+    end(): void
+  }
+  interface GpuEncoder {
+    copyBufferToBuffer(source: GpuBuffer, sourceOffset: number, target: GpuBuffer, targetOffset: number, size: number): void
+    beginComputePass(): GpuPass
+    finish(): unknown
+  }
+  interface GpuDevice {
+    createBuffer(descriptor: { size: number; usage: number; mappedAtCreation?: boolean }): GpuBuffer
+    createCommandEncoder(): GpuEncoder
+    createShaderModule(descriptor: { code: string }): unknown
+    createComputePipeline(descriptor: { layout: 'auto'; compute: { module: unknown; entryPoint: string } }): { getBindGroupLayout(index: number): unknown }
+    createBindGroup(descriptor: { layout: unknown; entries: Array<{ binding: number; resource: { buffer: GpuBuffer } }> }): unknown
+    queue: { submit(commands: unknown[]): void }
+  }
   const STORAGE = 0x80,
     COPY_SRC = 0x04,
     COPY_DST = 0x08,
     MAP_READ = 0x01
   const gpu = (
-    navigator as unknown as { gpu?: { requestAdapter(): Promise<{ info: { vendor: string; architecture: string }; requestDevice(): Promise<any> } | null> } }
+    navigator as unknown as {
+      gpu?: { requestAdapter(): Promise<{ info: { vendor: string; architecture: string }; requestDevice(): Promise<GpuDevice> } | null> }
+    }
   ).gpu
   const adapter = await gpu?.requestAdapter()
   if (!adapter) throw new Error('no WebGPU adapter')
@@ -61,7 +82,7 @@ async function pageApi() {
   async function upload(file: Library.SafetensorsFile, name: string) {
     const info = file.info(name)
     const size = 4 * info.shape.reduce((a, b) => a * b, 1)
-    const buffer: GpuBuffer = device.createBuffer({ size, usage: STORAGE | COPY_SRC, mappedAtCreation: true })
+    const buffer = device.createBuffer({ size, usage: STORAGE | COPY_SRC, mappedAtCreation: true })
     const range = buffer.getMappedRange()
     const tensor = await file.getTensor(name, { dtype: 'F32', out: range })
     const intoMapped = tensor.data.buffer === range && tensor.data.byteOffset === 0 && tensor.data.byteLength === size
@@ -71,7 +92,7 @@ async function pageApi() {
 
   /** The bytes of a GPU buffer, as their SHA-256 in hex (a few bytes to hand back instead of megabytes). */
   async function readBack(source: GpuBuffer, size: number): Promise<ArrayBuffer> {
-    const staging: GpuBuffer = device.createBuffer({ size, usage: MAP_READ | COPY_DST })
+    const staging = device.createBuffer({ size, usage: MAP_READ | COPY_DST })
     const encoder = device.createCommandEncoder()
     encoder.copyBufferToBuffer(source, 0, staging, 0, size)
     device.queue.submit([encoder.finish()])
@@ -109,7 +130,7 @@ async function pageApi() {
       const w = await upload(file, names.w)
       const x = await upload(file, names.x)
       const rows = file.info(names.w).shape[0]
-      const y: GpuBuffer = device.createBuffer({ size: 4 * rows, usage: STORAGE | COPY_SRC })
+      const y = device.createBuffer({ size: 4 * rows, usage: STORAGE | COPY_SRC })
       const bindGroup = device.createBindGroup({
         layout: pipeline.getBindGroupLayout(0),
         entries: [w.buffer, x.buffer, y].map((buffer, binding) => ({ binding, resource: { buffer } })),
