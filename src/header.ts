@@ -1,6 +1,7 @@
 // parseHeader: the length prefix is checked here, everything after it by the wasm scanner
 // (assembly/header.ts), whose table this module decodes into a Header; the table's layout and the
 // scanner's codes are defined once, in assembly/boundary.ts, and read from the module's globals.
+// runScanner and syntaxMessage serve the index scanner too (src/model-index.ts).
 import { DTYPES, type DType } from './dtypes.ts'
 import { type ErrorCode, SafetensorsError } from './errors.ts'
 import { type RangeSource, readInto } from './source.ts'
