@@ -9,7 +9,7 @@ import { type RangeSource, readInto } from './source.ts'
 
 const MAX_INDEX_SIZE = 100_000_000
 
-export function indexError(where: string, message: string): SafetensorsError {
+function indexError(where: string, message: string): SafetensorsError {
   return new SafetensorsError('InvalidHeaderDeserialization', `${where}: ${message}`)
 }
 
