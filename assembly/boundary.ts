@@ -1,7 +1,7 @@
-// What the header and index scanners hand to JS, defined once: the status and reason codes it returns and the byte
-// offsets of the result table and of the entries of its log. assembly/index.ts exports every constant as a
-// wasm global, and src/header.ts reads them from there by name (test/boundary.test.ts checks that both
-// sides know the same names).
+// What the header and index scanners hand to JS, defined once: the status and reason codes they return
+// and the byte offsets of the result table and of the entries of their log. assembly/index.ts exports
+// every constant as a wasm global, and src/header.ts reads them from there by name
+// (test/boundary.test.ts checks that both sides know the same names).
 
 // Status codes (scanHeader's and scanIndex's return value and RESULT_STATUS).
 export const STATUS_OK: i32 = 0;

@@ -207,12 +207,11 @@ export function parseHeaderOfUnknownSize(bytes: Uint8Array): Header {
   return scan(bytes.subarray(8), undefined)
 }
 
-/** What a scanner left in the shared core: its status, the result table's address, and views of its memory. */
+/** What a scanner left in the shared core: its status, the result table's address, and a view of its memory. */
 export interface ScanResult {
   readonly status: number
   readonly result: number
   readonly view: DataView
-  readonly memory: ArrayBuffer
   readonly boundary: Boundary
 }
 
@@ -238,8 +237,7 @@ export function runScanner<T>(
     new Uint8Array(core.memory.buffer, input, n).set(bytes)
     const status = scanner(core.exports, input, n)
     // The scanner may have grown memory: take views only now.
-    const memory = core.memory.buffer
-    return read({ status, result: core.exports.resultPtr() >>> 0, view: new DataView(memory), memory, boundary: boundaryOf(core.exports) })
+    return read({ status, result: core.exports.resultPtr() >>> 0, view: new DataView(core.memory.buffer), boundary: boundaryOf(core.exports) })
   } finally {
     trimSharedCore()
   }

@@ -56,7 +56,7 @@ export function parseIndex(where: string, bytes: Uint8Array): ParsedIndex {
     'an index',
     (exports, input, n) => exports.scanIndex(input, n),
     (scan) => {
-      const { status, result, view, memory, boundary } = scan
+      const { status, result, view, boundary } = scan
       const L = boundary.layout
       if (status === L.STATUS_OUT_OF_MEMORY)
         throw indexError(where, `validating an index of ${json.length} bytes needs more wasm memory than could be allocated`)
@@ -64,7 +64,7 @@ export function parseIndex(where: string, bytes: Uint8Array): ParsedIndex {
       const u32At = (at: number) => view.getUint32(at, true)
       const entries = u32At(result + L.RESULT_TENSOR_COUNT)
       const weights = u32At(result + L.RESULT_WEIGHTS)
-      const table = new Uint32Array(memory.slice(weights, weights + entries * L.WEIGHT_SIZE))
+      const table = new Uint32Array(view.buffer.slice(weights, weights + entries * L.WEIGHT_SIZE))
       const metadata =
         u32At(result + L.RESULT_METADATA_START) === 0xffffffff
           ? undefined
@@ -154,6 +154,7 @@ export class ParsedIndex {
   /** The shard the weight_map puts `name` in. The table by name is made when first needed. */
   shardOf(name: string): string | undefined {
     if (this.#shardOf === undefined) {
+      // A loop, not weightMap(): the generator's pairs cost about a third more on the largest indexes.
       this.#shardOf = new Map()
       for (const { shard, start, end } of this.#runs) for (let i = start; i < end; i++) this.#shardOf.set(this.nameAt(i), shard)
     }

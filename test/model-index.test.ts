@@ -11,7 +11,7 @@ import { SafetensorsError } from '../src/errors.ts'
 import { parseIndex } from '../src/model-index.ts'
 import '../src/node.ts'
 import { escapeBytes, FIXTURES_REAL, utf8 } from './helpers.ts'
-import { latin1ToBytes, mutate, type Rng, rngFor } from './mutants.ts'
+import { bytesToLatin1, latin1ToBytes, mutate, type Rng, rngFor } from './mutants.ts'
 import { decodeUtf8Strict, JsonError, type JValue, parseJson } from './reference-validator.ts'
 
 const COUNT = Number(process.env.INDEX_MUTANTS ?? 4000)
@@ -61,8 +61,6 @@ function library(bytes: Uint8Array): Verdict {
   }
 }
 
-const latin1 = (b: Uint8Array) => Array.from(b, (c) => String.fromCharCode(c)).join('')
-
 const SEEDS = [
   readFileSync(join(FIXTURES_REAL, 'index', 'fluxml__safetensors.jl__model.safetensors.index.json')),
   readFileSync(join(FIXTURES_REAL, 'index', 'yourilalain__2prymmal-yi1.5-6b-slerp__model.safetensors.index.json')),
@@ -72,7 +70,7 @@ const SEEDS = [
       ' "weight_map": {"a": "s1.safetensors", "b\\u0061": "s1.safetensors", "é": "s2.safetensors", "😀": "s\\u0031.safetensors",\n' +
       '  "c": "s2.safetensors", "d\\"q": "s3.safetensors"}, "format": ["pt", 1] }\n',
   ),
-].map((b) => latin1(new Uint8Array(b)))
+].map((b) => bytesToLatin1(new Uint8Array(b)))
 
 const VALUES = ['1', 'null', 'true', '{}', '[]', '"s1.safetensors"', '"../x"', '"a/b"', '"%2e%2e"', '""', '"x\\u0000y"', '"s\\u002fx"']
 const DEEP = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`

@@ -32,7 +32,7 @@ export interface Seed {
   dataLength: number
 }
 
-function bytesToLatin1(b: Uint8Array): string {
+export function bytesToLatin1(b: Uint8Array): string {
   let s = ''
   for (let i = 0; i < b.length; i += 8192) s += String.fromCharCode(...b.subarray(i, i + 8192))
   return s
