@@ -163,21 +163,19 @@ function scanString(): bool {
   strStart = p;
   strEscaped = false;
   while (true) {
-    if (ASC_FEATURE_SIMD) {
-      // Skip 16 plain bytes at a time; lt_s catches both control characters and bytes >= 0x80.
-      while (true) {
-        let v = v128.load(base + p);
-        let special = v128.or(
-          v128.or(i8x16.eq(v, i8x16.splat(0x22)), i8x16.eq(v, i8x16.splat(0x5c))),
-          i8x16.lt_s(v, i8x16.splat(0x20)),
-        );
-        let bits = i8x16.bitmask(special);
-        if (bits != 0) {
-          p += ctz(bits);
-          break;
-        }
-        p += 16;
+    // Skip 16 plain bytes at a time; lt_s catches both control characters and bytes >= 0x80.
+    while (true) {
+      let v = v128.load(base + p);
+      let special = v128.or(
+        v128.or(i8x16.eq(v, i8x16.splat(0x22)), i8x16.eq(v, i8x16.splat(0x5c))),
+        i8x16.lt_s(v, i8x16.splat(0x20)),
+      );
+      let bits = i8x16.bitmask(special);
+      if (bits != 0) {
+        p += ctz(bits);
+        break;
       }
+      p += 16;
     }
     let c = byte(p);
     if (c == 0x22) break;

@@ -5,7 +5,7 @@
 // only once all of them are complete (src/node-writer.ts, fileSet).
 import { mkdir } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
-import { byteLengthOf, type ConvertTarget, convertInto, swapElementsInCore, targetOf } from './convert.ts'
+import { byteLengthOf, type ConvertTarget, type Core, convertInto, instantiate, swapElementsInCore, targetOf } from './convert.ts'
 import { DTYPE_INFO, type DType } from './dtypes.ts'
 import { type OpenOptions, open, type SafetensorsFile, type Source } from './file.ts'
 import type { TensorInfo } from './header.ts'
@@ -14,7 +14,6 @@ import { DEFAULT_INDEX, openModel } from './model.ts'
 import { type FileSet, finishModel, planShards, writeSet } from './node-writer.ts'
 import type { ProgressCallback } from './progress.ts'
 import { readInto } from './source.ts'
-import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter } from './writer.ts'
 
 export interface ConvertFileOptions extends OpenOptions {

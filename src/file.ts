@@ -5,10 +5,12 @@ import { type ByteOrder, hostByteOrder } from './byte-order.ts'
 import { checkCache, type RangeCache, withCache } from './cache.ts'
 import {
   byteLengthOf,
+  type Core,
   checkConversion,
   convertInto,
   convertOverlapping,
   elementCountOf,
+  instantiate,
   swapElements,
   swapElementsInCore,
   wantsDedicatedCore,
@@ -25,7 +27,6 @@ import { retrySettings } from './retry.ts'
 import { planSlice, type SliceRange } from './slice.ts'
 import { blobSource, memorySource, type RangeSource, throwIfAborted } from './source.ts'
 import { type StreamOptions, tensorStream } from './stream.ts'
-import { type Core, instantiate } from './wasm.ts'
 
 export interface Tensor<T extends TypedArray | Float16Array = TypedArray> {
   readonly name: string

@@ -2,10 +2,32 @@
 // (assembly/header.ts), whose table this module decodes into a Header; the table's layout and the
 // scanner's codes are defined once, in assembly/boundary.ts, and read from the module's globals.
 // runScanner and syntaxMessage serve the index scanner too (src/model-index.ts).
-import { DTYPES, type DType } from './dtypes.ts'
+import scannerWasm from '../build/header.wasm'
+import { DTYPE_INFO, DTYPES, type DType } from './dtypes.ts'
 import { type ErrorCode, SafetensorsError } from './errors.ts'
 import { type RangeSource, readInto } from './source.ts'
-import { type CoreExports, reserveMemory, sharedCore, trimSharedCore } from './wasm.ts'
+import { reserveMemory, type WasmInstance, WasmModule } from './wasm.ts'
+
+/** The scanner module's functions (assembly/modules/header.ts); its boundary globals are read by name. */
+export interface ScannerExports {
+  heapBase(): number
+  resultPtr(): number
+  dtypeTable(count: number): number
+  scanHeader(input: number, length: number, fileSize: number): number
+  scanIndex(input: number, length: number): number
+}
+
+/** Entry i of the scanner's dtype table (16 bytes): name length, bits per element, 2 unused, the name. */
+function writeDtypeTable({ exports, memory }: WasmInstance<ScannerExports>): void {
+  const table = new Uint8Array(memory.buffer, exports.dtypeTable(DTYPES.length), DTYPES.length * 16)
+  DTYPES.forEach((name, i) => {
+    table[i * 16] = name.length
+    table[i * 16 + 1] = DTYPE_INFO[name].bits
+    for (let j = 0; j < name.length; j++) table[i * 16 + 4 + j] = name.charCodeAt(j)
+  })
+}
+
+export const scannerModule = /* @__PURE__ */ new WasmModule<ScannerExports>(scannerWasm, writeDtypeTable)
 
 /** The reference implementation's limit on the JSON header length. */
 export const MAX_HEADER_SIZE = 100_000_000
@@ -163,7 +185,7 @@ export interface Boundary {
 
 let boundary: Boundary | undefined
 
-export function boundaryOf(exports: CoreExports): Boundary {
+export function boundaryOf(exports: ScannerExports): Boundary {
   if (boundary) return boundary
   const globals = exports as unknown as Record<string, WebAssembly.Global>
   const names = [...LAYOUT, 'STATUS_OK', ...Object.keys(STATUS_ERRORS), ...Object.keys(REASON_TEXT)]
@@ -222,11 +244,11 @@ export interface ScanResult {
 export function runScanner<T>(
   bytes: Uint8Array,
   what: string,
-  scanner: (exports: CoreExports, input: number, n: number) => number,
+  scanner: (exports: ScannerExports, input: number, n: number) => number,
   read: (scan: ScanResult) => T,
 ): T {
   const n = bytes.length
-  const core = sharedCore()
+  const core = scannerModule.shared()
   try {
     const input = core.heapBase
     try {
@@ -239,7 +261,7 @@ export function runScanner<T>(
     // The scanner may have grown memory: take views only now.
     return read({ status, result: core.exports.resultPtr() >>> 0, view: new DataView(core.memory.buffer), boundary: boundaryOf(core.exports) })
   } finally {
-    trimSharedCore()
+    scannerModule.trimShared()
   }
 }
 

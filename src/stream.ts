@@ -5,7 +5,7 @@
 // Every chunk lands in a wasm memory of its own that never grows (so views into it survive the awaits
 // between a read and its conversion), is converted there in place, and leaves as one copy.
 import type { ByteOrder } from './byte-order.ts'
-import { byteLengthOf, type ConvertTarget, checkConversion, convertInto, elementCountOf, swapElementsInCore, targetOf } from './convert.ts'
+import { byteLengthOf, type ConvertTarget, type Core, checkConversion, convertInto, elementCountOf, instantiate, swapElementsInCore, targetOf } from './convert.ts'
 import type { DType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import type { SafetensorsFile } from './file.ts'
@@ -13,7 +13,6 @@ import { type Header, parseHeaderOfUnknownSize, readHeaderSize, type TensorInfo 
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { packedStarts, type SlicePlan } from './slice.ts'
 import { readInto, throwIfAborted } from './source.ts'
-import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter, streamSink } from './writer.ts'
 
 export interface StreamOptions<D extends DType = DType> {

@@ -1,10 +1,6 @@
-// The default entry inlines the wasm (via @rollup/plugin-wasm, sync): calling the import compiles it.
+// A .wasm import (rollup.config.js and vitest.config.ts say how each build resolves it): the module's bytes
+// in hex where they are inlined, the compiled module under workerd (src/wasm.ts, WasmSource).
 declare module '*.wasm' {
-  const compile: () => WebAssembly.Module
-  export default compile
-}
-// The workerd entry imports the .wasm file as a module, which that runtime compiles ahead of time.
-declare module '*.wasm?module' {
-  const module: WebAssembly.Module
-  export default module
+  const source: import('./wasm.ts').WasmSource
+  export default source
 }

@@ -1,25 +1,17 @@
 // The facts the wasm core and src/ must agree on, which AssemblyScript cannot import from TypeScript:
 // the scanner's status and reason codes (defined in assembly/boundary.ts, named in src/header.ts), the
 // dtype indices and float layouts the kernels are compiled with (a mirror of DTYPE_INFO in
-// assembly/dtypes.ts and assembly/convert.ts), and which conversions have a kernel. Both builds.
+// assembly/dtypes.ts and assembly/convert.ts), and which conversions have a kernel.
 import { describe, expect, test } from 'vitest'
+import { kernelModule } from '../src/convert.ts'
 import { canConvert, DTYPES } from '../src/dtypes.ts'
-import { REASON_TEXT, STATUS_ERRORS } from '../src/header.ts'
+import { REASON_TEXT, STATUS_ERRORS, scannerModule } from '../src/header.ts'
 import { DTYPE_INFO } from '../src/index.ts'
-import { instantiate, selectBackend } from '../src/wasm.ts'
 
-describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
-  const core = () => {
-    selectBackend(backend)
-    try {
-      return instantiate(0, false)
-    } finally {
-      selectBackend('simd')
-    }
-  }
+describe('the wasm modules and src/', () => {
   const globals = (prefix: string): Record<string, number> =>
     Object.fromEntries(
-      Object.entries(core().exports)
+      Object.entries(scannerModule.instantiate(0, false).exports)
         .filter(([name, value]) => name.startsWith(prefix) && value instanceof WebAssembly.Global)
         .map(([name, value]) => [name, (value as WebAssembly.Global).value as number]),
     )
@@ -38,7 +30,7 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
   })
 
   test('the kernels decode each format with the exponent, mantissa and bias of DTYPE_INFO', () => {
-    const { exports } = core()
+    const { exports } = kernelModule.instantiate(0, false)
     // The formats decoded from their fields; BF16, F32 and F64 are moved bitwise or by the FPU.
     const byFormula = DTYPES.filter((d) => DTYPE_INFO[d].float !== undefined && !['BF16', 'F32', 'F64'].includes(d))
     expect(byFormula).toHaveLength(9)
@@ -50,7 +42,7 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
   })
 
   test('convertKernel has a kernel for exactly the pairs canConvert accepts', () => {
-    const { exports } = core()
+    const { exports } = kernelModule.instantiate(0, false)
     for (const [from, fromIndex] of DTYPES.map((d, i) => [d, i] as const)) {
       for (const [to, toIndex] of DTYPES.map((d, i) => [d, i] as const)) {
         expect(exports.convertKernel(fromIndex, toIndex, 0, 0, 0) === 1, `${from} -> ${to}`).toBe(canConvert(from, to))

@@ -1,0 +1,121 @@
+// What the package weighs in a page, measured as a web developer measures a dependency: the packed tarball
+// installed in a fresh folder, a small app bundled there by esbuild's defaults for the browser
+// (--bundle --minify --format=esm --platform=browser) and gzipped at level 9. Each app has a budget, and
+// esbuild's metafile says which of the package's modules landed in it: what the app does not import must not.
+// Each bundle is also run, so that a small one is small because it holds only what it needs.
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { gzipSync } from 'node:zlib'
+import { build } from 'esbuild'
+import { beforeAll, describe, expect, test } from 'vitest'
+import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenName } from './helpers.ts'
+import { type PackedConsumer, packedConsumer } from './packed.ts'
+
+const FIXTURE = 'fluxml__safetensors.jl__model.safetensors'
+const bytes = new Uint8Array(readFileSync(FIXTURES_REAL + FIXTURE))
+const golden = JSON.parse(readFileSync(FIXTURES_GOLDEN + goldenName(FIXTURE), 'utf8'))
+
+interface App {
+  name: string
+  source: string
+  /** Most gzipped bytes (issue 24). */
+  budget: number
+  /** Modules of dist/ that must not be in the bundle. */
+  absent: string[]
+}
+
+const WRITER = ['writer.js', 'layout.js']
+const CACHE = ['cache.js', 'cache-storage.js', 'cache-folder.js', 'checksum.js', 'hash.wasm.js']
+const STREAM = ['stream.js']
+const STATS = ['stats.js', 'stats.wasm.js']
+
+const APPS: App[] = [
+  {
+    name: 'open + getTensor',
+    source: `import { open } from 'safetensors-wasm'
+export async function first(source) {
+  const file = await open(source)
+  return file.getTensor(file.names()[0])
+}
+`,
+    budget: 25_000,
+    absent: [...WRITER, ...CACHE, ...STREAM, ...STATS, 'model.js'],
+  },
+  {
+    name: 'parseHeader',
+    source: "export { parseHeader } from 'safetensors-wasm'\n",
+    budget: 15_000,
+    absent: [...WRITER, ...CACHE, ...STREAM, ...STATS, 'file.js', 'http.js', 'convert.js', 'convert.wasm.js'],
+  },
+  { name: 'the whole API', source: "export * from 'safetensors-wasm'\n", budget: 35_000, absent: [] },
+]
+
+interface Bundle {
+  file: string
+  gzipped: number
+  /** dist/ modules with bytes in the output. */
+  modules: string[]
+}
+
+async function bundle(consumer: PackedConsumer, app: App): Promise<Bundle> {
+  const result = await build({
+    stdin: { contents: app.source, resolveDir: consumer.dir, sourcefile: 'app.js' },
+    absWorkingDir: consumer.dir,
+    bundle: true,
+    minify: true,
+    format: 'esm',
+    platform: 'browser',
+    write: false,
+    metafile: true,
+    logLevel: 'silent',
+  })
+  const [output] = result.outputFiles
+  const file = join(consumer.dir, `${app.name.replace(/\W+/g, '-')}.js`)
+  writeFileSync(file, output.contents)
+  const [meta] = Object.values(result.metafile.outputs)
+  const modules = Object.entries(meta.inputs)
+    .filter(([path, input]) => path.startsWith('node_modules/safetensors-wasm/dist/') && input.bytesInOutput > 0)
+    .map(([path]) => path.slice('node_modules/safetensors-wasm/dist/'.length))
+  return { file, gzipped: gzipSync(output.contents, { level: 9 }).length, modules }
+}
+
+describe('the browser bundle', () => {
+  let consumer: PackedConsumer
+  const bundles = new Map<string, Bundle>()
+
+  beforeAll(async () => {
+    consumer = packedConsumer()
+    for (const app of APPS) bundles.set(app.name, await bundle(consumer, app))
+    console.log(
+      `bundle sizes (esbuild --bundle --minify --format=esm --platform=browser, gzip -9): ${APPS.map((app) => `${app.name} ${bundles.get(app.name)!.gzipped} bytes (budget ${app.budget})`).join(', ')}`,
+    )
+  }, 180_000)
+
+  test.each(APPS)('$name: within its budget, without the modules it does not use', (app) => {
+    const { gzipped, modules } = bundles.get(app.name)!
+    expect(modules.filter((module) => app.absent.includes(module))).toEqual([])
+    expect(gzipped).toBeLessThanOrEqual(app.budget)
+  })
+
+  test('the parseHeader bundle reads a real header as its golden file has it', async () => {
+    const { parseHeader } = await import(pathToFileURL(bundles.get('parseHeader')!.file).href)
+    expect(parseHeader(bytes).tensors.map((t: { name: string; dtype: string }) => [t.name, t.dtype])).toEqual(
+      golden.tensors.map((t: { name: string; dtype: string }) => [t.name, t.dtype]),
+    )
+  })
+
+  test('the open + getTensor bundle reads the first tensor, byte for byte', async () => {
+    const { first } = await import(pathToFileURL(bundles.get('open + getTensor')!.file).href)
+    const [begin, end] = golden.tensors[0].dataOffsets
+    const tensor = await first(bytes)
+    expect(tensor.name).toBe(golden.tensors[0].name)
+    expect(new Uint8Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength)).toEqual(bytes.subarray(golden.dataStart + begin, golden.dataStart + end))
+  })
+
+  test('the whole-API bundle exports what the installed browser entry does', async () => {
+    const whole = await import(pathToFileURL(bundles.get('the whole API')!.file).href)
+    const entry = await import(pathToFileURL(join(consumer.dir, 'node_modules/safetensors-wasm/dist/index.js')).href)
+    expect(Object.keys(whole).sort()).toEqual(Object.keys(entry).sort())
+  })
+})
