@@ -51,13 +51,20 @@ export default [
     input: { index: 'build/js/index.js', node: 'build/js/node.js', cli: 'build/js/cli.js' },
     external: [/^node:/],
     plugins: [inlineWasm, requireEntry, entryTypes],
-    // build/header.wasm becomes dist/header.wasm.js beside the modules of build/js.
-    output: { dir: 'dist', format: 'es', preserveModules: true, entryFileNames: (chunk) => basename(chunk.facadeModuleId).replace(/\.wasm$/, '.wasm.js') },
+    // build/header.wasm becomes dist/header.wasm.js, assembly/boundary.ts?constants dist/boundary.js, beside
+    // the modules of build/js.
+    output: {
+      dir: 'dist',
+      format: 'es',
+      preserveModules: true,
+      entryFileNames: (chunk) => basename(chunk.facadeModuleId).replace(/\.wasm$/, '.wasm.js').replace(/\.ts\?constants$/, '.js'),
+    },
   },
   {
     input: 'build/js/index.js',
     external: [/^node:/],
-    plugins: [shipWasm],
+    // shipWasm first: its .wasm files take the imports that inlineWasm would inline.
+    plugins: [shipWasm, inlineWasm],
     output: { file: 'dist/workerd.js', format: 'es', paths: (id) => (id.endsWith('.wasm') ? `./${basename(id)}` : id) },
   },
 ]

@@ -1,8 +1,12 @@
-// The .wasm imports of src/ (src/wasm-modules.d.ts) as modules whose default export is the wasm's bytes in
-// hex: the portable and Node builds (rollup.config.js) and vitest, which runs src/ as it is, inline them.
-// Hex rather than base64: gzip packs a module's hex to about its own gzipped size, base64 to 1.4 times it.
+// The imports of src/ that the builds make (src/wasm-modules.d.ts), for rollup.config.js and for vitest,
+// which runs src/ as it is: a .wasm file as a module whose default export is its bytes in hex (hex rather
+// than base64: gzip packs a module's hex to about its own gzipped size, base64 to 1.4 times it), and
+// assembly/boundary.ts?constants as a module whose default export is that file's constants by name.
 import { readFileSync } from 'node:fs'
 import { basename, resolve } from 'node:path'
+
+const BOUNDARY = resolve('assembly/boundary.ts')
+const CONSTANT = /^export const (\w+): \w+ = (0x[0-9a-f]+|\d+);/gim
 
 /** Resolves `../build/x.wasm` (tsc keeps the source's specifier, one level off from build/js) to build/x.wasm. */
 export function wasmFromBuild(source) {
@@ -13,8 +17,14 @@ export const inlineWasm = {
   name: 'inline-wasm',
   // Vite: before its own .wasm handling.
   enforce: 'pre',
-  resolveId: wasmFromBuild,
+  resolveId(source) {
+    return source.endsWith('boundary.ts?constants') ? `${BOUNDARY}?constants` : wasmFromBuild(source)
+  },
   load(id) {
+    if (id === `${BOUNDARY}?constants`) {
+      const constants = Object.fromEntries([...readFileSync(BOUNDARY, 'utf8').matchAll(CONSTANT)].map(([, name, value]) => [name, Number(value)]))
+      return `export default ${JSON.stringify(constants)}\n`
+    }
     return id.endsWith('.wasm') ? `export default ${JSON.stringify(readFileSync(id).toString('hex'))}\n` : null
   },
 }

@@ -2,7 +2,8 @@
 // the tensors (or slices) asked for.
 
 import { type ByteOrder, hostByteOrder } from './byte-order.ts'
-import { checkCache, type RangeCache, withCache } from './cache.ts'
+import type { RangeCache } from './cache.ts'
+import { checkCache, withCache } from './cache-reads.ts'
 import {
   byteLengthOf,
   type Core,

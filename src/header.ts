@@ -1,14 +1,15 @@
 // parseHeader: the length prefix is checked here, everything after it by the wasm scanner
 // (assembly/header.ts), whose table this module decodes into a Header; the table's layout and the
-// scanner's codes are defined once, in assembly/boundary.ts, and read from the module's globals.
+// scanner's codes are defined once, in assembly/boundary.ts, and imported from there by name.
 // runScanner and syntaxMessage serve the index scanner too (src/model-index.ts).
+import boundaryConstants from '../assembly/boundary.ts?constants'
 import scannerWasm from '../build/header.wasm'
 import { DTYPE_INFO, DTYPES, type DType } from './dtypes.ts'
 import { type ErrorCode, SafetensorsError } from './errors.ts'
 import { type RangeSource, readInto } from './source.ts'
 import { reserveMemory, type WasmInstance, WasmModule } from './wasm.ts'
 
-/** The scanner module's functions (assembly/modules/header.ts); its boundary globals are read by name. */
+/** The scanner module's functions (assembly/modules/header.ts). */
 export interface ScannerExports {
   heapBase(): number
   resultPtr(): number
@@ -141,57 +142,54 @@ export const REASON_TEXT = {
 } as const
 
 /** The byte offsets of the scanner's result table and log entries that this module reads (assembly/boundary.ts). */
-const LAYOUT = [
-  'RESULT_REASON',
-  'RESULT_AT',
-  'RESULT_TENSOR',
-  'RESULT_TENSOR_COUNT',
-  'RESULT_ORDER',
-  'RESULT_METADATA_START',
-  'RESULT_METADATA_START16',
-  'RESULT_METADATA_END16',
-  'RESULT_WEIGHTS',
-  'RESULT_A',
-  'RESULT_B',
-  'RESULT_C',
-  'ENTRY_KEY_START',
-  'ENTRY_KEY_END',
-  'TENSOR_KEY16_START',
-  'TENSOR_KEY16_END',
-  'TENSOR_DTYPE',
-  'TENSOR_DIMS',
-  'TENSOR_BEGIN',
-  'TENSOR_END',
-  'WEIGHT_KEY16_START',
-  'WEIGHT_KEY16_END',
-  'WEIGHT_SHARD16_START',
-  'WEIGHT_SHARD16_END',
-  'WEIGHT_NEW_SHARD',
-  'WEIGHT_SIZE',
-  'DIMS_COUNT',
-  'DIMS_VALUES',
-  'ESCAPED',
-] as const
+type LayoutName =
+  | 'RESULT_REASON'
+  | 'RESULT_AT'
+  | 'RESULT_TENSOR'
+  | 'RESULT_TENSOR_COUNT'
+  | 'RESULT_ORDER'
+  | 'RESULT_METADATA_START'
+  | 'RESULT_METADATA_START16'
+  | 'RESULT_METADATA_END16'
+  | 'RESULT_WEIGHTS'
+  | 'RESULT_A'
+  | 'RESULT_B'
+  | 'RESULT_C'
+  | 'ENTRY_KEY_START'
+  | 'ENTRY_KEY_END'
+  | 'TENSOR_KEY16_START'
+  | 'TENSOR_KEY16_END'
+  | 'TENSOR_DTYPE'
+  | 'TENSOR_DIMS'
+  | 'TENSOR_BEGIN'
+  | 'TENSOR_END'
+  | 'WEIGHT_KEY16_START'
+  | 'WEIGHT_KEY16_END'
+  | 'WEIGHT_SHARD16_START'
+  | 'WEIGHT_SHARD16_END'
+  | 'WEIGHT_NEW_SHARD'
+  | 'WEIGHT_SIZE'
+  | 'DIMS_COUNT'
+  | 'DIMS_VALUES'
+  | 'ESCAPED'
 
 type StatusName = keyof typeof STATUS_ERRORS | 'STATUS_OK'
 type ReasonName = keyof typeof REASON_TEXT
 
-/** The scanner's constants, read from its wasm globals (the same in both builds), and its codes by number. */
+/** The scanner's constants (assembly/boundary.ts), and its codes by number. */
 export interface Boundary {
-  readonly layout: Readonly<Record<(typeof LAYOUT)[number] | StatusName | ReasonName, number>>
+  readonly layout: Readonly<Record<LayoutName | StatusName | ReasonName, number>>
   readonly errors: ReadonlyMap<number, ErrorCode>
   readonly reasons: ReadonlyMap<number, string>
 }
 
 let boundary: Boundary | undefined
 
-export function boundaryOf(exports: ScannerExports): Boundary {
+function boundaryOf(): Boundary {
   if (boundary) return boundary
-  const globals = exports as unknown as Record<string, WebAssembly.Global>
-  const names = [...LAYOUT, 'STATUS_OK', ...Object.keys(STATUS_ERRORS), ...Object.keys(REASON_TEXT)]
-  const layout = Object.fromEntries(names.map((name) => [name, globals[name].value >>> 0])) as Boundary['layout']
-  const errors = new Map(Object.entries(STATUS_ERRORS).map(([name, code]) => [globals[name].value as number, code]))
-  const reasons = new Map(Object.entries(REASON_TEXT).map(([name, text]) => [globals[name].value as number, text as string]))
+  const layout = boundaryConstants as Boundary['layout']
+  const errors = new Map(Object.entries(STATUS_ERRORS).map(([name, code]) => [boundaryConstants[name], code]))
+  const reasons = new Map(Object.entries(REASON_TEXT).map(([name, text]) => [boundaryConstants[name], text as string]))
   return (boundary = { layout, errors, reasons })
 }
 
@@ -259,7 +257,7 @@ export function runScanner<T>(
     new Uint8Array(core.memory.buffer, input, n).set(bytes)
     const status = scanner(core.exports, input, n)
     // The scanner may have grown memory: take views only now.
-    return read({ status, result: core.exports.resultPtr() >>> 0, view: new DataView(core.memory.buffer), boundary: boundaryOf(core.exports) })
+    return read({ status, result: core.exports.resultPtr() >>> 0, view: new DataView(core.memory.buffer), boundary: boundaryOf() })
   } finally {
     scannerModule.trimShared()
   }

@@ -5,7 +5,17 @@
 // Every chunk lands in a wasm memory of its own that never grows (so views into it survive the awaits
 // between a read and its conversion), is converted there in place, and leaves as one copy.
 import type { ByteOrder } from './byte-order.ts'
-import { byteLengthOf, type ConvertTarget, type Core, checkConversion, convertInto, elementCountOf, instantiate, swapElementsInCore, targetOf } from './convert.ts'
+import {
+  byteLengthOf,
+  type ConvertTarget,
+  type Core,
+  checkConversion,
+  convertInto,
+  elementCountOf,
+  instantiate,
+  swapElementsInCore,
+  targetOf,
+} from './convert.ts'
 import type { DType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import type { SafetensorsFile } from './file.ts'

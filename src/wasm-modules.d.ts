@@ -4,3 +4,8 @@ declare module '*.wasm' {
   const source: import('./wasm.ts').WasmSource
   export default source
 }
+// assembly/boundary.ts's constants by name (scripts/inline-wasm.js).
+declare module '*/boundary.ts?constants' {
+  const constants: Readonly<Record<string, number>>
+  export default constants
+}

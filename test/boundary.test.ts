@@ -2,19 +2,23 @@
 // the scanner's status and reason codes (defined in assembly/boundary.ts, named in src/header.ts), the
 // dtype indices and float layouts the kernels are compiled with (a mirror of DTYPE_INFO in
 // assembly/dtypes.ts and assembly/convert.ts), and which conversions have a kernel.
+import { readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
+import boundaryConstants from '../assembly/boundary.ts?constants'
 import { kernelModule } from '../src/convert.ts'
 import { canConvert, DTYPES } from '../src/dtypes.ts'
-import { REASON_TEXT, STATUS_ERRORS, scannerModule } from '../src/header.ts'
+import { REASON_TEXT, STATUS_ERRORS } from '../src/header.ts'
 import { DTYPE_INFO } from '../src/index.ts'
 
 describe('the wasm modules and src/', () => {
-  const globals = (prefix: string): Record<string, number> =>
-    Object.fromEntries(
-      Object.entries(scannerModule.instantiate(0, false).exports)
-        .filter(([name, value]) => name.startsWith(prefix) && value instanceof WebAssembly.Global)
-        .map(([name, value]) => [name, (value as WebAssembly.Global).value as number]),
-    )
+  const globals = (prefix: string): Record<string, number> => Object.fromEntries(Object.entries(boundaryConstants).filter(([name]) => name.startsWith(prefix)))
+
+  test('the constants module holds every constant of assembly/boundary.ts', () => {
+    const source = readFileSync(new URL('../assembly/boundary.ts', import.meta.url), 'utf8')
+    const declared = [...source.matchAll(/^export const (\w+)/gm)].map(([, name]) => name)
+    expect(Object.keys(boundaryConstants).sort()).toEqual(declared.sort())
+    expect(boundaryConstants.ESCAPED).toBe(0x80000000)
+  })
 
   test('every status the scanner returns has its error, and the codes are distinct', () => {
     const statuses = globals('STATUS_')
