@@ -57,7 +57,10 @@ export default [
       dir: 'dist',
       format: 'es',
       preserveModules: true,
-      entryFileNames: (chunk) => basename(chunk.facadeModuleId).replace(/\.wasm$/, '.wasm.js').replace(/\.ts\?constants$/, '.js'),
+      entryFileNames: (chunk) =>
+        basename(chunk.facadeModuleId)
+          .replace(/\.wasm$/, '.wasm.js')
+          .replace(/\.ts\?constants$/, '.js'),
     },
   },
   {
