@@ -44,7 +44,7 @@ const SIGN: u32 = 0x80000000;
 
 // Exponent bits, mantissa bits and bias of the formats decoded from their fields: F16, F8, F6, F4. A
 // mirror of DTYPE_INFO's `float` in src/dtypes.ts, kept here as constants so that they fold into the
-// loops; test/boundary.test.ts checks them through floatFormat.
+// loops; test/convert.test.ts checks every code of each format against an independent reference.
 @inline function expBitsOf(kind: u32): u32 {
   return kind == F8_E8M0 ? 8 : kind == F8_E4M3 || kind == F8_E4M3FNUZ ? 4 : kind == F8_E5M2 || kind == F8_E5M2FNUZ || kind == F16 ? 5 : kind == F6_E3M2 ? 3 : 2;
 }
@@ -53,12 +53,6 @@ const SIGN: u32 = 0x80000000;
 }
 @inline function biasOf(kind: u32): u32 {
   return kind == F8_E8M0 ? 127 : kind == F8_E4M3 ? 7 : kind == F8_E5M2 || kind == F16 ? 15 : kind == F8_E4M3FNUZ ? 8 : kind == F8_E5M2FNUZ ? 16 : kind == F6_E3M2 ? 3 : 1;
-}
-
-/** Exponent bits | mantissa bits << 8 | bias << 16 of a format decoded from its fields, else 0. */
-export function floatFormat(dtype: u32): u32 {
-  if (dtype != F16 && !isMinifloat(dtype)) return 0;
-  return expBitsOf(dtype) | (mantBitsOf(dtype) << 8) | (biasOf(dtype) << 16);
 }
 
 @inline function finiteBits(kind: u32, code: u32): u32 {

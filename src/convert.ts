@@ -16,8 +16,6 @@ export interface KernelExports {
    * allowed, see assembly/convert.ts); 0, touching nothing, where the pair has no kernel.
    */
   convertKernel(from: number, to: number, src: number, dst: number, count: number): number
-  /** Exponent bits | mantissa bits << 8 | bias << 16 of a format the kernels decode from its fields, else 0. */
-  floatFormat(dtype: number): number
   byteSwap16: SwapKernel
   byteSwap32: SwapKernel
   byteSwap64: SwapKernel

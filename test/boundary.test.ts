@@ -1,14 +1,13 @@
 // The facts the wasm core and src/ must agree on, which AssemblyScript cannot import from TypeScript:
-// the scanner's status and reason codes (defined in assembly/boundary.ts, named in src/header.ts), the
-// dtype indices and float layouts the kernels are compiled with (a mirror of DTYPE_INFO in
-// assembly/dtypes.ts and assembly/convert.ts), and which conversions have a kernel.
+// the scanner's status and reason codes (defined in assembly/boundary.ts, named in src/header.ts), and which
+// conversions the kernels, keyed by DTYPES indices (assembly/dtypes.ts), have. The float layouts the kernels
+// are compiled with are checked by test/convert.test.ts, on every code of each format.
 import { readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
 import boundaryConstants from '../assembly/boundary.ts?constants'
 import { kernelModule } from '../src/convert.ts'
 import { canConvert, DTYPES } from '../src/dtypes.ts'
 import { REASON_TEXT, STATUS_ERRORS } from '../src/header.ts'
-import { DTYPE_INFO } from '../src/index.ts'
 
 describe('the wasm modules and src/', () => {
   const globals = (prefix: string): Record<string, number> => Object.fromEntries(Object.entries(boundaryConstants).filter(([name]) => name.startsWith(prefix)))
@@ -31,18 +30,6 @@ describe('the wasm modules and src/', () => {
     const reasons = globals('R_')
     expect(Object.keys(reasons).sort()).toEqual(Object.keys(REASON_TEXT).sort())
     expect(new Set(Object.values(reasons)).size).toBe(Object.keys(reasons).length)
-  })
-
-  test('the kernels decode each format with the exponent, mantissa and bias of DTYPE_INFO', () => {
-    const { exports } = kernelModule.instantiate(0, false)
-    // The formats decoded from their fields; BF16, F32 and F64 are moved bitwise or by the FPU.
-    const byFormula = DTYPES.filter((d) => DTYPE_INFO[d].float !== undefined && !['BF16', 'F32', 'F64'].includes(d))
-    expect(byFormula).toHaveLength(9)
-    DTYPES.forEach((dtype, index) => {
-      const float = DTYPE_INFO[dtype].float
-      const expected = float && byFormula.includes(dtype) ? float.exponentBits | (float.mantissaBits << 8) | (float.bias << 16) : 0
-      expect(exports.floatFormat(index), dtype).toBe(expected)
-    })
   })
 
   test('convertKernel has a kernel for exactly the pairs canConvert accepts', () => {

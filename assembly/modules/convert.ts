@@ -1,3 +1,3 @@
 // The conversion and byte-swap kernels: build/convert.wasm, used by src/convert.ts.
-export { convertKernel, floatFormat, byteSwap16, byteSwap32, byteSwap64 } from '../convert';
+export { convertKernel, byteSwap16, byteSwap32, byteSwap64 } from '../convert';
 export { heapBase } from '../heap';
