@@ -4,7 +4,7 @@ import type { RangeCache } from './cache.ts'
 import type { HttpSource } from './http.ts'
 
 /** The method by which a cache made by createCache() wraps an HTTP source. */
-export const readThrough = Symbol('safetensors-wasm readThrough')
+export const readThrough = Symbol('readThrough')
 
 interface ReadThrough {
   [readThrough](http: HttpSource): HttpSource

@@ -33,20 +33,19 @@ const MAX_PAGES = 65536
 /** A shared instance past this size is dropped after the call that grew it: wasm memory never shrinks. */
 const SHARED_KEEP_BYTES = 64 << 20
 
-// (module (func (result v128) v128.const 0)): validates only where WebAssembly SIMD is supported.
-const SIMD_PROBE = new Uint8Array([
-  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 22, 1, 20, 0, 253, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 11,
-])
-
 /**
  * Every runtime this package supports has WebAssembly SIMD, so there is one build, with SIMD. A runtime
  * without it could only get a scalar build by carrying it in every bundle (parseHeader compiles
- * synchronously, so it cannot be fetched on demand): such a runtime is told what it lacks instead.
+ * synchronously, so it cannot be fetched on demand): there the CompileError becomes a TypeError that says
+ * what the module needs, with the runtime's own reason (which may be another, such as a page's CSP).
  */
-function checkSimd(): void {
-  if (!WebAssembly.validate(SIMD_PROBE)) {
+function compile(hex: string): WebAssembly.Module {
+  try {
+    return new WebAssembly.Module(hexBytes(hex))
+  } catch (error) {
+    if (!(error instanceof WebAssembly.CompileError)) throw error
     throw new TypeError(
-      'safetensors-wasm needs WebAssembly SIMD (Chrome 91, Firefox 89, Safari 16.4 and later, Node, Deno, Bun and workerd have it); this runtime does not validate a SIMD module',
+      `safetensors-wasm cannot compile its wasm, which needs WebAssembly SIMD (Chrome 91, Firefox 89, Safari 16.4 and later): ${error.message}`,
     )
   }
 }
@@ -73,9 +72,7 @@ export class WasmModule<Exports extends HeapBase> {
   }
 
   #compiled(): WebAssembly.Module {
-    if (this.#module) return this.#module
-    checkSimd()
-    this.#module = typeof this.#source === 'string' ? new WebAssembly.Module(hexBytes(this.#source)) : this.#source
+    this.#module ??= typeof this.#source === 'string' ? compile(this.#source) : this.#source
     return this.#module
   }
 
