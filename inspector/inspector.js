@@ -392,12 +392,7 @@ async function showTensor(name, confirmed = false) {
   $('stats').hidden = true
   $('histogram').hidden = true
   $('preview').hidden = true
-  // On a wide screen the panel sits beside the table: scrolled into view if need be, then the row, which
-  // moves when the table narrows for the panel. On a narrow screen the CSS puts the panel over the lower
-  // part of the page (position: fixed), always in view: the row goes to the top, above it.
-  const overlay = getComputedStyle($('detail')).position === 'fixed'
-  if (!overlay) $('detail').scrollIntoView({ block: 'nearest' })
-  document.querySelector('#tensors tbody tr[aria-current]')?.scrollIntoView({ block: overlay ? 'start' : 'nearest' })
+  bringIntoView()
   if (info.byteLength > LARGE_TENSOR && !confirmed) {
     // A click should not start a multi-gigabyte download (or exhaust a tab's memory) unasked.
     const button = el('button', { type: 'button', id: 'read-anyway' }, 'Read it anyway')
@@ -457,6 +452,20 @@ async function showTensor(name, confirmed = false) {
   }
   $('preview-values').textContent = values.length ? values.join('  ') + (data.length > PREVIEW_VALUES ? '  …' : '') : '(no elements)'
   $('preview').hidden = false
+  // Taller now: its statistics may reach below the window.
+  bringIntoView()
+}
+
+/**
+ * The tensor's details in view, and its row. On a wide screen the panel sits beside the table: the page
+ * scrolls no more than it takes to show it, then the row, which moves when the table narrows for the
+ * panel. On a narrow screen the CSS puts the panel over the lower part of the page (position: fixed),
+ * always in view: the row goes to the top, above it.
+ */
+function bringIntoView() {
+  const overlay = getComputedStyle($('detail')).position === 'fixed'
+  if (!overlay) $('detail').scrollIntoView({ block: 'nearest' })
+  document.querySelector('#tensors tbody tr[aria-current]')?.scrollIntoView({ block: overlay ? 'start' : 'nearest' })
 }
 
 /**
