@@ -216,9 +216,9 @@ function showBytesRead() {
   const what = reader instanceof SafetensorsModel ? 'the index and headers' : 'the header'
   const size = reader instanceof SafetensorsModel ? 0 : reader.header.fileSize
   const share = size > 0 ? ` (${Number(((100 * headerBytes) / size).toPrecision(3))}% of the file)` : ''
-  const tensorBytes = current.counter.bytes - headerBytes
+  const tensorBytes = counter.bytes - headerBytes
   $('bytes-read').textContent = `${fmt(headerBytes)} bytes for ${what}${share}${tensorBytes > 0 ? `, then ${fmt(tensorBytes)} for tensors` : ''}`
-  $('bytes-read').dataset.bytes = String(current.counter.bytes)
+  $('bytes-read').dataset.bytes = String(counter.bytes)
   $('fact-network').hidden = counter.network === undefined
   if (counter.network === undefined) return
   $('bytes-network').textContent = `${fmt(counter.network)} bytes`
@@ -295,7 +295,7 @@ function showMetadata(/** @type {Record<string, unknown> | null} */ metadata) {
   const entries = Object.entries(metadata ?? {}).map(([key, value]) => [key, typeof value === 'string' ? value : JSON.stringify(value)])
   $('metadata-empty').hidden = entries.length > 0
   $('metadata').hidden = entries.length === 0
-  tableById('metadata').tBodies[0].replaceChildren(...entries.map(([key, value]) => el('tr', {}, el('td', {}, key), el('td', {}, value))))
+  tableById('metadata').tBodies[0].replaceChildren(...entries.map(([key, value]) => el('tr', {}, el('td', {}, ...breakable(key)), el('td', {}, value))))
 }
 
 // ---- the tensor table ----------------------------------------------------------------------------
@@ -607,13 +607,15 @@ let cachePromise
  * @returns {typeof fetch}
  */
 function countingFetch(counter) {
-  counter.network = 0
+  let total = 0
+  counter.network = total
   return async (input, init) => {
     const response = await fetch(input, init)
     if (!response.body) return response
     const counting = new TransformStream({
       transform(chunk, controller) {
-        counter.network = (counter.network ?? 0) + chunk.byteLength
+        total += chunk.byteLength
+        counter.network = total
         controller.enqueue(chunk)
       },
     })

@@ -179,7 +179,7 @@ async function expectNamesBreakWell(page: Page, selector: string): Promise<numbe
 }
 
 /** At each of SIZES: nothing sticks out or is clipped, names break well; a screenshot of each. */
-async function expectLaidOut(page: Page, name: string, names = '#file-name, #tensors td.name button, #tensors td.shard') {
+async function expectLaidOut(page: Page, name: string, names = '#file-name, #tensors td.name button, #tensors td.shard, #metadata td:first-child') {
   for (const size of SIZES) {
     await page.setViewportSize(size)
     expect(await layoutProblems(page), `${name} at ${size.width} px`).toEqual([])
