@@ -736,11 +736,14 @@ tableById('tensors').tBodies[0].addEventListener('click', (event) => {
 
 $('read-cancel').addEventListener('click', () => reading?.abort())
 
+/** Closes the tensor's details (stopping its read); the keyboard focus goes back to its row. */
 function closeDetail() {
   reading?.abort()
   $('detail').hidden = true
   if (current) current.selected = undefined
-  for (const tr of document.querySelectorAll('#tensors tbody tr[aria-current]')) tr.removeAttribute('aria-current')
+  const row = document.querySelector('#tensors tbody tr[aria-current]')
+  row?.removeAttribute('aria-current')
+  row?.querySelector('button')?.focus({ preventScroll: true })
 }
 $('detail-close').addEventListener('click', closeDetail)
 document.addEventListener('keydown', (event) => {

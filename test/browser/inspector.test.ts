@@ -395,6 +395,7 @@ describe('inspector', () => {
     await page.click('#detail-close')
     expect(await page.isVisible('#detail')).toBe(false)
     expect(await page.getAttribute('#tensors tbody tr[data-name="bfloat16_357"]', 'aria-current')).toBeNull()
+    expect(await page.evaluate(() => document.activeElement?.closest('tr')?.dataset.name)).toBe('bfloat16_357')
     await page.click('#tensors tbody tr[data-name="bfloat16_357"] button')
     await page.locator('#histogram').waitFor({ state: 'visible' })
     await page.keyboard.press('Escape')
@@ -454,6 +455,21 @@ describe('inspector', () => {
     expect(await page.isVisible('#error-hint')).toBe(false)
     expect(await page.isVisible('#file-view')).toBe(false)
     await expectLaidOut(page, 'inspector-invalid', '#error-file')
+  })
+
+  test('a folder of one model.safetensors beside its config.json (the commonest layout on the Hub) opens that file', async () => {
+    const name = 'fluxml__safetensors.jl__model.with_metadata.safetensors'
+    const dir = mkdtempSync(join(tmpdir(), 'safetensors-inspector-'))
+    try {
+      const folder = join(dir, 'tiny-model')
+      mkdirSync(folder)
+      writeFileSync(join(folder, 'model.safetensors'), readFileSync(join(REAL, name)))
+      writeFileSync(join(folder, 'config.json'), '{"model_type": "llama"}')
+      await page.setInputFiles('#folder-input', folder)
+      await expectFileShown(page, parse(new Uint8Array(readFileSync(join(REAL, name)))), 'tiny-model/model.safetensors')
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   test('the URL box is emptied when a file is picked: it never shows a URL of something else', async () => {
