@@ -137,6 +137,25 @@ describe('validateStream', () => {
     await expect(validateStream(good as never)).rejects.toBeInstanceOf(TypeError)
   })
 
+  test('an abort while forward holds a write back (backpressure) rejects Aborted at once and aborts forward', async () => {
+    // A sink as slow as a stalled upload: its first write never completes.
+    let sink: WritableStreamDefaultController | undefined
+    const forward = new WritableStream<Uint8Array>({ start: (c) => void (sink = c), write: () => new Promise<void>(() => {}) })
+    let cancelled: unknown
+    const input = new ReadableStream<Uint8Array>({ start: (c) => c.enqueue(good.slice()), cancel: (reason) => void (cancelled = reason) })
+    const controller = new AbortController()
+    const pending = validateStream(input, { forward, signal: controller.signal })
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    const abortedAt = performance.now()
+    controller.abort(new Error('client left'))
+    await expect(pending).rejects.toMatchObject({ code: 'Aborted' })
+    expect(performance.now() - abortedAt).toBeLessThan(200)
+    expect(cancelled).toBeInstanceOf(SafetensorsError)
+    // What a sink (an upload) sees at once, with the write still in flight: its controller's signal aborts.
+    expect(sink?.signal.aborted).toBe(true)
+    expect(sink?.signal.reason).toMatchObject({ code: 'Aborted' })
+  }, 5000)
+
   test('forward: a valid file arrives byte for byte and closed; an invalid one aborted', async () => {
     const run = async (bytes: Uint8Array) => {
       const received: Uint8Array[] = []
