@@ -11,7 +11,7 @@ import { describe, expect, test } from 'vitest'
 import { SafetensorsError } from '../src/errors.ts'
 import { parseIndex } from '../src/model-index.ts'
 import { openModel } from '../src/node.ts'
-import { escapeBytes, FIXTURES_REAL, utf8 } from './helpers.ts'
+import { escapeBytes, FIXTURES_NUMBERS, FIXTURES_REAL, utf8 } from './helpers.ts'
 import { rangeHandler, startServer } from './http-server.ts'
 import { bytesToLatin1, latin1ToBytes, mutate, type Rng, rngFor } from './mutants.ts'
 import { buildFile } from './read-helpers.ts'
@@ -245,6 +245,32 @@ describe('errors name what is wrong and where', () => {
 
   test('text that is not UTF-8', () => {
     expect(messageOf(new Uint8Array([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d]))).toContain('not UTF-8')
+  })
+})
+
+describe('numbers that overflow a double are refused in an index, as in a header', () => {
+  const golden = JSON.parse(readFileSync(join(FIXTURES_NUMBERS, 'overflow.json'), 'utf8')) as Array<[string, boolean]>
+  const indexWith = (number: string) => utf8(`{"metadata":{"total_size":4,"x":[{"y":${number}}]},"weight_map":{"w":"s.safetensors"}}`)
+
+  test("in the metadata, numbers about the largest double (test/fixtures/numbers): the reference's verdicts", () => {
+    const wrong = golden.filter(([number, valid]) => library(indexWith(number)).ok !== valid || referenceIndex(indexWith(number)).ok !== valid)
+    expect(
+      wrong.slice(0, 20).map(([number]) => number),
+      `${wrong.length} disagreements`,
+    ).toEqual([])
+  })
+
+  test('openModel of a folder whose index holds 1e309 rejects it, naming the index', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'index-number-'))
+    try {
+      writeFileSync(join(folder, 'model.safetensors.index.json'), indexWith('1e309'))
+      await expect(openModel(folder)).rejects.toMatchObject({
+        code: 'InvalidHeaderDeserialization',
+        message: expect.stringMatching(/model\.safetensors\.index\.json: .*number out of range/),
+      })
+    } finally {
+      rmSync(folder, { recursive: true, force: true })
+    }
   })
 })
 

@@ -5,10 +5,11 @@
 //
 //   VALIDATE_MUTANTS=100000 VALIDATE_SEED=123|random npx vitest run test/validate-stream.test.ts
 import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, expect, test } from 'vitest'
 import { parseHeader, SafetensorsError, validateStream } from '../src/index.ts'
-import { FIXTURES_REAL, makeFile, realFixtures } from './helpers.ts'
+import { FIXTURES_NUMBERS, FIXTURES_REAL, makeFile, realFixtures } from './helpers.ts'
 import { EVERY_OUTCOME, mutant, seeds } from './mutants.ts'
 import { prng } from './random.ts'
 import { buildFile } from './read-helpers.ts'
@@ -93,6 +94,17 @@ describe('validateStream', () => {
     { name: 'a', dtype: 'F32', shape: [3], bytes: new Uint8Array(12).fill(1) },
     { name: 'b', dtype: 'U8', shape: [5], bytes: new Uint8Array(5).fill(2) },
   ]) as Uint8Array<ArrayBuffer>
+
+  test("numbers about the largest double (test/fixtures/numbers): the reference's verdicts", async () => {
+    const golden = JSON.parse(readFileSync(join(FIXTURES_NUMBERS, 'overflow.json'), 'utf8')) as Array<[string, boolean]>
+    const wrong: string[] = []
+    for (const [number, valid] of golden) {
+      const bytes = makeFile(`{"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4],"x":{"y":[${number}]}}}`, 4)
+      const got = await streamVerdict(chunked(bytes, prng(number.length)))
+      if (got.ok !== valid || (!got.ok && got.code !== 'InvalidHeaderDeserialization')) wrong.push(`${number}: ${JSON.stringify(got)}`)
+    }
+    expect(wrong.slice(0, 20), `${wrong.length} disagreements`).toEqual([])
+  })
 
   test('a Blob, and a Node Readable through Readable.toWeb', async () => {
     expect((await validateStream(new Blob([good]).stream())).tensors.map((t) => t.name)).toEqual(['a', 'b'])
