@@ -40,8 +40,10 @@ function checkShardName(where: string, shard: string): void {
 
 function whyNotPlain(shard: string): string | undefined {
   if (shard === '') return 'it is empty'
-  const control = /[\u0000-\u001f\u007f]/.exec(shard)
-  if (control) return `it holds the control character U+${control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`
+  for (let i = 0; i < shard.length; i++) {
+    const unit = shard.charCodeAt(i)
+    if (unit < 0x20 || unit === 0x7f) return `it holds the control character U+${unit.toString(16).toUpperCase().padStart(4, '0')}`
+  }
   if (shard.trim() !== shard) return 'it starts or ends with white space'
   const separator = /[/\\:]/.exec(shard)
   if (separator) return `it holds ${JSON.stringify(separator[0])}, a path separator or drive letter on some systems`
