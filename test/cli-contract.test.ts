@@ -334,7 +334,7 @@ describe('convert never makes a folder of a path ending in .safetensors', () => 
     const out = join(dir, 'out.safetensors')
     const run = await cli('convert', input, out, ...options)
     expect(run).toMatchObject({ code: 2, stdout: '' })
-    expect(lines(run.stderr)[0]).toBe(`${out}: a model is written as a folder of shards and an index; give it a folder name that does not end in .safetensors`)
+    expect(lines(run.stderr)[0]).toBe(`${out}: this writes a folder of shards and an index, which a name ending in .safetensors would pass off as a file; give a folder name`)
     expect(ls(dir)).toEqual([])
   })
 })
