@@ -316,7 +316,9 @@ async function convertCommand(input: string, output: string, dtypeText: string |
   const model = await isModel(input)
   const intoFolder = model || maxShardSize !== undefined
   if (intoFolder && /\.safetensors$/i.test(output)) {
-    throw new UsageError(`${output}: this writes a folder of shards and an index, which a name ending in .safetensors would pass off as a file; give a folder name`)
+    throw new UsageError(
+      `${output}: this writes a folder of shards and an index, which a name ending in .safetensors would pass off as a file; give a folder name`,
+    )
   }
   const fail = (name: string, code: string, message: string) => {
     console.error(`${name}: ${code}: ${message}`)
@@ -414,7 +416,10 @@ main(process.argv.slice(2)).then(
     }
     // Not a failure the library reports on purpose (the platform refusing something, or a bug): still one line.
     if (process.env.SAFETENSORS_WASM_DEBUG === '1') console.error(error)
-    else console.error(`${error instanceof Error ? `${error.name}: ${error.message}` : String(error)} (SAFETENSORS_WASM_DEBUG=1 shows where)`.replace(/\s*\n\s*/g, ' '))
+    else
+      console.error(
+        `${error instanceof Error ? `${error.name}: ${error.message}` : String(error)} (SAFETENSORS_WASM_DEBUG=1 shows where)`.replace(/\s*\n\s*/g, ' '),
+      )
     process.exitCode = 1
   },
 )

@@ -12,7 +12,7 @@ import { FIXTURES_REAL } from './helpers.ts'
 import { rangeHandler, startServer, type TestServer } from './http-server.ts'
 import { prng } from './random.ts'
 import { CLI, cli, cliWith } from './run-cli.ts'
-import { ls, orderedEntries, randomBytes as seededBytes, referenceFile, splitFile, tempDir } from './writer-reference.ts'
+import { ls, orderedEntries, referenceFile, randomBytes as seededBytes, splitFile, tempDir } from './writer-reference.ts'
 
 const FILE = `${FIXTURES_REAL}fluxml__safetensors.jl__model.with_metadata.safetensors`
 const INVALID = `${FIXTURES_REAL}invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors`
@@ -334,7 +334,9 @@ describe('convert never makes a folder of a path ending in .safetensors', () => 
     const out = join(dir, 'out.safetensors')
     const run = await cli('convert', input, out, ...options)
     expect(run).toMatchObject({ code: 2, stdout: '' })
-    expect(lines(run.stderr)[0]).toBe(`${out}: this writes a folder of shards and an index, which a name ending in .safetensors would pass off as a file; give a folder name`)
+    expect(lines(run.stderr)[0]).toBe(
+      `${out}: this writes a folder of shards and an index, which a name ending in .safetensors would pass off as a file; give a folder name`,
+    )
     expect(ls(dir)).toEqual([])
   })
 })
