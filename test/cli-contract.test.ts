@@ -286,35 +286,37 @@ describe('convert: errors name the output in one line', () => {
 })
 
 describe('convert: what it wrote, in one line', () => {
-  const SUMMARY = /^(.+): wrote ([\d,]+) tensors? \(([^)]+)\), ([\d,]+) bytes(?: in ([\d,]+) shards?(?: and (\S+))?)?, (\d+\.\d\d) s$/
+  /** Runs convert and reads its one line of stdout into numbers. */
+  async function summaryOf(...args: string[]) {
+    const run = await cli('convert', ...args)
+    expect(run, run.stderr).toMatchObject({ code: 0, stderr: '' })
+    const m = /^(.+): wrote ([\d,]+) tensors? \(([^)]+)\), ([\d,]+) bytes(?: in ([\d,]+) shards?(?: and (\S+))?)?, \d+\.\d\d s$/.exec(expectOneLine(run.stdout))
+    expect(m, run.stdout).not.toBeNull()
+    const [, path, tensors, dtypes, bytes, shards, index] = m!
+    const number = (text: string) => Number(text.replace(/,/g, ''))
+    return { path, tensors: number(tensors), dtypes: tallyText(dtypes), bytes: number(bytes), shards: shards && number(shards), index }
+  }
 
   test('a file: its tensors by dtype and its size, as the written file says', async () => {
     const out = join(tempDir('cli-summary-'), 'out.safetensors')
-    const run = await cli('convert', FILE, out, '--dtype', 'bf16')
-    expect(run, run.stderr).toMatchObject({ code: 0, stderr: '' })
-    const m = SUMMARY.exec(expectOneLine(run.stdout))
-    expect(m, run.stdout).not.toBeNull()
-    const [, path, tensors, dtypes, bytes, shards] = m!
+    const summary = await summaryOf(FILE, out, '--dtype', 'bf16')
     const written = dtypesOf(out)
-    expect({ path, tensors: Number(tensors), dtypes: tallyText(dtypes), bytes: Number(bytes.replace(/,/g, '')), shards }).toEqual({
+    expect(summary).toEqual({
       path: out,
       tensors: written.size,
       dtypes: tally(written.values()),
       bytes: statSync(out).size,
       shards: undefined,
+      index: undefined,
     })
   })
 
   test('a sharded model: tensors, the shards’ bytes, how many shards and the index', async () => {
     const out = join(tempDir('cli-summary-'), 'model')
-    const run = await cli('convert', SHARDED, out, '--dtype', 'F16')
-    expect(run, run.stderr).toMatchObject({ code: 0, stderr: '' })
-    const m = SUMMARY.exec(expectOneLine(run.stdout))
-    expect(m, run.stdout).not.toBeNull()
-    const [, path, tensors, dtypes, bytes, shards, index] = m!
+    const summary = await summaryOf(SHARDED, out, '--dtype', 'F16')
     const weightMap = JSON.parse(readFileSync(join(out, 'model.safetensors.index.json'), 'utf8')).weight_map as Record<string, string>
     const files = [...new Set(Object.values(weightMap))]
-    expect({ path, tensors: Number(tensors), dtypes: tallyText(dtypes), bytes: Number(bytes.replace(/,/g, '')), shards: Number(shards), index }).toEqual({
+    expect(summary).toEqual({
       path: out,
       tensors: Object.keys(weightMap).length,
       dtypes: tally(files.flatMap((f) => [...dtypesOf(join(out, f)).values()])),
