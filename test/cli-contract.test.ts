@@ -2,12 +2,12 @@
 // files and real failures: a PNG and random bytes, a missing file, an HTTP 404, an existing file or folder in
 // the output's place, a missing folder, a full disk (a 1 MiB tmpfs). Expected values come from package.json,
 // the test's own reading of the files (writer-reference.ts) and the format's definition, never from the CLI.
-import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { crc32, deflateSync } from 'node:zlib'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type FullDisk, mountTmpfs } from './full-disk.ts'
 import { FIXTURES_REAL } from './helpers.ts'
 import { rangeHandler, startServer, type TestServer } from './http-server.ts'
 import { prng } from './random.ts'
@@ -22,6 +22,11 @@ const VERSION = JSON.parse(readFileSync(new URL('../package.json', import.meta.u
 beforeAll(() => {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build first`)
 })
+
+// Every folder a test makes is in this one, removed at the end.
+const TEMP = tempDir('cli-contract-')
+afterAll(() => rmSync(TEMP, { recursive: true, force: true }))
+const scratch = () => mkdtempSync(join(TEMP, 'test-'))
 
 /** The lines of an output, without the final newline. */
 const lines = (text: string) => text.replace(/\n$/, '').split('\n')
@@ -101,7 +106,7 @@ describe('--dtype in any case', () => {
     ['Bf16', 'BF16'],
     ['f32', 'F32'],
   ])('--dtype %s writes what --dtype %s writes', async (spelled, canonical) => {
-    const dir = tempDir('cli-dtype-')
+    const dir = scratch()
     const [a, b] = [join(dir, 'a.safetensors'), join(dir, 'b.safetensors')]
     const run = await cli('convert', FILE, a, '--dtype', spelled)
     expect(run, run.stderr).toMatchObject({ code: 0, stderr: '' })
@@ -114,14 +119,14 @@ describe('--dtype in any case', () => {
   })
 
   test('an unknown dtype is a usage error that names it', async () => {
-    const run = await cli('convert', FILE, join(tempDir('cli-dtype-'), 'x.safetensors'), '--dtype', 'f17')
+    const run = await cli('convert', FILE, join(scratch(), 'x.safetensors'), '--dtype', 'f17')
     expect(run).toMatchObject({ code: 2, stdout: '' })
     expect(lines(run.stderr)[0]).toBe('--dtype takes F32, F16 or BF16 (in any case), got "f17"')
   })
 })
 
 describe('not a SafeTensors file', () => {
-  const dir = tempDir('cli-not-st-')
+  const dir = scratch()
   const notSafetensors = (name: string, bytes: Uint8Array) => {
     const path = join(dir, name)
     writeFileSync(path, bytes)
@@ -176,7 +181,7 @@ describe('validate: exit 0 all valid, 1 any invalid, 3 none invalid but one unre
     server = await startServer(rangeHandler((path) => (path === '/model.safetensors' ? new Uint8Array(readFileSync(FILE)) : undefined)))
   })
   afterAll(() => server.close())
-  const missing = join(tempDir('cli-exit-'), 'missing.safetensors')
+  const missing = join(scratch(), 'missing.safetensors')
 
   test('a missing file: exit 3, an Io line that says why', async () => {
     const run = await cli('validate', missing, '--json')
@@ -223,7 +228,7 @@ describe('inspect --json: a failure is one JSON object on stdout', () => {
 
 describe('convert: errors name the output in one line', () => {
   test('a model onto an existing file: exit 1, the file untouched', async () => {
-    const dir = tempDir('cli-out-')
+    const dir = scratch()
     const out = join(dir, 'taken')
     writeFileSync(out, 'keep me')
     const run = await cli('convert', SHARDED, out, '--dtype', 'BF16')
@@ -234,7 +239,7 @@ describe('convert: errors name the output in one line', () => {
   })
 
   test('a file onto an existing folder: exit 1, the folder untouched', async () => {
-    const dir = tempDir('cli-out-')
+    const dir = scratch()
     const out = join(dir, 'folder')
     mkdirSync(out)
     const run = await cli('convert', FILE, out, '--dtype', 'F16')
@@ -245,7 +250,7 @@ describe('convert: errors name the output in one line', () => {
   })
 
   test('a file into a folder that does not exist: under the output, not the input', async () => {
-    const dir = tempDir('cli-out-')
+    const dir = scratch()
     const out = join(dir, 'nope', 'out.safetensors')
     const run = await cli('convert', FILE, out, '--dtype', 'F16')
     expect(run).toMatchObject({ code: 1, stdout: '' })
@@ -254,7 +259,7 @@ describe('convert: errors name the output in one line', () => {
   })
 
   test('a model into a folder under a file: under the output', async () => {
-    const dir = tempDir('cli-out-')
+    const dir = scratch()
     writeFileSync(join(dir, 'file'), '')
     const out = join(dir, 'file', 'model')
     const run = await cli('convert', SHARDED, out, '--dtype', 'BF16')
@@ -264,22 +269,22 @@ describe('convert: errors name the output in one line', () => {
   })
 
   describe('a full disk', () => {
-    const disk = tempDir('cli-full-')
-    beforeAll(() => execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', disk]))
-    afterAll(() => execFileSync('umount', [disk]))
+    let disk: FullDisk
+    beforeAll(() => void (disk = mountTmpfs('1m')))
+    afterAll(() => disk.unmount())
     // 1.2 MB of BF16 becomes 2.4 MB of F32: more than the disk holds, whatever is already on it.
-    const input = join(tempDir('cli-full-in-'), 'big.safetensors')
+    const input = join(scratch(), 'big.safetensors')
     writeFileSync(input, referenceFile([{ name: 'w', dtype: 'BF16', shape: [600, 1000], bytes: seededBytes(1_200_000, prng(3)) }]))
 
     test.each([
       ['a file', 'out.safetensors', []],
       ['a folder of shards', 'model', ['--max-shard-size', '500KB']],
     ])('%s: exit 1, "no space left on device" under the output, nothing left on the disk', async (_, name, extra) => {
-      const out = join(disk, name)
+      const out = join(disk.dir, name)
       const run = await cli('convert', input, out, '--dtype', 'F32', ...extra)
       expect(run).toMatchObject({ code: 1, stdout: '' })
       expect(expectOneLine(run.stderr)).toBe(`${out}: Io: cannot write: no space left on device (ENOSPC)`)
-      const files = readdirSync(disk, { recursive: true, withFileTypes: true }).filter((d) => !d.isDirectory())
+      const files = readdirSync(disk.dir, { recursive: true, withFileTypes: true }).filter((d) => !d.isDirectory())
       expect(files.map((d) => d.name)).toEqual([])
     })
   })
@@ -298,7 +303,7 @@ describe('convert: what it wrote, in one line', () => {
   }
 
   test('a file: its tensors by dtype and its size, as the written file says', async () => {
-    const out = join(tempDir('cli-summary-'), 'out.safetensors')
+    const out = join(scratch(), 'out.safetensors')
     const summary = await summaryOf(FILE, out, '--dtype', 'bf16')
     const written = dtypesOf(out)
     expect(summary).toEqual({
@@ -312,7 +317,7 @@ describe('convert: what it wrote, in one line', () => {
   })
 
   test('a sharded model: tensors, the shards’ bytes, how many shards and the index', async () => {
-    const out = join(tempDir('cli-summary-'), 'model')
+    const out = join(scratch(), 'model')
     const summary = await summaryOf(SHARDED, out, '--dtype', 'F16')
     const weightMap = JSON.parse(readFileSync(join(out, 'model.safetensors.index.json'), 'utf8')).weight_map as Record<string, string>
     const files = [...new Set(Object.values(weightMap))]
@@ -332,7 +337,7 @@ describe('convert never makes a folder of a path ending in .safetensors', () => 
     ['--max-shard-size', FILE, ['--max-shard-size', '1KB']],
     ['a model as input', SHARDED, ['--dtype', 'BF16']],
   ])('%s: a usage error (exit 2) that says why; nothing created', async (_, input, options) => {
-    const dir = tempDir('cli-folder-')
+    const dir = scratch()
     const out = join(dir, 'out.safetensors')
     const run = await cli('convert', input, out, ...options)
     expect(run).toMatchObject({ code: 2, stdout: '' })
