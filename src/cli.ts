@@ -137,10 +137,10 @@ async function validate(files: string[], json: boolean): Promise<number> {
       }
     } catch (error) {
       if (!(error instanceof SafetensorsError)) throw error
-      const read = error.code !== 'Io'
-      if (read) invalid++
+      const readable = error.code !== 'Io'
+      if (readable) invalid++
       else unreadable++
-      console.log(json ? failureJson(file, error) : `${file}: ${read ? 'INVALID' : 'UNREADABLE'} ${error.code}: ${error.message}`)
+      console.log(json ? failureJson(file, error) : `${file}: ${readable ? 'INVALID' : 'UNREADABLE'} ${error.code}: ${error.message}`)
     }
   }
   return invalid > 0 ? 1 : unreadable > 0 ? 3 : 0
