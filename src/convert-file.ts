@@ -134,19 +134,20 @@ function reshard(tensors: Planned['tensors'], maxShardSize: number): Planned[] {
 /**
  * Writes `output` as `input` with every floating-point tensor in `options.dtype`. With
  * `options.maxShardSize`, `output` is a folder that gets the shards and their index.
+ * Resolves to the names of the files written, in `output`'s folder (or in `output` when it is one).
  */
-export async function convertFile(input: Source, output: string, options: ConvertFileOptions = {}): Promise<void> {
+export async function convertFile(input: Source, output: string, options: ConvertFileOptions = {}): Promise<string[]> {
   const file = await open(input, options)
   try {
     const tensors = file.header.tensors.map((info) => ({ source: file, info, to: targetOf(info, options.dtype) }))
     const total = dataBytes([file])
     if (options.maxShardSize === undefined) {
       await writeSet((set) => writeShards(dirname(output), set, [{ file: basename(output), tensors, metadata: file.metadata }], total, options))
-      return
+      return [basename(output)]
     }
     const shards = reshard(tensors, options.maxShardSize)
     await mkdir(output, { recursive: true })
-    await writeSet(async (set) => finishModel(output, set, shardNames(shards), await writeShards(output, set, shards, total, options), { metadata: {} }))
+    return await writeSet(async (set) => finishModel(output, set, shardNames(shards), await writeShards(output, set, shards, total, options), { metadata: {} }))
   } finally {
     await file.close()
   }
@@ -160,9 +161,9 @@ function shardNames(shards: Planned[]): Array<{ file: string; names: string[] }>
  * Converts a sharded model into `folder`: shard by shard under the same names and the same index name,
  * or, with `options.maxShardSize`, into new shards named as transformers names them. The index's
  * total_size and weight_map describe the new shards; its other metadata is kept. All files appear at
- * once, when every one is complete.
+ * once, when every one is complete. Resolves to the names of the files written in `folder`.
  */
-export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions = {}): Promise<void> {
+export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions = {}): Promise<string[]> {
   const model = await openModel(index, options)
   try {
     const inputs = [...model.shards]
@@ -177,7 +178,7 @@ export async function convertModel(index: string | URL, folder: string, options:
         : reshard(listed, options.maxShardSize)
     const { total_size: _, ...metadata } = model.metadata ?? {}
     await mkdir(folder, { recursive: true })
-    await writeSet(async (set) => {
+    return await writeSet(async (set) => {
       const totalSize = await writeShards(folder, set, shards, dataBytes(model.shards.values()), options)
       // The same layout keeps the index's name too, and always has one.
       const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
