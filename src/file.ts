@@ -333,7 +333,7 @@ export class SafetensorsFile {
     output: Output,
   ): Promise<TypedArray> {
     const from = info.dtype
-    // A wider output holds the input at its end (README.md, "Converting in place"), so the bytes are read
+    // A wider output holds the input at its end (docs/memory.md, "Converting in place"), so the bytes are read
     // there, with no temporary: chunks convert front to back, and an element's output reaches no input
     // past its own. A narrower one needs the input beside it.
     const bytes = output.bytes.length >= inBytes ? output.bytes.subarray(output.bytes.length - inBytes) : allocate(info, from, inBytes).bytes

@@ -1,4 +1,4 @@
-// Streams, in memory bounded by a few chunks whatever the size (README.md, "Edge workers"):
+// Streams, in memory bounded by a few chunks whatever the size (docs/streams-and-workers.md):
 // - tensorStream: one tensor or slice as a ReadableStream of little-endian bytes, converted on the way;
 // - validateStream: a whole file checked as it flows by (and, optionally, forwarded once checked);
 // - convertStream: a whole file re-encoded in another dtype, as a stream of the new file.

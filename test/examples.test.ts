@@ -96,7 +96,10 @@ describe('the documentation', () => {
   test('README.md is at most 250 lines and keeps the quick start that a hook checks', () => {
     const lines = readFileSync(join(ROOT, 'README.md'), 'utf8').split('\n')
     expect(lines.length).toBeLessThanOrEqual(250)
-    expect(lines.filter((l) => /^npm ci && npm (start|test)\b/.test(l)).map((l) => l.split('  ')[0].trim())).toEqual(['npm ci && npm start', 'npm ci && npm test'])
+    expect(lines.filter((l) => /^npm ci && npm (start|test)\b/.test(l)).map((l) => l.split('  ')[0].trim())).toEqual([
+      'npm ci && npm start',
+      'npm ci && npm test',
+    ])
   })
 
   const blocks = markdownFiles().flatMap(codeBlocks)

@@ -7,10 +7,13 @@ import { ROOT } from './packed.ts'
 
 /** README.md and every docs/*.md, as paths relative to the repository. */
 export function markdownFiles(): string[] {
-  return ['README.md', ...readdirSync(join(ROOT, 'docs'))
-    .filter((f) => f.endsWith('.md'))
-    .sort()
-    .map((f) => `docs/${f}`)]
+  return [
+    'README.md',
+    ...readdirSync(join(ROOT, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .sort()
+      .map((f) => `docs/${f}`),
+  ]
 }
 
 export interface CodeBlock {
