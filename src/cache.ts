@@ -76,9 +76,10 @@ const HEAD = 16
  * A persistent cache of what http(s) reads fetch, for the `cache` option of {@link open} and
  * {@link openModel}: 1 MiB blocks keyed by URL and version (ETag, else size and Last-Modified), each checksummed
  * and checked when read; a failed write is one console.warn, and the read goes on from the network.
- * @throws {@link SafetensorsError} `Io` when the folder cannot be created or opened (no OPFS in this runtime).
- * @throws TypeError for options of the wrong type, both `dir` and `name`, or `dir` outside the Node entry;
- * RangeError for a `maxBytes` that is not a positive integer.
+ * @throws {@link SafetensorsError} `Io` when the folder cannot be created or opened.
+ * @throws TypeError for options of the wrong type, both `dir` and `name`, `dir` outside the Node entry, or no
+ * `dir` where the runtime has no Origin Private File System; RangeError for a `maxBytes` that is not a positive
+ * integer.
  */
 export async function createCache(options: CacheOptions = {}): Promise<RangeCache> {
   if (typeof options !== 'object' || options === null)
