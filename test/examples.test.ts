@@ -114,6 +114,11 @@ describe('the documentation', () => {
     if (block.output !== undefined) expect(stdout).toBe(block.output)
   })
 
+  test('JS and TS blocks are fenced as js or ts, which the runner runs', () => {
+    const aliases = new Set(['javascript', 'mjs', 'cjs', 'jsx', 'typescript', 'mts', 'cts', 'tsx'])
+    expect(blocks.filter((b) => aliases.has(b.lang)).map((b) => `${b.file}:${b.line}: ${b.lang}`)).toEqual([])
+  })
+
   test('a block marked as not run is JS or TS, and says why', () => {
     const marked = blocks.filter((b) => b.notRun !== undefined)
     expect(marked.filter((b) => b.lang !== 'js' && b.lang !== 'ts').map((b) => `${b.file}:${b.line}`)).toEqual([])
