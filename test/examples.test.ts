@@ -102,6 +102,21 @@ describe('the documentation', () => {
     ])
   })
 
+  test("the README's headline figures are figures of docs/benchmarks.md", () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+    const benchmarks = readFileSync(join(ROOT, 'docs/benchmarks.md'), 'utf8')
+    const rows = readme
+      .split('## How fast')[1]
+      .split('\n## ')[0]
+      .split('\n')
+      .filter((l) => /^\| .* \|$/.test(l))
+      .slice(1)
+    const figures = rows.flatMap((row) => row.split(' | ')[1].match(/\d[\d,.]*(?:-\d[\d,.]*)?/g) ?? [])
+    expect(figures.length).toBeGreaterThan(5)
+    const escape = (figure: string) => figure.replace(/[.]/g, '\\.')
+    expect(figures.filter((f) => !new RegExp(`(?<![\\d.])${escape(f)}(?![\\d])`).test(benchmarks))).toEqual([])
+  })
+
   const blocks = markdownFiles().flatMap(codeBlocks)
   const runnable = blocks.filter((b) => (b.lang === 'js' || b.lang === 'ts') && b.notRun === undefined)
   test.concurrent.each(runnable.map((b) => ({ ...b, where: `${b.file}:${b.line}` })))('$where runs', async (block) => {
