@@ -17,12 +17,17 @@ import { readInto } from './source.ts'
 import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter } from './writer.ts'
 
+/** Options of convertFile and convertModel: those of {@link open} for the input, and what the output is. */
 export interface ConvertFileOptions extends OpenOptions {
-  /** Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied. Omitted: every dtype is kept. */
+  /**
+   * Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied. Omitted: every dtype is kept.
+   * @defaultValue none: every dtype is kept
+   */
   dtype?: ConvertTarget
   /**
    * Reshard: the output is a folder of shards of at most this many bytes of tensor data each, named
    * and indexed as transformers does (model-0000i-of-0000n.safetensors and model.safetensors.index.json).
+   * @defaultValue none: one file (convertFile), the input's shards (convertModel)
    */
   maxShardSize?: number
   /** Input bytes of tensor data done so far and in all, after each chunk; ends at loaded === total. */
@@ -134,19 +139,24 @@ function reshard(tensors: Planned['tensors'], maxShardSize: number): Planned[] {
 /**
  * Writes `output` as `input` with every floating-point tensor in `options.dtype`. With
  * `options.maxShardSize`, `output` is a folder that gets the shards and their index.
+ * Resolves to the names of the files written, in `output`'s folder (or in `output` when it is one).
+ * @throws {@link SafetensorsError} any code of {@link open} (or {@link openModel}) for the input;
+ * `UnsupportedConversion`; `Io` when the output cannot be written (the message names it), with the target
+ * left untouched; `Aborted`.
+ * @throws TypeError or RangeError for options of the wrong type or out of range.
  */
-export async function convertFile(input: Source, output: string, options: ConvertFileOptions = {}): Promise<void> {
+export async function convertFile(input: Source, output: string, options: ConvertFileOptions = {}): Promise<string[]> {
   const file = await open(input, options)
   try {
     const tensors = file.header.tensors.map((info) => ({ source: file, info, to: targetOf(info, options.dtype) }))
     const total = dataBytes([file])
     if (options.maxShardSize === undefined) {
       await writeSet((set) => writeShards(dirname(output), set, [{ file: basename(output), tensors, metadata: file.metadata }], total, options))
-      return
+      return [basename(output)]
     }
     const shards = reshard(tensors, options.maxShardSize)
     await mkdir(output, { recursive: true })
-    await writeSet(async (set) => finishModel(output, set, shardNames(shards), await writeShards(output, set, shards, total, options), { metadata: {} }))
+    return await writeSet(async (set) => finishModel(output, set, shardNames(shards), await writeShards(output, set, shards, total, options), { metadata: {} }))
   } finally {
     await file.close()
   }
@@ -160,9 +170,13 @@ function shardNames(shards: Planned[]): Array<{ file: string; names: string[] }>
  * Converts a sharded model into `folder`: shard by shard under the same names and the same index name,
  * or, with `options.maxShardSize`, into new shards named as transformers names them. The index's
  * total_size and weight_map describe the new shards; its other metadata is kept. All files appear at
- * once, when every one is complete.
+ * once, when every one is complete. Resolves to the names of the files written in `folder`.
+ * @throws {@link SafetensorsError} any code of {@link open} (or {@link openModel}) for the input;
+ * `UnsupportedConversion`; `Io` when the output cannot be written (the message names it), with the target
+ * left untouched; `Aborted`.
+ * @throws TypeError or RangeError for options of the wrong type or out of range.
  */
-export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions = {}): Promise<void> {
+export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions = {}): Promise<string[]> {
   const model = await openModel(index, options)
   try {
     const inputs = [...model.shards]
@@ -177,7 +191,7 @@ export async function convertModel(index: string | URL, folder: string, options:
         : reshard(listed, options.maxShardSize)
     const { total_size: _, ...metadata } = model.metadata ?? {}
     await mkdir(folder, { recursive: true })
-    await writeSet(async (set) => {
+    return await writeSet(async (set) => {
       const totalSize = await writeShards(folder, set, shards, dataBytes(model.shards.values()), options)
       // The same layout keeps the index's name too, and always has one.
       const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
