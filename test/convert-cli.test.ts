@@ -1,13 +1,14 @@
 // Issue 5, CLI `convert <in> <out> --dtype F32|F16|BF16` (node dist/cli.js in a child process; run
 // `npm run build` first). Expected values come from the independent float references in writer-reference.ts
 // (round to nearest even written with double arithmetic), never from the library's kernels.
-import { execFile } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { execFile, execFileSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { openModel } from '../src/node.ts'
-import { parseRange, rangeHandler, startServer, type TestServer } from './http-server.ts'
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
+import { convertFile, convertModel, openModel, SafetensorsError, saveModel, writeFile } from '../src/node.ts'
+import { parseRange, rangeHandler, serveFiles, startServer, type TestServer } from './http-server.ts'
 import { prng } from './random.ts'
 import {
   byteSize,
@@ -55,10 +56,13 @@ interface Run {
   stderr: string
 }
 
-/** Runs the CLI asynchronously (an HTTP server in this process must keep answering meanwhile). */
+/**
+ * Runs the CLI asynchronously (an HTTP server in this process must keep answering meanwhile), with
+ * --unhandled-rejections=strict: a rejection that nothing handles ends the run as a crash.
+ */
 function cli(...args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { encoding: 'utf8', maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
+    execFile(process.execPath, ['--unhandled-rejections=strict', CLI, ...args], { encoding: 'utf8', maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
       const code = error ? (error as unknown as { code?: unknown }).code : 0
       resolve({ code: typeof code === 'number' ? code : error ? 1 : 0, stdout, stderr })
     })
@@ -658,5 +662,210 @@ describe('convert: errors', () => {
       }
       expect(ls(dir)).toEqual(['out.safetensors'])
     })
+  })
+})
+
+// ------------------------------------------------------------------------------------------------------
+// Issue 19, item 1: writes that fail. A real full disk (a 4 MiB tmpfs, mounted as root; CI runs as root),
+// fed from a slow HTTP server and from a fast local file; and outputs that cannot be created at all.
+
+describe('convert: failed writes', () => {
+  // Input: 64 MiB of F32 tensors (32 MiB once in F16), far more than the 4 MiB disk takes.
+  const inputDir = tempDir('st-full-disk-input-')
+  temps.push(inputDir)
+  const input = join(inputDir, 'model.safetensors')
+  const model = join(inputDir, 'model')
+  const tensorBytes = randomBytes(16 << 20, prng(19))
+  const tensors = ['a', 'b', 'c', 'd'].map((name): RefTensor => ({ name, dtype: 'F32', shape: [4096, 1024], bytes: tensorBytes }))
+  let disk: string | undefined
+  let readOnly: string | undefined
+  let slow: TestServer
+  const unhandled: unknown[] = []
+  const onUnhandled = (reason: unknown) => unhandled.push(reason)
+
+  /** Mounts a tmpfs at a new folder; undefined, with one line saying why, where that is impossible. */
+  function mountTmpfs(options: string): string | undefined {
+    if (process.getuid?.() !== 0) {
+      console.log(`full-disk tests skipped: they mount a tmpfs, which needs root (running as uid ${process.getuid?.()})`)
+      return undefined
+    }
+    const dir = tempDir('st-full-disk-')
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', dir], { stdio: 'pipe' })
+      return dir
+    } catch (error) {
+      console.log(`full-disk tests skipped: mount -t tmpfs -o ${options} failed: ${String((error as { stderr?: Buffer }).stderr ?? error).trim()}`)
+      rmSync(dir, { recursive: true, force: true })
+      return undefined
+    }
+  }
+
+  beforeAll(async () => {
+    writeFileSync(input, referenceFile(tensors))
+    mkdirSync(model)
+    const shards = ['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors']
+    shards.forEach((shard, i) => writeFileSync(join(model, shard), referenceFile(tensors.slice(2 * i, 2 * i + 2))))
+    const weightMap = Object.fromEntries(tensors.map((t, i) => [t.name, shards[i >> 1]]))
+    writeFileSync(join(model, 'model.safetensors.index.json'), pythonJsonDumps({ metadata: { total_size: 64 << 20 }, weight_map: weightMap }))
+    writeFileSync(join(model, 'config.json'), '{"torch_dtype": "float32"}\n')
+    // 32 MiB/s: the first 16 MiB chunk takes half a second, and the write that fails overlaps the next read.
+    slow = await serveFiles(
+      { 'model.safetensors': input, ...Object.fromEntries([...shards, 'model.safetensors.index.json'].map((f) => [`model/${f}`, join(model, f)])) },
+      { rate: 32 << 20 },
+    )
+    disk = mountTmpfs('size=4m')
+    readOnly = disk && mountTmpfs('ro,size=1m')
+    process.on('unhandledRejection', onUnhandled)
+  })
+  beforeEach(() => {
+    unhandled.length = 0
+  })
+  afterAll(async () => {
+    process.off('unhandledRejection', onUnhandled)
+    await slow.close()
+    for (const dir of [disk, readOnly]) {
+      if (dir === undefined) continue
+      execFileSync('umount', [dir])
+      rmSync(dir, { recursive: true })
+    }
+  })
+
+  /** A folder on the full disk holding `earlier` (bytes of an earlier output) at `name`; removed after the test. */
+  function onFullDisk(name: string, earlier: Uint8Array): { dir: string; target: string; cleanup(): void } {
+    const dir = join(disk!, `case-${Math.random().toString(36).slice(2)}`)
+    mkdirSync(join(dir, name, '..'), { recursive: true })
+    writeFileSync(join(dir, name), earlier)
+    return { dir, target: join(dir, name), cleanup: () => rmSync(dir, { recursive: true, force: true }) }
+  }
+
+  /** Every file under `dir`, with its bytes' SHA-256: what must not change. */
+  function snapshot(dir: string): Record<string, string> {
+    const files: Record<string, string> = {}
+    for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+      if (entry.isFile())
+        files[relative(dir, join(entry.parentPath, entry.name))] = createHash('sha256')
+          .update(readFileSync(join(entry.parentPath, entry.name)))
+          .digest('hex')
+    }
+    return files
+  }
+
+  const earlierOutput = randomBytes(1 << 20, prng(20))
+  const SOURCES = ['a slow HTTP server', 'a local file'] as const
+  const fileFrom = (source: (typeof SOURCES)[number]) => (source === 'a local file' ? input : `${slow.url}model.safetensors`)
+  const modelFrom = (source: (typeof SOURCES)[number]) => (source === 'a local file' ? model : `${slow.url}model/model.safetensors.index.json`)
+
+  /** The error a call gave: an Io SafetensorsError naming `target`, never a temporary file. */
+  function expectIoNaming(error: unknown, target: string): void {
+    expect(error).toBeInstanceOf(SafetensorsError)
+    expect((error as SafetensorsError).code, String(error)).toBe('Io')
+    expect((error as SafetensorsError).message).toContain(target)
+    expect((error as SafetensorsError).message).not.toMatch(/\.tmp\b/)
+  }
+
+  test.for(SOURCES)('convertFile into a full disk rejects with Io naming the output, from %s; the earlier output stays as it was', async (source, ctx) => {
+    if (!disk) return ctx.skip()
+    const from = fileFrom(source)
+    const { dir, target, cleanup } = onFullDisk('out.safetensors', earlierOutput)
+    try {
+      const before = snapshot(dir)
+      const error = await convertFile(from, target, { dtype: 'F16' }).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expectIoNaming(error, target)
+      expect((error as Error).message).toMatch(/ENOSPC/)
+      expect(snapshot(dir)).toEqual(before)
+      expect(unhandled.map(String)).toEqual([])
+    } finally {
+      cleanup()
+    }
+  })
+
+  test.for(SOURCES)('the CLI converting into a full disk from %s exits 1 with one line naming the output, no stack', async (source, ctx) => {
+    if (!disk) return ctx.skip()
+    const from = fileFrom(source)
+    const { dir, target, cleanup } = onFullDisk('out.safetensors', earlierOutput)
+    try {
+      const before = snapshot(dir)
+      const run = await cli('convert', from, target, '--dtype', 'F16')
+      expect(run.code, run.stderr).toBe(1)
+      expect(run.stderr.trimEnd().split('\n'), run.stderr).toHaveLength(1)
+      expect(run.stderr).toContain(target)
+      expect(run.stderr).toMatch(/ENOSPC/)
+      expect(run.stderr).not.toMatch(/\.tmp\b|\n\s+at /)
+      expect(snapshot(dir)).toEqual(before)
+    } finally {
+      cleanup()
+    }
+  })
+
+  test.for(SOURCES)('convertModel into a full disk, from %s: rejects with Io naming the output; the earlier model stays', async (source, ctx) => {
+    if (!disk) return ctx.skip()
+    const from = modelFrom(source)
+    const { dir, cleanup } = onFullDisk('model.safetensors', earlierOutput)
+    try {
+      const before = snapshot(dir)
+      const error = await convertModel(from, dir, { dtype: 'F16' }).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expectIoNaming(error, dir)
+      expect(snapshot(dir)).toEqual(before)
+      expect(unhandled.map(String)).toEqual([])
+    } finally {
+      cleanup()
+    }
+  })
+
+  test('writeFile and saveModel into a full disk reject with Io naming the output; nothing is left', async (ctx) => {
+    if (!disk) return ctx.skip()
+    const { dir, target, cleanup } = onFullDisk('out.safetensors', earlierOutput)
+    try {
+      const before = snapshot(dir)
+      const big = [{ name: 'w', dtype: 'F32' as const, shape: [2 << 20], data: new Float32Array(2 << 20) }]
+      const written = await writeFile(target, big).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expectIoNaming(written, target)
+      expect(snapshot(dir)).toEqual(before)
+      const saved = await saveModel(dir, [...big, { ...big[0], name: 'v' }], { maxShardSize: 4 << 20 }).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expectIoNaming(saved, dir)
+      expect(snapshot(dir)).toEqual(before)
+    } finally {
+      cleanup()
+    }
+  })
+
+  test('an output that cannot be created (missing folder, read-only disk, a folder at its path) is Io naming it, in the API and the CLI', async () => {
+    const dir = scratch()
+    const small = join(dir, 'in.safetensors')
+    writeFileSync(small, bf16Input().file)
+    mkdirSync(join(dir, 'folder.safetensors'))
+    const targets = [join(dir, 'missing', 'out.safetensors'), join(dir, 'folder.safetensors'), ...(readOnly ? [join(readOnly, 'out.safetensors')] : [])]
+    for (const target of targets) {
+      const error = await convertFile(small, target, { dtype: 'F32' }).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expectIoNaming(error, target)
+      const run = await cli('convert', small, target, '--dtype', 'F32')
+      expect(run.code, run.stderr).toBe(1)
+      expect(run.stderr.trimEnd().split('\n'), run.stderr).toHaveLength(1)
+      expect(run.stderr).toContain(target)
+      expect(run.stderr).not.toMatch(/\.tmp\b|rename|\n\s+at /)
+    }
+    // A model onto an existing file: the folder cannot be made.
+    const error = await convertModel(FLUX, small, { dtype: 'F32' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expectIoNaming(error, small)
+    expect(ls(dir)).toEqual(['folder.safetensors', 'in.safetensors'])
+    expect(ls(join(dir, 'folder.safetensors'))).toEqual([])
   })
 })
