@@ -16,7 +16,7 @@ import { checkConfigSize, withDtype } from './model-config.ts'
 import { fileSource, nodeFiles } from './node-source.ts'
 import { type FileSet, fileError, finishModel, planShards, writeSet } from './node-writer.ts'
 import { type ProgressCallback, ProgressMeter } from './progress.ts'
-import { type RangeSource, readInto } from './source.ts'
+import { memorySource, type RangeSource, readInto } from './source.ts'
 import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter } from './writer.ts'
 
@@ -227,12 +227,16 @@ export async function convertModel(index: string | URL, folder: string, options:
         : reshard(listed, options.maxShardSize)
     const { total_size: _, ...metadata } = model.metadata ?? {}
     const others = await otherFiles(index, model.shards.keys())
+    // Rewritten before any tensor is converted: a broken config.json fails at once.
+    const config = others.find((f) => basename(f) === 'config.json')
+    const configBytes = config !== undefined && options.dtype !== undefined ? await readConfig(config, options.dtype) : undefined
     const pipeline = new ChunkPipeline(options.signal, meter)
     startProgress(meter, listed)
     await createFolder(folder)
     await writeSet(async (set) => {
       const totalSize = await writeShards(folder, set, shards, pipeline)
-      for (const from of others) await copyInto(set, from, join(folder, basename(from)), options.dtype)
+      for (const from of others)
+        await copyInto(set, configBytes && from === config ? memorySource(configBytes) : await fileSource(from), join(folder, basename(from)))
       // The same layout keeps the index's name too, and always has one.
       const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
       return finishModel(folder, set, shardNames(shards), totalSize, { metadata, index: indexName })
@@ -271,28 +275,33 @@ async function otherFiles(index: string | URL, shards: Iterable<string>): Promis
 /** Bytes of each read and write of a copied file. */
 const COPY_BYTES = 16 << 20
 
-/** Copies the file at `from` into the set as `to`, in bounded memory; with `dtype`, config.json names it. */
-async function copyInto(set: FileSet, from: string, to: string, dtype: ConvertTarget | undefined): Promise<void> {
-  const source = await fileSource(from)
+/** Copies `source` (and closes it) into the set as the file `to`, in bounded memory. */
+async function copyInto(set: FileSet, source: RangeSource & { size: number }, to: string): Promise<void> {
   try {
     const sink = await set.sink(to)
     try {
-      if (dtype !== undefined && basename(from) === 'config.json') {
-        checkConfigSize(from, source.size)
-        await sink.write(withDtype(await source.read(0, source.size), dtype, from), 0)
-      } else {
-        const buffer = new Uint8Array(Math.min(COPY_BYTES, source.size))
-        for (let at = 0; at < source.size; at += buffer.length) {
-          const part = buffer.subarray(0, Math.min(buffer.length, source.size - at))
-          await readInto(source, at, part)
-          await sink.write(part, at)
-        }
+      const buffer = new Uint8Array(Math.min(COPY_BYTES, source.size))
+      for (let at = 0; at < source.size; at += buffer.length) {
+        const part = buffer.subarray(0, Math.min(buffer.length, source.size - at))
+        await readInto(source, at, part)
+        await sink.write(part, at)
       }
       await sink.commit()
     } catch (error) {
       await sink.abort(error)
       throw error
     }
+  } finally {
+    await source.close?.()
+  }
+}
+
+/** The bytes of the config.json at `path` naming `dtype`. */
+async function readConfig(path: string, dtype: ConvertTarget): Promise<Uint8Array> {
+  const source = await fileSource(path)
+  try {
+    checkConfigSize(path, source.size)
+    return withDtype(await source.read(0, source.size), dtype, path)
   } finally {
     await source.close?.()
   }

@@ -3,11 +3,11 @@
 // (round to nearest even written with double arithmetic), never from the library's kernels.
 import { execFile, execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
-import { convertFile, convertModel, openModel, SafetensorsError, saveModel, writeFile } from '../src/node.ts'
+import { convertFile, convertModel, openModel, type Progress, SafetensorsError, saveModel, writeFile } from '../src/node.ts'
 import { parseRange, rangeHandler, serveFiles, startServer, type TestServer } from './http-server.ts'
 import { prng } from './random.ts'
 import {
@@ -867,5 +867,215 @@ describe('convert: failed writes', () => {
     expectIoNaming(error, small)
     expect(ls(dir)).toEqual(['folder.safetensors', 'in.safetensors'])
     expect(ls(join(dir, 'folder.safetensors'))).toEqual([])
+  })
+})
+
+// ------------------------------------------------------------------------------------------------------
+// Issue 19, item 5: convertFile and convertModel report one progress series (and the CLI's bar shows it).
+
+describe('convert: one progress series', () => {
+  // 32 MiB of BF16 in four tensors, each read in two chunks (a 16 MiB F32 chunk holds 4 MiB of BF16):
+  // enough reads for the reads' own meter to show if it leaked into the series.
+  const dir = tempDir('st-progress-')
+  temps.push(dir)
+  const bytes = randomBytes(8 << 20, prng(55))
+  const tensors = ['a', 'b', 'c', 'd'].map((name): RefTensor => ({ name, dtype: 'BF16', shape: [2048, 2048], bytes }))
+  const input = join(dir, 'in.safetensors')
+  writeFileSync(input, referenceFile(tensors))
+  const tensorBytes = tensors.reduce((sum, t) => sum + t.bytes.length, 0)
+
+  /** What makes one series: a single total, loaded never going back, the last event complete. */
+  function expectOneSeries(events: Progress[], total: number): void {
+    expect(events.length, 'events').toBeGreaterThan(1)
+    expect([...new Set(events.map((e) => e.total))], 'distinct totals').toEqual([total])
+    const decreases = events.filter((e, i) => i > 0 && e.loaded < events[i - 1].loaded).length
+    expect(decreases, 'times loaded went back').toBe(0)
+    expect(events[0].loaded, 'the first event comes before any byte').toBe(0)
+    expect(events.at(-1), 'the last event').toEqual({ loaded: total, total })
+  }
+
+  test.for(['a local file', 'HTTP'])(
+    'convertFile from %s: one total (the input tensor bytes), loaded never decreasing, ending at loaded === total',
+    async (from) => {
+      const server = await serveFiles({ 'in.safetensors': input })
+      try {
+        const events: Progress[] = []
+        const source = from === 'HTTP' ? `${server.url}in.safetensors` : input
+        await convertFile(source, join(scratch(), 'out.safetensors'), { dtype: 'F32', onProgress: (p) => events.push({ ...p }) })
+        expectOneSeries(events, tensorBytes)
+      } finally {
+        await server.close()
+      }
+    },
+  )
+
+  test('convertModel, resharded: one total over every shard, the tensor bytes the index lists', async () => {
+    const index = JSON.parse(readFileSync(join(FLUX, 'model.safetensors.index.json'), 'utf8')) as { weight_map: Record<string, string> }
+    let total = 0
+    for (const shard of new Set(Object.values(index.weight_map))) {
+      for (const t of parse(new Uint8Array(readFileSync(join(FLUX, shard)))).tensors.values()) total += t.bytes.length
+    }
+    const events: Progress[] = []
+    await convertModel(FLUX, join(scratch(), 'out'), { dtype: 'BF16', maxShardSize: 1000, onProgress: (p) => events.push({ ...p }) })
+    expectOneSeries(events, total)
+  })
+
+  test('the CLI bar on a terminal: its percentage never goes back and its total never changes', async () => {
+    const out = join(scratch(), 'out.safetensors')
+    const command = [process.execPath, CLI, 'convert', input, out, '--dtype', 'F32'].map((a) => `'${a}'`).join(' ')
+    const { stdout } = await new Promise<{ stdout: string }>((resolve, reject) =>
+      execFile('script', ['-qec', command, '/dev/null'], { encoding: 'utf8' }, (error, stdout) => (error ? reject(error) : resolve({ stdout }))),
+    )
+    const bars = [...stdout.matchAll(/\] +(\d+)% +(\d+) of (\d+) MiB/g)].map((m) => ({ percent: Number(m[1]), total: Number(m[3]) }))
+    expect(bars.length).toBeGreaterThan(1)
+    expect([...new Set(bars.map((b) => b.total))]).toEqual([tensorBytes / 2 ** 20])
+    expect(bars.filter((b, i) => i > 0 && b.percent < bars[i - 1].percent)).toEqual([])
+    expect(bars.at(-1)?.percent).toBe(100)
+  })
+})
+
+// ------------------------------------------------------------------------------------------------------
+// Issue 20, item 4: converting a model folder writes a whole model folder: the other files come along,
+// config.json naming the new dtype.
+
+describe('convert: a model folder comes whole', () => {
+  // config.json as transformers writes it (json.dumps(indent=2, sort_keys=True)), with floats that
+  // JSON.parse would not give back as written (10000.0, 1e-05), a sub-config with a dtype of its own, a
+  // "dtype" in a list that is not a config's, and a string that looks like a key.
+  const config = (dtype: string) => `{
+  "architectures": [
+    "LlamaForCausalLM"
+  ],
+  "layers": [
+    {
+      "dtype": "float32"
+    }
+  ],
+  "model_type": "llama",
+  "note": "\\"torch_dtype\\": \\"float32\\"",
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": {
+    "factor": 8.0,
+    "rope_type": "llama3"
+  },
+  "rope_theta": 10000.0,
+  "text_config": {
+    "dtype": "${dtype}",
+    "torch_dtype": "${dtype}"
+  },
+  "torch_dtype": "${dtype}",
+  "transformers_version": "4.57.1"
+}
+`
+  const others: Record<string, string | Uint8Array> = {
+    'generation_config.json': '{\n  "bos_token_id": 1,\n  "eos_token_id": 2\n}\n',
+    'tokenizer.json': randomBytes(100_000, prng(200)),
+    'tokenizer_config.json': '{"add_bos_token": true, "chat_template": "{{ messages }}"}',
+    'special_tokens_map.json': '{"bos_token": "<s>"}',
+    'README.md': '# A model\n\nÜmlauts and all.\n',
+    '.gitattributes': '*.safetensors filter=lfs diff=lfs merge=lfs -text\n',
+    'empty.txt': '',
+  }
+  const shardNames = [1, 2, 3, 4, 5, 6].map((i) => `model-0000${i}-of-00006.safetensors`)
+
+  /** The FluxML model with the files of a Hugging Face model folder around it, and things that must stay behind. */
+  function modelFolder(): string {
+    const dir = join(scratch(), 'in')
+    mkdirSync(dir)
+    for (const f of [...shardNames, 'model.safetensors.index.json']) writeFileSync(join(dir, f), readFileSync(join(FLUX, f)))
+    writeFileSync(join(dir, 'config.json'), config('float32'))
+    for (const [name, bytes] of Object.entries(others)) writeFileSync(join(dir, name), bytes)
+    // As in a Hugging Face cache's snapshot: a link to the file.
+    writeFileSync(join(dir, '..', 'vocab-blob'), 'a\nb\n')
+    symlinkSync(join(dir, '..', 'vocab-blob'), join(dir, 'vocab.txt'))
+    // Not the model's: weights in another file, and a subfolder.
+    writeFileSync(join(dir, 'consolidated.safetensors'), referenceFile([]))
+    mkdirSync(join(dir, 'original'))
+    writeFileSync(join(dir, 'original', 'params.json'), '{}')
+    return dir
+  }
+
+  function expectOthersCopied(input: string, out: string): void {
+    for (const name of [...Object.keys(others), 'vocab.txt']) {
+      expect(Buffer.compare(readFileSync(join(out, name)), readFileSync(join(input, name))), `${name} byte-identical`).toBe(0)
+    }
+  }
+  const copied = [...Object.keys(others), 'config.json', 'vocab.txt']
+
+  test.for([
+    ['BF16', 'bfloat16'],
+    ['F16', 'float16'],
+    ['F32', 'float32'],
+  ])('convert <folder> <out> --dtype %s: every other file comes along, config.json names %s', async ([dtype, torchName]) => {
+    const input = modelFolder()
+    const out = join(scratch(), 'out')
+    const run = await cli('convert', input, out, '--dtype', dtype)
+    expect(run, run.stderr).toMatchObject({ code: 0 })
+    expect(ls(out)).toEqual([...copied, ...shardNames, 'model.safetensors.index.json'].sort())
+    expectOthersCopied(input, out)
+    expect(readFileSync(join(out, 'config.json'), 'utf8')).toBe(config(torchName))
+  })
+
+  test('resharded (--max-shard-size) and from the index path: the same files come along', async () => {
+    const input = modelFolder()
+    const out = join(scratch(), 'out')
+    const run = await cli('convert', join(input, 'model.safetensors.index.json'), out, '--dtype', 'F16', '--max-shard-size', '2KB')
+    expect(run, run.stderr).toMatchObject({ code: 0 })
+    const shards = ls(out).filter((f) => f.endsWith('.safetensors'))
+    expect(shards.length).toBeGreaterThan(1)
+    expect(ls(out)).toEqual([...copied, ...shards, 'model.safetensors.index.json'].sort())
+    expectOthersCopied(input, out)
+    expect(readFileSync(join(out, 'config.json'), 'utf8')).toBe(config('float16'))
+  })
+
+  test('without --dtype (resharding only), config.json is copied byte for byte', async () => {
+    const input = modelFolder()
+    const out = join(scratch(), 'out')
+    await convertModel(input, out, { maxShardSize: 5e9 })
+    expect(ls(out)).toEqual([...copied, 'model.safetensors'].sort())
+    expect(readFileSync(join(out, 'config.json'), 'utf8')).toBe(config('float32'))
+  })
+
+  test('over HTTP nothing but the weights is written: a server lists no folder', async () => {
+    const input = modelFolder()
+    const server = await serveFiles(Object.fromEntries(ls(input).map((f) => [f, join(input, f)])))
+    try {
+      const out = join(scratch(), 'out')
+      await convertModel(`${server.url}model.safetensors.index.json`, out, { dtype: 'BF16' })
+      expect(ls(out)).toEqual([...shardNames, 'model.safetensors.index.json'])
+    } finally {
+      await server.close()
+    }
+  })
+
+  test.for([
+    ['not JSON', '{"torch_dtype": "float32",}'],
+    ['not an object', '["float32"]'],
+    ['not UTF-8', new Uint8Array([0x7b, 0xff, 0x7d])],
+  ] as const)('a config.json that is %s: InvalidHeaderDeserialization naming it, and nothing is written', async ([, text]) => {
+    const input = modelFolder()
+    writeFileSync(join(input, 'config.json'), text)
+    const out = join(scratch(), 'out')
+    mkdirSync(out)
+    const error = await convertModel(input, out, { dtype: 'BF16' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(error).toBeInstanceOf(SafetensorsError)
+    expect((error as SafetensorsError).code).toBe('InvalidHeaderDeserialization')
+    expect((error as SafetensorsError).message).toContain(join(input, 'config.json'))
+    expect(ls(out)).toEqual([])
+  })
+
+  test('a key written with an escape is the same key; strings and arrays hide nothing', async () => {
+    const input = modelFolder()
+    const text =
+      '{"torch\\u005fdtype":"float32","a":["torch_dtype","dtype"],"b":{"torch_dtype":"float32"},"x_config":{"y_config":{"dtype":"float32"}},"c":"}{"}'
+    writeFileSync(join(input, 'config.json'), text)
+    const out = join(scratch(), 'out')
+    await convertModel(input, out, { dtype: 'BF16' })
+    expect(readFileSync(join(out, 'config.json'), 'utf8')).toBe(
+      '{"torch\\u005fdtype":"bfloat16","a":["torch_dtype","dtype"],"b":{"torch_dtype":"float32"},"x_config":{"y_config":{"dtype":"bfloat16"}},"c":"}{"}',
+    )
   })
 })
