@@ -7,9 +7,10 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, 
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
-import { convertFile, convertModel, openModel, type Progress, SafetensorsError, saveModel, writeFile } from '../src/node.ts'
+import { convertFile, convertModel, openModel, type Progress, type SafetensorsError, saveModel, writeFile } from '../src/node.ts'
 import { parseRange, rangeHandler, serveFiles, startServer, type TestServer } from './http-server.ts'
 import { prng } from './random.ts'
+import { expectError } from './read-helpers.ts'
 import {
   byteSize,
   decodeBF16,
@@ -755,26 +756,29 @@ describe('convert: failed writes', () => {
   const fileFrom = (source: (typeof SOURCES)[number]) => (source === 'a local file' ? input : `${slow.url}model.safetensors`)
   const modelFrom = (source: (typeof SOURCES)[number]) => (source === 'a local file' ? model : `${slow.url}model/model.safetensors.index.json`)
 
-  /** The error a call gave: an Io SafetensorsError naming `target`, never a temporary file. */
-  function expectIoNaming(error: unknown, target: string): void {
-    expect(error).toBeInstanceOf(SafetensorsError)
-    expect((error as SafetensorsError).code, String(error)).toBe('Io')
-    expect((error as SafetensorsError).message).toContain(target)
-    expect((error as SafetensorsError).message).not.toMatch(/\.tmp\b/)
+  /** The error `call` rejects with: an Io SafetensorsError naming `target`, never a temporary file. */
+  async function expectIoNaming(call: () => Promise<unknown>, target: string): Promise<SafetensorsError> {
+    const error = await expectError(call, 'Io')
+    expect(error.message).toContain(target)
+    expect(error.message).not.toMatch(/\.tmp\b/)
+    return error
   }
 
-  test.for(SOURCES)('convertFile into a full disk rejects with Io naming the output, from %s; the earlier output stays as it was', async (source, ctx) => {
+  test.for([
+    ['convertFile', 'a slow HTTP server'],
+    ['convertFile', 'a local file'],
+    ['convertModel', 'a slow HTTP server'],
+    ['convertModel', 'a local file'],
+  ] as const)('%s into a full disk from %s rejects with Io naming the output; what was there stays byte for byte', async ([call, source], ctx) => {
     if (!disk) return ctx.skip()
-    const from = fileFrom(source)
-    const { dir, target, cleanup } = onFullDisk('out.safetensors', earlierOutput)
+    const { dir, target, cleanup } = onFullDisk(call === 'convertFile' ? 'out.safetensors' : 'model.safetensors', earlierOutput)
     try {
       const before = snapshot(dir)
-      const error = await convertFile(from, target, { dtype: 'F16' }).then(
-        () => undefined,
-        (e: unknown) => e,
-      )
-      expectIoNaming(error, target)
-      expect((error as Error).message).toMatch(/ENOSPC/)
+      const error =
+        call === 'convertFile'
+          ? await expectIoNaming(() => convertFile(fileFrom(source), target, { dtype: 'F16' }), target)
+          : await expectIoNaming(() => convertModel(modelFrom(source), dir, { dtype: 'F16' }), dir)
+      expect(error.message).toMatch(/ENOSPC/)
       expect(snapshot(dir)).toEqual(before)
       expect(unhandled.map(String)).toEqual([])
     } finally {
@@ -800,41 +804,15 @@ describe('convert: failed writes', () => {
     }
   })
 
-  test.for(SOURCES)('convertModel into a full disk, from %s: rejects with Io naming the output; the earlier model stays', async (source, ctx) => {
-    if (!disk) return ctx.skip()
-    const from = modelFrom(source)
-    const { dir, cleanup } = onFullDisk('model.safetensors', earlierOutput)
-    try {
-      const before = snapshot(dir)
-      const error = await convertModel(from, dir, { dtype: 'F16' }).then(
-        () => undefined,
-        (e: unknown) => e,
-      )
-      expectIoNaming(error, dir)
-      expect(snapshot(dir)).toEqual(before)
-      expect(unhandled.map(String)).toEqual([])
-    } finally {
-      cleanup()
-    }
-  })
-
   test('writeFile and saveModel into a full disk reject with Io naming the output; nothing is left', async (ctx) => {
     if (!disk) return ctx.skip()
     const { dir, target, cleanup } = onFullDisk('out.safetensors', earlierOutput)
     try {
       const before = snapshot(dir)
       const big = [{ name: 'w', dtype: 'F32' as const, shape: [2 << 20], data: new Float32Array(2 << 20) }]
-      const written = await writeFile(target, big).then(
-        () => undefined,
-        (e: unknown) => e,
-      )
-      expectIoNaming(written, target)
+      await expectIoNaming(() => writeFile(target, big), target)
       expect(snapshot(dir)).toEqual(before)
-      const saved = await saveModel(dir, [...big, { ...big[0], name: 'v' }], { maxShardSize: 4 << 20 }).then(
-        () => undefined,
-        (e: unknown) => e,
-      )
-      expectIoNaming(saved, dir)
+      await expectIoNaming(() => saveModel(dir, [...big, { ...big[0], name: 'v' }], { maxShardSize: 4 << 20 }), dir)
       expect(snapshot(dir)).toEqual(before)
     } finally {
       cleanup()
@@ -848,11 +826,7 @@ describe('convert: failed writes', () => {
     mkdirSync(join(dir, 'folder.safetensors'))
     const targets = [join(dir, 'missing', 'out.safetensors'), join(dir, 'folder.safetensors'), ...(readOnly ? [join(readOnly, 'out.safetensors')] : [])]
     for (const target of targets) {
-      const error = await convertFile(small, target, { dtype: 'F32' }).then(
-        () => undefined,
-        (e: unknown) => e,
-      )
-      expectIoNaming(error, target)
+      await expectIoNaming(() => convertFile(small, target, { dtype: 'F32' }), target)
       const run = await cli('convert', small, target, '--dtype', 'F32')
       expect(run.code, run.stderr).toBe(1)
       expect(run.stderr.trimEnd().split('\n'), run.stderr).toHaveLength(1)
@@ -860,11 +834,7 @@ describe('convert: failed writes', () => {
       expect(run.stderr).not.toMatch(/\.tmp\b|rename|\n\s+at /)
     }
     // A model onto an existing file: the folder cannot be made.
-    const error = await convertModel(FLUX, small, { dtype: 'F32' }).then(
-      () => undefined,
-      (e: unknown) => e,
-    )
-    expectIoNaming(error, small)
+    await expectIoNaming(() => convertModel(FLUX, small, { dtype: 'F32' }), small)
     expect(ls(dir)).toEqual(['folder.safetensors', 'in.safetensors'])
     expect(ls(join(dir, 'folder.safetensors'))).toEqual([])
   })
@@ -1057,13 +1027,8 @@ describe('convert: a model folder comes whole', () => {
     writeFileSync(join(input, 'config.json'), text)
     const out = join(scratch(), 'out')
     mkdirSync(out)
-    const error = await convertModel(input, out, { dtype: 'BF16' }).then(
-      () => undefined,
-      (e: unknown) => e,
-    )
-    expect(error).toBeInstanceOf(SafetensorsError)
-    expect((error as SafetensorsError).code).toBe('InvalidHeaderDeserialization')
-    expect((error as SafetensorsError).message).toContain(join(input, 'config.json'))
+    const error = await expectError(() => convertModel(input, out, { dtype: 'BF16' }), 'InvalidHeaderDeserialization')
+    expect(error.message).toContain(join(input, 'config.json'))
     expect(ls(out)).toEqual([])
   })
 
