@@ -180,8 +180,9 @@ async function createFolder(folder: string): Promise<void> {
 /**
  * Writes `output` as `input` with every floating-point tensor in `options.dtype`. With
  * `options.maxShardSize`, `output` is a folder that gets the shards and their index.
+ * Resolves to the names of the files written, in `output`'s folder (or in `output` when it is one).
  */
-export async function convertFile(input: Source, output: string, options: ConvertFileOptions = {}): Promise<void> {
+export async function convertFile(input: Source, output: string, options: ConvertFileOptions = {}): Promise<string[]> {
   const meter = meterOf(options)
   const file = await open(input, inputOptions(options))
   try {
@@ -190,11 +191,11 @@ export async function convertFile(input: Source, output: string, options: Conver
     startProgress(meter, tensors)
     if (options.maxShardSize === undefined) {
       await writeSet((set) => writeShards(dirname(output), set, [{ file: basename(output), tensors, metadata: file.metadata }], pipeline))
-      return
+      return [basename(output)]
     }
     const shards = reshard(tensors, options.maxShardSize)
     await createFolder(output)
-    await writeSet(async (set) => finishModel(output, set, shardNames(shards), await writeShards(output, set, shards, pipeline), { metadata: {} }))
+    return await writeSet(async (set) => finishModel(output, set, shardNames(shards), await writeShards(output, set, shards, pipeline), { metadata: {} }))
   } finally {
     await file.close()
   }
@@ -209,9 +210,10 @@ function shardNames(shards: Planned[]): Array<{ file: string; names: string[] }>
  * or, with `options.maxShardSize`, into new shards named as transformers names them. The index's
  * total_size and weight_map describe the new shards; its other metadata is kept. The other files of a
  * local model's folder come along (see otherFiles), config.json naming the new dtype. All files appear at
- * once, when every one is complete.
+ * once, when every one is complete. Resolves to the names of the files written in `folder`: the shards,
+ * the index, then the other files.
  */
-export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions = {}): Promise<void> {
+export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions = {}): Promise<string[]> {
   const meter = meterOf(options)
   const model = await openModel(index, inputOptions(options))
   try {
@@ -233,13 +235,14 @@ export async function convertModel(index: string | URL, folder: string, options:
     const pipeline = new ChunkPipeline(options.signal, meter)
     startProgress(meter, listed)
     await createFolder(folder)
-    await writeSet(async (set) => {
+    return await writeSet(async (set) => {
       const totalSize = await writeShards(folder, set, shards, pipeline)
       for (const from of others)
         await copyInto(set, configBytes && from === config ? memorySource(configBytes) : await fileSource(from), join(folder, basename(from)))
       // The same layout keeps the index's name too, and always has one.
       const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
-      return finishModel(folder, set, shardNames(shards), totalSize, { metadata, index: indexName })
+      const written = await finishModel(folder, set, shardNames(shards), totalSize, { metadata, index: indexName })
+      return [...written, ...others.map((from) => basename(from))]
     })
   } finally {
     await model.close()

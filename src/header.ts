@@ -57,16 +57,27 @@ export class Header {
  * `prefix` must hold the file's first 8 bytes when the file has that many.
  */
 export function readHeaderSize(prefix: Uint8Array, fileSize: number): number {
-  if (fileSize < 8) throw new SafetensorsError('HeaderTooSmall', `the file is ${fileSize} bytes; a SafeTensors file starts with an 8-byte header length`)
+  if (fileSize < 8) throw notSafetensors('HeaderTooSmall', `the file is ${fileSize} bytes; a SafeTensors file starts with an 8-byte header length`)
   if (prefix.length < 8) throw new SafetensorsError('HeaderTooSmall', `only ${prefix.length} bytes were given; the 8-byte header length comes first`)
   const n = new DataView(prefix.buffer, prefix.byteOffset, 8).getBigUint64(0, true)
-  if (n > MAX_HEADER_SIZE) {
-    throw new SafetensorsError('HeaderTooLarge', `the header length is ${n} bytes, above the limit of ${MAX_HEADER_SIZE}`)
-  }
+  if (n > MAX_HEADER_SIZE) throw notSafetensors('HeaderTooLarge', `the header length is ${n} bytes, above the limit of ${MAX_HEADER_SIZE}`)
   if (8 + Number(n) > fileSize) {
-    throw new SafetensorsError('InvalidHeaderLength', `the header length is ${n} bytes, but the file has only ${fileSize - 8} bytes after the 8-byte prefix`)
+    throw notSafetensors(
+      'InvalidHeaderLength',
+      `the header length is ${n} bytes, but the file has only ${fileSize - 8} bytes after the 8-byte prefix`,
+      ' (or a truncated one)',
+    )
   }
   return Number(n)
+}
+
+/**
+ * A length prefix that cannot start this file: a PNG, a text file or random bytes read as a length. The code
+ * stays the reference's, and the message says first what a person needs to hear; a prefix longer than the file
+ * is just as likely a download cut short.
+ */
+function notSafetensors(code: ErrorCode, detail: string, alternative = ''): SafetensorsError {
+  return new SafetensorsError(code, `not a SafeTensors file${alternative}: ${detail}`)
 }
 
 /** The error each status of the scanner gives, by the status's name in assembly/boundary.ts. */

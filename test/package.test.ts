@@ -1,6 +1,7 @@
 // The package as published, checked with the ecosystem's own tools on `npm pack`'s tarball: publint and
 // arethetypeswrong find nothing, TypeScript consumers type-check under node16 and bundler resolution,
-// CommonJS can require() it, and the tarball holds only what users need, at the size the README states.
+// CommonJS can require() it, the installed command runs, and the tarball holds only what users need (with
+// the license and the changelog), at the size the README states.
 import { execFile } from 'node:child_process'
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -30,12 +31,14 @@ describe('the packed package', () => {
     expect(JSON.parse(stdout).analysis.problems).toEqual([])
   })
 
-  test('the tarball holds the entries, the wasm, the types and the README, nothing else', () => {
+  test('the tarball holds the entries, the wasm, the types, the README, the license and the changelog, nothing else', () => {
     const modules = readdirSync(join(ROOT, 'src'))
       .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts') && f !== 'cli.ts')
       .map((f) => `dist/types/${f.replace(/\.ts$/, '.d.ts')}`)
     const expected = [
       'README.md',
+      'LICENSE',
+      'CHANGELOG.md',
       'package.json',
       ...['cli.js', 'index.js', 'node.js', 'node.cjs', 'shared.js', 'workerd.js', 'core-simd.wasm', 'core-scalar.wasm'].map((f) => `dist/${f}`),
       'dist/types/node.d.cts',
@@ -43,6 +46,20 @@ describe('the packed package', () => {
       ...modules,
     ]
     expect(consumer.pack.files.map((f) => f.path).sort()).toEqual(expected.sort())
+  })
+
+  test('the license is the MIT license that package.json names, with its copyright line', () => {
+    const installed = join(consumer.dir, 'node_modules/safetensors-wasm')
+    expect(JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')).license).toBe('MIT')
+    const license = readFileSync(join(installed, 'LICENSE'), 'utf8')
+    expect(license.split('\n').slice(0, 3)).toEqual(['MIT License', '', 'Copyright (c) 2026 the safetensors-wasm authors'])
+    expect(license).toContain('Permission is hereby granted, free of charge, to any person obtaining a copy')
+  })
+
+  test('the installed command prints the version of package.json', async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
+    const { stdout } = await run(join(consumer.dir, 'node_modules/.bin/safetensors-wasm'), ['--version'], { cwd: consumer.dir })
+    expect(stdout).toBe(`${version}\n`)
   })
 
   test('the README states the tarball size to within 10%', () => {
