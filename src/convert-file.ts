@@ -20,12 +20,17 @@ import { memorySource, type RangeSource, readInto } from './source.ts'
 import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter } from './writer.ts'
 
+/** Options of convertFile and convertModel: those of {@link open} for the input, and what the output is. */
 export interface ConvertFileOptions extends OpenOptions {
-  /** Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied. Omitted: every dtype is kept. */
+  /**
+   * Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied. Omitted: every dtype is kept.
+   * @defaultValue none: every dtype is kept
+   */
   dtype?: ConvertTarget
   /**
    * Reshard: the output is a folder of shards of at most this many bytes of tensor data each, named
    * and indexed as transformers does (model-0000i-of-0000n.safetensors and model.safetensors.index.json).
+   * @defaultValue none: one file (convertFile), the input's shards (convertModel)
    */
   maxShardSize?: number
   /**
@@ -181,6 +186,10 @@ async function createFolder(folder: string): Promise<void> {
  * Writes `output` as `input` with every floating-point tensor in `options.dtype`. With
  * `options.maxShardSize`, `output` is a folder that gets the shards and their index.
  * Resolves to the names of the files written, in `output`'s folder (or in `output` when it is one).
+ * @throws {@link SafetensorsError} any code of {@link open} (or {@link openModel}) for the input;
+ * `UnsupportedConversion`; `Io` when the output cannot be written (the message names it), with the target
+ * left untouched; `Aborted`.
+ * @throws TypeError or RangeError for options of the wrong type or out of range.
  */
 export async function convertFile(input: Source, output: string, options: ConvertFileOptions = {}): Promise<string[]> {
   const meter = meterOf(options)
@@ -212,6 +221,10 @@ function shardNames(shards: Planned[]): Array<{ file: string; names: string[] }>
  * local model's folder come along (see otherFiles), config.json naming the new dtype. All files appear at
  * once, when every one is complete. Resolves to the names of the files written in `folder`: the shards,
  * the index, then the other files.
+ * @throws {@link SafetensorsError} any code of {@link open} (or {@link openModel}) for the input;
+ * `InvalidHeaderDeserialization` for a config.json that is not a JSON object; `UnsupportedConversion`;
+ * `Io` when the output cannot be written (the message names it), with the target left untouched; `Aborted`.
+ * @throws TypeError or RangeError for options of the wrong type or out of range.
  */
 export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions = {}): Promise<string[]> {
   const meter = meterOf(options)

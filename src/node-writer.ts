@@ -98,7 +98,10 @@ export function fileSet(): FileSet {
   }
 }
 
-/** A file on disk, written beside the target under a temporary name and renamed into place at the end. */
+/**
+ * A file on disk, written beside the target under a temporary name and renamed into place at the end.
+ * @throws {@link SafetensorsError} `Io` when the file cannot be created, written or renamed.
+ */
 export async function fileSink(path: string): Promise<WriterSink> {
   const set = fileSet()
   const sink = await set.sink(path)
@@ -138,14 +141,24 @@ function* partsOf({ layout, chunks }: Prepared): Generator<readonly [Uint8Array,
   for (const [i, e] of layout.entries.entries()) yield [chunks[i], layout.dataStart + e.dataOffsets[0]]
 }
 
-/** Writes `tensors` to `path` atomically. */
+/**
+ * Writes `tensors` to `path` atomically.
+ * @throws {@link SafetensorsError} the codes of {@link planLayout} (`InvalidHeaderDeserialization`,
+ * `ValidationOverflow`, `MisalignedSlice`, `HeaderTooLarge`) and `TensorInvalidInfo` (data not the size its
+ * dtype and shape take), before anything is written; `Io` when a write fails (a full disk, EIO), naming the
+ * output, with the target left untouched.
+ */
 export async function writeFile(path: string, tensors: TensorCollection, options: WriteOptions = {}): Promise<void> {
   const prepared = prepare(named(tensors), options.metadata)
   await writeSet(async (set) => writeParts(await set.sink(path), partsOf(prepared)))
 }
 
+/** Options of saveModel. */
 export interface SaveModelOptions extends WriteOptions {
-  /** Largest shard in bytes of tensor data (default 5 GB, as transformers). A larger tensor gets a shard alone. */
+  /**
+   * Largest shard in bytes of tensor data (default 5 GB, as transformers). A larger tensor gets a shard alone.
+   * @defaultValue 5000000000
+   */
   maxShardSize?: number
 }
 
@@ -207,6 +220,10 @@ export async function finishModel(
  * Saves a sharded model as transformers does: model-0000i-of-0000n.safetensors plus
  * model.safetensors.index.json ({ metadata: { total_size }, weight_map }), or a single model.safetensors
  * when everything fits one shard. Tensors go to shards in the order given; the files appear together.
+ * @throws {@link SafetensorsError} the codes of {@link planLayout} (`InvalidHeaderDeserialization`,
+ * `ValidationOverflow`, `MisalignedSlice`, `HeaderTooLarge`) and `TensorInvalidInfo` (data not the size its
+ * dtype and shape take), before anything is written; `Io` when a write fails (a full disk, EIO), naming the
+ * output, with the target left untouched.
  */
 export async function saveModel(folder: string, tensors: TensorCollection, options: SaveModelOptions = {}): Promise<string[]> {
   const list = named(tensors)
