@@ -12,12 +12,12 @@ export interface FullDisk {
   unmount(): void
 }
 
-/** Mounts a tmpfs of `size` (mount's syntax: "1m") on a fresh folder. */
-export function mountTmpfs(size: string): FullDisk {
+/** Mounts a tmpfs of `size` (mount's syntax: "1m") on a fresh folder; `options` add mount's own ("ro"). */
+export function mountTmpfs(size: string, ...options: string[]): FullDisk {
   const dir = mkdtempSync(join(tmpdir(), 'full-disk-'))
   const asRoot = (command: string, ...args: string[]) =>
     process.getuid?.() === 0 ? execFileSync(command, args) : execFileSync('sudo', ['-n', command, ...args])
-  asRoot('mount', '-t', 'tmpfs', '-o', `size=${size},uid=${process.getuid?.()},gid=${process.getgid?.()}`, 'tmpfs', dir)
+  asRoot('mount', '-t', 'tmpfs', '-o', [`size=${size}`, `uid=${process.getuid?.()}`, `gid=${process.getgid?.()}`, ...options].join(','), 'tmpfs', dir)
   return {
     dir,
     unmount() {
