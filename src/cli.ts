@@ -376,7 +376,8 @@ function writeFailure(error: unknown, readsInput: (path: string) => boolean): st
 /** One line from the files written, read back: "out: wrote 36 tensors (3 F16, 3 I64), 1,234 bytes in 6 shards and model.safetensors.index.json, 0.12 s". */
 async function describeWritten(output: string, folder: string, names: string[], intoFolder: boolean, seconds: number): Promise<string> {
   const shards = names.filter((name) => name.endsWith('.safetensors'))
-  const index = names.find((name) => !name.endsWith('.safetensors'))
+  // The index, if any: a model's other files (config.json, ...) come after it.
+  const index = names.find((name) => name.endsWith('.index.json'))
   const tensors: TensorInfo[] = []
   let bytes = 0
   for (const name of shards) {
