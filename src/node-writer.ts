@@ -1,7 +1,7 @@
 // Writing to disk (Node, Deno, Bun): reached only from the Node entry. Every file is written beside its
 // target under a unique temporary name and renamed into place once complete, so a failure leaves the
 // target as it was.
-import { mkdir, open as openFile, readdir, rename, rm } from 'node:fs/promises'
+import { mkdir, open as openFile, readdir, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { SafetensorsError } from './errors.ts'
 import { compareCodePoints, tensorByteLength } from './layout.ts'
@@ -20,14 +20,31 @@ export interface FileSet {
   discard(): Promise<void>
 }
 
+/**
+ * An Io error about the file the caller named (never the temporary file beside it, which the caller
+ * does not know of): "cannot write /models/out.safetensors: no space left on device (ENOSPC)".
+ */
+export function fileError(action: string, path: string, cause: unknown): SafetensorsError {
+  return new SafetensorsError('Io', `cannot ${action} ${path}: ${systemMessage(cause)}`, { cause })
+}
+
+/** A system error's own words and code, without the syscall and the paths Node appends (a temporary file's). */
+function systemMessage(cause: unknown): string {
+  const { code, message } = cause as { code?: unknown; message?: unknown }
+  const text = String(message ?? cause)
+  return typeof code === 'string' && text.startsWith(`${code}: `) ? `${text.slice(code.length + 2).split(', ')[0]} (${code})` : text
+}
+
 export function fileSet(): FileSet {
   const complete: Array<[temporary: string, path: string]> = []
   const started = new Set<string>()
   return {
     async sink(path) {
+      // Found before any byte is written: the rename at the end would fail on a folder.
+      if ((await stat(path).catch(() => undefined))?.isDirectory()) throw new SafetensorsError('Io', `cannot write ${path}: it is a folder`)
       const temporary = `${path}.${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}.tmp`
       const handle = await openFile(temporary, 'wx').catch((cause) => {
-        throw new SafetensorsError('Io', `cannot create ${temporary}: ${(cause as Error).message}`, { cause })
+        throw fileError('create', path, cause)
       })
       started.add(temporary)
       let closed = false
@@ -40,15 +57,23 @@ export function fileSet(): FileSet {
       return {
         seekable: true,
         async write(bytes, position) {
-          for (let done = 0; done < bytes.length; ) {
-            const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, position + done)
-            done += bytesWritten
+          try {
+            for (let done = 0; done < bytes.length; ) {
+              const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, position + done)
+              done += bytesWritten
+            }
+          } catch (cause) {
+            throw fileError('write', path, cause)
           }
         },
         async commit() {
-          // Synced before any rename, so a crash never leaves a renamed file without its data.
-          await handle.sync()
-          await close()
+          try {
+            // Synced before any rename, so a crash never leaves a renamed file without its data.
+            await handle.sync()
+            await close()
+          } catch (cause) {
+            throw fileError('write', path, cause)
+          }
           complete.push([temporary, path])
         },
         async abort() {
@@ -73,7 +98,10 @@ export function fileSet(): FileSet {
   }
 }
 
-/** A file on disk, written beside the target under a temporary name and renamed into place at the end. */
+/**
+ * A file on disk, written beside the target under a temporary name and renamed into place at the end.
+ * @throws {@link SafetensorsError} `Io` when the file cannot be created, written or renamed.
+ */
 export async function fileSink(path: string): Promise<WriterSink> {
   const set = fileSet()
   const sink = await set.sink(path)
@@ -102,7 +130,9 @@ export async function writeSet<T>(write: (set: FileSet) => Promise<T>): Promise<
     return result
   } catch (cause) {
     await set.discard()
-    throw cause instanceof SafetensorsError ? cause : new SafetensorsError('Io', `writing failed: ${(cause as Error).message}`, { cause })
+    // The caller's misuse stays a TypeError or RangeError; what else fails is the disk's.
+    if (cause instanceof SafetensorsError || cause instanceof TypeError || cause instanceof RangeError) throw cause
+    throw new SafetensorsError('Io', `writing failed: ${systemMessage(cause)}`, { cause })
   }
 }
 
@@ -111,14 +141,24 @@ function* partsOf({ layout, chunks }: Prepared): Generator<readonly [Uint8Array,
   for (const [i, e] of layout.entries.entries()) yield [chunks[i], layout.dataStart + e.dataOffsets[0]]
 }
 
-/** Writes `tensors` to `path` atomically. */
+/**
+ * Writes `tensors` to `path` atomically.
+ * @throws {@link SafetensorsError} the codes of {@link planLayout} (`InvalidHeaderDeserialization`,
+ * `ValidationOverflow`, `MisalignedSlice`, `HeaderTooLarge`) and `TensorInvalidInfo` (data not the size its
+ * dtype and shape take), before anything is written; `Io` when a write fails (a full disk, EIO), naming the
+ * output, with the target left untouched.
+ */
 export async function writeFile(path: string, tensors: TensorCollection, options: WriteOptions = {}): Promise<void> {
   const prepared = prepare(named(tensors), options.metadata)
   await writeSet(async (set) => writeParts(await set.sink(path), partsOf(prepared)))
 }
 
+/** Options of saveModel. */
 export interface SaveModelOptions extends WriteOptions {
-  /** Largest shard in bytes of tensor data (default 5 GB, as transformers). A larger tensor gets a shard alone. */
+  /**
+   * Largest shard in bytes of tensor data (default 5 GB, as transformers). A larger tensor gets a shard alone.
+   * @defaultValue 5000000000
+   */
   maxShardSize?: number
 }
 
@@ -180,6 +220,10 @@ export async function finishModel(
  * Saves a sharded model as transformers does: model-0000i-of-0000n.safetensors plus
  * model.safetensors.index.json ({ metadata: { total_size }, weight_map }), or a single model.safetensors
  * when everything fits one shard. Tensors go to shards in the order given; the files appear together.
+ * @throws {@link SafetensorsError} the codes of {@link planLayout} (`InvalidHeaderDeserialization`,
+ * `ValidationOverflow`, `MisalignedSlice`, `HeaderTooLarge`) and `TensorInvalidInfo` (data not the size its
+ * dtype and shape take), before anything is written; `Io` when a write fails (a full disk, EIO), naming the
+ * output, with the target left untouched.
  */
 export async function saveModel(folder: string, tensors: TensorCollection, options: SaveModelOptions = {}): Promise<string[]> {
   const list = named(tensors)
