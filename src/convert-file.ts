@@ -3,7 +3,6 @@
 // whatever the size. Every chunk is read straight into a fixed working set in wasm memory, converted
 // there in place and written from a view of it: nothing is allocated per chunk. The output files appear
 // only once all of them are complete (src/node-writer.ts, fileSet).
-import { mkdir } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { byteLengthOf, type ConvertTarget, convertInto, swapElementsInCore, targetOf } from './convert.ts'
 import { DTYPE_INFO, type DType } from './dtypes.ts'
@@ -11,7 +10,7 @@ import { type OpenOptions, open, type SafetensorsFile, type Source } from './fil
 import type { TensorInfo } from './header.ts'
 import { tensorByteLength } from './layout.ts'
 import { DEFAULT_INDEX, openModel } from './model.ts'
-import { type FileSet, finishModel, planShards, writeSet } from './node-writer.ts'
+import { type FileSet, planShards, writeModel, writeSet } from './node-writer.ts'
 import type { ProgressCallback } from './progress.ts'
 import { readInto } from './source.ts'
 import { type Core, instantiate } from './wasm.ts'
@@ -145,8 +144,7 @@ export async function convertFile(input: Source, output: string, options: Conver
       return
     }
     const shards = reshard(tensors, options.maxShardSize)
-    await mkdir(output, { recursive: true })
-    await writeSet(async (set) => finishModel(output, set, shardNames(shards), await writeShards(output, set, shards, total, options), { metadata: {} }))
+    await writeModel(output, { shards: shardNames(shards) }, async (set) => ({ totalSize: await writeShards(output, set, shards, total, options) }))
   } finally {
     await file.close()
   }
@@ -176,13 +174,12 @@ export async function convertModel(index: string | URL, folder: string, options:
         ? inputs.map(([file, source]) => ({ file, tensors: listed.filter((t) => t.source === source), metadata: source.metadata }))
         : reshard(listed, options.maxShardSize)
     const { total_size: _, ...metadata } = model.metadata ?? {}
-    await mkdir(folder, { recursive: true })
-    await writeSet(async (set) => {
-      const totalSize = await writeShards(folder, set, shards, dataBytes(model.shards.values()), options)
-      // The same layout keeps the index's name too, and always has one.
-      const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
-      return finishModel(folder, set, shardNames(shards), totalSize, { metadata, index: indexName })
-    })
+    // The same layout keeps the index's name too, and always has one.
+    const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
+    await writeModel(folder, { shards: shardNames(shards), index: indexName }, async (set) => ({
+      totalSize: await writeShards(folder, set, shards, dataBytes(model.shards.values()), options),
+      metadata,
+    }))
   } finally {
     await model.close()
   }
