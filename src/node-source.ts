@@ -61,7 +61,10 @@ export async function fileSource(path: string): Promise<RangeSource & { size: nu
     requestCost: LOCAL_REQUEST_COST,
     readInto,
     read: readThrough(readInto),
-    close: () => handle.close(),
+    close: () =>
+      handle.close().catch((cause: Error) => {
+        throw new SafetensorsError('Io', `cannot close ${path}: ${cause.message}`, { cause })
+      }),
   }
 }
 

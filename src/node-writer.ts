@@ -4,7 +4,7 @@
 import { constants } from 'node:fs'
 import { copyFile, link, mkdir, open as openFile, readdir, readFile, rename, rm, stat, writeFile as writeText } from 'node:fs/promises'
 import { hostname } from 'node:os'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 import { SafetensorsError } from './errors.ts'
 import { compareCodePoints, tensorByteLength } from './layout.ts'
 import { DEFAULT_INDEX, type ModelIndex } from './model.ts'
@@ -36,7 +36,7 @@ async function syncFolder(folder: string): Promise<void> {
 export interface FileSet {
   /** A sink for one file of the set; its commit() only completes the file (data synced, handle closed). */
   sink(path: string): Promise<WriterSink>
-  /** Renames the complete files (those `only` accepts, by default all) into place in the order they completed, then syncs their folders. */
+  /** Renames the complete files (those `only` accepts, by default all) into place, in the order they completed. */
   publish(only?: (path: string) => boolean): Promise<void>
   discard(): Promise<void>
 }
@@ -80,17 +80,13 @@ export function fileSet(): FileSet {
       }
     },
     async publish(only = () => true) {
-      const folders = new Set<string>()
-      for (const [temporary, path] of complete.filter(([, path]) => only(path))) {
+      for (const entry of [...complete]) {
+        const [temporary, path] = entry
+        if (!only(path)) continue
         await rename(temporary, path)
         started.delete(temporary)
-        complete.splice(
-          complete.findIndex(([t]) => t === temporary),
-          1,
-        )
-        folders.add(dirname(path))
+        complete.splice(complete.indexOf(entry), 1)
       }
-      for (const folder of folders) await syncFolder(folder)
     },
     async discard() {
       await Promise.all([...started].map((temporary) => rm(temporary, { force: true })))
@@ -212,9 +208,11 @@ export async function writeModel(folder: string, plan: ModelPlan, write: (set: F
   const index = plan.index ?? (files.length > 1 ? DEFAULT_INDEX : undefined)
   const saved = index === undefined ? files : [...files, index]
   const names = modelNames(files, index)
-  await mkdir(folder, { recursive: true }).catch((cause) => {
+  try {
+    await mkdir(folder, { recursive: true })
+  } catch (cause) {
     throw new SafetensorsError('Io', `cannot create the folder ${folder}: ${(cause as Error).message}`, { cause })
-  })
+  }
   const unlock = await lockFolder(folder)
   try {
     const live = await liveModel(folder, names)
@@ -239,9 +237,14 @@ export async function writeModel(folder: string, plan: ModelPlan, write: (set: F
         await rm(join(folder, names.single!))
       }
     })
-    // Committed: the save is done, whatever happens to the cleanup.
-    await removeStale(folder, isSaveFile, new Set(saved)).catch(() => {})
+    // Committed: the save is done, whatever happens to the cleanup. Synced first, so that no removal
+    // can reach the disk before the commit.
+    await syncFolder(folder)
+      .then(() => removeStale(folder, isSaveFile, new Set(saved)))
+      .catch(() => {})
     return saved
+  } catch (cause) {
+    throw cause instanceof SafetensorsError ? cause : new SafetensorsError('Io', `saving into ${folder} failed: ${(cause as Error).message}`, { cause })
   } finally {
     await unlock().catch(() => {})
   }
@@ -407,8 +410,17 @@ async function heldBy(path: string): Promise<{ text: string; holder?: Holder; go
     const parsed = JSON.parse(text) as Partial<Holder>
     if (Number.isInteger(parsed.pid) && typeof parsed.hostname === 'string' && typeof parsed.token === 'string') holder = parsed as Holder
   } catch {}
-  return { text, holder, gone: holder !== undefined && isGone(holder) }
+  if (holder) return { text, holder, gone: isGone(holder) }
+  // Naming no process: a lock being written (for microseconds), or one whose writer died doing so.
+  const modified = await stat(path).then(
+    (s) => s.mtimeMs,
+    () => Date.now(),
+  )
+  return { text, gone: Date.now() - modified > UNNAMED_LOCK_AGE }
 }
+
+/** How old a lock file that names no process must be to count as left by a crash (ms). */
+const UNNAMED_LOCK_AGE = 60_000
 
 /** Creates the file `path` holding `text` unless a file has that name: written first under a temporary name, so that it never exists empty. */
 async function createExclusive(path: string, text: string): Promise<boolean> {
