@@ -4,7 +4,7 @@
 import { constants } from 'node:fs'
 import { copyFile, link, mkdir, open as openFile, readdir, readFile, rename, rm, stat, writeFile as writeText } from 'node:fs/promises'
 import { hostname } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { SafetensorsError } from './errors.ts'
 import { compareCodePoints, tensorByteLength } from './layout.ts'
 import { DEFAULT_INDEX, type ModelIndex } from './model.ts'
@@ -355,10 +355,10 @@ const LEFTOVER = /^(.+)\.[0-9a-z]{8,}\.(tmp|old)$/
 async function removeStale(folder: string, isSaveFile: (file: string) => boolean, keep: ReadonlySet<string>): Promise<void> {
   const stale: string[] = []
   for (const file of await readdir(folder)) {
-    const leftover = LEFTOVER.exec(file)
     if (keep.has(file)) continue
-    if (isSaveFile(file) || (leftover && isSaveFile(leftover[1]))) stale.push(file)
-    else if (leftover?.[1] === SAVE_LOCK && (await heldBy(join(folder, file)))?.gone) stale.push(file)
+    const leftover = LEFTOVER.exec(file)
+    const lockWriter = Number(LOCK_TEMPORARY.exec(file)?.[1] ?? process.pid)
+    if (isSaveFile(file) || (leftover && isSaveFile(leftover[1])) || (lockWriter !== process.pid && processGone(lockWriter))) stale.push(file)
   }
   // Indexes first: a reader of an index whose shards went first would find it broken, rather than gone.
   stale.sort((a, b) => Number(b.endsWith('.index.json')) - Number(a.endsWith('.index.json')))
@@ -387,14 +387,25 @@ const heldHere = new Set<string>()
 /** The process gone: it ran on this host and no process has its pid (or this process does, and holds no lock of its token). */
 function isGone(holder: Holder): boolean {
   if (holder.hostname !== host) return false
-  if (holder.pid === process.pid) return !heldHere.has(holder.token)
+  return holder.pid === process.pid ? !heldHere.has(holder.token) : processGone(holder.pid)
+}
+
+/** No process of this host has the pid. */
+function processGone(pid: number): boolean {
   try {
-    process.kill(holder.pid, 0)
+    process.kill(pid, 0)
     return false
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'ESRCH'
   }
 }
+
+/**
+ * Where a lock is written before it is linked into place, named after its writer's process: it is
+ * empty for a moment, and left behind if the writer is killed then. Judged by that pid alone (another
+ * host's would be taken for this host's: the window is microseconds, and its save would fail, not break).
+ */
+const LOCK_TEMPORARY = /^\.safetensors-wasm\.lock\.(\d+)-[0-9a-z]+\.tmp$/
 
 /** The lock file at `path` (undefined when there is none): its text, its holder if it names one, and whether that holder is gone. */
 async function heldBy(path: string): Promise<{ text: string; holder?: Holder; gone: boolean } | undefined> {
@@ -424,7 +435,7 @@ const UNNAMED_LOCK_AGE = 60_000
 
 /** Creates the file `path` holding `text` unless a file has that name: written first under a temporary name, so that it never exists empty. */
 async function createExclusive(path: string, text: string): Promise<boolean> {
-  const temporary = `${path}.${uniqueId()}.tmp`
+  const temporary = join(dirname(path), `${SAVE_LOCK}.${process.pid}-${uniqueId()}.tmp`)
   await writeText(temporary, text, { flag: 'wx' })
   try {
     await linkOrCopy(temporary, path)
