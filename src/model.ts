@@ -22,7 +22,9 @@ function isOneFile(name: string): boolean {
 
 /** The JSON of model.safetensors.index.json. */
 export interface ModelIndex {
+  /** Whatever the writer put there, e.g. `{ total_size }`. */
   metadata?: Record<string, unknown>
+  /** The shard file of each tensor, by tensor name. */
   weight_map: Record<string, string>
 }
 
@@ -113,8 +115,12 @@ async function openPart(what: string, source: () => Source, options: OpenModelOp
   }
 }
 
+/** Options of {@link openModel}: those of {@link open}, applied to the index and every shard, and `concurrency`. */
 export interface OpenModelOptions extends OpenOptions {
-  /** Shard headers read at once (default 16): enough to hide a network round trip, few enough for any server. */
+  /**
+   * Shard headers read at once (default 16): enough to hide a network round trip, few enough for any server.
+   * @defaultValue 16
+   */
   concurrency?: number
 }
 
@@ -123,7 +129,15 @@ const DEFAULT_CONCURRENCY = 16
 /**
  * Opens a model: a sharded one from its index (a path or a URL), a model of one file from that
  * .safetensors file, a folder holding model.safetensors or else model.safetensors.index.json (the order
- * transformers follows), or the model's files picked or dropped in a page (ModelFiles).
+ * transformers follows), or the model's files picked or dropped in a page (ModelFiles). Every weight_map
+ * entry is checked against its shard's header before it resolves.
+ * @throws {@link SafetensorsError} `InvalidHeaderDeserialization` for an index that is not valid JSON of the
+ * schema (a repeated key included); `TensorNotFound` when the index puts a tensor in a shard without it (the
+ * message says where it is); any code of {@link open} for a shard or the one file, its message naming it; `Io`
+ * for an index or shard that cannot be read (missing, not among the files given) and for a folder holding
+ * neither model.safetensors nor an index; `Aborted`.
+ * @throws TypeError for an input that is neither a path, a URL nor File objects, two files of one name, or a
+ * path in the browser entry; RangeError for a `concurrency` that is not a positive integer.
  */
 export async function openModel(input: string | URL | ModelFiles, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY
@@ -173,6 +187,7 @@ export async function openModel(input: string | URL | ModelFiles, options: OpenM
   return new SafetensorsModel(index, files)
 }
 
+/** A sharded model, from {@link openModel}: the reading API of {@link SafetensorsFile}, over every shard. */
 export class SafetensorsModel {
   readonly #index: WeightMap
   readonly #files: Map<string, SafetensorsFile>
@@ -198,14 +213,26 @@ export class SafetensorsModel {
     return this.#listed().map(([, info]) => info.name)
   }
 
+  /**
+   * The header entry of a tensor, from its shard.
+   * @throws {@link SafetensorsError} `TensorNotFound`
+   */
   info(name: string): TensorInfo {
     return this.#fileOf(name).info(name)
   }
 
+  /**
+   * Reads one tensor from its shard: see {@link SafetensorsFile.getTensor}.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getTensor} does.
+   */
   getTensor<D extends DType, H extends boolean = false>(name: string, options?: ReadOptions<D, H>): Promise<Tensor<DataFor<D, H>>> {
     return this.#fileOf(name).getTensor(name, options)
   }
 
+  /**
+   * Reads a slice of one tensor from its shard: see {@link SafetensorsFile.getSlice}.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getSlice} does.
+   */
   getSlice<D extends DType, H extends boolean = false>(
     name: string,
     ranges: readonly SliceRange[],
@@ -214,17 +241,26 @@ export class SafetensorsModel {
     return this.#fileOf(name).getSlice(name, ranges, options)
   }
 
-  /** One tensor or slice as a stream, from its shard: see SafetensorsFile.stream. */
+  /**
+   * One tensor or slice as a stream, from its shard: see SafetensorsFile.stream.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.stream} does.
+   */
   stream(name: string, options?: Parameters<SafetensorsFile['stream']>[1]): ReadableStream<Uint8Array> {
     return this.#fileOf(name).stream(name, options)
   }
 
-  /** Every tensor, shard by shard in data order; the next one (when small) is read while this one is handled. */
+  /**
+   * Every tensor, shard by shard in data order; the next one (when small) is read while this one is handled.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getTensor} does, from the iteration.
+   */
   tensors<D extends DType, H extends boolean = false>(options?: ReadOptions<D, H>): AsyncGenerator<Tensor<DataFor<D, H>>> {
     return readingAhead(this.#listed().map(([file, info]) => ({ bytes: info.byteLength, read: () => file.getTensor(info.name, options) })))
   }
 
-  /** The file name of the shard that holds tensor `name`; throws TensorNotFound. */
+  /**
+   * The file name of the shard that holds tensor `name`.
+   * @throws {@link SafetensorsError} `TensorNotFound`
+   */
   shardOf(name: string): string {
     const shard = this.#index.shardOf(name)
     if (shard === undefined) throw new SafetensorsError('TensorNotFound', `no tensor named ${JSON.stringify(name)} in this model's weight_map`)
@@ -232,10 +268,16 @@ export class SafetensorsModel {
   }
 
   /** Tensors a shard holds that the index does not list there (the model does not include them). */
-  unlisted(): Array<{ tensor: string; shard: string }> {
+  unlisted(): Array<{
+    /** The tensor's name. */
+    tensor: string
+    /** The shard that holds it. */
+    shard: string
+  }> {
     return [...this.#files].flatMap(([shard, file]) => this.#unlistedIn(shard, file).map((t) => ({ tensor: t.name, shard })))
   }
 
+  /** Closes every shard. */
   async close(): Promise<void> {
     await Promise.all([...this.#files.values()].map((f) => f.close()))
   }

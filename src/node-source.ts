@@ -11,8 +11,16 @@ import { checkRange, LOCAL_REQUEST_COST, type RangeSource, readThrough, throwIfA
 /** Bytes per positional read: large enough to cost nothing per call, small enough for an abort or a progress event to come soon. */
 const FILE_CHUNK = 8 << 20
 
-/** A file on disk. Reads go straight into the caller's buffer. */
-export async function fileSource(path: string): Promise<RangeSource & { size: number }> {
+/**
+ * A file on disk. Reads go straight into the caller's buffer.
+ * @throws {@link SafetensorsError} `Io` when the file cannot be opened or read (the message names the path).
+ */
+export async function fileSource(path: string): Promise<
+  RangeSource & {
+    /** The file's size in bytes. */
+    size: number
+  }
+> {
   let handle: Awaited<ReturnType<typeof openFile>>
   try {
     handle = await openFile(path, 'r')

@@ -41,14 +41,31 @@ export interface FileSet {
   discard(): Promise<void>
 }
 
+/**
+ * An Io error about the file the caller named (never the temporary file beside it, which the caller
+ * does not know of): "cannot write /models/out.safetensors: no space left on device (ENOSPC)".
+ */
+export function fileError(action: string, path: string, cause: unknown): SafetensorsError {
+  return new SafetensorsError('Io', `cannot ${action} ${path}: ${systemMessage(cause)}`, { cause })
+}
+
+/** A system error's own words and code, without the syscall and the paths Node appends (a temporary file's). */
+function systemMessage(cause: unknown): string {
+  const { code, message } = cause as { code?: unknown; message?: unknown }
+  const text = String(message ?? cause)
+  return typeof code === 'string' && text.startsWith(`${code}: `) ? `${text.slice(code.length + 2).split(', ')[0]} (${code})` : text
+}
+
 export function fileSet(): FileSet {
   const complete: Array<[temporary: string, path: string]> = []
   const started = new Set<string>()
   return {
     async sink(path) {
+      // Found before any byte is written: the rename at the end would fail on a folder.
+      if ((await stat(path).catch(() => undefined))?.isDirectory()) throw new SafetensorsError('Io', `cannot write ${path}: it is a folder`)
       const temporary = `${path}.${uniqueId()}.tmp`
       const handle = await openFile(temporary, 'wx').catch((cause) => {
-        throw new SafetensorsError('Io', `cannot create ${temporary}: ${(cause as Error).message}`, { cause })
+        throw fileError('create', path, cause)
       })
       started.add(temporary)
       let closed = false
@@ -61,15 +78,23 @@ export function fileSet(): FileSet {
       return {
         seekable: true,
         async write(bytes, position) {
-          for (let done = 0; done < bytes.length; ) {
-            const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, position + done)
-            done += bytesWritten
+          try {
+            for (let done = 0; done < bytes.length; ) {
+              const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, position + done)
+              done += bytesWritten
+            }
+          } catch (cause) {
+            throw fileError('write', path, cause)
           }
         },
         async commit() {
-          // Synced before any rename, so a crash never leaves a renamed file without its data.
-          await handle.sync()
-          await close()
+          try {
+            // Synced before any rename, so a crash never leaves a renamed file without its data.
+            await handle.sync()
+            await close()
+          } catch (cause) {
+            throw fileError('write', path, cause)
+          }
           complete.push([temporary, path])
         },
         async abort() {
@@ -96,7 +121,10 @@ export function fileSet(): FileSet {
   }
 }
 
-/** A file on disk, written beside the target under a temporary name and renamed into place at the end. */
+/**
+ * A file on disk, written beside the target under a temporary name and renamed into place at the end.
+ * @throws {@link SafetensorsError} `Io` when the file cannot be created, written or renamed.
+ */
 export async function fileSink(path: string): Promise<WriterSink> {
   const set = fileSet()
   const sink = await set.sink(path)
@@ -125,7 +153,9 @@ export async function writeSet<T>(write: (set: FileSet) => Promise<T>): Promise<
     return result
   } catch (cause) {
     await set.discard()
-    throw cause instanceof SafetensorsError ? cause : new SafetensorsError('Io', `writing failed: ${(cause as Error).message}`, { cause })
+    // The caller's misuse stays a TypeError or RangeError; what else fails is the disk's.
+    if (cause instanceof SafetensorsError || cause instanceof TypeError || cause instanceof RangeError) throw cause
+    throw new SafetensorsError('Io', `writing failed: ${systemMessage(cause)}`, { cause })
   }
 }
 
@@ -134,14 +164,24 @@ function* partsOf({ layout, chunks }: Prepared): Generator<readonly [Uint8Array,
   for (const [i, e] of layout.entries.entries()) yield [chunks[i], layout.dataStart + e.dataOffsets[0]]
 }
 
-/** Writes `tensors` to `path` atomically. */
+/**
+ * Writes `tensors` to `path` atomically.
+ * @throws {@link SafetensorsError} the codes of {@link planLayout} (`InvalidHeaderDeserialization`,
+ * `ValidationOverflow`, `MisalignedSlice`, `HeaderTooLarge`) and `TensorInvalidInfo` (data not the size its
+ * dtype and shape take), before anything is written; `Io` when a write fails (a full disk, EIO), naming the
+ * output, with the target left untouched.
+ */
 export async function writeFile(path: string, tensors: TensorCollection, options: WriteOptions = {}): Promise<void> {
   const prepared = prepare(named(tensors), options.metadata)
   await writeSet(async (set) => writeParts(await set.sink(path), partsOf(prepared)))
 }
 
+/** Options of saveModel. */
 export interface SaveModelOptions extends WriteOptions {
-  /** Largest shard in bytes of tensor data (default 5 GB, as transformers). A larger tensor gets a shard alone. */
+  /**
+   * Largest shard in bytes of tensor data (default 5 GB, as transformers). A larger tensor gets a shard alone.
+   * @defaultValue 5000000000
+   */
   maxShardSize?: number
 }
 
@@ -208,11 +248,9 @@ export async function writeModel(folder: string, plan: ModelPlan, write: (set: F
   const index = plan.index ?? (files.length > 1 ? DEFAULT_INDEX : undefined)
   const saved = index === undefined ? files : [...files, index]
   const names = modelNames(files, index)
-  try {
-    await mkdir(folder, { recursive: true })
-  } catch (cause) {
-    throw new SafetensorsError('Io', `cannot create the folder ${folder}: ${(cause as Error).message}`, { cause })
-  }
+  await mkdir(folder, { recursive: true }).catch((cause) => {
+    throw fileError('create the folder', folder, cause)
+  })
   const unlock = await lockFolder(folder)
   try {
     const live = await liveModel(folder, names)
@@ -348,6 +386,11 @@ async function linkOrCopy(from: string, to: string): Promise<void> {
 /** What a save leaves behind when it stops: `<file>.<id>.tmp` (fileSet, being written) and `<file>.<id>.old` (pointAtBackups). */
 const LEFTOVER = /^(.+)\.[0-9a-z]{8,}\.(tmp|old)$/
 
+/** A file a model save makes besides the model's own (its lock, a leftover of a save that stopped): not part of any model. */
+export function isSaveLeftover(file: string): boolean {
+  return file.startsWith(SAVE_LOCK) || /\.(safetensors|index\.json)$/.test(LEFTOVER.exec(file)?.[1] ?? '')
+}
+
 /**
  * Removes from `folder` the files of saves of this model (`isSaveFile`, and their leftovers) that are not
  * in `keep`, and the temporary files of locks whose process is gone. Never a file of another name.
@@ -358,7 +401,8 @@ async function removeStale(folder: string, isSaveFile: (file: string) => boolean
     if (keep.has(file)) continue
     const leftover = LEFTOVER.exec(file)
     const lockWriter = Number(LOCK_TEMPORARY.exec(file)?.[1] ?? process.pid)
-    if (isSaveFile(file) || (leftover && isSaveFile(leftover[1])) || (lockWriter !== process.pid && processGone(lockWriter))) stale.push(file)
+    const gone = (lockWriter !== process.pid && processGone(lockWriter)) || (file === TAKEOVER && (await heldBy(join(folder, file)))?.gone)
+    if (isSaveFile(file) || (leftover && isSaveFile(leftover[1])) || gone) stale.push(file)
   }
   // Indexes first: a reader of an index whose shards went first would find it broken, rather than gone.
   stale.sort((a, b) => Number(b.endsWith('.index.json')) - Number(a.endsWith('.index.json')))
@@ -371,6 +415,8 @@ async function removeStale(folder: string, isSaveFile: (file: string) => boolean
 
 /** The file in a folder that a model save holds from before its first file to after its cleanup. */
 export const SAVE_LOCK = '.safetensors-wasm.lock'
+/** The second lock, held while a stale lock is taken over. */
+const TAKEOVER = `${SAVE_LOCK}.takeover`
 
 /** Who holds a lock: the lock file's JSON. */
 interface Holder {
@@ -474,7 +520,7 @@ async function lockFolder(folder: string): Promise<() => Promise<void>> {
       const lock = await heldBy(path)
       if (lock === undefined) continue
       if (!lock.gone) throw inProgress(folder, path, lock.holder)
-      const guard = `${path}.takeover`
+      const guard = join(folder, TAKEOVER)
       if (!(await createExclusive(guard, text))) {
         // Another save is taking it over, or died doing so (then its guard goes, and this tries again).
         const taking = await heldBy(guard)
@@ -501,7 +547,12 @@ async function lockFolder(folder: string): Promise<() => Promise<void>> {
  * Saves a sharded model as transformers does: model-0000i-of-0000n.safetensors plus
  * model.safetensors.index.json ({ metadata: { total_size }, weight_map }), or a single model.safetensors
  * when everything fits one shard. Tensors go to shards in the order given; the save is all-or-nothing
- * (writeModel), and rejects with an Io error while another save into the folder is in progress.
+ * (writeModel).
+ * @throws {@link SafetensorsError} the codes of {@link planLayout} (`InvalidHeaderDeserialization`,
+ * `ValidationOverflow`, `MisalignedSlice`, `HeaderTooLarge`) and `TensorInvalidInfo` (data not the size its
+ * dtype and shape take), before anything is written; `Io` when a write fails (a full disk, EIO), naming the
+ * output, with the folder holding the earlier model, and `Io` while another save into the folder is in
+ * progress (the message names the folder and the process).
  */
 export async function saveModel(folder: string, tensors: TensorCollection, options: SaveModelOptions = {}): Promise<string[]> {
   const list = named(tensors)

@@ -1,4 +1,4 @@
-// Streams, in memory bounded by a few chunks whatever the size (README.md, "Edge workers"):
+// Streams, in memory bounded by a few chunks whatever the size (docs/streams-and-workers.md):
 // - tensorStream: one tensor or slice as a ReadableStream of little-endian bytes, converted on the way;
 // - validateStream: a whole file checked as it flows by (and, optionally, forwarded once checked);
 // - convertStream: a whole file re-encoded in another dtype, as a stream of the new file.
@@ -16,8 +16,12 @@ import { readInto, throwIfAborted } from './source.ts'
 import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter, streamSink } from './writer.ts'
 
+/** Options of {@link SafetensorsFile.stream} (which adds `ranges`, a slice). */
 export interface StreamOptions<D extends DType = DType> {
-  /** Convert to this dtype on the way. */
+  /**
+   * Convert to this dtype on the way.
+   * @defaultValue the tensor's own dtype
+   */
   dtype?: D
   /** Aborting errors the stream with `Aborted` and aborts the read in flight. */
   signal?: AbortSignal
@@ -269,12 +273,15 @@ async function expectEnd(input: StreamInput, header: Header): Promise<void> {
   if (await input.next(1)) throw trailingBytes(header)
 }
 
+/** Options of {@link validateStream}. */
 export interface ValidateStreamOptions {
+  /** Aborts the check: it rejects with `Aborted`, and the stream is cancelled. */
   signal?: AbortSignal
   /**
    * Where the checked bytes go (an upload, say): the header once it is valid, then the data as it
    * arrives. Closed when the whole file is valid, aborted with the error otherwise, so that whatever
    * reads from it sees a complete file or a failure, never a complete invalid file.
+   * @defaultValue none: the bytes are only checked
    */
   forward?: WritableStream<Uint8Array>
 }
@@ -284,6 +291,9 @@ export interface ValidateStreamOptions {
  * as soon as it has arrived (parseHeader's scanner and codes), then the data's length against the
  * offsets, then the end. Resolves with the Header; rejects with the code parseHeader gives for the same
  * bytes. The stream is consumed, and cancelled on a failure.
+ * @throws {@link SafetensorsError} `HeaderTooSmall`, `HeaderTooLarge`, `InvalidHeaderLength`,
+ * `InvalidHeader`, `InvalidHeaderDeserialization`, `InvalidOffset`, `ValidationOverflow`, `MisalignedSlice`,
+ * `TensorInvalidInfo`, `MetadataIncompleteBuffer` (data cut short, or bytes after the last tensor); `Io` when the stream errors or `forward` fails; `Aborted`.
  */
 export async function validateStream(stream: ReadableStream<Uint8Array>, options: ValidateStreamOptions = {}): Promise<Header> {
   const input = new StreamInput(stream, options.signal)
@@ -315,9 +325,14 @@ export async function validateStream(stream: ReadableStream<Uint8Array>, options
   }
 }
 
+/** Options of {@link convertStream}. */
 export interface ConvertStreamOptions {
-  /** Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied. */
+  /**
+   * Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied.
+   * @defaultValue none: every tensor is copied as it is
+   */
   dtype?: ConvertTarget
+  /** Aborts the conversion: the output stream errors with `Aborted`, and the input is cancelled. */
   signal?: AbortSignal
 }
 
@@ -331,6 +346,9 @@ type TensorBytes = (info: TensorInfo, at: number, target: Uint8Array) => Promise
  * flows by as validateStream checks it, whose tensors keep their order (they arrive in it); or an open
  * file, read by ranges, whose output is laid out as the reference writer lays it out. Errors, the input's
  * or the consumer's cancel, abort the output stream and the input.
+ * @throws {@link SafetensorsError} as the output stream's error: for a stream input, the codes of
+ * {@link validateStream}; for an open file, `Io`; and `Aborted`.
+ * @throws TypeError at once, for a `dtype` other than 'F32', 'F16' or 'BF16'.
  */
 export function convertStream(input: ReadableStream<Uint8Array> | SafetensorsFile, options: ConvertStreamOptions = {}): ReadableStream<Uint8Array> {
   if (options.dtype !== undefined && options.dtype !== 'F32' && options.dtype !== 'F16' && options.dtype !== 'BF16') {
