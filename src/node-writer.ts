@@ -482,8 +482,8 @@ const UNNAMED_LOCK_AGE = 60_000
 /** Creates the file `path` holding `text` unless a file has that name: written first under a temporary name, so that it never exists empty. */
 async function createExclusive(path: string, text: string): Promise<boolean> {
   const temporary = join(dirname(path), `${SAVE_LOCK}.${process.pid}-${uniqueId()}.tmp`)
-  await writeText(temporary, text, { flag: 'wx' })
   try {
+    await writeText(temporary, text, { flag: 'wx' })
     await linkOrCopy(temporary, path)
     return true
   } catch (error) {
