@@ -4,7 +4,7 @@
 import { constants } from 'node:fs'
 import { copyFile, link, mkdir, open as openFile, readdir, readFile, rename, rm, stat, writeFile as writeText } from 'node:fs/promises'
 import { hostname } from 'node:os'
-import { dirname, join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { SafetensorsError } from './errors.ts'
 import { compareCodePoints, tensorByteLength } from './layout.ts'
 import { DEFAULT_INDEX, type ModelIndex } from './model.ts'
@@ -400,8 +400,10 @@ async function removeStale(folder: string, isSaveFile: (file: string) => boolean
   for (const file of await readdir(folder)) {
     if (keep.has(file)) continue
     const leftover = LEFTOVER.exec(file)
-    const lockWriter = Number(LOCK_TEMPORARY.exec(file)?.[1] ?? process.pid)
-    const gone = (lockWriter !== process.pid && processGone(lockWriter)) || (file === TAKEOVER && (await heldBy(join(folder, file)))?.gone)
+    const lockWriter = LOCK_TEMPORARY.exec(file)?.[1]
+    const gone =
+      (lockWriter !== undefined && (Number(lockWriter) === process.pid ? !writingHere.has(file) : processGone(Number(lockWriter)))) ||
+      (file === TAKEOVER && (await heldBy(join(folder, file)))?.gone)
     if (isSaveFile(file) || (leftover && isSaveFile(leftover[1])) || gone) stale.push(file)
   }
   // Indexes first: a reader of an index whose shards went first would find it broken, rather than gone.
@@ -429,6 +431,8 @@ interface Holder {
 const host = hostname()
 /** The tokens of the locks this process holds: a lock of this process with another token was left by a save that could not remove it. */
 const heldHere = new Set<string>()
+/** The lock temporaries this process is writing (LOCK_TEMPORARY). */
+const writingHere = new Set<string>()
 
 /** The process gone: it ran on this host and no process has its pid (or this process does, and holds no lock of its token). */
 function isGone(holder: Holder): boolean {
@@ -482,6 +486,7 @@ const UNNAMED_LOCK_AGE = 60_000
 /** Creates the file `path` holding `text` unless a file has that name: written first under a temporary name, so that it never exists empty. */
 async function createExclusive(path: string, text: string): Promise<boolean> {
   const temporary = join(dirname(path), `${SAVE_LOCK}.${process.pid}-${uniqueId()}.tmp`)
+  writingHere.add(basename(temporary))
   try {
     await writeText(temporary, text, { flag: 'wx' })
     await linkOrCopy(temporary, path)
@@ -490,7 +495,9 @@ async function createExclusive(path: string, text: string): Promise<boolean> {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false
     throw error
   } finally {
-    await rm(temporary, { force: true })
+    // Left, it goes at the next save.
+    await rm(temporary, { force: true }).catch(() => {})
+    writingHere.delete(basename(temporary))
   }
 }
 
