@@ -153,10 +153,14 @@ export async function writeSet<T>(write: (set: FileSet) => Promise<T>): Promise<
     return result
   } catch (cause) {
     await set.discard()
-    // The caller's misuse stays a TypeError or RangeError; what else fails is the disk's.
-    if (cause instanceof SafetensorsError || cause instanceof TypeError || cause instanceof RangeError) throw cause
+    if (isOwnError(cause)) throw cause
     throw new SafetensorsError('Io', `writing failed: ${systemMessage(cause)}`, { cause })
   }
+}
+
+/** An error that escapes a write as it is: a SafetensorsError, or the caller's misuse (TypeError, RangeError). What else fails is the disk's. */
+function isOwnError(cause: unknown): boolean {
+  return cause instanceof SafetensorsError || cause instanceof TypeError || cause instanceof RangeError
 }
 
 function* partsOf({ layout, chunks }: Prepared): Generator<readonly [Uint8Array, number]> {
@@ -282,7 +286,7 @@ export async function writeModel(folder: string, plan: ModelPlan, write: (set: F
       .catch(() => {})
     return saved
   } catch (cause) {
-    throw cause instanceof SafetensorsError ? cause : new SafetensorsError('Io', `saving into ${folder} failed: ${(cause as Error).message}`, { cause })
+    throw isOwnError(cause) ? cause : fileError('save into', folder, cause)
   } finally {
     await unlock().catch(() => {})
   }
@@ -542,8 +546,7 @@ async function lockFolder(folder: string): Promise<() => Promise<void>> {
       }
     }
   } catch (cause) {
-    if (cause instanceof SafetensorsError) throw cause
-    throw new SafetensorsError('Io', `cannot lock ${folder} for a save (${path}): ${(cause as Error).message}`, { cause })
+    throw cause instanceof SafetensorsError ? cause : fileError('take the lock', path, cause)
   }
   throw new SafetensorsError('Io', `cannot lock ${folder} for a save: ${path} was taken over and came back 10 times`)
 }
