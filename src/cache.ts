@@ -36,12 +36,22 @@ export interface RangeCache {
   clear(): Promise<void>
 }
 
+/** Options of {@link createCache}: `dir` or `name`, not both. */
 export interface CacheOptions {
-  /** Node, Deno, Bun: the folder the entries live in (created if needed). */
+  /**
+   * Node, Deno, Bun: the folder the entries live in (created if needed).
+   * @defaultValue none: the OPFS folder `name`
+   */
   dir?: string
-  /** Browsers and workers: the folder in the Origin Private File System; default 'safetensors-wasm'. */
+  /**
+   * Browsers and workers: the folder in the Origin Private File System.
+   * @defaultValue 'safetensors-wasm'
+   */
   name?: string
-  /** Least recently used entries are removed to keep the cache at most this many bytes. Default: no limit. */
+  /**
+   * Least recently used entries are removed to keep the cache at most this many bytes.
+   * @defaultValue Infinity (no limit)
+   */
   maxBytes?: number
 }
 
@@ -63,6 +73,15 @@ const isOurs = (name: string) => ENTRY_NAME.test(name) || TEMP_NAME.test(name)
 const MAGIC = 0x31435453
 const HEAD = 16
 
+/**
+ * A persistent cache of what http(s) reads fetch, for the `cache` option of {@link open} and
+ * {@link openModel}: 1 MiB blocks keyed by URL and version (ETag, else size and Last-Modified), each checksummed
+ * and checked when read; a failed write is one console.warn, and the read goes on from the network.
+ * @throws {@link SafetensorsError} `Io` when the folder cannot be created or opened.
+ * @throws TypeError for options of the wrong type, both `dir` and `name`, `dir` outside the Node entry, or no
+ * `dir` where the runtime has no Origin Private File System; RangeError for a `maxBytes` that is not a positive
+ * integer.
+ */
 export async function createCache(options: CacheOptions = {}): Promise<RangeCache> {
   if (typeof options !== 'object' || options === null)
     throw new TypeError(`createCache(): options must be an object, not ${options === null ? 'null' : typeof options}`)

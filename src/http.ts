@@ -6,12 +6,19 @@
 import { SafetensorsError } from './errors.ts'
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { parseRetryAfter, retryDelay, retrySettings, sleep, watchdog } from './retry.ts'
-import type { RangeSource } from './source.ts'
+import { onAbort, type RangeSource } from './source.ts'
 
+/** Options of reads over http(s), in {@link open}, {@link openModel} and {@link httpSource}. */
 export interface HttpOptions {
-  /** A fetch implementation (default: globalThis.fetch). */
+  /**
+   * A fetch implementation.
+   * @defaultValue globalThis.fetch
+   */
   fetch?: typeof fetch
-  /** Extra request headers, e.g. { Authorization: 'Bearer …' }. */
+  /**
+   * Extra request headers, e.g. { Authorization: 'Bearer …' }.
+   * @defaultValue none
+   */
   headers?: HeadersInit
   /** Aborts every request made through this source, and any wait between retries. */
   signal?: AbortSignal
@@ -19,14 +26,19 @@ export interface HttpOptions {
    * Attempts after the first, per read, for transient failures: a dropped connection, a body cut short,
    * a stall (see idleTimeout), HTTP 408, 429, 500, 502, 503, 504. Each resumes at the first byte not yet
    * received. Default 4.
+   * @defaultValue 4
    */
   retries?: number
-  /** Milliseconds with no byte (waiting for headers or body) before an attempt counts as stalled. Default 30000; Infinity: never. */
+  /**
+   * Milliseconds with no byte (waiting for headers or body) before an attempt counts as stalled. Default 30000; Infinity: never.
+   * @defaultValue 30000
+   */
   idleTimeout?: number
   /**
    * http(s): what one more request costs, in bytes of transfer (RangeSource.requestCost): a slice's runs
    * closer than this are fetched in one request, gap included. Default 512 KiB, about a 10-20 ms round
    * trip at 25-50 MB/s; 0 fetches exactly the bytes a slice covers.
+   * @defaultValue 524288 (512 KiB)
    */
   requestCost?: number
 }
@@ -109,6 +121,13 @@ export type HttpSource = RangeSource & {
   readonly version: HttpVersion | undefined
 }
 
+/**
+ * The {@link RangeSource} that {@link open} uses for an http(s) URL: Range requests, retried with resume,
+ * every response checked against the first one's validator (docs/reading.md, "When the network fails").
+ * @throws {@link SafetensorsError} from its reads: `Io` (an HTTP error status, the file changed, a malformed
+ * or compressed response, retries exhausted), `Aborted`.
+ * @throws TypeError or RangeError for `retries`, `idleTimeout` or `requestCost` of the wrong type or out of range.
+ */
 export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSource {
   const href = String(url)
   const fetchImpl = options.fetch ?? globalThis.fetch
@@ -157,7 +176,7 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     // AbortSignal.any, which older browsers lack and which keeps a link from a long-lived signal).
     const controller = new AbortController()
     const end = () => controller.abort()
-    for (const s of signals) s.addEventListener('abort', end)
+    const listeners = signals.map((s) => onAbort(s, end))
     let stalled = false
     const dog = watchdog(idleTimeout, () => {
       stalled = true
@@ -165,7 +184,7 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     })
     const { signal } = controller
     // Raced against every wait, so that a fetch or a body that ignores its signal still stops.
-    const gone = new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }))
+    const gone = new Promise<never>((_, reject) => onAbort(signal, () => reject(signal.reason)))
     gone.catch(() => {})
     try {
       await run({ signal, gone, touch: () => dog.touch() })
@@ -177,7 +196,7 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
       throw new TransientError(href, `the connection failed: ${(error as Error).message}`, undefined, error)
     } finally {
       dog.stop()
-      for (const s of signals) s.removeEventListener('abort', end)
+      for (const release of listeners) release()
     }
   }
 

@@ -1,5 +1,8 @@
-// The portable entry (browsers, workerd, and the `default` condition): nothing in its module graph needs
-// Node; local files come with the Node entry (src/node.ts). Its modules have no side effects, so a bundler
-// keeps only those a page uses, with their wasm (src/wasm.ts).
+/**
+ * The portable entry (browsers, workerd, and the `default` condition): nothing in its module graph needs
+ * Node; local files come with the Node entry (src/node.ts). Its modules have no side effects, so a bundler
+ * keeps only those a page uses, with their wasm (src/wasm.ts).
+ * @packageDocumentation
+ */
 
 export * from './api.ts'

@@ -179,6 +179,8 @@ export interface RangeOptions {
   multiRange?: 'whole' | 'first' | 'multipart'
   /** Milliseconds each response waits before its headers: a simulated round trip. */
   delay?: number
+  /** Most body bytes per second each response sends: a slow network or disk on the other side. */
+  rate?: number
 }
 
 const BOUNDARY = '00000000000000000042'
@@ -224,7 +226,7 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
         at += p.length
       }
       res.writeHead(206, { ...headers, 'Content-Type': `multipart/byteranges; boundary=${BOUNDARY}`, 'Content-Length': body.length })
-      return sendBody(res, log, bytesResource(body), 0, body.length, fault)
+      return sendBody(res, log, bytesResource(body), 0, body.length, fault, options.rate)
     }
     const first = several && options.multiRange === 'first' ? `bytes=${several[0].start}-${several[0].end}` : req.headers.range
     const range = stale || fault?.kind === 'ignoreRange' ? 'none' : parseRange(first, size)
@@ -236,11 +238,11 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
       if (fault?.kind === 'ignoreRange' && fault.encoding === 'gzip') {
         const gzipped = gzipSync(resource.read(0, size))
         res.writeHead(200, { ...headers, 'Content-Encoding': 'gzip', 'Content-Length': gzipped.length })
-        return sendBody(res, log, bytesResource(gzipped), 0, gzipped.length, fault)
+        return sendBody(res, log, bytesResource(gzipped), 0, gzipped.length, fault, options.rate)
       }
       if (!(fault?.kind === 'ignoreRange' && fault.encoding === 'chunked')) headers['Content-Length'] = size
       res.writeHead(200, headers)
-      return sendBody(res, log, resource, 0, req.method === 'HEAD' ? 0 : size, fault)
+      return sendBody(res, log, resource, 0, req.method === 'HEAD' ? 0 : size, fault, options.rate)
     }
     // [start, end) is what Content-Range says, [start, bodyEnd) what is sent.
     let { start, end } = range
@@ -255,7 +257,7 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
     headers['Content-Length'] = bodyEnd - start + (fault?.kind === 'extra' ? 16 : 0)
     res.writeHead(206, headers)
     if (req.method === 'HEAD') return void res.end()
-    await sendBody(res, log, resource, start, bodyEnd, fault)
+    await sendBody(res, log, resource, start, bodyEnd, fault, options.rate)
     if (fault?.kind === 'extra' && !res.destroyed) {
       await write(res, log, new Uint8Array(16).fill(0xee))
       res.end()
@@ -268,10 +270,13 @@ export function ignoreRangeHandler(lookup: Parameters<typeof rangeHandler>[0]): 
   return rangeHandler(lookup, { fault: () => ({ kind: 'ignoreRange' }) })
 }
 
-/** Serves `files` (URL name -> path on disk), as a static file server does; `fault` as in rangeHandler. */
-export function serveFiles(files: Record<string, string>, options: { cors?: boolean; fault?: RangeOptions['fault'] } = {}): Promise<TestServer> {
+/** Serves `files` (URL name -> path on disk), as a static file server does; `fault` and `rate` as in rangeHandler. */
+export function serveFiles(files: Record<string, string>, options: { cors?: boolean; fault?: RangeOptions['fault']; rate?: number } = {}): Promise<TestServer> {
   return startServer(
-    rangeHandler((path) => (Object.hasOwn(files, path.slice(1)) ? fileResource(files[path.slice(1)]) : undefined), { fault: options.fault }),
+    rangeHandler((path) => (Object.hasOwn(files, path.slice(1)) ? fileResource(files[path.slice(1)]) : undefined), {
+      fault: options.fault,
+      rate: options.rate,
+    }),
     options,
   )
 }
@@ -317,11 +322,24 @@ function write(res: ServerResponse, log: Logged, chunk: Uint8Array): Promise<voi
  * Sends bytes [start, end) of `resource` in 64 KiB chunks, each once the last one reached the socket,
  * so the client runs between chunks as on a real network, and the count stops where the client went
  * away. A body fault strikes at its fraction of the body; 'extra' leaves the response open for more.
+ * With `rate`, each chunk waits until the bytes sent so far are no more than `rate` per second.
  */
-async function sendBody(res: ServerResponse, log: Logged, resource: Resource, start: number, end: number, fault: Fault | undefined): Promise<void> {
+async function sendBody(
+  res: ServerResponse,
+  log: Logged,
+  resource: Resource,
+  start: number,
+  end: number,
+  fault: Fault | undefined,
+  rate?: number,
+): Promise<void> {
   const cutAt = fault && 'at' in fault && typeof fault.at === 'number' ? start + Math.floor((end - start) * fault.at) : end
+  const began = performance.now()
   const send = async (from: number, to: number) => {
-    for (let at = from; at < to && !res.destroyed; at += CHUNK) await write(res, log, resource.read(at, Math.min(to, at + CHUNK)))
+    for (let at = from; at < to && !res.destroyed; at += CHUNK) {
+      if (rate) await new Promise((resolve) => setTimeout(resolve, began + ((at - start) / rate) * 1000 - performance.now()))
+      await write(res, log, resource.read(at, Math.min(to, at + CHUNK)))
+    }
   }
   await send(start, cutAt)
   if (fault?.kind === 'pause') {

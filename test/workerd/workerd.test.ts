@@ -307,8 +307,8 @@ describe('workerd', () => {
     expect((await response.json()).code).toBe('InvalidHeaderLength')
   })
 
-  test.each(['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js'])('README, "Edge workers", shows %s as tested', (file) => {
-    expect(readFileSync(join(ROOT, 'README.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/workerd', file), 'utf8')}`)
+  test.each(['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js'])('docs/streams-and-workers.md, "Edge workers", shows %s as tested', (file) => {
+    expect(readFileSync(join(ROOT, 'docs/streams-and-workers.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/workerd', file), 'utf8')}`)
   })
 
   test('outbound fetch is limited to loopback: another address is refused', async () => {
