@@ -4,7 +4,7 @@
 // - WebKit: Debian's WebKitWebDriver driving WebKitGTK's MiniBrowser (Safari's engine) over classic
 //   WebDriver, on a display of its own from Xvfb (MiniBrowser has no headless mode).
 import { type ChildProcess, spawn } from 'node:child_process'
-import { createServer } from 'node:net'
+import { createServer, type Socket } from 'node:net'
 import puppeteer, { type Browser } from 'puppeteer-core'
 import { FIREFOX, MINIBROWSER, requireEngine, WEBKIT_DRIVER, XVFB } from '../../scripts/browser-engines.js'
 
@@ -28,7 +28,10 @@ const WEBKIT_CAPABILITIES = {
   'webkitgtk:browserOptions': { binary: MINIBROWSER, args: ['--automation'] },
 }
 
-/** Xvfb on a free display, and WebKitWebDriver on a free port drawing there; both end with this process. */
+/**
+ * Xvfb on a free display, and WebKitWebDriver on a free port drawing there. Neither keeps this process
+ * alive; both end with it.
+ */
 export async function startWebKit(): Promise<WebKitDriver> {
   requireEngine('webkit')
   const children: ChildProcess[] = []
@@ -43,9 +46,13 @@ export async function startWebKit(): Promise<WebKitDriver> {
     xvfb.stdout!.once('data', (data) => resolve(String(data).trim()))
     xvfb.once('exit', (code) => reject(new Error(`Xvfb exited (${code}) before it had a display`)))
   })
+  // Left open (Xvfb exits when its end of the pipe goes away), but not keeping this process alive.
+  ;(xvfb.stdout as Socket).unref()
+  xvfb.unref()
   const port = await freePort()
   const driver = spawn(WEBKIT_DRIVER, [`--port=${port}`], { env: { ...process.env, DISPLAY: `:${display}` }, stdio: 'ignore' })
   children.push(driver)
+  driver.unref()
   for (let tries = 0; ; tries++) {
     const ready = await fetch(`http://127.0.0.1:${port}/status`).then(
       (r) => r.ok,
