@@ -28,7 +28,8 @@ const bundleNotSources: Plugin = {
 const FUZZ_ENV = Object.fromEntries(Object.entries(process.env).filter(([key]) => key.startsWith('FUZZ_')))
 
 /** The browser run in `engine`: `instance` says which browser and the provider that drives it. */
-export function browserConfig(engine: Engine, instance: BrowserInstanceOption & { headless?: boolean }) {
+// `browser` is any name the provider's driver knows (MiniBrowser for WebKitGTK), not only those vitest's types list.
+export function browserConfig(engine: Engine, instance: Omit<BrowserInstanceOption, 'browser'> & { browser: string; headless?: boolean }) {
   return defineConfig({
     plugins: [bundleNotSources],
     define: { 'process.env': JSON.stringify(FUZZ_ENV) },
@@ -62,7 +63,7 @@ export function browserConfig(engine: Engine, instance: BrowserInstanceOption & 
         screenshotDirectory: 'test/screenshots/browser-failures',
         enabled: true,
         headless: instance.headless ?? true,
-        instances: [instance],
+        instances: [instance as BrowserInstanceOption],
       },
     },
   })

@@ -39,7 +39,7 @@ export function missing(engine) {
   const absent = ENGINES[engine].needs.filter(([path]) => !existsSync(path))
   if (absent.length === 0) return undefined
   const packages = [...new Set(absent.map(([, pkg]) => pkg))].join(' ')
-  return `no ${absent.map(([path]) => path).join(', ')} (apt-get install ${packages})`
+  return `no ${absent.map(([path]) => path).join(', ')}: apt-get install ${packages}`
 }
 
 /**
@@ -56,7 +56,7 @@ function main() {
   for (const [engine, { script }] of Object.entries(ENGINES)) {
     const why = missing(/** @type {'chromium' | 'firefox' | 'webkit'} */ (engine))
     if (why) {
-      skipped.push(`${engine}: ${why}`)
+      skipped.push(`${engine} (${why})`)
       continue
     }
     const started = performance.now()
@@ -64,7 +64,7 @@ function main() {
     console.log(`browser tests in ${engine}: ${status === 0 ? 'passed' : 'FAILED'} in ${((performance.now() - started) / 1000).toFixed(0)} s`)
     if (status !== 0) process.exit(status ?? 1)
   }
-  if (skipped.length > 0) console.log(`browser tests skipped in ${skipped.join('; ')}`)
+  if (skipped.length > 0) console.log(`browser tests skipped in ${skipped.join(' and ')}`)
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) main()

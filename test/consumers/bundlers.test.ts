@@ -290,8 +290,8 @@ describe('the packed package in bundlers, run in each browser engine', () => {
       builds.set(bundler.name, built)
     }
     // Each engine started once, when its first test comes.
-    const skipped = ENGINES.filter((engine) => !present.includes(engine)).map((engine) => `${engine}: ${missing(engine)}`)
-    console.log(`consumer matrix: ${filename} installed in a fresh folder${skipped.length > 0 ? `; skipped ${skipped.join('; ')}` : ''}`)
+    const skipped = ENGINES.filter((engine) => !present.includes(engine)).map((engine) => `${engine} (${missing(engine)})`)
+    console.log(`consumer matrix: ${filename} installed in a fresh folder${skipped.length > 0 ? `; skipped ${skipped.join(' and ')}` : ''}`)
   }, 120_000)
 
   afterAll(async () => {
