@@ -121,6 +121,7 @@ export const REASON_TEXT = {
   R_EXPECTED_UINT: 'expected a non-negative integer',
   R_NOT_PLAIN_INT: 'not a plain integer (no sign, fraction, exponent or leading zero)',
   R_INT_TOO_LARGE: 'integer does not fit in 64 bits',
+  R_NUMBER_OUT_OF_RANGE: 'number out of range (it overflows a double, which the reference refuses)',
   R_TOO_DEEP: 'values nested deeper than 64 levels',
   R_METADATA_NOT_OBJECT: '__metadata__ must be null or an object',
   R_METADATA_VALUE_NOT_STRING: '__metadata__ values must be strings',

@@ -6,7 +6,7 @@
 import { SafetensorsError } from './errors.ts'
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { parseRetryAfter, retryDelay, retrySettings, sleep, watchdog } from './retry.ts'
-import type { RangeSource } from './source.ts'
+import { onAbort, type RangeSource } from './source.ts'
 
 /** Options of reads over http(s), in {@link open}, {@link openModel} and {@link httpSource}. */
 export interface HttpOptions {
@@ -196,7 +196,7 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     // AbortSignal.any, which older browsers lack and which keeps a link from a long-lived signal).
     const controller = new AbortController()
     const end = () => controller.abort()
-    for (const s of signals) s.addEventListener('abort', end)
+    const listeners = signals.map((s) => onAbort(s, end))
     let stalled = false
     const dog = watchdog(idleTimeout, () => {
       stalled = true
@@ -204,7 +204,7 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     })
     const { signal } = controller
     // Raced against every wait, so that a fetch or a body that ignores its signal still stops.
-    const gone = new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }))
+    const gone = new Promise<never>((_, reject) => onAbort(signal, () => reject(signal.reason)))
     gone.catch(() => {})
     try {
       await run({ signal, gone, touch: () => dog.touch() })
@@ -216,7 +216,7 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
       throw new TransientError(href, `the connection failed: ${(error as Error).message}`, undefined, error)
     } finally {
       dog.stop()
-      for (const s of signals) s.removeEventListener('abort', end)
+      for (const release of listeners) release()
     }
   }
 

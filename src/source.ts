@@ -71,8 +71,23 @@ export function readThrough(readInto: NonNullable<RangeSource['readInto']>): Ran
   }
 }
 
+export function abortedError(signal: AbortSignal): SafetensorsError {
+  return new SafetensorsError('Aborted', 'the operation was aborted', { cause: signal.reason })
+}
+
 export function throwIfAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw new SafetensorsError('Aborted', 'the operation was aborted', { cause: signal.reason })
+  if (signal?.aborted) throw abortedError(signal)
+}
+
+/**
+ * Calls `listener` once when `signal` aborts; returns what removes it. Every listener on a signal goes
+ * through here, and the call that adds one removes it when it settles: a caller's signal often lives
+ * as long as the page or the server, and would otherwise collect a listener per call.
+ */
+export function onAbort(signal: AbortSignal | undefined, listener: () => void): () => void {
+  if (!signal) return () => {}
+  signal.addEventListener('abort', listener, { once: true })
+  return () => signal.removeEventListener('abort', listener)
 }
 
 export function checkRange(offset: number, length: number, size: number): void {

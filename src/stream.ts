@@ -12,7 +12,7 @@ import type { SafetensorsFile } from './file.ts'
 import { type Header, parseHeaderOfUnknownSize, readHeaderSize, type TensorInfo } from './header.ts'
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { packedStarts, type SlicePlan } from './slice.ts'
-import { readInto, throwIfAborted } from './source.ts'
+import { abortedError, onAbort, readInto, throwIfAborted } from './source.ts'
 import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter, streamSink } from './writer.ts'
 
@@ -74,28 +74,43 @@ function asSafetensorsError(error: unknown, what: string): SafetensorsError {
   return new SafetensorsError('Io', `${what}: ${(error as Error)?.message ?? String(error)}`, { cause: error })
 }
 
-function abortedError(signal: AbortSignal): SafetensorsError {
-  return new SafetensorsError('Aborted', 'the operation was aborted', { cause: signal.reason })
-}
-
 /**
- * An AbortController of this stream's own, aborted by the caller's signal as well: cancel() aborts the
- * reads in flight without touching the caller's signal. `release` drops the listener on the caller's.
+ * An AbortController of this stream's own, aborted by the caller's signal as well (at once if it has
+ * aborted already): cancel() aborts the reads in flight without touching the caller's signal. `release`
+ * drops the listener on the caller's.
  */
 function linkedAbort(
   signal: AbortSignal | undefined,
-  onAbort: (error: SafetensorsError) => void,
+  whenAborted: (error: SafetensorsError) => void,
 ): { signal: AbortSignal; abort(reason: unknown): void; release(): void } {
   const controller = new AbortController()
   const listener = () => {
     controller.abort(signal!.reason)
-    onAbort(abortedError(signal!))
+    whenAborted(abortedError(signal!))
   }
-  signal?.addEventListener('abort', listener, { once: true })
+  let release = () => {}
+  if (signal?.aborted) listener()
+  else release = onAbort(signal, listener)
+  return { signal: controller.signal, abort: (reason) => controller.abort(reason), release }
+}
+
+/**
+ * Runs `body` with a signal of its own and settles with the first of: its outcome, an abort of the
+ * caller's `signal` (Aborted), or `stop(reason)`. Both end the run at once, even while `body` waits on
+ * a stalled stream or on a sink's backpressure, and abort its signal. The caller's signal loses its
+ * listener when the run settles.
+ */
+function abortableRun<T>(signal: AbortSignal | undefined, body: (signal: AbortSignal) => Promise<T>): { done: Promise<T>; stop(reason: unknown): void } {
+  let reject!: (reason: unknown) => void
+  const stopped = new Promise<never>((_, r) => void (reject = r))
+  const link = linkedAbort(signal, reject)
+  const done = Promise.race([body(link.signal), stopped]).finally(link.release)
   return {
-    signal: controller.signal,
-    abort: (reason) => controller.abort(reason),
-    release: () => signal?.removeEventListener('abort', listener),
+    done,
+    stop: (reason) => {
+      link.abort(reason)
+      reject(reason)
+    },
   }
 }
 
@@ -174,33 +189,26 @@ export function tensorStream(file: SafetensorsFile, info: TensorInfo, runs: Slic
 /** A ReadableStream read as bytes: exact amounts across chunk boundaries, with a count of bytes taken. */
 class StreamInput {
   readonly #reader: ReadableStreamDefaultReader<Uint8Array>
-  readonly #signal: AbortSignal | undefined
   #chunk: Uint8Array = new Uint8Array(0)
   #at = 0
   /** Bytes taken so far. */
   position = 0
 
-  constructor(stream: ReadableStream<Uint8Array>, signal: AbortSignal | undefined) {
+  constructor(stream: ReadableStream<Uint8Array>) {
     if (typeof (stream as { getReader?: unknown })?.getReader !== 'function')
       throw new TypeError(`expected a ReadableStream, got ${Object.prototype.toString.call(stream)}`)
     this.#reader = stream.getReader()
-    this.#signal = signal
-    // A read waiting on a stalled upstream must end on abort: cancelling ends it (as if the stream had ended).
-    signal?.addEventListener('abort', () => void this.cancel(signal.reason), { once: true })
   }
 
   /** The next at most `max` bytes (a view of the stream's own chunk), or undefined at the end of the stream. */
   async next(max: number): Promise<Uint8Array | undefined> {
     while (this.#at === this.#chunk.length) {
-      throwIfAborted(this.#signal)
       let result: ReadableStreamReadResult<Uint8Array>
       try {
         result = await this.#reader.read()
       } catch (cause) {
         throw asSafetensorsError(cause, `the stream failed after ${this.position} bytes`)
       }
-      // A cancel on abort ends the read as if the stream had ended: it did not.
-      throwIfAborted(this.#signal)
       if (result.done) return undefined
       if (!(result.value instanceof Uint8Array)) throw new TypeError(`the stream gave ${Object.prototype.toString.call(result.value)}, not a Uint8Array`)
       this.#chunk = result.value
@@ -296,31 +304,33 @@ export interface ValidateStreamOptions {
  * `TensorInvalidInfo`, `MetadataIncompleteBuffer` (data cut short, or bytes after the last tensor); `Io` when the stream errors or `forward` fails; `Aborted`.
  */
 export async function validateStream(stream: ReadableStream<Uint8Array>, options: ValidateStreamOptions = {}): Promise<Header> {
-  const input = new StreamInput(stream, options.signal)
+  const input = new StreamInput(stream)
   const out = options.forward?.getWriter()
-  const forward = async (bytes: Uint8Array) => {
-    if (!out) return
+  const forward = async (send: () => Promise<void>) => {
     try {
-      await out.write(bytes)
+      await send()
     } catch (cause) {
       throw asSafetensorsError(cause, 'forwarding the stream failed')
     }
   }
-  try {
-    throwIfAborted(options.signal)
+  const run = abortableRun(options.signal, async () => {
     const { header, head } = await readStreamHeader(input)
-    await forward(head)
+    if (out) await forward(() => out.write(head))
     while (input.position < header.fileSize) {
       const part = await input.next(header.fileSize - input.position)
       if (!part) throw cutShort(header, input.position)
-      await forward(part)
+      if (out) await forward(() => out.write(part))
     }
     await expectEnd(input, header)
-    await out?.close()
+    if (out) await forward(() => out.close())
     return header
+  })
+  try {
+    return await run.done
   } catch (error) {
     await input.cancel(error)
-    await out?.abort(error).catch(() => {})
+    // Not awaited: a sink's abort waits for the write in flight, which backpressure may hold for ever.
+    out?.abort(error).catch(() => {})
     throw error
   }
 }
@@ -356,8 +366,8 @@ export function convertStream(input: ReadableStream<Uint8Array> | SafetensorsFil
   }
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>()
   const isFile = typeof (input as SafetensorsFile).header === 'object'
-  const stream = isFile ? undefined : new StreamInput(input as ReadableStream<Uint8Array>, options.signal)
-  const run = async () => {
+  const stream = isFile ? undefined : new StreamInput(input as ReadableStream<Uint8Array>)
+  const run = abortableRun(options.signal, async (signal) => {
     let header: Header
     let bytes: TensorBytes
     if (stream) {
@@ -368,40 +378,71 @@ export function convertStream(input: ReadableStream<Uint8Array> | SafetensorsFil
     } else {
       const file = input as SafetensorsFile
       header = file.header
-      bytes = (info, at, target) => readInto(file.source, header.dataStart + info.dataOffsets[0] + at, target, options.signal)
+      bytes = (info, at, target) => readInto(file.source, header.dataStart + info.dataOffsets[0] + at, target, signal)
     }
     const byteOrder = isFile ? (input as SafetensorsFile).byteOrder : 'little'
     // A stream's tensors arrive in its data order, so the output must keep it; a file is read in any order.
     // A stream's end is checked before the output is closed: trailing bytes must not leave a complete file.
-    await writeConverted(header, byteOrder, !isFile, bytes, writable, options, async () => stream && expectEnd(stream, header))
-  }
-  run().catch((error) => {
+    await writeConverted(header, byteOrder, !isFile, bytes, writable, options.dtype, signal, async () => stream && expectEnd(stream, header))
+  })
+  run.done.catch((error) => {
     const failure = asSafetensorsError(error, 'converting the stream')
     void stream?.cancel(failure)
     // The consumer sees the failure as the output stream's error (the writer has aborted it if it began).
     writable.abort(failure).catch(() => {})
   })
-  return readable
+  // The output as a stream of this function's own: a TransformStream does not tell its writer that the
+  // consumer cancelled until the next write, which a stalled input may never reach. Its end and its
+  // cancel wait for the run to settle, so that the consumer sees them once nothing is left running.
+  const output = readable.getReader()
+  const settled = () =>
+    run.done.then(
+      () => {},
+      () => {},
+    )
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        try {
+          const { done, value } = await output.read()
+          if (!done) return controller.enqueue(value)
+        } catch (error) {
+          await settled()
+          throw error
+        }
+        await settled()
+        controller.close()
+      },
+      async cancel(reason) {
+        void stream?.cancel(reason)
+        run.stop(reason)
+        await output.cancel(reason)
+        await settled()
+      },
+    },
+    { highWaterMark: 0 },
+  )
 }
 
-/** Writes `header`'s file with its floats as `options.dtype` into `writable`, in `header`'s data order with `keepOrder`. */
+/** Writes `header`'s file with its floats as `dtype` into `writable`, in `header`'s data order with `keepOrder`, until `signal` aborts. */
 async function writeConverted(
   header: Header,
   byteOrder: ByteOrder,
   keepOrder: boolean,
   bytes: TensorBytes,
   writable: WritableStream<Uint8Array>,
-  options: ConvertStreamOptions,
+  dtype: ConvertTarget | undefined,
+  signal: AbortSignal,
   beforeClose: () => Promise<void>,
 ): Promise<void> {
-  const declarations = header.tensors.map((info) => ({ name: info.name, dtype: targetOf(info, options.dtype), shape: info.shape }))
+  const declarations = header.tensors.map((info) => ({ name: info.name, dtype: targetOf(info, dtype), shape: info.shape }))
   const writer = SafetensorsWriter.create(streamSink(writable), declarations, { metadata: header.metadata, keepOrder })
   const converter = new ChunkConverter(MAX_SLOT_BYTES)
   try {
     for (const entry of writer.entries) {
       const info = header.tensor(entry.name)
       for (let at = 0; at < info.byteLength; ) {
-        throwIfAborted(options.signal)
+        throwIfAborted(signal)
         const inBytes = Math.min(chunkBytesOf(info.dtype), info.byteLength - at)
         const out = await converter.convert(info.dtype, entry.dtype, byteOrder, inBytes, (target) => bytes(info, at, target))
         // The sink copies the chunk out before the next one is converted into the same memory.

@@ -5,10 +5,11 @@
 //
 //   VALIDATE_MUTANTS=100000 VALIDATE_SEED=123|random npx vitest run test/validate-stream.test.ts
 import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, expect, test } from 'vitest'
 import { parseHeader, SafetensorsError, validateStream } from '../src/index.ts'
-import { FIXTURES_REAL, makeFile, realFixtures } from './helpers.ts'
+import { FIXTURES_NUMBERS, FIXTURES_REAL, makeFile, realFixtures } from './helpers.ts'
 import { EVERY_OUTCOME, mutant, seeds } from './mutants.ts'
 import { prng } from './random.ts'
 import { buildFile } from './read-helpers.ts'
@@ -94,6 +95,17 @@ describe('validateStream', () => {
     { name: 'b', dtype: 'U8', shape: [5], bytes: new Uint8Array(5).fill(2) },
   ]) as Uint8Array<ArrayBuffer>
 
+  test("numbers about the largest double (test/fixtures/numbers): the reference's verdicts", async () => {
+    const golden = JSON.parse(readFileSync(join(FIXTURES_NUMBERS, 'overflow.json'), 'utf8')) as Array<[string, boolean]>
+    const wrong: string[] = []
+    for (const [number, valid] of golden) {
+      const bytes = makeFile(`{"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4],"x":{"y":[${number}]}}}`, 4)
+      const got = await streamVerdict(chunked(bytes, prng(number.length)))
+      if (got.ok !== valid || (!got.ok && got.code !== 'InvalidHeaderDeserialization')) wrong.push(`${number}: ${JSON.stringify(got)}`)
+    }
+    expect(wrong.slice(0, 20), `${wrong.length} disagreements`).toEqual([])
+  })
+
   test('a Blob, and a Node Readable through Readable.toWeb', async () => {
     expect((await validateStream(new Blob([good]).stream())).tensors.map((t) => t.name)).toEqual(['a', 'b'])
     const parts = [good.subarray(0, 3), good.subarray(3, 40), good.subarray(40)].map((p) => Buffer.from(p))
@@ -136,6 +148,25 @@ describe('validateStream', () => {
     await expect(pending).rejects.toMatchObject({ code: 'Aborted' })
     await expect(validateStream(good as never)).rejects.toBeInstanceOf(TypeError)
   })
+
+  test('an abort while forward holds a write back (backpressure) rejects Aborted at once and aborts forward', async () => {
+    // A sink as slow as a stalled upload: its first write never completes.
+    let sink: WritableStreamDefaultController | undefined
+    const forward = new WritableStream<Uint8Array>({ start: (c) => void (sink = c), write: () => new Promise<void>(() => {}) })
+    let cancelled: unknown
+    const input = new ReadableStream<Uint8Array>({ start: (c) => c.enqueue(good.slice()), cancel: (reason) => void (cancelled = reason) })
+    const controller = new AbortController()
+    const pending = validateStream(input, { forward, signal: controller.signal })
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    const abortedAt = performance.now()
+    controller.abort(new Error('client left'))
+    await expect(pending).rejects.toMatchObject({ code: 'Aborted' })
+    expect(performance.now() - abortedAt).toBeLessThan(200)
+    expect(cancelled).toBeInstanceOf(SafetensorsError)
+    // What a sink (an upload) sees at once, with the write still in flight: its controller's signal aborts.
+    expect(sink?.signal.aborted).toBe(true)
+    expect(sink?.signal.reason).toMatchObject({ code: 'Aborted' })
+  }, 5000)
 
   test('forward: a valid file arrives byte for byte and closed; an invalid one aborted', async () => {
     const run = async (bytes: Uint8Array) => {
