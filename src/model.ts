@@ -9,6 +9,7 @@ import { type ParsedIndex, parseIndex, readIndex } from './model-index.ts'
 import { readingAhead, runPool } from './pool.ts'
 import { metered, ProgressMeter } from './progress.ts'
 import type { SliceRange } from './slice.ts'
+import type { RangeSource } from './source.ts'
 
 export const DEFAULT_INDEX = 'model.safetensors.index.json'
 
@@ -26,8 +27,30 @@ export interface ModelIndex {
  */
 export type ModelFiles = Iterable<File>
 
+/**
+ * A model's folder in storage that has neither paths nor URLs (an R2 bucket's key prefix, from
+ * {@link r2Model}): openModel looks in it for the model as in a folder on disk, and beside that for the shards.
+ */
+export interface ModelFolder {
+  /** The folder, as messages name it. */
+  readonly where: string
+  /** The file `name` of the folder, or undefined when it has none. */
+  find(name: string): Promise<RangeSource | undefined>
+  /** The file `name` of the folder, which should be there (a shard): a missing one fails when read. */
+  open(name: string): RangeSource
+}
+
+function isModelFolder(input: unknown): input is ModelFolder {
+  return typeof input === 'object' && input !== null && typeof (input as ModelFolder).find === 'function' && typeof (input as ModelFolder).open === 'function'
+}
+
 /** Where the index is, what to call it in messages, and how to find a shard beside it. */
-async function locate(input: string | URL | ModelFiles): Promise<{ index: Source; where: string; shard: (name: string) => Source }> {
+async function locate(input: string | URL | ModelFiles | ModelFolder): Promise<{ index: Source; where: string; shard: (name: string) => Source }> {
+  if (isModelFolder(input)) {
+    const index = await input.find(DEFAULT_INDEX)
+    if (!index) throw new SafetensorsError('Io', `${input.where} holds no model: no ${DEFAULT_INDEX} there`)
+    return { index, where: `${input.where}: ${DEFAULT_INDEX}`, shard: (name) => input.open(name) }
+  }
   if (typeof input !== 'string' && !(input instanceof URL)) return locateFiles(input)
   const url = input instanceof URL ? input : /^https?:\/\//i.test(input) ? new URL(input) : undefined
   if (url && url.protocol !== 'file:') {
@@ -87,7 +110,7 @@ const DEFAULT_CONCURRENCY = 16
  * @throws TypeError for an input that is neither a path, a URL nor File objects, two files of one name, or a
  * path in the browser entry; RangeError for a `concurrency` that is not a positive integer.
  */
-export async function openModel(input: string | URL | ModelFiles, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
+export async function openModel(input: string | URL | ModelFiles | ModelFolder, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
   const { index: location, where, shard } = await locate(input)
