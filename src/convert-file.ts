@@ -3,7 +3,7 @@
 // whatever the size. Every chunk is read straight into a fixed working set in wasm memory, converted
 // there in place and written from a view of it: nothing is allocated per chunk. The output files appear
 // only once all of them are complete (src/node-writer.ts, fileSet).
-import { mkdir, readdir, stat } from 'node:fs/promises'
+import { readdir, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { byteLengthOf, type ConvertTarget, convertInto, swapElementsInCore, targetOf } from './convert.ts'
@@ -11,10 +11,10 @@ import { DTYPE_INFO, type DType } from './dtypes.ts'
 import { type OpenOptions, open, type SafetensorsFile, type Source } from './file.ts'
 import type { TensorInfo } from './header.ts'
 import { tensorByteLength } from './layout.ts'
-import { DEFAULT_INDEX, openModel } from './model.ts'
+import { DEFAULT_INDEX, openModel, SINGLE_FILE } from './model.ts'
 import { checkConfigSize, withDtype } from './model-config.ts'
 import { fileSource, nodeFiles } from './node-source.ts'
-import { type FileSet, fileError, finishModel, planShards, writeSet } from './node-writer.ts'
+import { type FileSet, fileError, isSaveLeftover, planShards, writeModel, writeSet } from './node-writer.ts'
 import { type ProgressCallback, ProgressMeter } from './progress.ts'
 import { memorySource, type RangeSource, readInto } from './source.ts'
 import { type Core, instantiate } from './wasm.ts'
@@ -176,11 +176,6 @@ function inputOptions({ onProgress: _, ...options }: ConvertFileOptions): OpenOp
 }
 
 /** Makes the output folder of a model; a file in its place is an Io error that names it. */
-async function createFolder(folder: string): Promise<void> {
-  await mkdir(folder, { recursive: true }).catch((cause) => {
-    throw fileError('create the folder', folder, cause)
-  })
-}
 
 /**
  * Writes `output` as `input` with every floating-point tensor in `options.dtype`. With
@@ -203,8 +198,7 @@ export async function convertFile(input: Source, output: string, options: Conver
       return [basename(output)]
     }
     const shards = reshard(tensors, options.maxShardSize)
-    await createFolder(output)
-    return await writeSet(async (set) => finishModel(output, set, shardNames(shards), await writeShards(output, set, shards, pipeline), { metadata: {} }))
+    return await writeModel(output, { shards: shardNames(shards) }, async (set) => ({ totalSize: await writeShards(output, set, shards, pipeline) }))
   } finally {
     await file.close()
   }
@@ -247,16 +241,15 @@ export async function convertModel(index: string | URL, folder: string, options:
     const configBytes = config !== undefined && options.dtype !== undefined ? await readConfig(config, options.dtype) : undefined
     const pipeline = new ChunkPipeline(options.signal, meter)
     startProgress(meter, listed)
-    await createFolder(folder)
-    return await writeSet(async (set) => {
+    // The same layout keeps the index's name too, and always has one.
+    const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
+    const written = await writeModel(folder, { shards: shardNames(shards), index: indexName }, async (set) => {
       const totalSize = await writeShards(folder, set, shards, pipeline)
       for (const from of others)
         await copyInto(set, configBytes && from === config ? memorySource(configBytes) : await fileSource(from), join(folder, basename(from)))
-      // The same layout keeps the index's name too, and always has one.
-      const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
-      const written = await finishModel(folder, set, shardNames(shards), totalSize, { metadata, index: indexName })
-      return [...written, ...others.map((from) => basename(from))]
+      return { totalSize, metadata }
     })
+    return [...written, ...others.map((from) => basename(from))]
   } finally {
     await model.close()
   }
@@ -273,15 +266,16 @@ export async function convertModel(index: string | URL, folder: string, options:
 async function otherFiles(index: string | URL, shards: Iterable<string>): Promise<string[]> {
   const url = index instanceof URL ? index : /^https?:\/\//i.test(index) ? new URL(index) : undefined
   if (url && url.protocol !== 'file:') return []
-  const { index: indexPath } = await nodeFiles.locateIndex(url ? fileURLToPath(url) : String(index), DEFAULT_INDEX)
-  const folder = dirname(indexPath)
-  const weights = new Set([basename(indexPath), ...shards])
+  const found = await nodeFiles.locateModel(url ? fileURLToPath(url) : String(index), [SINGLE_FILE, DEFAULT_INDEX])
+  if (!found) return []
+  const folder = dirname(found.file)
+  const weights = new Set([found.name, ...shards])
   const names = await readdir(folder).catch((cause) => {
     throw fileError('list', folder, cause)
   })
   const files: string[] = []
   for (const name of names.sort()) {
-    if (weights.has(name) || /\.safetensors(\.index\.json)?$/.test(name)) continue
+    if (weights.has(name) || /\.safetensors(\.index\.json)?$/.test(name) || isSaveLeftover(name)) continue
     // stat follows links: a Hugging Face cache's snapshot folder is links to its blobs.
     if ((await stat(join(folder, name)).catch(() => undefined))?.isFile()) files.push(join(folder, name))
   }

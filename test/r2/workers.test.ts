@@ -44,7 +44,10 @@ function worker(file: string, bindings: Record<string, string> = {}) {
 describe('R2 Workers (Miniflare)', () => {
   let mf: Miniflare
   let bucket: Bucket
-  const call = async (name: string, path: string, init?: RequestInit) => (await mf.getWorker(name)).fetch(`http://worker/${path}`, init as never)
+  const call = async (name: string, path: string, init?: RequestInit): Promise<Response> => {
+    const fetcher = (await mf.getWorker(name)) as unknown as { fetch(url: string, init?: RequestInit): Promise<Response> }
+    return fetcher.fetch(`http://worker/${path}`, init)
+  }
 
   beforeAll(async () => {
     mf = new Miniflare({ workers: [worker('tensor-endpoint.js', { PREFIX: 'sharded/' }), worker('upload-gateway.js'), worker('convert-proxy.js')] })
