@@ -49,6 +49,9 @@ describe('R2 Workers (Miniflare)', () => {
     return fetcher.fetch(`http://worker/${path}`, init)
   }
 
+  // As a client sends a file (Miniflare's fetch would stream it chunked, without one).
+  const upload = (bytes: Uint8Array<ArrayBuffer>) => ({ method: 'POST', body: bytes, headers: { 'content-length': String(bytes.length) } })
+
   beforeAll(async () => {
     mf = new Miniflare({ workers: [worker('tensor-endpoint.js', { PREFIX: 'sharded/' }), worker('upload-gateway.js'), worker('convert-proxy.js')] })
     bucket = (await mf.getR2Bucket('BUCKET', 'tensor-endpoint')) as unknown as Bucket
@@ -83,7 +86,7 @@ describe('R2 Workers (Miniflare)', () => {
 
   test('upload gateway: a good file is answered 201 with its tensor count and stored byte-identical', async () => {
     const bytes = fixture()
-    const response = await call('upload-gateway', 'uploads/good.safetensors', { method: 'POST', body: bytes })
+    const response = await call('upload-gateway', 'uploads/good.safetensors', upload(bytes))
     expect(response.status, await response.clone().text()).toBe(201)
     expect((await response.json()).tensors).toBe(Object.keys(headerOf(bytes).tensors).length)
     const stored = await bucket.get('uploads/good.safetensors')
@@ -92,7 +95,7 @@ describe('R2 Workers (Miniflare)', () => {
 
   test.each(badUploads().map(([name, , code]) => [name, code]))('upload gateway: %s is answered 422 %s and no object is stored', async (name, code) => {
     const [, bytes] = badUploads().find(([n]) => n === name)!
-    const response = await call('upload-gateway', `uploads/${name}.safetensors`, { method: 'POST', body: bytes })
+    const response = await call('upload-gateway', `uploads/${name}.safetensors`, upload(bytes))
     expect(response.status, await response.clone().text()).toBe(422)
     expect((await response.json()).code).toBe(code)
     expect(await bucket.head(`uploads/${name}.safetensors`)).toBeNull()
