@@ -95,7 +95,9 @@ async function locate(input: string | URL | ModelFiles | ModelFolder): Promise<L
  */
 function locateFiles(input: ModelFiles): Located {
   if (typeof input !== 'object' || input === null || typeof (input as Partial<ModelFiles>)[Symbol.iterator] !== 'function') {
-    throw new TypeError(`openModel takes a path, a URL, the model's files (File objects) or a ModelFolder (r2Model), got ${Object.prototype.toString.call(input)}`)
+    throw new TypeError(
+      `openModel takes a path, a URL, the model's files (File objects) or a ModelFolder (r2Model), got ${Object.prototype.toString.call(input)}`,
+    )
   }
   const files = new Map<string, File>()
   for (const file of input) {

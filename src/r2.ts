@@ -27,10 +27,7 @@ export interface R2Bucket {
   /** The object's metadata, or null when there is no object of that key. */
   head(key: string): Promise<R2Object | null>
   /** A range of the object, if it still has that ETag: an object without a body when it does not, null when it is gone. */
-  get(
-    key: string,
-    options: { range: { offset: number; length: number }; onlyIf: { etagMatches: string } },
-  ): Promise<R2ObjectBody | R2Object | null>
+  get(key: string, options: { range: { offset: number; length: number }; onlyIf: { etagMatches: string } }): Promise<R2ObjectBody | R2Object | null>
 }
 
 /** Options of {@link r2Source}. */

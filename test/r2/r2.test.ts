@@ -115,7 +115,9 @@ describe('R2 (Miniflare)', () => {
   test('r2Model of a prefix holding model.safetensors: a model of that one file', async () => {
     const model = await openModel(r2Model(bucket, 'single/'))
     const bytes = fixture(FIXTURE)
-    expect(model.names()).toEqual(Object.keys(headerOf(bytes).tensors).sort((a, b) => headerOf(bytes).tensors[a].data_offsets[0] - headerOf(bytes).tensors[b].data_offsets[0]))
+    expect(model.names()).toEqual(
+      Object.keys(headerOf(bytes).tensors).sort((a, b) => headerOf(bytes).tensors[a].data_offsets[0] - headerOf(bytes).tensors[b].data_offsets[0]),
+    )
     for (const name of model.names()) expectSameBytes(bytesOf((await model.getTensor(name)).data), tensorBytes(bytes, name), name)
   })
 
@@ -134,7 +136,10 @@ describe('R2 (Miniflare)', () => {
   })
 
   test('an index whose shard name leaves the prefix is refused before any read of it', async () => {
-    await put('escape/model.safetensors.index.json', new TextEncoder().encode(JSON.stringify({ weight_map: { a: '../sharded/model-00001-of-00006.safetensors' } })))
+    await put(
+      'escape/model.safetensors.index.json',
+      new TextEncoder().encode(JSON.stringify({ weight_map: { a: '../sharded/model-00001-of-00006.safetensors' } })),
+    )
     const { calls, bucket: wrapped } = counted(bucket)
     const error = await expectError(() => openModel(r2Model(wrapped, 'escape/')), 'InvalidHeaderDeserialization')
     expect(error.message).toContain('not a plain file name')
@@ -230,5 +235,4 @@ describe('R2 (Miniflare)', () => {
     expect(() => r2Source(bucket, 42 as unknown as string)).toThrow(TypeError)
     expect(() => r2Model(null as unknown as R2Bucket, 'p/')).toThrow(TypeError)
   })
-
 })

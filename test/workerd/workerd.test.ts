@@ -207,18 +207,21 @@ describe('workerd', () => {
     expect(Buffer.compare(stored[0].bytes, bytes)).toBe(0)
   })
 
-  test.each(badUploads().map(([name, , code]) => [name, code]))('upload gateway: %s is answered 422 %s and storage sees no complete object', async (name, code) => {
-    const [, bytes] = badUploads().find(([n]) => n === name)!
-    const response = await fetch(`${workerd.urls.gateway}${name}.safetensors`, { method: 'POST', body: bytes })
-    expect(response.status, await response.clone().text()).toBe(422)
-    expect((await response.json()).code).toBe(code)
-    await vi.waitFor(() => expect(uploads.filter((u) => u.path === `/${name}.safetensors` && u.state === 'receiving')).toEqual([]))
-    const seen = uploads.filter((u) => u.path === `/${name}.safetensors`)
-    console.log(`upload gateway, ${name}: storage saw ${seen.map((u) => `${u.state} after ${u.bytes.length} bytes`).join(', ') || 'no request'}`)
-    expect(seen.filter((u) => u.state !== 'aborted')).toEqual([])
-    // A file that is bad only at its end streamed to storage, which then saw the upload break off.
-    if (name === 'large-cut-short') expect(seen.map((u) => u.state)).toEqual(['aborted'])
-  })
+  test.each(badUploads().map(([name, , code]) => [name, code]))(
+    'upload gateway: %s is answered 422 %s and storage sees no complete object',
+    async (name, code) => {
+      const [, bytes] = badUploads().find(([n]) => n === name)!
+      const response = await fetch(`${workerd.urls.gateway}${name}.safetensors`, { method: 'POST', body: bytes })
+      expect(response.status, await response.clone().text()).toBe(422)
+      expect((await response.json()).code).toBe(code)
+      await vi.waitFor(() => expect(uploads.filter((u) => u.path === `/${name}.safetensors` && u.state === 'receiving')).toEqual([]))
+      const seen = uploads.filter((u) => u.path === `/${name}.safetensors`)
+      console.log(`upload gateway, ${name}: storage saw ${seen.map((u) => `${u.state} after ${u.bytes.length} bytes`).join(', ') || 'no request'}`)
+      expect(seen.filter((u) => u.state !== 'aborted')).toEqual([])
+      // A file that is bad only at its end streamed to storage, which then saw the upload break off.
+      if (name === 'large-cut-short') expect(seen.map((u) => u.state)).toEqual(['aborted'])
+    },
+  )
 
   test('converting proxy: an upstream BF16/F32 file comes back with every float as F16, byte-exact', async () => {
     const response = await fetch(`${workerd.urls.convert}${FIXTURE}?dtype=F16`)
