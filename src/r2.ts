@@ -60,12 +60,13 @@ class Slots {
   }
 }
 
-const named = (bucket: R2Bucket, key: string) => {
+function checkBinding(bucket: R2Bucket, key: string): void {
   if (typeof bucket !== 'object' || bucket === null || typeof bucket.get !== 'function' || typeof bucket.head !== 'function')
     throw new TypeError(`expected an R2 bucket binding (with get and head), got ${Object.prototype.toString.call(bucket)}`)
-  if (typeof key !== 'string') throw new TypeError(`an R2 key must be a string, got ${Object.prototype.toString.call(key)}`)
-  return `R2 object ${JSON.stringify(key)}`
+  if (typeof key !== 'string') throw new TypeError(`an R2 key or prefix must be a string, got ${Object.prototype.toString.call(key)}`)
 }
+
+const objectName = (key: string) => `R2 object ${JSON.stringify(key)}`
 
 /** Anything R2 throws (a refused range, a failed subrequest) is Io, naming the object. */
 function r2Error(where: string, what: string, cause: unknown): SafetensorsError {
@@ -103,7 +104,8 @@ async function fill(
 
 /** r2Source with the slots it shares (a model's shards share one set) and, when known, the object's metadata. */
 function pinnedSource(bucket: R2Bucket, key: string, slots: Slots, options: R2SourceOptions, known?: R2Object): RangeSource {
-  const where = named(bucket, key)
+  checkBinding(bucket, key)
+  const where = objectName(key)
   let pinning: Promise<R2Object> | undefined = known && Promise.resolve(known)
   let pinned = known
   const pin = () =>
@@ -135,16 +137,20 @@ function pinnedSource(bucket: R2Bucket, key: string, slots: Slots, options: R2So
       let stop = (_: SafetensorsError) => {}
       const aborted = new Promise<never>((_, reject) => (stop = reject))
       const release = [options.signal, signal].map((s) => onAbort(s, () => stop(abortedError(s!))))
-      aborted.catch(() => {})
       try {
         throwIfAborted(options.signal)
         throwIfAborted(signal)
-        const object = await Promise.race([
-          bucket.get(key, { range: { offset, length: target.length }, onlyIf: { etagMatches: etag } }).catch((cause) => {
-            throw r2Error(where, asked, cause)
-          }),
-          aborted,
-        ])
+        const getting = bucket.get(key, { range: { offset, length: target.length }, onlyIf: { etagMatches: etag } }).catch((cause) => {
+          throw r2Error(where, asked, cause)
+        })
+        // An abort leaves the get running: its body, when it comes, is not wanted.
+        aborted.catch(() =>
+          getting.then(
+            (object) => void (object && 'body' in object && object.body?.cancel().catch(() => {})),
+            () => {},
+          ),
+        )
+        const object = await Promise.race([getting, aborted])
         if (object === null) throw new SafetensorsError('Io', `${where}: the object is gone (deleted since it was opened, at ETag ${etag}); ${asked} failed`)
         if (!('body' in object) || !object.body) {
           throw new SafetensorsError(
@@ -199,7 +205,7 @@ export function r2Source(bucket: R2Bucket, key: string, options: R2SourceOptions
  * @throws TypeError at once, for a `bucket` without `get` and `head` or a `prefix` that is not a string.
  */
 export function r2Model(bucket: R2Bucket, prefix: string): ModelFolder {
-  named(bucket, prefix)
+  checkBinding(bucket, prefix)
   const slots = new Slots()
   return {
     where: `R2 prefix ${JSON.stringify(prefix)}`,
@@ -209,7 +215,7 @@ export function r2Model(bucket: R2Bucket, prefix: string): ModelFolder {
       try {
         object = await slots.run(() => bucket.head(key))
       } catch (cause) {
-        throw r2Error(named(bucket, key), 'head()', cause)
+        throw r2Error(objectName(key), 'head()', cause)
       }
       return object === null ? undefined : pinnedSource(bucket, key, slots, {}, object)
     },

@@ -230,6 +230,22 @@ describe('R2 (Miniflare)', () => {
     await expectError(() => file.getTensor(file.names()[0], { signal: controller.signal }), 'Aborted')
   })
 
+  test('an abort while gets stall: Aborted at once, and their subrequest slots are free again', async () => {
+    let stall = false
+    const stalling: R2Bucket = { head: (key) => bucket.head(key), get: (key, options) => (stall ? new Promise(() => {}) : bucket.get(key, options)) }
+    const file = await open(r2Source(stalling, FIXTURE))
+    const names = file.names()
+    stall = true
+    const controller = new AbortController()
+    // Six fill every slot; the seventh waits for one.
+    const reads = names.slice(0, 7).map((name) => expectError(() => file.getTensor(name, { signal: controller.signal }), 'Aborted'))
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    controller.abort()
+    await Promise.all(reads)
+    stall = false
+    expectSameBytes(bytesOf((await file.getTensor(names[0])).data), tensorBytes(fixture(FIXTURE), names[0]), names[0])
+  })
+
   test('misuse is a TypeError at once', () => {
     expect(() => r2Source({} as R2Bucket, 'k')).toThrow(TypeError)
     expect(() => r2Source(bucket, 42 as unknown as string)).toThrow(TypeError)
