@@ -1,9 +1,12 @@
 // r2Source and r2Model against a real R2 implementation: Miniflare's bucket (the one a Worker's
 // env.BUCKET reaches in `wrangler dev`), driven from Node. Every tensor of every fixture and of the
 // sharded model is compared with the bytes sliced out of the file here, by its header parsed with
-// JSON.parse; a wrapper around the binding counts the gets and how many are open at once.
+// JSON.parse; a wrapper around the binding counts the gets and how many are open at once. The binding is
+// typed by Cloudflare's own package, so tsc checks that a Worker's env.BUCKET fits r2Source and r2Model.
+
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import type { R2Bucket as CloudflareR2Bucket } from '@cloudflare/workers-types/experimental/index.ts'
 import { Miniflare } from 'miniflare'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { open, openModel, type R2Bucket, type R2Object, r2Model, r2Source } from '../../src/index.ts'
@@ -63,22 +66,22 @@ function counted(bucket: R2Bucket) {
 
 describe('R2 (Miniflare)', () => {
   let mf: Miniflare
-  let bucket: R2Bucket
+  let bucket: CloudflareR2Bucket
 
   beforeAll(async () => {
     mf = new Miniflare({ modules: true, script: 'export default { fetch: () => new Response(null, { status: 404 }) }', r2Buckets: ['BUCKET'] })
-    bucket = (await mf.getR2Bucket('BUCKET')) as unknown as R2Bucket
-    const put = bucket as unknown as { put(key: string, value: Uint8Array): Promise<unknown> }
-    for (const name of realFixtures().valid) await put.put(name, fixture(name))
-    for (const name of readdirSync(SHARDS)) await put.put(`sharded/${name}`, fixture(`sharded/fluxml__safetensors.jl/${name}`))
-    await put.put('single/model.safetensors', fixture(FIXTURE))
+    // Miniflare's binding is the real one, proxied to Node; its types name Cloudflare's.
+    bucket = (await mf.getR2Bucket('BUCKET')) as unknown as CloudflareR2Bucket
+    for (const name of realFixtures().valid) await put(name, fixture(name))
+    for (const name of readdirSync(SHARDS)) await put(`sharded/${name}`, fixture(`sharded/fluxml__safetensors.jl/${name}`))
+    await put('single/model.safetensors', fixture(FIXTURE))
   }, 60_000)
 
   afterAll(async () => {
     await mf?.dispose()
   })
 
-  const put = (key: string, value: Uint8Array) => (bucket as unknown as { put(key: string, value: Uint8Array): Promise<unknown> }).put(key, value)
+  const put = (key: string, value: Uint8Array) => bucket.put(key, value)
 
   test.each(realFixtures().valid)('%s: every tensor byte-exact, each one get', async (name) => {
     const bytes = fixture(name)
@@ -176,7 +179,7 @@ describe('R2 (Miniflare)', () => {
   test('an object deleted after open: Io that says it is gone', async () => {
     await put('deleted.safetensors', fixture(FIXTURE))
     const file = await open(r2Source(bucket, 'deleted.safetensors'))
-    await (bucket as unknown as { delete(key: string): Promise<void> }).delete('deleted.safetensors')
+    await bucket.delete('deleted.safetensors')
     const error = await expectError(() => file.getTensor(file.names()[0]), 'Io')
     expect(error.message).toMatch(/"deleted\.safetensors".*gone/)
   })
