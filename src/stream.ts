@@ -287,8 +287,10 @@ export interface ValidateStreamOptions {
   signal?: AbortSignal
   /**
    * Where the checked bytes go (an upload, say): the header once it is valid, then the data as it
-   * arrives. Closed when the whole file is valid, aborted with the error otherwise, so that whatever
-   * reads from it sees a complete file or a failure, never a complete invalid file.
+   * arrives, each part once the next has come and the last once the whole file checks out. Closed when
+   * the whole file is valid, aborted with the error otherwise, so that whatever reads from it sees a
+   * complete file or a failure: an invalid file never reaches it whole, so even a sink that stores what
+   * reaches its length (R2's put through a FixedLengthStream) stores nothing.
    * @defaultValue none: the bytes are only checked
    */
   forward?: WritableStream<Uint8Array>
@@ -315,14 +317,21 @@ export async function validateStream(stream: ReadableStream<Uint8Array>, options
   }
   const run = abortableRun(options.signal, async () => {
     const { header, head } = await readStreamHeader(input)
-    if (out) await forward(() => out.write(head))
+    // Each part goes on once the next has come, and the last once the end checks out: a sink that stores
+    // whatever reaches the length it was told (R2's put through a FixedLengthStream of the upload's
+    // Content-Length) then never gets the whole of an invalid file, cut short or running on.
+    let held = head
     while (input.position < header.fileSize) {
       const part = await input.next(header.fileSize - input.position)
       if (!part) throw cutShort(header, input.position)
-      if (out) await forward(() => out.write(part))
+      if (out) await forward(() => out.write(held))
+      held = part
     }
     await expectEnd(input, header)
-    if (out) await forward(() => out.close())
+    if (out) {
+      await forward(() => out.write(held))
+      await forward(() => out.close())
+    }
     return header
   })
   try {

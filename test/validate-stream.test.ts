@@ -193,4 +193,23 @@ describe('validateStream', () => {
     expect(badHeader).toMatchObject({ result: 'InvalidOffset', end: 'aborted' })
     expect(badHeader.bytes.length).toBe(0)
   })
+
+  test('forward holds back the last bytes: a sink of fixed length (R2 put through a FixedLengthStream) never gets all of an invalid input', async () => {
+    // Such a sink stores the object as soon as it has the length it was told (the input's own), even if
+    // aborted later: so an invalid input must never reach it whole.
+    const real = new Uint8Array(readFileSync(join(FIXTURES_REAL, 'fluxml__safetensors.jl__model.safetensors')))
+    for (const [what, bytes] of [
+      ['cut to two thirds', real.subarray(0, Math.floor((real.length * 2) / 3))],
+      ['cut short by its last byte', real.subarray(0, real.length - 1)],
+      ['one byte too many', new Uint8Array([...real, 0])],
+      ['no data, one byte too many', new Uint8Array([...makeFile('{}', 0), 0x20])],
+    ] as const) {
+      for (const seed of [1, 2, 3]) {
+        let received = 0
+        const forward = new WritableStream<Uint8Array>({ write: (c) => void (received += c.length) })
+        await expect(validateStream(chunked(bytes, prng(seed)), { forward }), what).rejects.toMatchObject({ code: 'MetadataIncompleteBuffer' })
+        expect(received, `${what}, chunking ${seed}: ${received} of ${bytes.length} bytes forwarded`).toBeLessThan(bytes.length)
+      }
+    }
+  })
 })
