@@ -175,8 +175,6 @@ function inputOptions({ onProgress: _, ...options }: ConvertFileOptions): OpenOp
   return options
 }
 
-/** Makes the output folder of a model; a file in its place is an Io error that names it. */
-
 /**
  * Writes `output` as `input` with every floating-point tensor in `options.dtype`. With
  * `options.maxShardSize`, `output` is a folder that gets the shards and their index.
