@@ -9,7 +9,7 @@ import { byteLengthOf, type ConvertTarget, checkConversion, convertInto, element
 import type { DType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import type { SafetensorsFile } from './file.ts'
-import { type Header, parseHeaderOfUnknownSize, readHeaderSize, type TensorInfo } from './header.ts'
+import { type Header, notSafetensors, parseHeaderOfUnknownSize, readHeaderSize, type TensorInfo } from './header.ts'
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { packedStarts, type SlicePlan } from './slice.ts'
 import { abortedError, onAbort, readInto, throwIfAborted } from './source.ts'
@@ -254,7 +254,7 @@ function cutShort(header: Header, position: number): SafetensorsError {
 async function readStreamHeader(input: StreamInput): Promise<{ header: Header; head: Uint8Array }> {
   const prefix = new Uint8Array(8)
   const got = await input.fill(prefix)
-  if (got < 8) throw new SafetensorsError('HeaderTooSmall', `the stream ended after ${got} bytes; a SafeTensors file starts with an 8-byte header length`)
+  if (got < 8) throw notSafetensors('HeaderTooSmall', `the stream ended after ${got} bytes; a SafeTensors file starts with an 8-byte header length`)
   // Only HeaderTooLarge can be known from the prefix alone; InvalidHeaderLength needs the bytes that follow.
   const n = readHeaderSize(prefix, Number.MAX_SAFE_INTEGER)
   // Grown as the header arrives: a prefix that lies about N costs no more than the bytes really sent.
@@ -270,7 +270,11 @@ async function readStreamHeader(input: StreamInput): Promise<{ header: Header; h
     const part = await input.fill(head.subarray(filled))
     filled += part
     if (filled < head.length) {
-      throw new SafetensorsError('InvalidHeaderLength', `the header length is ${n} bytes, but the stream ended ${filled - 8} bytes after the 8-byte prefix`)
+      throw notSafetensors(
+        'InvalidHeaderLength',
+        `the header length is ${n} bytes, but the stream ended ${filled - 8} bytes after the 8-byte prefix`,
+        ' (or a truncated one)',
+      )
     }
   }
   return { header: parseHeaderOfUnknownSize(head), head }

@@ -138,6 +138,23 @@ describe('validateStream', () => {
     await expect(validateStream(new Blob([good.subarray(0, 20)]).stream())).rejects.toMatchObject({ code: 'InvalidHeaderLength' })
   })
 
+  test('a stream that cannot be a SafeTensors file says so first, as parseHeader does for the same bytes', async () => {
+    const png = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13])
+    for (const bytes of [good.subarray(0, 3), good.subarray(0, 20), png]) {
+      const fromStream = await validateStream(new Blob([bytes]).stream()).catch((e: SafetensorsError) => e)
+      const fromBytes = (() => {
+        try {
+          parseHeader(bytes)
+        } catch (e) {
+          return e as SafetensorsError
+        }
+      })()
+      expect(fromStream).toBeInstanceOf(SafetensorsError)
+      expect((fromStream as SafetensorsError).code).toBe(fromBytes?.code)
+      expect((fromStream as SafetensorsError).message).toMatch(/^not a SafeTensors file/)
+    }
+  })
+
   test('a stream that errors is Io; an abort (even while the upstream stalls) is Aborted; a non-stream is a TypeError', async () => {
     const failing = new ReadableStream({ start: (c) => c.error(new Error('connection reset')) })
     await expect(validateStream(failing)).rejects.toMatchObject({ code: 'Io' })
