@@ -12,7 +12,7 @@ import type { SafetensorsFile } from './file.ts'
 import { type Header, notSafetensors, parseHeaderOfUnknownSize, readHeaderSize, type TensorInfo } from './header.ts'
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { packedStarts, type SlicePlan } from './slice.ts'
-import { abortedError, onAbort, readInto, throwIfAborted } from './source.ts'
+import { abortedError, linkedAbort, readInto, throwIfAborted } from './source.ts'
 import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter, streamSink } from './writer.ts'
 
@@ -72,26 +72,6 @@ class ChunkConverter {
 function asSafetensorsError(error: unknown, what: string): SafetensorsError {
   if (error instanceof SafetensorsError) return error
   return new SafetensorsError('Io', `${what}: ${(error as Error)?.message ?? String(error)}`, { cause: error })
-}
-
-/**
- * An AbortController of this stream's own, aborted by the caller's signal as well (at once if it has
- * aborted already): cancel() aborts the reads in flight without touching the caller's signal. `release`
- * drops the listener on the caller's.
- */
-function linkedAbort(
-  signal: AbortSignal | undefined,
-  whenAborted: (error: SafetensorsError) => void,
-): { signal: AbortSignal; abort(reason: unknown): void; release(): void } {
-  const controller = new AbortController()
-  const listener = () => {
-    controller.abort(signal!.reason)
-    whenAborted(abortedError(signal!))
-  }
-  let release = () => {}
-  if (signal?.aborted) listener()
-  else release = onAbort(signal, listener)
-  return { signal: controller.signal, abort: (reason) => controller.abort(reason), release }
 }
 
 /**
