@@ -16,7 +16,7 @@ import { checkConfigSize, withDtype } from './model-config.ts'
 import { fileSource, nodeFiles } from './node-source.ts'
 import { type FileSet, fileError, isSaveLeftover, planShards, writeModel, writeSet } from './node-writer.ts'
 import { type ProgressCallback, ProgressMeter } from './progress.ts'
-import { memorySource, type RangeSource, readInto } from './source.ts'
+import { linkedAbort, memorySource, type RangeSource, readInto } from './source.ts'
 import { SafetensorsWriter } from './writer.ts'
 
 /** Options of convertFile and convertModel: those of {@link open} for the input, and what the output is. */
@@ -54,15 +54,22 @@ class ChunkPipeline {
   readonly #core: Core = instantiate(2 * SLOT_BYTES, false)
   #slot = 0
   #writing: Promise<void> = Promise.resolve()
-  /** Aborted by the first write that fails: the read in flight stops at once rather than filling a slot for a dead file. */
-  readonly #writeFailed = new AbortController()
-  /** The caller's signal and #writeFailed (AbortSignal.any adds no listener to the caller's signal). */
-  readonly #signal: AbortSignal
+  /**
+   * The reads' signal: the caller's, and aborted too by the first write that fails, so that the read in
+   * flight stops at once rather than filling a slot for a dead file. close() drops its listener.
+   */
+  readonly #reads: ReturnType<typeof linkedAbort>
+  /** The first failed write's error, once there is one. */
+  #writeFailure: { error: unknown } | undefined
   readonly #meter: ProgressMeter | undefined
 
   constructor(signal: AbortSignal | undefined, meter: ProgressMeter | undefined) {
-    this.#signal = signal ? AbortSignal.any([signal, this.#writeFailed.signal]) : this.#writeFailed.signal
+    this.#reads = linkedAbort(signal, () => {})
     this.#meter = meter
+  }
+
+  close(): void {
+    this.#reads.release()
   }
 
   /** Streams one tensor of `file` into `writer` as `to`. */
@@ -107,10 +114,10 @@ class ChunkPipeline {
         meter.arrived(bytes)
       })
     try {
-      await readInto(source, offset, target, this.#signal, onBytes)
+      await readInto(source, offset, target, this.#reads.signal, onBytes)
     } catch (error) {
       // A read stopped by a failed write: the write's error is the one that happened.
-      throw this.#writeFailed.signal.aborted ? this.#writeFailed.signal.reason : error
+      throw this.#writeFailure ? this.#writeFailure.error : error
     }
     // A source that does not stream tells of its bytes only now.
     if (arrived < target.length) meter?.arrived(target.length - arrived)
@@ -120,7 +127,10 @@ class ChunkPipeline {
     const writing = writer.write(name, bytes)
     // Handled at once, not only when the next chunk is read: a failure while a read is in flight is no
     // unhandled rejection, and that read stops.
-    writing.catch((error: unknown) => this.#writeFailed.abort(error))
+    writing.catch((error: unknown) => {
+      this.#writeFailure ??= { error }
+      this.#reads.abort(error)
+    })
     return writing
   }
 }
@@ -139,21 +149,26 @@ function startProgress(meter: ProgressMeter | undefined, tensors: Planned['tenso
 }
 
 /** Writes each planned shard into the set, tensor by tensor through one pipeline; returns the bytes of tensor data written. */
-async function writeShards(folder: string, set: FileSet, shards: Planned[], pipeline: ChunkPipeline): Promise<number> {
+async function writeShards(folder: string, set: FileSet, shards: Planned[], options: ConvertFileOptions, meter: ProgressMeter | undefined): Promise<number> {
+  const pipeline = new ChunkPipeline(options.signal, meter)
   let written = 0
-  for (const shard of shards) {
-    const declarations = shard.tensors.map(({ info, to }) => ({ name: info.name, dtype: to, shape: info.shape }))
-    const writer = SafetensorsWriter.create(await set.sink(join(folder, shard.file)), declarations, { metadata: shard.metadata })
-    try {
-      for (const { source, info, to } of shard.tensors) await pipeline.copy(source, info, to, writer)
-      await pipeline.drain()
-      await writer.close()
-    } catch (error) {
-      await pipeline.drain().catch(() => {})
-      await writer.abort(error)
-      throw error
+  try {
+    for (const shard of shards) {
+      const declarations = shard.tensors.map(({ info, to }) => ({ name: info.name, dtype: to, shape: info.shape }))
+      const writer = SafetensorsWriter.create(await set.sink(join(folder, shard.file)), declarations, { metadata: shard.metadata })
+      try {
+        for (const { source, info, to } of shard.tensors) await pipeline.copy(source, info, to, writer)
+        await pipeline.drain()
+        await writer.close()
+      } catch (error) {
+        await pipeline.drain().catch(() => {})
+        await writer.abort(error)
+        throw error
+      }
+      written += writer.layout.fileSize - writer.layout.dataStart
     }
-    written += writer.layout.fileSize - writer.layout.dataStart
+  } finally {
+    pipeline.close()
   }
   return written
 }
@@ -174,8 +189,6 @@ function inputOptions({ onProgress: _, ...options }: ConvertFileOptions): OpenOp
   return options
 }
 
-/** Makes the output folder of a model; a file in its place is an Io error that names it. */
-
 /**
  * Writes `output` as `input` with every floating-point tensor in `options.dtype`. With
  * `options.maxShardSize`, `output` is a folder that gets the shards and their index.
@@ -190,14 +203,13 @@ export async function convertFile(input: Source, output: string, options: Conver
   const file = await open(input, inputOptions(options))
   try {
     const tensors = file.header.tensors.map((info) => ({ source: file, info, to: targetOf(info, options.dtype) }))
-    const pipeline = new ChunkPipeline(options.signal, meter)
     startProgress(meter, tensors)
     if (options.maxShardSize === undefined) {
-      await writeSet((set) => writeShards(dirname(output), set, [{ file: basename(output), tensors, metadata: file.metadata }], pipeline))
+      await writeSet((set) => writeShards(dirname(output), set, [{ file: basename(output), tensors, metadata: file.metadata }], options, meter))
       return [basename(output)]
     }
     const shards = reshard(tensors, options.maxShardSize)
-    return await writeModel(output, { shards: shardNames(shards) }, async (set) => ({ totalSize: await writeShards(output, set, shards, pipeline) }))
+    return await writeModel(output, { shards: shardNames(shards) }, async (set) => ({ totalSize: await writeShards(output, set, shards, options, meter) }))
   } finally {
     await file.close()
   }
@@ -238,12 +250,11 @@ export async function convertModel(index: string | URL, folder: string, options:
     // Rewritten before any tensor is converted: a broken config.json fails at once.
     const config = others.find((f) => basename(f) === 'config.json')
     const configBytes = config !== undefined && options.dtype !== undefined ? await readConfig(config, options.dtype) : undefined
-    const pipeline = new ChunkPipeline(options.signal, meter)
     startProgress(meter, listed)
     // The same layout keeps the index's name too, and always has one.
     const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
     const written = await writeModel(folder, { shards: shardNames(shards), index: indexName }, async (set) => {
-      const totalSize = await writeShards(folder, set, shards, pipeline)
+      const totalSize = await writeShards(folder, set, shards, options, meter)
       for (const from of others)
         await copyInto(set, configBytes && from === config ? memorySource(configBytes) : await fileSource(from), join(folder, basename(from)))
       return { totalSize, metadata }

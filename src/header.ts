@@ -113,7 +113,7 @@ export function readHeaderSize(prefix: Uint8Array, fileSize: number): number {
  * stays the reference's, and the message says first what a person needs to hear; a prefix longer than the file
  * is just as likely a download cut short.
  */
-function notSafetensors(code: ErrorCode, detail: string, alternative = ''): SafetensorsError {
+export function notSafetensors(code: ErrorCode, detail: string, alternative = ''): SafetensorsError {
   return new SafetensorsError(code, `not a SafeTensors file${alternative}: ${detail}`)
 }
 

@@ -73,12 +73,32 @@ class TransientError extends SafetensorsError {
   }
 }
 
+interface ContentRange {
+  start: number
+  end: number
+  total: number | undefined
+}
+
 // Parses "bytes START-END/TOTAL" (TOTAL may be a star), or the star form "bytes */TOTAL" of a 416.
-function parseContentRange(value: string | null): { start: number; end: number; total: number | undefined } | undefined {
+function parseContentRange(value: string | null): ContentRange | undefined {
   const match = /^bytes\s+(?:(\d+)-(\d+)|\*)\/(\d+|\*)$/i.exec(value?.trim() ?? '')
   if (!match) return undefined
   const total = match[3] === '*' ? undefined : Number(match[3])
   return { start: match[1] === undefined ? -1 : Number(match[1]), end: match[2] === undefined ? -1 : Number(match[2]), total }
+}
+
+/**
+ * How many of the `want` bytes asked for at `from` a single-range answer brings, judged by its Content-Range;
+ * undefined when it cannot be used. It must start at `from` and be of a file of `size` bytes (when known). It
+ * may end before the asked end only at the end of the file, on a first read (`size` unknown). It may run
+ * past the asked end: Vite's dev server answers `bytes=0-0` with the whole file (it takes the end as
+ * `parseInt(end) || size - 1`); the bytes asked for are kept and the rest of the body cancelled.
+ */
+function rangeAnswered(range: ContentRange | undefined, from: number, want: number, size: number | undefined): number | undefined {
+  if (range?.total === undefined || range.start !== from || range.end < from || range.end >= range.total) return undefined
+  if (size !== undefined && range.total !== size) return undefined
+  if (range.end >= from + want - 1) return want
+  return size === undefined && range.end === range.total - 1 ? range.end - from + 1 : undefined
 }
 
 function discard(response: Response): void {
@@ -216,11 +236,11 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     const sent = request(`${from}-${from + want - 1}`, attempt)
     const response = await sent.response
     attempt.touch()
-    const { skip, available } = accept(response, from, want, sent.ifRange)
+    const { skip, available, exact } = accept(response, from, want, sent.ifRange)
     if (t.target === undefined) t.target = new Uint8Array(available)
     else if (available !== want) throw io(href, `read of ${want} bytes at offset ${from} is past the end (${size} bytes)`)
     if (available === 0) return discard(response)
-    await readBody(response, skip, t.target.subarray(t.filled), response.status === 206, attempt.gone, (n) => {
+    await readBody(response, skip, t.target.subarray(t.filled), exact, attempt.gone, (n) => {
       t.filled += n
       attempt.touch()
       t.onBytes?.(n)
@@ -370,15 +390,15 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
 
   /**
    * Checks a single-range response (checkResponse, then the range). Says where in the body the bytes at
-   * `from` begin and how many of the `want` asked for will come.
+   * `from` begin, how many of the `want` asked for will come, and whether the body must end right after them.
    */
-  function accept(response: Response, from: number, want: number, ifRange: string | null): { skip: number; available: number } {
+  function accept(response: Response, from: number, want: number, ifRange: string | null): { skip: number; available: number; exact: boolean } {
     const { status } = response
     const asked = `bytes ${from}-${from + want - 1}`
     if (status === 416 && size === undefined && parseContentRange(response.headers.get('Content-Range'))?.total === 0) {
       discard(response)
       size = 0
-      return { skip: 0, available: 0 }
+      return { skip: 0, available: 0, exact: true }
     }
     checkResponse(response, asked)
     const fail = (message: string) => failed(response, message)
@@ -398,20 +418,16 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
       } else if (length !== null && Number(length) !== size) {
         throw fail(`the file is now ${length} bytes, it was ${size}`)
       }
-      return { skip: from, available: Math.max(0, Math.min(want, size - from)) }
+      return { skip: from, available: Math.max(0, Math.min(want, size - from)), exact: false }
     }
     const range = parseContentRange(response.headers.get('Content-Range'))
     const got = `got Content-Range ${JSON.stringify(response.headers.get('Content-Range'))}`
     if (range?.total !== undefined && size !== undefined && range.total !== size) throw fail(`the file is now ${range.total} bytes, it was ${size} (${got})`)
-    // The first read may run past the end of a small file: the range may end early, at the file's end.
-    const fits =
-      range?.total !== undefined &&
-      range.start === from &&
-      (range.end === from + want - 1 || (size === undefined && range.end >= from && range.end === range.total - 1 && range.end < from + want))
-    if (!fits) throw fail(`asked for ${asked}, ${got}`)
-    size = range.total
+    const available = rangeAnswered(range, from, want, size)
+    if (available === undefined) throw fail(`asked for ${asked}, ${got}`)
+    size = range!.total
     ranged = true
-    return { skip: 0, available: range.end - range.start + 1 }
+    return { skip: 0, available, exact: range!.end === from + available - 1 }
   }
 
   /**

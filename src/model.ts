@@ -9,6 +9,7 @@ import { type ParsedIndex, parseIndex, readIndex } from './model-index.ts'
 import { readingAhead, runPool } from './pool.ts'
 import { metered, ProgressMeter } from './progress.ts'
 import type { SliceRange } from './slice.ts'
+import type { RangeSource } from './source.ts'
 
 export const DEFAULT_INDEX = 'model.safetensors.index.json'
 
@@ -34,6 +35,30 @@ export interface ModelIndex {
  */
 export type ModelFiles = Iterable<File>
 
+/**
+ * A model's folder in storage that has neither paths nor URLs (an R2 bucket's key prefix, from
+ * {@link r2Model}): openModel looks in it for the model as in a folder on disk, and beside that for the shards.
+ */
+export interface ModelFolder {
+  /** The folder, as messages name it. */
+  readonly where: string
+  /** The file `name` of the folder, or undefined when it has none. */
+  find(name: string): Promise<RangeSource | undefined>
+  /** The file `name` of the folder, which should be there (a shard): a missing one fails when read. */
+  open(name: string): RangeSource
+}
+
+function isModelFolder(input: unknown): input is ModelFolder {
+  return typeof input === 'object' && input !== null && typeof (input as ModelFolder).find === 'function' && typeof (input as ModelFolder).open === 'function'
+}
+
+/** What a folder's model is read from, the first there of these (the order transformers follows). */
+const FOLDER_ENTRIES = [SINGLE_FILE, DEFAULT_INDEX]
+
+function noModelIn(folder: string): SafetensorsError {
+  return new SafetensorsError('Io', `${folder} is a folder with no model in it: neither ${SINGLE_FILE} nor ${DEFAULT_INDEX} is there`)
+}
+
 /** What a model is read from: its index or its one file (`name`: its file name), what to call it in messages, and how to find a shard beside it. */
 interface Located {
   entry: Source
@@ -42,7 +67,14 @@ interface Located {
   shard: (name: string) => Source
 }
 
-async function locate(input: string | URL | ModelFiles): Promise<Located> {
+async function locate(input: string | URL | ModelFiles | ModelFolder): Promise<Located> {
+  if (isModelFolder(input)) {
+    for (const name of FOLDER_ENTRIES) {
+      const entry = await input.find(name)
+      if (entry) return { entry, name, where: `${input.where}: ${name}`, shard: (shard) => input.open(shard) }
+    }
+    throw noModelIn(input.where)
+  }
   if (typeof input !== 'string' && !(input instanceof URL)) return locateFiles(input)
   const url = input instanceof URL ? input : /^https?:\/\//i.test(input) ? new URL(input) : undefined
   if (url && url.protocol !== 'file:') {
@@ -52,8 +84,8 @@ async function locate(input: string | URL | ModelFiles): Promise<Located> {
   }
   const local = requireLocalFiles(`openModel(${JSON.stringify(String(input))})`)
   const path = url ? local.pathOf(url) : (input as string)
-  const found = await local.locateModel(path, [SINGLE_FILE, DEFAULT_INDEX])
-  if (!found) throw new SafetensorsError('Io', `${path} is a folder with no model in it: neither ${SINGLE_FILE} nor ${DEFAULT_INDEX} is there`)
+  const found = await local.locateModel(path, FOLDER_ENTRIES)
+  if (!found) throw noModelIn(path)
   return { entry: found.file, name: found.name, where: found.file, shard: found.shard }
 }
 
@@ -63,7 +95,9 @@ async function locate(input: string | URL | ModelFiles): Promise<Located> {
  */
 function locateFiles(input: ModelFiles): Located {
   if (typeof input !== 'object' || input === null || typeof (input as Partial<ModelFiles>)[Symbol.iterator] !== 'function') {
-    throw new TypeError(`openModel takes a path, a URL or the model's files (File objects), got ${Object.prototype.toString.call(input)}`)
+    throw new TypeError(
+      `openModel takes a path, a URL, the model's files (File objects) or a ModelFolder (r2Model), got ${Object.prototype.toString.call(input)}`,
+    )
   }
   const files = new Map<string, File>()
   for (const file of input) {
@@ -129,17 +163,18 @@ const DEFAULT_CONCURRENCY = 16
 /**
  * Opens a model: a sharded one from its index (a path or a URL), a model of one file from that
  * .safetensors file, a folder holding model.safetensors or else model.safetensors.index.json (the order
- * transformers follows), or the model's files picked or dropped in a page (ModelFiles). Every weight_map
- * entry is checked against its shard's header before it resolves.
+ * transformers follows), the model's files picked or dropped in a page (ModelFiles), or such a folder in
+ * other storage (a {@link ModelFolder}: an R2 prefix, from {@link r2Model}). Every weight_map entry is
+ * checked against its shard's header before it resolves.
  * @throws {@link SafetensorsError} `InvalidHeaderDeserialization` for an index that is not valid JSON of the
  * schema (a repeated key included); `TensorNotFound` when the index puts a tensor in a shard without it (the
  * message says where it is); any code of {@link open} for a shard or the one file, its message naming it; `Io`
  * for an index or shard that cannot be read (missing, not among the files given) and for a folder holding
  * neither model.safetensors nor an index; `Aborted`.
- * @throws TypeError for an input that is neither a path, a URL nor File objects, two files of one name, or a
- * path in the browser entry; RangeError for a `concurrency` that is not a positive integer.
+ * @throws TypeError for an input that is neither a path, a URL, File objects nor a ModelFolder, two files of one
+ * name, or a path in the browser entry; RangeError for a `concurrency` that is not a positive integer.
  */
-export async function openModel(input: string | URL | ModelFiles, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
+export async function openModel(input: string | URL | ModelFiles | ModelFolder, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
   const { entry, name, where, shard } = await locate(input)

@@ -432,7 +432,6 @@ interface Holder {
   token: string
 }
 
-const host = hostname()
 /** The tokens of the locks this process holds: a lock of this process with another token was left by a save that could not remove it. */
 const heldHere = new Set<string>()
 /** The lock temporaries this process is writing (LOCK_TEMPORARY). */
@@ -440,7 +439,7 @@ const writingHere = new Set<string>()
 
 /** The process gone: it ran on this host and no process has its pid (or this process does, and holds no lock of its token). */
 function isGone(holder: Holder): boolean {
-  if (holder.hostname !== host) return false
+  if (holder.hostname !== hostname()) return false
   return holder.pid === process.pid ? !heldHere.has(holder.token) : processGone(holder.pid)
 }
 
@@ -517,7 +516,8 @@ function inProgress(folder: string, path: string, holder: Holder | undefined): S
  */
 async function lockFolder(folder: string): Promise<() => Promise<void>> {
   const path = join(folder, SAVE_LOCK)
-  const me: Holder = { pid: process.pid, hostname: host, token: uniqueId() }
+  // Asked here, not at import: Deno wants --allow-sys for it, and a program that never saves a model must not need that.
+  const me: Holder = { pid: process.pid, hostname: hostname(), token: uniqueId() }
   const text = JSON.stringify(me)
   try {
     for (let attempt = 0; attempt < 10; attempt++) {

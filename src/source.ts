@@ -90,6 +90,26 @@ export function onAbort(signal: AbortSignal | undefined, listener: () => void): 
   return () => signal.removeEventListener('abort', listener)
 }
 
+/**
+ * An AbortController of a call's own, aborted by the caller's signal as well (at once if it has aborted
+ * already), with `whenAborted` told so: the call can abort its own reads (a stream's cancel, a failed
+ * write) without touching the caller's signal. `release` drops the listener on the caller's.
+ */
+export function linkedAbort(
+  signal: AbortSignal | undefined,
+  whenAborted: (error: SafetensorsError) => void,
+): { signal: AbortSignal; abort(reason: unknown): void; release(): void } {
+  const controller = new AbortController()
+  const listener = () => {
+    controller.abort(signal!.reason)
+    whenAborted(abortedError(signal!))
+  }
+  let release = () => {}
+  if (signal?.aborted) listener()
+  else release = onAbort(signal, listener)
+  return { signal: controller.signal, abort: (reason) => controller.abort(reason), release }
+}
+
 export function checkRange(offset: number, length: number, size: number): void {
   if (offset < 0 || length < 0 || offset + length > size) {
     throw new SafetensorsError('Io', `read of ${length} bytes at offset ${offset} is past the end of the ${size}-byte source`)

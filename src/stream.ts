@@ -19,10 +19,10 @@ import {
 import type { DType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import type { SafetensorsFile } from './file.ts'
-import { type Header, parseHeaderOfUnknownSize, readHeaderSize, type TensorInfo } from './header.ts'
+import { type Header, notSafetensors, parseHeaderOfUnknownSize, readHeaderSize, type TensorInfo } from './header.ts'
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { packedStarts, type SlicePlan } from './slice.ts'
-import { abortedError, onAbort, readInto, throwIfAborted } from './source.ts'
+import { abortedError, linkedAbort, readInto, throwIfAborted } from './source.ts'
 import { SafetensorsWriter, streamSink } from './writer.ts'
 
 /** Options of {@link SafetensorsFile.stream} (which adds `ranges`, a slice). */
@@ -81,26 +81,6 @@ class ChunkConverter {
 function asSafetensorsError(error: unknown, what: string): SafetensorsError {
   if (error instanceof SafetensorsError) return error
   return new SafetensorsError('Io', `${what}: ${(error as Error)?.message ?? String(error)}`, { cause: error })
-}
-
-/**
- * An AbortController of this stream's own, aborted by the caller's signal as well (at once if it has
- * aborted already): cancel() aborts the reads in flight without touching the caller's signal. `release`
- * drops the listener on the caller's.
- */
-function linkedAbort(
-  signal: AbortSignal | undefined,
-  whenAborted: (error: SafetensorsError) => void,
-): { signal: AbortSignal; abort(reason: unknown): void; release(): void } {
-  const controller = new AbortController()
-  const listener = () => {
-    controller.abort(signal!.reason)
-    whenAborted(abortedError(signal!))
-  }
-  let release = () => {}
-  if (signal?.aborted) listener()
-  else release = onAbort(signal, listener)
-  return { signal: controller.signal, abort: (reason) => controller.abort(reason), release }
 }
 
 /**
@@ -263,7 +243,7 @@ function cutShort(header: Header, position: number): SafetensorsError {
 async function readStreamHeader(input: StreamInput): Promise<{ header: Header; head: Uint8Array }> {
   const prefix = new Uint8Array(8)
   const got = await input.fill(prefix)
-  if (got < 8) throw new SafetensorsError('HeaderTooSmall', `the stream ended after ${got} bytes; a SafeTensors file starts with an 8-byte header length`)
+  if (got < 8) throw notSafetensors('HeaderTooSmall', `the stream ended after ${got} bytes; a SafeTensors file starts with an 8-byte header length`)
   // Only HeaderTooLarge can be known from the prefix alone; InvalidHeaderLength needs the bytes that follow.
   const n = readHeaderSize(prefix, Number.MAX_SAFE_INTEGER)
   // Grown as the header arrives: a prefix that lies about N costs no more than the bytes really sent.
@@ -279,7 +259,11 @@ async function readStreamHeader(input: StreamInput): Promise<{ header: Header; h
     const part = await input.fill(head.subarray(filled))
     filled += part
     if (filled < head.length) {
-      throw new SafetensorsError('InvalidHeaderLength', `the header length is ${n} bytes, but the stream ended ${filled - 8} bytes after the 8-byte prefix`)
+      throw notSafetensors(
+        'InvalidHeaderLength',
+        `the header length is ${n} bytes, but the stream ended ${filled - 8} bytes after the 8-byte prefix`,
+        ' (or a truncated one)',
+      )
     }
   }
   return { header: parseHeaderOfUnknownSize(head), head }
@@ -296,8 +280,10 @@ export interface ValidateStreamOptions {
   signal?: AbortSignal
   /**
    * Where the checked bytes go (an upload, say): the header once it is valid, then the data as it
-   * arrives. Closed when the whole file is valid, aborted with the error otherwise, so that whatever
-   * reads from it sees a complete file or a failure, never a complete invalid file.
+   * arrives, each part once the next has come and the last once the whole file checks out. Closed when
+   * the whole file is valid, aborted with the error otherwise, so that whatever reads from it sees a
+   * complete file or a failure: an invalid file never reaches it whole, so even a sink that stores what
+   * reaches its length (R2's put through a FixedLengthStream) stores nothing.
    * @defaultValue none: the bytes are only checked
    */
   forward?: WritableStream<Uint8Array>
@@ -324,14 +310,21 @@ export async function validateStream(stream: ReadableStream<Uint8Array>, options
   }
   const run = abortableRun(options.signal, async () => {
     const { header, head } = await readStreamHeader(input)
-    if (out) await forward(() => out.write(head))
+    // Each part goes on once the next has come, and the last once the end checks out: a sink that stores
+    // whatever reaches the length it was told (R2's put through a FixedLengthStream of the upload's
+    // Content-Length) then never gets the whole of an invalid file, cut short or running on.
+    let held = head
     while (input.position < header.fileSize) {
       const part = await input.next(header.fileSize - input.position)
       if (!part) throw cutShort(header, input.position)
-      if (out) await forward(() => out.write(part))
+      if (out) await forward(() => out.write(held))
+      held = part
     }
     await expectEnd(input, header)
-    if (out) await forward(() => out.close())
+    if (out) {
+      await forward(() => out.write(held))
+      await forward(() => out.close())
+    }
     return header
   })
   try {

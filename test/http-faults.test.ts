@@ -207,6 +207,25 @@ const V2 = bytesResource(FILE2, { etag: '"v2"' })
 const MONDAY = 'Mon, 30 Nov 2026 08:00:00 GMT'
 const TUESDAY = 'Tue, 01 Dec 2026 08:00:00 GMT'
 
+test('a 206 that runs on to the end of the file (Vite on bytes=0-0): each read keeps the bytes it asked for, one request each', async () => {
+  const url = await serve({ fault: () => ({ kind: 'toFileEnd' }) })
+  const file = await open(url, { idleTimeout: IDLE })
+  for (const [name, bytes] of [
+    ['head', SIDE],
+    ['big', BIG],
+    ['tail', SIDE],
+    ['head', SIDE],
+  ] as const)
+    expectSameBytes(bytesOf((await file.getTensor(name)).data), bytes, name)
+  const requests = await dataRequests()
+  expect(requests.map((r) => [r.range, r.status])).toEqual([
+    [`bytes=${dataStart}-${A - 1}`, 206],
+    [`bytes=${A}-${Z}`, 206],
+    [`bytes=${Z + 1}-${Z + 64}`, 206],
+    [`bytes=${dataStart}-${A - 1}`, 206],
+  ])
+})
+
 describe('permanent failures fail at once, with the status (or "changed") and the URL', () => {
   // [what, fault on the data read, what the message says]
   const permanent: Array<[string, Fault, RegExp]> = [

@@ -150,6 +150,8 @@ export type Fault =
   | { kind: 'status'; status: number; retryAfter?: string }
   /** Content-Range and the bytes sent start `by` bytes from where they were asked for. */
   | { kind: 'shift'; by: number }
+  /** Content-Range and the bytes sent run to the file's end, whatever end was asked for: Vite's dev server does so for `bytes=0-0` (it takes the end as `parseInt(end) || size - 1`). */
+  | { kind: 'toFileEnd' }
   /** Content-Range's total is `by` bytes off the real size; the bytes are right. */
   | { kind: 'total'; by: number }
   /** A complete response whose Content-Length (and body) is half its Content-Range. */
@@ -247,6 +249,7 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
     // [start, end) is what Content-Range says, [start, bodyEnd) what is sent.
     let { start, end } = range
     end += 1
+    if (fault?.kind === 'toFileEnd') end = size
     if (fault?.kind === 'shift') {
       start = Math.max(0, start + fault.by)
       end = Math.min(size, end + fault.by)

@@ -138,6 +138,23 @@ describe('validateStream', () => {
     await expect(validateStream(new Blob([good.subarray(0, 20)]).stream())).rejects.toMatchObject({ code: 'InvalidHeaderLength' })
   })
 
+  test('a stream that cannot be a SafeTensors file says so first, as parseHeader does for the same bytes', async () => {
+    const png = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13])
+    for (const bytes of [good.subarray(0, 3), good.subarray(0, 20), png]) {
+      const fromStream = await validateStream(new Blob([bytes]).stream()).catch((e: SafetensorsError) => e)
+      const fromBytes = (() => {
+        try {
+          parseHeader(bytes)
+        } catch (e) {
+          return e as SafetensorsError
+        }
+      })()
+      expect(fromStream).toBeInstanceOf(SafetensorsError)
+      expect((fromStream as SafetensorsError).code).toBe(fromBytes?.code)
+      expect((fromStream as SafetensorsError).message).toMatch(/^not a SafeTensors file/)
+    }
+  })
+
   test('a stream that errors is Io; an abort (even while the upstream stalls) is Aborted; a non-stream is a TypeError', async () => {
     const failing = new ReadableStream({ start: (c) => c.error(new Error('connection reset')) })
     await expect(validateStream(failing)).rejects.toMatchObject({ code: 'Io' })
@@ -192,5 +209,24 @@ describe('validateStream', () => {
     const badHeader = await run(makeFile('{"a":{"dtype":"F32","shape":[2],"data_offsets":[1,9]}}', 9))
     expect(badHeader).toMatchObject({ result: 'InvalidOffset', end: 'aborted' })
     expect(badHeader.bytes.length).toBe(0)
+  })
+
+  test('forward holds back the last bytes: a sink of fixed length (R2 put through a FixedLengthStream) never gets all of an invalid input', async () => {
+    // Such a sink stores the object as soon as it has the length it was told (the input's own), even if
+    // aborted later: so an invalid input must never reach it whole.
+    const real = new Uint8Array(readFileSync(join(FIXTURES_REAL, 'fluxml__safetensors.jl__model.safetensors')))
+    for (const [what, bytes] of [
+      ['cut to two thirds', real.subarray(0, Math.floor((real.length * 2) / 3))],
+      ['cut short by its last byte', real.subarray(0, real.length - 1)],
+      ['one byte too many', new Uint8Array([...real, 0])],
+      ['no data, one byte too many', new Uint8Array([...makeFile('{}', 0), 0x20])],
+    ] as const) {
+      for (const seed of [1, 2, 3]) {
+        let received = 0
+        const forward = new WritableStream<Uint8Array>({ write: (c) => void (received += c.length) })
+        await expect(validateStream(chunked(bytes, prng(seed)), { forward }), what).rejects.toMatchObject({ code: 'MetadataIncompleteBuffer' })
+        expect(received, `${what}, chunking ${seed}: ${received} of ${bytes.length} bytes forwarded`).toBeLessThan(bytes.length)
+      }
+    }
   })
 })
