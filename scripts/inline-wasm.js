@@ -1,7 +1,8 @@
 // The imports of src/ that the builds make (src/wasm-modules.d.ts), for rollup.config.js and for vitest,
 // which runs src/ as it is: a .wasm file as a module whose default export is its bytes in hex (hex rather
 // than base64: gzip packs a module's hex to about its own gzipped size, base64 to 1.4 times it), and
-// assembly/boundary.ts?constants as a module whose default export is that file's constants by name.
+// assembly/boundary.ts?constants as a module that exports that file's constants by name, one binding each,
+// so that a bundler puts their numbers where they are used (no object of names in a page).
 import { readFileSync } from 'node:fs'
 import { basename, resolve } from 'node:path'
 
@@ -22,8 +23,7 @@ export const inlineWasm = {
   },
   load(id) {
     if (id === `${BOUNDARY}?constants`) {
-      const constants = Object.fromEntries([...readFileSync(BOUNDARY, 'utf8').matchAll(CONSTANT)].map(([, name, value]) => [name, Number(value)]))
-      return `export default ${JSON.stringify(constants)}\n`
+      return [...readFileSync(BOUNDARY, 'utf8').matchAll(CONSTANT)].map(([, name, value]) => `export const ${name} = ${Number(value)}\n`).join('')
     }
     return id.endsWith('.wasm') ? `export default ${JSON.stringify(readFileSync(id).toString('hex'))}\n` : null
   },
