@@ -3,7 +3,7 @@
 // (round to nearest even written with double arithmetic), never from the library's kernels.
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
@@ -714,6 +714,19 @@ describe.skipIf(fullDiskUnavailable !== undefined)('convert: failed writes', () 
     return files
   }
 
+  /** The files under `dir` this process still holds open (a deleted temporary file's space comes back only once closed). */
+  function openFilesUnder(dir: string): string[] {
+    return readdirSync('/proc/self/fd')
+      .map((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`)
+        } catch {
+          return ''
+        }
+      })
+      .filter((target) => target.startsWith(`${dir}/`))
+  }
+
   const earlierOutput = randomBytes(1 << 20, prng(20))
   const SOURCES = ['a slow HTTP server', 'a local file'] as const
   const fileFrom = (source: (typeof SOURCES)[number]) => (source === 'a local file' ? input : `${slow.url}model.safetensors`)
@@ -775,6 +788,23 @@ describe.skipIf(fullDiskUnavailable !== undefined)('convert: failed writes', () 
       expect(snapshot(dir)).toEqual(before)
       await expectIoNaming(() => saveModel(dir, [...big, { ...big[0], name: 'v' }], { maxShardSize: 4 << 20 }), dir)
       expect(snapshot(dir)).toEqual(before)
+      expect(openFilesUnder(dir)).toEqual([])
+    } finally {
+      cleanup()
+    }
+  })
+
+  test('a model saved into a new folder that fails leaves no folder behind', async () => {
+    const { dir, cleanup } = onFullDisk('earlier.bin', earlierOutput)
+    try {
+      const big = [{ name: 'w', dtype: 'F32' as const, shape: [2 << 20], data: new Float32Array(2 << 20) }]
+      await expectIoNaming(() => convertModel(model, join(dir, 'converted', 'model'), { dtype: 'F32', maxShardSize: 4 << 20 }), join(dir, 'converted', 'model'))
+      await expectIoNaming(
+        () => saveModel(join(dir, 'saved', 'model'), [...big, { ...big[0], name: 'v' }], { maxShardSize: 4 << 20 }),
+        join(dir, 'saved', 'model'),
+      )
+      expect(ls(dir)).toEqual(['earlier.bin'])
+      expect(openFilesUnder(dir)).toEqual([])
     } finally {
       cleanup()
     }
