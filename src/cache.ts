@@ -22,6 +22,7 @@
 // quota) is a warning, once per cache, and the read goes on with the bytes from the network.
 import { type CacheStorage, opfsStorage, type StoredEntry, storageError } from './cache-storage.ts'
 import { xxh64 } from './checksum.ts'
+import { type ParallelReads, readChunked } from './downloads.ts'
 import { SafetensorsError } from './errors.ts'
 import type { HttpSource } from './http.ts'
 import { localFiles } from './local-files.ts'
@@ -329,7 +330,8 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
       for (; done < count && Math.min((done + 1) * B, buffer.length) <= upTo; done++)
         parts[done].resolve(buffer.subarray(done * B, Math.min((done + 1) * B, buffer.length)))
     }
-    readInto(http, start, buffer, signal, (bytes) => release((landed += bytes))).then(
+    // A read longer than a chunk lands in parallel parts: `done` says how much of its front is complete.
+    readInto(http, start, buffer, signal, (bytes, done) => release(done ?? (landed += bytes))).then(
       () => release(buffer.length),
       (error: unknown) => parts.forEach((p) => p.reject(error)),
     )
@@ -393,13 +395,25 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
     await Promise.all(stored)
   }
 
-  async function cachedReadInto(offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<void> {
+  // Chunks of whole blocks, so that a chunk's blocks are one request of at most the network's chunk (a
+  // chunk in a slot never starts a parallel read of its own, which would wait for the slots it holds).
+  const parallel = (): ParallelReads | undefined =>
+    http.parallel && { pool: http.parallel.pool, chunkBytes: Math.max(1, Math.floor(http.parallel.chunkBytes / B)) * B }
+
+  async function cachedReadInto(
+    offset: number,
+    target: Uint8Array,
+    signal?: AbortSignal,
+    onBytes?: (bytes: number, done?: number) => void,
+  ): Promise<void> {
     if (target.length === 0) return
     const version = await started(signal)
     if (!version) return readInto(http, offset, target, signal, onBytes)
     if (offset + target.length > http.size!)
       throw new SafetensorsError('Io', `${http.url}: read of ${target.length} bytes at offset ${offset} is past the end (${http.size} bytes)`)
-    await readBlocks(version, offset, target, signal, onBytes)
+    const fast = parallel()
+    if (!fast || target.length <= fast.chunkBytes) return readBlocks(version, offset, target, signal, onBytes)
+    await readChunked(fast, offset, target, signal, onBytes, (at, chunk, chunkSignal, chunkBytes) => readBlocks(version, at, chunk, chunkSignal, chunkBytes))
   }
 
   return {
@@ -411,6 +425,9 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
     },
     get version() {
       return http.version
+    },
+    get parallel() {
+      return parallel()
     },
     readInto: cachedReadInto,
     // Before the size is known, a read may run past the end of a small file: it gives what there is.

@@ -6,6 +6,7 @@
 import { mkdir } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { byteLengthOf, type ConvertTarget, convertInto, swapElementsInCore, targetOf } from './convert.ts'
+import { sequentialReader } from './downloads.ts'
 import { DTYPE_INFO, type DType } from './dtypes.ts'
 import { type OpenOptions, open, type SafetensorsFile, type Source } from './file.ts'
 import type { TensorInfo } from './header.ts'
@@ -13,7 +14,6 @@ import { tensorByteLength } from './layout.ts'
 import { DEFAULT_INDEX, openModel } from './model.ts'
 import { type FileSet, finishModel, planShards, writeSet } from './node-writer.ts'
 import type { ProgressCallback } from './progress.ts'
-import { readInto } from './source.ts'
 import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter } from './writer.ts'
 
@@ -52,21 +52,27 @@ class ChunkPipeline {
     const buffer = this.#core.memory.buffer
     // Elements per chunk: as many as the slot holds, a multiple of 8 so F4 and F6 chunks are whole bytes.
     const perChunk = Math.floor((SLOT_BYTES * 8) / Math.max(DTYPE_INFO[from].bits, DTYPE_INFO[to].bits) / 8) * 8
-    for (let first = 0; first < elements; first += perChunk) {
-      const count = Math.min(perChunk, elements - first)
-      const inBytes = byteLengthOf(from, count)
-      const outBytes = byteLengthOf(to, count)
-      const dst = this.#core.heapBase + this.#slot * SLOT_BYTES
-      // The kernels' in-place layout: a wider output has the input at its end, a narrower one at its start.
-      const src = dst + Math.max(0, outBytes - inBytes)
-      await readInto(file.source, start + byteLengthOf(from, first), new Uint8Array(buffer, src, inBytes), signal)
-      // The kernels read little-endian data, and the output file is little-endian.
-      if (file.byteOrder === 'big') swapElementsInCore(this.#core, src, inBytes, from)
-      convertInto(this.#core, src, dst, count, from, to)
-      await this.#writing
-      this.#writing = writer.write(info.name, new Uint8Array(buffer, dst, outBytes))
-      this.#slot ^= 1
-      progress.add(inBytes)
+    // Over HTTP, the tensor's chunks are fetched ahead in parallel (src/downloads.ts).
+    const input = sequentialReader(file.source, start, info.byteLength, signal)
+    try {
+      for (let first = 0; first < elements; first += perChunk) {
+        const count = Math.min(perChunk, elements - first)
+        const inBytes = byteLengthOf(from, count)
+        const outBytes = byteLengthOf(to, count)
+        const dst = this.#core.heapBase + this.#slot * SLOT_BYTES
+        // The kernels' in-place layout: a wider output has the input at its end, a narrower one at its start.
+        const src = dst + Math.max(0, outBytes - inBytes)
+        await input.read(new Uint8Array(buffer, src, inBytes))
+        // The kernels read little-endian data, and the output file is little-endian.
+        if (file.byteOrder === 'big') swapElementsInCore(this.#core, src, inBytes, from)
+        convertInto(this.#core, src, dst, count, from, to)
+        await this.#writing
+        this.#writing = writer.write(info.name, new Uint8Array(buffer, dst, outBytes))
+        this.#slot ^= 1
+        progress.add(inBytes)
+      }
+    } finally {
+      input.close()
     }
   }
 

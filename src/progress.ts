@@ -1,7 +1,7 @@
 // Progress of reads: bytes asked for and bytes arrived, reported as they land (not when a read ends),
 // so a page can show a bar for a tensor of a gigabyte. Every source reports through the same meter
 // (metered() below); sources that stream (HTTP, files, Blobs) report each chunk, others each read.
-import { type RangeSource, readInto } from './source.ts'
+import { type OnBytes, type RangeSource, readInto } from './source.ts'
 
 /** Bytes arrived out of the bytes asked for so far; `url` names the file over HTTP. */
 export interface Progress {
@@ -61,16 +61,16 @@ export class ProgressMeter {
 export function metered<S extends RangeSource>(source: S, meter: ProgressMeter, url?: string): S {
   async function counted<T>(
     length: number,
-    onBytes: ((bytes: number) => void) | undefined,
-    run: (report: (bytes: number) => void) => Promise<T>,
+    onBytes: OnBytes | undefined,
+    run: (report: OnBytes) => Promise<T>,
     received: (result: T) => number,
   ): Promise<T> {
     meter.asked(length)
     let seen = 0
-    const report = (bytes: number) => {
+    const report = (bytes: number, done?: number) => {
       seen += bytes
       meter.arrived(bytes, url)
-      onBytes?.(bytes)
+      onBytes?.(bytes, done)
     }
     try {
       const result = await run(report)

@@ -2,6 +2,9 @@
 // interface, so the readers ask for exactly the byte ranges they need and nothing more.
 import { SafetensorsError } from './errors.ts'
 
+/** Told each part of a read as it lands; see RangeSource.read. */
+export type OnBytes = (bytes: number, done?: number) => void
+
 export interface RangeSource {
   /**
    * Total size in bytes. A source that learns it from its first read (an HTTP response) may leave it
@@ -11,11 +14,12 @@ export interface RangeSource {
   /**
    * Resolves to exactly `length` bytes starting at `offset`, or rejects. A source that receives its
    * bytes in parts may call `onBytes` with each part's length as it lands (progress); the parts add up
-   * to the bytes returned.
+   * to the bytes returned. Parts land front to back, unless the source passes `done`: then they land in
+   * any order (a read in parallel chunks), and `done` is how many bytes at the front are complete.
    */
-  read(offset: number, length: number, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<Uint8Array>
+  read(offset: number, length: number, signal?: AbortSignal, onBytes?: OnBytes): Promise<Uint8Array>
   /** Optional: fills `target` with the bytes from `offset` on, without an intermediate copy. */
-  readInto?(offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<void>
+  readInto?(offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: OnBytes): Promise<void>
   /**
    * Optional: fills each range's `target` with the bytes from its `offset` on, in as few requests as the
    * source can make (HTTP: multi-range requests, where the server answers them). `onBytes` is told each
@@ -47,7 +51,7 @@ export async function readInto(
   offset: number,
   target: Uint8Array,
   signal?: AbortSignal,
-  onBytes?: (bytes: number) => void,
+  onBytes?: OnBytes,
 ): Promise<void> {
   if (target.length === 0) return
   if (source.readInto) return source.readInto(offset, target, signal, onBytes)
