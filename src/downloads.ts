@@ -20,6 +20,10 @@ export const DOWNLOAD = { chunkBytes: 8 << 20, windowMs: 250 }
 
 /** A connection is kept when it raises the total throughput by at least this factor. */
 const GAIN = 1.05
+/** Of each window, the first ms are not counted: a connection just added has not had its first byte yet. */
+const WARM_UP_MS = 100
+/** Windows to wait at a level after a connection was dropped before one is tried again (a busy moment may have misled the trial). */
+const HOLD_WINDOWS = 4
 
 /** Requests in flight per file by default: 6 in workerd, 4 in browsers (one HTTP/2 connection per origin, shared), else 8. */
 export function defaultConnections(): number {
@@ -48,7 +52,8 @@ export class ConnectionPool {
   readonly #waiting: Array<() => void> = []
   /** The throughput at one connection fewer, while a new one is on trial; undefined when none is. */
   #baseline: number | undefined
-  #settled = false
+  /** Windows left before the next trial, after a connection was dropped. */
+  #hold = 0
   #windowStart = 0
   #windowBytes = 0
   /** false while fewer requests than `level` were in flight: that window says nothing about `level`. */
@@ -66,7 +71,7 @@ export class ConnectionPool {
 
   /** A new read: the level it finds is kept, and tried one higher again. */
   begin(): void {
-    this.#settled = false
+    this.#hold = 0
     this.#baseline = undefined
     this.#restartWindow()
   }
@@ -87,20 +92,24 @@ export class ConnectionPool {
   /** Bytes that arrived through one of the slots. */
   arrived(bytes: number): void {
     if (!this.#windowFull) return this.#restartWindow()
-    this.#windowBytes += bytes
     const elapsed = performance.now() - this.#windowStart
-    if (elapsed < DOWNLOAD.windowMs || this.#settled) return
-    this.#judge(this.#windowBytes / elapsed)
+    if (elapsed < 0) return
+    this.#windowBytes += bytes
+    if (elapsed >= DOWNLOAD.windowMs) this.#judge(this.#windowBytes / elapsed)
   }
 
+  /** After a window at `level`: keep the connection on trial if it paid, and try one more; else drop it and wait. */
   #judge(rate: number): void {
-    if (this.#baseline === undefined || rate >= this.#baseline * GAIN) {
+    if (this.#hold > 0) {
+      this.#hold--
+      this.#baseline = undefined
+    } else if (this.#baseline === undefined || rate >= this.#baseline * GAIN) {
       this.#baseline = rate
       if (this.#level < this.limit) this.#setLevel(this.#level + 1)
-      else this.#settled = true
     } else {
+      this.#baseline = undefined
+      this.#hold = HOLD_WINDOWS
       this.#setLevel(this.#level - 1)
-      this.#settled = true
     }
     this.#restartWindow()
   }
@@ -111,7 +120,7 @@ export class ConnectionPool {
   }
 
   #restartWindow(): void {
-    this.#windowStart = performance.now()
+    this.#windowStart = performance.now() + WARM_UP_MS
     this.#windowBytes = 0
     this.#windowFull = this.#active >= this.#level
   }

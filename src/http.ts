@@ -290,8 +290,6 @@ async function attempt(plan: RetryPlan, signals: AbortSignal[], run: (attempt: A
   } finally {
     dog.stop()
     for (const s of signals) s.removeEventListener('abort', end)
-    // Ends the request whatever happened, so that none stays open once its attempt is over.
-    controller.abort()
   }
 }
 
@@ -483,9 +481,10 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
   async function readTransfer(t: Transfer, signal: AbortSignal | undefined): Promise<void> {
     const fast = t.target && parallel()
     if (!fast || t.target!.length - t.filled <= fast.chunkBytes) return withRetries(plan, signal, (attempt) => attemptTransfer(t, attempt))
-    await readChunked(fast, t.offset + t.filled, t.target!.subarray(t.filled), signal, t.onBytes, (offset, target, chunkSignal, onBytes) =>
-      withRetries(plan, chunkSignal, (attempt) => attemptTransfer({ offset, length: target.length, target, filled: 0, onBytes }, attempt)),
-    )
+    await readChunked(fast, t.offset + t.filled, t.target!.subarray(t.filled), signal, t.onBytes, (offset, target, chunkSignal, onBytes) => {
+      const chunk: Transfer = { offset, length: target.length, target, filled: 0, onBytes }
+      return withRetries(plan, chunkSignal, (attempt) => attemptTransfer(chunk, attempt))
+    })
     t.filled = t.target!.length
   }
 
