@@ -20,8 +20,6 @@ export const DOWNLOAD = { chunkBytes: 8 << 20, windowMs: 250 }
 
 /** A connection is kept when it raises the total throughput by at least this factor. */
 const GAIN = 1.05
-/** Of each window, the first ms are not counted: a connection just added has not had its first byte yet. */
-const WARM_UP_MS = 100
 /** Windows to wait at a level after a connection was dropped before one is tried again (a busy moment may have misled the trial). */
 const HOLD_WINDOWS = 4
 
@@ -120,7 +118,7 @@ export class ConnectionPool {
   }
 
   #restartWindow(): void {
-    this.#windowStart = performance.now() + WARM_UP_MS
+    this.#windowStart = performance.now() + DOWNLOAD.warmUpMs
     this.#windowBytes = 0
     this.#windowFull = this.#active >= this.#level
   }
