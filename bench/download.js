@@ -69,7 +69,7 @@ function variants(url, expected, withConvert) {
         () =>
           new Promise((resolve, reject) =>
             execFile(process.execPath, [CLI, 'convert', url, join(out, 'f16.safetensors'), '--dtype', 'F16'], (error, _o, stderr) =>
-              error ? reject(new Error(`convert: ${stderr}`)) : resolve(),
+              error ? reject(new Error(`convert: ${stderr}`)) : resolve(undefined),
             ),
           ),
       )
@@ -79,6 +79,7 @@ function variants(url, expected, withConvert) {
 
 async function measure(label, url, expected, { rounds, withConvert, targets }) {
   const { all, cleanup } = variants(url, expected, withConvert)
+  /** @type {Record<string, number[]>} */
   const times = Object.fromEntries(Object.keys(all).map((k) => [k, []]))
   try {
     for (let r = 0; r < rounds; r++) for (const [name, run] of Object.entries(all)) times[name].push(await run())
@@ -133,7 +134,8 @@ export async function run() {
     } finally {
       await shared.close()
     }
-    if (nginx) await measure('nginx, uncapped', `${nginx.origin}/ranged/${NAME}`, expected, { rounds: 7, withConvert: false, targets: { getTensor: notSlower } })
+    if (nginx)
+      await measure('nginx, uncapped', `${nginx.origin}/ranged/${NAME}`, expected, { rounds: 7, withConvert: false, targets: { getTensor: notSlower } })
   } finally {
     await nginx?.close()
     rmSync(root, { recursive: true, force: true })

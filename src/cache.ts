@@ -400,12 +400,7 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
   const parallel = (): ParallelReads | undefined =>
     http.parallel && { pool: http.parallel.pool, chunkBytes: Math.max(1, Math.floor(http.parallel.chunkBytes / B)) * B }
 
-  async function cachedReadInto(
-    offset: number,
-    target: Uint8Array,
-    signal?: AbortSignal,
-    onBytes?: (bytes: number, done?: number) => void,
-  ): Promise<void> {
+  async function cachedReadInto(offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number, done?: number) => void): Promise<void> {
     if (target.length === 0) return
     const version = await started(signal)
     if (!version) return readInto(http, offset, target, signal, onBytes)

@@ -13,10 +13,11 @@ import { type RangeSource, readInto } from './source.ts'
  * chunkBytes: 8 MiB, a third of a second at a CDN's 25 MB/s per connection, so the last chunks of a read
  * (when fewer than all connections have work) cost little, and a request's round trip (tens of ms, hidden
  * anyway by the requests beside it) is a few percent of a chunk even at 1 Gb/s. windowMs: how long the
- * throughput is measured before a connection is added or dropped. Mutable only so that tests can make
- * chunks small.
+ * throughput is measured before a connection is added or dropped; warmUpMs: the start of each window not
+ * counted (a connection just added has not had its first byte yet). Mutable only so that tests can make
+ * chunks small and windows short.
  */
-export const DOWNLOAD = { chunkBytes: 8 << 20, windowMs: 250 }
+export const DOWNLOAD = { chunkBytes: 8 << 20, windowMs: 250, warmUpMs: 100 }
 
 /** A connection is kept when it raises the total throughput by at least this factor. */
 const GAIN = 1.05

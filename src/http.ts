@@ -127,7 +127,6 @@ export type HttpSource = RangeSource & {
   readonly parallel: ParallelReads | undefined
 }
 
-
 /**
  * What the server said so far about the file (its size, its version, whether it honours Range and
  * multi-range requests), and the checks every response must pass against it.

@@ -59,12 +59,7 @@ export class ProgressMeter {
  * Keeps `bytes` (zero-copy views of memory), `size` and `requestCost`; readRanges is counted like the reads.
  */
 export function metered<S extends RangeSource>(source: S, meter: ProgressMeter, url?: string): S {
-  async function counted<T>(
-    length: number,
-    onBytes: OnBytes | undefined,
-    run: (report: OnBytes) => Promise<T>,
-    received: (result: T) => number,
-  ): Promise<T> {
+  async function counted<T>(length: number, onBytes: OnBytes | undefined, run: (report: OnBytes) => Promise<T>, received: (result: T) => number): Promise<T> {
     meter.asked(length)
     let seen = 0
     const report = (bytes: number, done?: number) => {

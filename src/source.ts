@@ -46,13 +46,7 @@ export const MEMORY_REQUEST_COST = 16 << 10
 export const LOCAL_REQUEST_COST = 64 << 10
 
 /** Reads bytes straight into `target` (a view of wasm memory, say), through readInto where a source has it. */
-export async function readInto(
-  source: RangeSource,
-  offset: number,
-  target: Uint8Array,
-  signal?: AbortSignal,
-  onBytes?: OnBytes,
-): Promise<void> {
+export async function readInto(source: RangeSource, offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: OnBytes): Promise<void> {
   if (target.length === 0) return
   if (source.readInto) return source.readInto(offset, target, signal, onBytes)
   const bytes = await source.read(offset, target.length, signal, onBytes)

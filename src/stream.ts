@@ -6,8 +6,8 @@
 // between a read and its conversion), is converted there in place, and leaves as one copy.
 import type { ByteOrder } from './byte-order.ts'
 import { byteLengthOf, type ConvertTarget, checkConversion, convertInto, elementCountOf, swapElementsInCore, targetOf } from './convert.ts'
-import type { DType } from './dtypes.ts'
 import { sequentialReader } from './downloads.ts'
+import type { DType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import type { SafetensorsFile } from './file.ts'
 import { type Header, parseHeaderOfUnknownSize, readHeaderSize, type TensorInfo } from './header.ts'
