@@ -111,7 +111,7 @@ test.each([
   expect(server!.log.length).toBe(0)
 })
 
-test('a stream reads ahead in parallel, but never more than `connections` chunks beyond what was consumed', async () => {
+test('a stream reads ahead in parallel, but never more than `connections` + 2 chunks beyond what was consumed', async () => {
   const url = await serve({ bandwidth: { perConnection: 50e6 } })
   const file = await open(url, { connections: 4 })
   await server!.settled()
@@ -129,7 +129,8 @@ test('a stream reads ahead in parallel, but never more than `connections` chunks
     await new Promise((resolve) => setTimeout(resolve, 2))
     const requested = server!.log.length
     most = Math.max(most, await server!.open())
-    expect(requested, `requests after ${consumed} bytes consumed`).toBeLessThanOrEqual(Math.floor(consumed / MiB) + 1 + 4)
+    // The chunks taken, the one being taken, at most 4 in flight and 2 ready.
+    expect(requested, `requests after ${consumed} bytes consumed`).toBeLessThanOrEqual(Math.floor(consumed / MiB) + 1 + 4 + 2)
   }
   const all = new Uint8Array(consumed)
   let at = 0
