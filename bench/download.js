@@ -8,10 +8,10 @@
 // - nginx uncapped: the same target.
 // Every read is checked byte for byte against the file. Medians of interleaved rounds.
 import { execFile } from 'node:child_process'
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { open } from '../dist/node.js'
+import { fileSink, open, SafetensorsWriter } from '../dist/node.js'
 import { median, serveInWorker, strippedModule, table } from './util.js'
 
 const MiB = 2 ** 20
@@ -21,21 +21,15 @@ const NAME = 'model.safetensors'
 const CLI = new URL('../dist/cli.js', import.meta.url).pathname
 
 /** Writes the bench file once: one F32 tensor of values F16 can hold, streamed so it never sits in memory twice. */
-function makeFile() {
+async function makeFile() {
   if (existsSync(FILE) && statSync(FILE).size > ELEMENTS * 4) return
-  let json = `{"weight":{"dtype":"F32","shape":[${ELEMENTS / 4096},4096],"data_offsets":[0,${ELEMENTS * 4}]}}`
-  while (json.length % 8) json += ' '
-  const head = Buffer.alloc(8 + json.length)
-  head.writeBigUInt64LE(BigInt(json.length))
-  head.write(json, 8, 'latin1')
-  const fd = openSync(FILE, 'w')
-  writeSync(fd, head)
+  const writer = SafetensorsWriter.create(await fileSink(FILE), [{ name: 'weight', dtype: 'F32', shape: [ELEMENTS / 4096, 4096] }])
   const chunk = new Float32Array(MiB)
   for (let done = 0; done < ELEMENTS; done += chunk.length) {
     for (let i = 0; i < chunk.length; i++) chunk[i] = (((i + done) * 2654435761) >>> 16) / 4096 - 8
-    writeSync(fd, chunk)
+    await writer.write('weight', chunk)
   }
-  closeSync(fd)
+  await writer.close()
 }
 
 function sameBytes(a, b) {
@@ -103,7 +97,7 @@ async function measure(label, url, expected, { rounds, withConvert, targets }) {
 }
 
 export async function run() {
-  makeFile()
+  await makeFile()
   const file = readFileSync(FILE)
   const dataStart = 8 + Number(file.readBigUInt64LE(0))
   const expected = { file, data: file.subarray(dataStart) }
