@@ -49,6 +49,7 @@ export const R_WEIGHT_MAP_MISSING: i32 = 30;
 export const R_WEIGHT_MAP_NOT_OBJECT: i32 = 31;
 export const R_SHARD_NOT_STRING: i32 = 32;
 export const R_INDEX_METADATA_NOT_OBJECT: i32 = 33;
+export const R_NUMBER_OUT_OF_RANGE: i32 = 34;
 
 // The result table (at resultPtr()): byte offsets.
 export const RESULT_STATUS: usize = 0; // i32

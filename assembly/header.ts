@@ -22,7 +22,7 @@ import {
   R_EXPECTED_COMMA_OR_BRACE, R_EXPECTED_COMMA_OR_BRACKET, R_EXPECTED_KEY, R_EXPECTED_OBJECT, R_EXPECTED_UINT, R_INT_TOO_LARGE,
   R_INVALID_UTF8, R_LONE_SURROGATE, R_METADATA_NOT_OBJECT, R_METADATA_VALUE_NOT_STRING, R_MISSING_FIELD, R_NOT_PLAIN_INT,
   R_NOT_SAFE_INTEGER, R_OFFSETS_NOT_ARRAY, R_OFFSETS_NOT_TWO, R_SHAPE_NOT_ARRAY, R_SHAPE_PRODUCT, R_TENSOR_NOT_OBJECT,
-  R_TOO_DEEP, R_TRAILING, R_UNKNOWN_DTYPE,
+  R_NUMBER_OUT_OF_RANGE, R_TOO_DEEP, R_TRAILING, R_UNKNOWN_DTYPE,
   R_INDEX_METADATA_NOT_OBJECT, R_INDEX_NOT_OBJECT, R_SHARD_NOT_STRING, R_WEIGHT_MAP_MISSING, R_WEIGHT_MAP_NOT_OBJECT,
   RESULT_WEIGHTS, WEIGHT_KEY16_END, WEIGHT_KEY16_START, WEIGHT_NEW_SHARD, WEIGHT_SHARD16_END, WEIGHT_SHARD16_START, WEIGHT_SIZE,
 } from './boundary';
@@ -39,6 +39,7 @@ const TOP_OBJECT: u32 = 1;
 const MAX_DEPTH: i32 = 64;
 const SENTINEL: usize = 64;
 const SAFE_MAX: u64 = 9007199254740991;
+const I32_MAX: i64 = 2147483647;
 
 // Field bits of a tensor object.
 const F_DTYPE: u32 = 1;
@@ -319,26 +320,70 @@ function parseUint(): bool {
   return true;
 }
 
-// Any JSON number, for values the schema ignores.
+// The doubles nearest 10^289 .. 10^308: below 10^289 no u64 times the power overflows a double.
+const POW10_FROM: i32 = 289;
+const POW10 = memory.data<f64>([
+  1e289, 1e290, 1e291, 1e292, 1e293, 1e294, 1e295, 1e296, 1e297, 1e298,
+  1e299, 1e300, 1e301, 1e302, 1e303, 1e304, 1e305, 1e306, 1e307, 1e308,
+]);
+
+// Whether v * 10 + d fits in a u64.
+@inline function fitsTimesTen(v: u64, d: u64): bool {
+  return v < 1844674407370955161 || (v == 1844674407370955161 && d <= 5);
+}
+
+// Any JSON number, for values the schema ignores: checked as the reference's parser (serde_json, built
+// without float_roundtrip) reads it, which refuses a number that overflows a double. It keeps the
+// leading digits that fit in a u64 (later integer digits add one to the exponent each, later fraction
+// digits are dropped), and multiplies them, as a double, by its table's double nearest 10^exponent: an
+// infinite product is out of range. Not correct rounding: 1.797693134862315708e308, below the largest
+// double, is out of range there, so here too.
 function skipNumber(): bool {
+  let start = pos;
   if (byte(pos) == 0x2d) pos++;
-  let c = byte(pos);
-  if (c == 0x30) pos++;
-  else if (c - 0x31 < 9) while (byte(pos) - 0x30 < 10) pos++;
-  else return syntax(R_BAD_VALUE);
+  let digits: u64 = 0;
+  let exponent: i64 = 0;
+  let d = <u64>(byte(pos) - 0x30);
+  if (d == 0) pos++;
+  else if (d < 10) {
+    let full = false;
+    for (; d < 10; d = <u64>(byte(++pos) - 0x30)) {
+      if (!full && fitsTimesTen(digits, d)) digits = digits * 10 + d;
+      else {
+        full = true;
+        exponent++;
+      }
+    }
+  } else return syntax(R_BAD_VALUE);
   if (byte(pos) == 0x2e) {
     pos++;
-    if (byte(pos) - 0x30 >= 10) return syntax(R_BAD_VALUE);
-    while (byte(pos) - 0x30 < 10) pos++;
+    d = <u64>(byte(pos) - 0x30);
+    if (d >= 10) return syntax(R_BAD_VALUE);
+    let dropping = false;
+    for (; d < 10; d = <u64>(byte(++pos) - 0x30)) {
+      if (dropping || !fitsTimesTen(digits, d)) dropping = true;
+      else {
+        digits = digits * 10 + d;
+        exponent--;
+      }
+    }
   }
-  c = byte(pos);
+  let c = byte(pos);
   if (c == 0x65 || c == 0x45) {
     c = byte(++pos);
+    let negative = c == 0x2d;
     if (c == 0x2b || c == 0x2d) pos++;
-    if (byte(pos) - 0x30 >= 10) return syntax(R_BAD_VALUE);
-    while (byte(pos) - 0x30 < 10) pos++;
+    d = <u64>(byte(pos) - 0x30);
+    if (d >= 10) return syntax(R_BAD_VALUE);
+    let value: i64 = 0;
+    for (; d < 10; d = <u64>(byte(++pos) - 0x30)) if (value <= I32_MAX) value = value * 10 + <i64>d;
+    // An exponent past i32 is out of range at once, or zero (the reference's own shortcut).
+    if (value > I32_MAX) return negative || digits == 0 ? true : fail(INVALID_HEADER_DESERIALIZATION, R_NUMBER_OUT_OF_RANGE, start);
+    exponent += negative ? -value : value;
   }
-  return true;
+  if (digits == 0 || exponent < POW10_FROM) return true;
+  let overflows = exponent > 308 || !isFinite(<f64>digits * load<f64>(POW10 + (<usize>(exponent - POW10_FROM) << 3)));
+  return !overflows || fail(INVALID_HEADER_DESERIALIZATION, R_NUMBER_OUT_OF_RANGE, start);
 }
 
 function skipLiteral(): bool {

@@ -2,8 +2,9 @@
 // The inspector page: opens a SafeTensors file or a sharded model (picked, dropped, a folder, or by URL)
 // through the built package, reading only the headers (and a model's index, which openModel checks
 // against its shards); a click on a tensor reads that tensor alone, with a progress bar, and shows
-// statistics computed in wasm. The library's onProgress counts every byte read, so the page can say how
-// many bytes it really read. Everything shown from the files goes in through textContent: names,
+// statistics computed in wasm. The library's onProgress counts every byte read, and a fetch of the
+// page's own counts what came over the network, so the page can say how many bytes it really read and
+// how many the cache saved. Everything shown from the files goes in through textContent: names,
 // metadata and the index are untrusted text.
 import { createCache, open, openModel, SafetensorsError, SafetensorsModel, tensorStats } from '../dist/index.js'
 
@@ -24,6 +25,8 @@ const PREVIEW_VALUES = 24
 const LARGE_TENSOR = 256 * 1024 * 1024
 /** Reads of at least this many bytes show a progress bar (smaller ones would only flash it). */
 const PROGRESS_FROM = 1024 * 1024
+/** Where the cache checkbox is remembered across visits. */
+const CACHE_CHOICE = 'safetensors-inspector:cache'
 
 const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id))
 const inputById = (/** @type {string} */ id) => /** @type {HTMLInputElement} */ ($(id))
@@ -32,15 +35,23 @@ const numberFormat = new Intl.NumberFormat('en-US')
 const collator = new Intl.Collator('en', { numeric: true })
 
 /**
- * The open file or model. `counter.bytes` is every byte read through it so far (its onProgress): the
- * header (and index) reads, then each tensor read.
- * @type {{ reader: Reader, label: string, counter: { bytes: number }, rows: Row[], selected?: string } | undefined}
+ * What an open has read so far: `bytes`, every byte read through the file or model (its onProgress):
+ * the header (and index) reads, then each tensor read; `network`, for a URL, the bytes of the HTTP
+ * response bodies that reached the page (countingFetch), which is more than `bytes` when the cache
+ * fetches whole blocks and less when it supplies them; `cached`, whether the open uses the cache.
+ * @typedef {{ bytes: number, network?: number, cached: boolean }} Counter
+ */
+/**
+ * The open file or model.
+ * @type {{ reader: Reader, label: string, counter: Counter, rows: Row[], selected?: string } | undefined}
  */
 let current
 /** Bumped by each open and each tensor click, so a slow older result never overwrites a newer one. */
 let generation = 0
-/** @type {AbortController | undefined} */
+/** The open under way. @type {AbortController | undefined} */
 let inFlight
+/** The tensor read under way: Cancel, another tensor or another open stops it. @type {AbortController | undefined} */
+let reading
 /** @type {{ key: keyof Row, direction: 1 | -1 } | undefined} undefined: data order, as in the file */
 let sortBy
 
@@ -70,6 +81,27 @@ function stat(/** @type {number} */ x) {
 const shapeText = (/** @type {number[]} */ shape) => `[${shape.join(', ')}]`
 
 /**
+ * A name (of a tensor, a file, a metadata key) as nodes that a line may break only after `.`, `_`, `-`
+ * or `/`, never inside a word: each piece is a span that CSS keeps whole (white-space: nowrap), with a
+ * <wbr> after it. textContent is still the name.
+ */
+function breakable(/** @type {string} */ name) {
+  return name.split(/(?<=[._\-/])(?![._\-/])/).flatMap((piece, i) => (i === 0 ? [] : [el('wbr')]).concat(el('span', { class: 'piece' }, piece)))
+}
+
+/**
+ * Where a read's `read` bytes came from, given the `fetched` bytes the network delivered meanwhile. The
+ * bytes that did not come over the network came from the cache: at least read - fetched of them.
+ * @param {number} read @param {number} fetched @param {boolean} cached
+ */
+function origin(read, fetched, cached) {
+  if (!cached) return `${fmt(fetched)} bytes over the network`
+  if (fetched === 0) return 'all from the cache, nothing over the network'
+  if (fetched < read) return `${fmt(fetched)} bytes over the network, at least ${fmt(read - fetched)} from the cache`
+  return `${fmt(fetched)} bytes over the network (the cache fetches whole blocks of up to 1 MiB to keep)`
+}
+
+/**
  * @template {keyof HTMLElementTagNameMap} K
  * @param {K} tag
  * @param {Record<string, string>} attributes
@@ -86,11 +118,14 @@ function el(tag, attributes = {}, ...children) {
 
 /**
  * @param {string} label what to call the file or model on the page
- * @param {(options: OpenOptions) => Promise<Reader>} opener open() or openModel() of what the user chose
+ * @param {(options: OpenOptions, counter: Counter) => Promise<Reader>} opener open() or openModel() of what
+ *   the user chose; a URL's opener sets counter.network and counter.cached
+ * @param {string} [hint] what to suggest when the open fails with Io
  */
-async function openReader(label, opener) {
+async function openReader(label, opener, hint) {
   const mine = ++generation
   inFlight?.abort()
+  reading?.abort()
   inFlight = new AbortController()
   const previous = current
   current = undefined
@@ -99,10 +134,11 @@ async function openReader(label, opener) {
   $('file-view').hidden = true
   $('detail').hidden = true
   $('status').textContent = `Reading the headers of ${label}…`
-  const counter = { bytes: 0 }
+  /** @type {Counter} */
+  const counter = { bytes: 0, cached: false }
   const started = performance.now()
   try {
-    const reader = await opener({ signal: inFlight.signal, onProgress: ({ loaded }) => void (counter.bytes = loaded) })
+    const reader = await opener({ signal: inFlight.signal, onProgress: ({ loaded }) => void (counter.bytes = loaded) }, counter)
     if (mine !== generation) return void reader.close().catch(() => {})
     const shardOf = (/** @type {string} */ name) => (reader instanceof SafetensorsModel ? reader.shardOf(name) : '')
     const rows = reader.names().map((name, order) => {
@@ -113,21 +149,30 @@ async function openReader(label, opener) {
     sortBy = undefined
     inputById('filter').value = ''
     showFile()
-    $('status').textContent = `Read the headers in ${Math.round(performance.now() - started)} ms.`
+    const network = counter.network === undefined ? '' : `: ${origin(counter.bytes, counter.network, counter.cached)}`
+    $('status').textContent = `Read the headers in ${Math.round(performance.now() - started)} ms${network}.`
   } catch (error) {
     if (mine !== generation) return
-    showError(error)
+    showError(label, error, error instanceof SafetensorsError && error.code === 'Io' ? hint : undefined)
   }
 }
 
-function showError(/** @type {unknown} */ error) {
+/**
+ * @param {string} label the file, model or URL that could not be read
+ * @param {unknown} error
+ * @param {string} [hint] what the user may do about it
+ */
+function showError(label, error, hint) {
   // A SafetensorsError is the file's fault and fully explained on the page; anything else is a bug here.
   if (!(error instanceof SafetensorsError)) console.error(error)
   $('status').textContent = ''
   $('file-view').hidden = true
   const code = error instanceof SafetensorsError ? error.code : error instanceof Error ? error.name : 'Error'
+  $('error-file').replaceChildren(...breakable(label))
   $('error-code').textContent = code
   $('error-message').textContent = error instanceof Error ? error.message : String(error)
+  $('error-hint').textContent = hint ?? ''
+  $('error-hint').hidden = hint === undefined
   $('error').hidden = false
 }
 
@@ -143,7 +188,7 @@ function showFile() {
   const headers = headersOf(reader)
   const fileSize = headers.reduce((sum, h) => sum + h.fileSize, 0)
   const headerSize = headers.reduce((sum, h) => sum + h.headerSize, 0)
-  $('file-name').textContent = current.label
+  $('file-name').replaceChildren(...breakable(current.label))
   $('fact-size-label').textContent = model ? 'Size' : 'File size'
   $('fact-size').textContent = human(fileSize) + (model ? ` in ${fmt(headers.length)} shards` : '')
   $('fact-size').title = `${fmt(fileSize)} bytes`
@@ -162,18 +207,22 @@ function showFile() {
   $('file-view').hidden = false
 }
 
-/** The header (and index) reads, fixed at open, then whatever tensor reads added since. */
+/** The header (and index) reads, fixed at open, then whatever tensor reads added since; for a URL, what the network delivered. */
 function showBytesRead() {
   if (!current) return
   const headerBytes = Number($('bytes-read').dataset.headerBytes)
-  const { reader } = current
+  const { reader, counter } = current
   // A model's count includes its index, which is not part of the shards' size: no share for it.
   const what = reader instanceof SafetensorsModel ? 'the index and headers' : 'the header'
   const size = reader instanceof SafetensorsModel ? 0 : reader.header.fileSize
   const share = size > 0 ? ` (${Number(((100 * headerBytes) / size).toPrecision(3))}% of the file)` : ''
-  const tensorBytes = current.counter.bytes - headerBytes
+  const tensorBytes = counter.bytes - headerBytes
   $('bytes-read').textContent = `${fmt(headerBytes)} bytes for ${what}${share}${tensorBytes > 0 ? `, then ${fmt(tensorBytes)} for tensors` : ''}`
-  $('bytes-read').dataset.bytes = String(current.counter.bytes)
+  $('bytes-read').dataset.bytes = String(counter.bytes)
+  $('fact-network').hidden = counter.network === undefined
+  if (counter.network === undefined) return
+  $('bytes-network').textContent = `${fmt(counter.network)} bytes`
+  $('bytes-network').dataset.bytes = String(counter.network)
 }
 
 /**
@@ -246,7 +295,7 @@ function showMetadata(/** @type {Record<string, unknown> | null} */ metadata) {
   const entries = Object.entries(metadata ?? {}).map(([key, value]) => [key, typeof value === 'string' ? value : JSON.stringify(value)])
   $('metadata-empty').hidden = entries.length > 0
   $('metadata').hidden = entries.length === 0
-  tableById('metadata').tBodies[0].replaceChildren(...entries.map(([key, value]) => el('tr', {}, el('td', {}, key), el('td', {}, value))))
+  tableById('metadata').tBodies[0].replaceChildren(...entries.map(([key, value]) => el('tr', {}, el('td', {}, ...breakable(key)), el('td', {}, value))))
 }
 
 // ---- the tensor table ----------------------------------------------------------------------------
@@ -291,13 +340,13 @@ function showTensors() {
       const tr = el(
         'tr',
         { 'data-name': r.name },
-        el('td', { class: 'name' }, el('button', { type: 'button' }, r.name)),
+        el('td', { class: 'name' }, el('button', { type: 'button' }, ...breakable(r.name))),
         el('td', {}, el('span', { class: 'dtype' }, r.dtype)),
         el('td', { class: 'shape' }, shapeText(r.shape)),
-        el('td', { class: 'num', 'data-value': String(r.params) }, fmt(r.params)),
+        el('td', { class: 'num params', 'data-value': String(r.params) }, fmt(r.params)),
         el('td', { class: 'num', 'data-value': String(r.bytes), title: `${fmt(r.bytes)} bytes` }, human(r.bytes)),
       )
-      if (r.shard) tr.append(el('td', { class: 'shard' }, r.shard))
+      if (r.shard) tr.append(el('td', { class: 'shard' }, ...breakable(r.shard)))
       if (r.name === current?.selected) tr.setAttribute('aria-current', 'true')
       return tr
     }),
@@ -331,13 +380,19 @@ async function showTensor(name, confirmed = false) {
     if (/** @type {HTMLElement} */ (tr).dataset.name === name) tr.setAttribute('aria-current', 'true')
     else tr.removeAttribute('aria-current')
   }
+  reading?.abort()
+  reading = undefined
+  $('read-progress').hidden = true
   $('detail').hidden = false
-  $('detail-name').textContent = name
+  $('detail-name').replaceChildren(...breakable(name))
   $('detail-info').textContent = `${info.dtype} · ${shapeText(info.shape)} · ${human(info.byteLength)}`
   $('detail-status').textContent = `Reading ${human(info.byteLength)}…`
+  delete $('detail-status').dataset.bytes
+  delete $('detail-status').dataset.network
   $('stats').hidden = true
   $('histogram').hidden = true
   $('preview').hidden = true
+  bringIntoView()
   if (info.byteLength > LARGE_TENSOR && !confirmed) {
     // A click should not start a multi-gigabyte download (or exhaust a tab's memory) unasked.
     const button = el('button', { type: 'button', id: 'read-anyway' }, 'Read it anyway')
@@ -346,31 +401,43 @@ async function showTensor(name, confirmed = false) {
     return
   }
 
-  const before = counter.bytes
+  const before = { bytes: counter.bytes, network: counter.network ?? 0 }
+  const controller = new AbortController()
+  reading = controller
   const progress = info.byteLength >= PROGRESS_FROM ? readProgress(() => mine === generation) : undefined
+  const options = { signal: controller.signal, onProgress: progress }
   let tensor
   try {
     try {
-      tensor = await reader.getTensor(name, { dtype: 'F32', onProgress: progress })
+      tensor = await reader.getTensor(name, { ...options, dtype: 'F32' })
     } catch (error) {
       // C64 has no F32 form: show its raw values, without statistics.
       if (!(error instanceof SafetensorsError && error.code === 'UnsupportedConversion')) throw error
-      tensor = await reader.getTensor(name, { onProgress: progress })
+      tensor = await reader.getTensor(name, options)
     }
   } catch (error) {
     if (mine !== generation) return
     $('read-progress').hidden = true
+    showBytesRead()
     const code = error instanceof SafetensorsError ? error.code : 'Error'
-    $('detail-status').textContent = `${code}: ${error instanceof Error ? error.message : String(error)}`
+    $('detail-status').textContent =
+      code === 'Aborted'
+        ? `Cancelled after ${human(counter.bytes - before.bytes)} of ${human(info.byteLength)}. Click the tensor to read it again.`
+        : `${code}: ${error instanceof Error ? error.message : String(error)}`
     return
+  } finally {
+    if (reading === controller) reading = undefined
   }
   if (mine !== generation) return
   $('read-progress').hidden = true
   showBytesRead()
   void showCacheUsage()
+  const read = counter.bytes - before.bytes
   const converted = tensor.dtype !== info.dtype ? `, converted ${info.dtype} → ${tensor.dtype} in wasm` : ''
-  $('detail-status').textContent = `Read ${fmt(counter.bytes - before)} bytes for this tensor${converted}.`
-  $('detail-status').dataset.bytes = String(counter.bytes - before)
+  const network = counter.network === undefined ? '' : `; ${origin(read, counter.network - before.network, counter.cached)}`
+  $('detail-status').textContent = `Read ${fmt(read)} bytes for this tensor${converted}${network}.`
+  $('detail-status').dataset.bytes = String(read)
+  if (counter.network !== undefined) $('detail-status').dataset.network = String(counter.network - before.network)
 
   if (tensor.dtype === 'F32' && info.dtype !== 'C64') {
     const s = tensorStats(/** @type {Float32Array} */ (tensor.data), { bins: BINS })
@@ -385,6 +452,20 @@ async function showTensor(name, confirmed = false) {
   }
   $('preview-values').textContent = values.length ? values.join('  ') + (data.length > PREVIEW_VALUES ? '  …' : '') : '(no elements)'
   $('preview').hidden = false
+  // Taller now: its statistics may reach below the window.
+  bringIntoView()
+}
+
+/**
+ * The tensor's details in view, and its row. On a wide screen the panel sits beside the table: the page
+ * scrolls no more than it takes to show it, then the row, which moves when the table narrows for the
+ * panel. On a narrow screen the CSS puts the panel over the lower part of the page (position: fixed),
+ * always in view: the row goes to the top, above it.
+ */
+function bringIntoView() {
+  const overlay = getComputedStyle($('detail')).position === 'fixed'
+  if (!overlay) $('detail').scrollIntoView({ block: 'nearest' })
+  document.querySelector('#tensors tbody tr[aria-current]')?.scrollIntoView({ block: overlay ? 'start' : 'nearest' })
 }
 
 /**
@@ -496,17 +577,51 @@ function showHistogram(/** @type {ReturnType<typeof tensorStats>} */ s) {
  */
 function openLocal(files, folder) {
   if (files.length === 0) return
+  // What is open now is not the URL of before: neither the address nor the URL box may say so.
   history.replaceState(null, '', location.pathname)
-  const [first] = files
-  if (files.length === 1 && !first.name.endsWith('.json')) return openReader(first.name, (options) => open(first, options))
+  inputById('url-input').value = ''
   const index = files.find((f) => f.name.endsWith('.index.json'))
-  openReader(folder ? `${folder}/` : (index?.name ?? `${fmt(files.length)} files`), (options) => openModel(files, options))
+  const weights = files.filter((f) => f.name.endsWith('.safetensors'))
+  // One file, or a folder of one model.safetensors (the commonest layout on the Hub) beside its config.
+  const single = files.length === 1 && !files[0].name.endsWith('.json') ? files[0] : !index && weights.length === 1 ? weights[0] : undefined
+  if (single) return openReader(folder ? `${folder}/${single.name}` : single.name, (options) => open(single, options))
+  openReader(
+    folder ? `${folder}/` : (index?.name ?? `${fmt(files.length)} files`),
+    (options) => openModel(files, options),
+    // Io here is a file that is not among those given (or cannot be read): most often an index picked alone.
+    folder
+      ? 'Every shard the index names must be in this folder, beside it.'
+      : 'A model index needs its shards: choose the model’s folder (“Choose a model folder…”), or pick or drop the index together with every shard it names.',
+  )
 }
 
 // ---- the cache for URLs (opt in: it reads whole 1 MiB blocks, more than a first visit needs) -------
 
 /** @type {Promise<import('../dist/index.js').RangeCache> | undefined} */
 let cachePromise
+
+/**
+ * The page's own fetch, counting the response body bytes that reach the page in counter.network: what
+ * the network delivered, whatever the library or its cache make of it.
+ * @param {Counter} counter
+ * @returns {typeof fetch}
+ */
+function countingFetch(counter) {
+  let total = 0
+  counter.network = total
+  return async (input, init) => {
+    const response = await fetch(input, init)
+    if (!response.body) return response
+    const counting = new TransformStream({
+      transform(chunk, controller) {
+        total += chunk.byteLength
+        counter.network = total
+        controller.enqueue(chunk)
+      },
+    })
+    return new Response(response.body.pipeThrough(counting), { status: response.status, statusText: response.statusText, headers: response.headers })
+  }
+}
 
 /** The cache when the box is ticked and this browser has one (OPFS), else undefined. */
 async function urlCache() {
@@ -532,6 +647,11 @@ async function showCacheUsage() {
 }
 
 $('cache-enabled').addEventListener('change', () => {
+  try {
+    localStorage.setItem(CACHE_CHOICE, inputById('cache-enabled').checked ? 'on' : 'off')
+  } catch {
+    // Storage refused (a private window, a policy): the choice lasts for this visit only.
+  }
   $('cache-usage').textContent = ''
   void showCacheUsage()
 })
@@ -546,14 +666,17 @@ function openUrl(/** @type {string} */ text) {
   try {
     url = new URL(text, location.href)
   } catch {
-    return showError(new TypeError(`not a URL: ${text}`))
+    return showError(text, new TypeError(`not a URL: ${text}`))
   }
   history.replaceState(null, '', `${location.pathname}?url=${encodeURIComponent(url.href)}`)
+  inputById('url-input').value = url.href
   // A model's index (its shards are beside it), else one file.
   const model = url.pathname.endsWith('.index.json')
-  openReader(url.href, async (options) => {
+  openReader(url.href, async (options, counter) => {
     const cache = await urlCache()
-    const reader = await (model ? openModel(url, { ...options, cache }) : open(url, { ...options, cache }))
+    counter.cached = cache !== undefined
+    const urlOptions = { ...options, cache, fetch: countingFetch(counter) }
+    const reader = await (model ? openModel(url, urlOptions) : open(url, urlOptions))
     void showCacheUsage()
     return reader
   })
@@ -611,9 +734,32 @@ tableById('tensors').tBodies[0].addEventListener('click', (event) => {
   if (row?.dataset.name !== undefined) showTensor(row.dataset.name)
 })
 
-// ?url=… opens that URL on load, so a link can point at a model.
-const initial = new URLSearchParams(location.search).get('url')
-if (initial) {
-  inputById('url-input').value = initial
-  openUrl(initial)
+$('read-cancel').addEventListener('click', () => reading?.abort())
+
+/** Closes the tensor's details (stopping its read); the keyboard focus goes back to its row. */
+function closeDetail() {
+  reading?.abort()
+  $('detail').hidden = true
+  if (current) current.selected = undefined
+  const row = document.querySelector('#tensors tbody tr[aria-current]')
+  row?.removeAttribute('aria-current')
+  row?.querySelector('button')?.focus({ preventScroll: true })
 }
+$('detail-close').addEventListener('click', closeDetail)
+document.addEventListener('keydown', (event) => {
+  if (event.key === 'Escape' && !$('detail').hidden) closeDetail()
+})
+
+// The cache choice of the last visit (off until the user turns it on).
+try {
+  inputById('cache-enabled').checked = localStorage.getItem(CACHE_CHOICE) === 'on'
+} catch {
+  // No storage: off, as on a first visit.
+}
+if (inputById('cache-enabled').checked) void showCacheUsage()
+
+// ?url=… opens that URL on load, so a link can point at a model. Without one, the URL box starts empty
+// even where the browser would restore what it held before a reload.
+const initial = new URLSearchParams(location.search).get('url')
+inputById('url-input').value = initial ?? ''
+if (initial) openUrl(initial)

@@ -51,15 +51,18 @@ interface OpfsFolder {
 
 const isNotFound = (error: unknown) => (error as DOMException)?.name === 'NotFoundError'
 
-/** The OPFS folder `name` (created if needed) of this origin. */
-export async function opfsStorage(name: string): Promise<CacheStorage> {
+/**
+ * The OPFS folder `name` (created if needed) of this origin; undefined where there is no usable OPFS: no
+ * navigator.storage.getDirectory (WebKitGTK, a runtime outside browsers), or a root it refuses (a private window).
+ */
+export async function opfsStorage(name: string): Promise<CacheStorage | undefined> {
   const storage = (globalThis as unknown as { navigator?: { storage?: { getDirectory?(): Promise<OpfsFolder> } } }).navigator?.storage
-  if (typeof storage?.getDirectory !== 'function') {
-    throw new TypeError('createCache(): this runtime has no Origin Private File System (navigator.storage.getDirectory); on Node, Deno or Bun pass { dir }')
-  }
+  if (typeof storage?.getDirectory !== 'function') return undefined
+  const root = await storage.getDirectory().catch(() => undefined)
+  if (root === undefined) return undefined
   let folder: OpfsFolder
   try {
-    folder = await (await storage.getDirectory()).getDirectoryHandle(name, { create: true })
+    folder = await root.getDirectoryHandle(name, { create: true })
   } catch (cause) {
     // An invalid folder name is the caller's mistake, as the platform says.
     if (cause instanceof TypeError) throw cause
@@ -108,5 +111,17 @@ export async function opfsStorage(name: string): Promise<CacheStorage> {
       }
       return found
     },
+  }
+}
+
+/** Where a browser has no usable OPFS: holds nothing, and each write fails with `reason` (the cache warns once). */
+export function noStorage(reason: string): CacheStorage {
+  return {
+    read: async () => undefined,
+    write: async () => {
+      throw new Error(reason)
+    },
+    delete: async () => {},
+    list: async () => [],
   }
 }

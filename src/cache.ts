@@ -20,7 +20,7 @@
 // on every read; an entry that fails (flipped bytes, truncated, or missing) is dropped and its block read
 // from the network again. Writes are atomic per entry (CacheStorage.write). A write that fails (a full
 // quota) is a warning, once per cache, and the read goes on with the bytes from the network.
-import { type CacheStorage, opfsStorage, type StoredEntry, storageError } from './cache-storage.ts'
+import { type CacheStorage, noStorage, opfsStorage, type StoredEntry, storageError } from './cache-storage.ts'
 import { xxh64 } from './checksum.ts'
 import { type ParallelReads, readChunked } from './downloads.ts'
 import { SafetensorsError } from './errors.ts'
@@ -36,12 +36,22 @@ export interface RangeCache {
   clear(): Promise<void>
 }
 
+/** Options of {@link createCache}: `dir` or `name`, not both. */
 export interface CacheOptions {
-  /** Node, Deno, Bun: the folder the entries live in (created if needed). */
+  /**
+   * Node, Deno, Bun: the folder the entries live in (created if needed).
+   * @defaultValue none: the OPFS folder `name`
+   */
   dir?: string
-  /** Browsers and workers: the folder in the Origin Private File System; default 'safetensors-wasm'. */
+  /**
+   * Browsers and workers: the folder in the Origin Private File System.
+   * @defaultValue 'safetensors-wasm'
+   */
   name?: string
-  /** Least recently used entries are removed to keep the cache at most this many bytes. Default: no limit. */
+  /**
+   * Least recently used entries are removed to keep the cache at most this many bytes.
+   * @defaultValue Infinity (no limit)
+   */
   maxBytes?: number
 }
 
@@ -63,6 +73,17 @@ const isOurs = (name: string) => ENTRY_NAME.test(name) || TEMP_NAME.test(name)
 const MAGIC = 0x31435453
 const HEAD = 16
 
+/**
+ * A persistent cache of what http(s) reads fetch, for the `cache` option of {@link open} and
+ * {@link openModel}: 1 MiB blocks keyed by URL and version (ETag, else size and Last-Modified), each checksummed
+ * and checked when read; a failed write is one console.warn, and the read goes on from the network.
+ * @throws {@link SafetensorsError} `Io` when the folder cannot be created or opened.
+ * Where a browser or worker has no usable Origin Private File System (WebKitGTK, a private window), the cache
+ * stores nothing: its first write is one console.warn, and every read comes from the network.
+ * @throws TypeError for options of the wrong type, both `dir` and `name`, `dir` outside the Node entry, or no
+ * `dir` in the Node entry where the runtime has no Origin Private File System; RangeError for a `maxBytes` that is
+ * not a positive integer.
+ */
 export async function createCache(options: CacheOptions = {}): Promise<RangeCache> {
   if (typeof options !== 'object' || options === null)
     throw new TypeError(`createCache(): options must be an object, not ${options === null ? 'null' : typeof options}`)
@@ -71,8 +92,15 @@ export async function createCache(options: CacheOptions = {}): Promise<RangeCach
   if (typeof name !== 'string') throw new TypeError(`createCache(): name must be a string (an OPFS folder name), not ${typeof name}`)
   if (dir !== undefined && options.name !== undefined) throw new TypeError('createCache(): pass dir (a folder on disk) or name (an OPFS folder), not both')
   checkMaxBytes(maxBytes)
-  if (dir === undefined) return rangeCache(await opfsStorage(name), { maxBytes })
   const files = localFiles()
+  if (dir === undefined) {
+    const opfs = await opfsStorage(name)
+    if (opfs) return rangeCache(opfs, { maxBytes })
+    if (files)
+      throw new TypeError('createCache(): this runtime has no Origin Private File System (navigator.storage.getDirectory); on Node, Deno or Bun pass { dir }')
+    // A page cannot know whether its visitor's browser has OPFS: without one the cache is a warning, not a failure.
+    return rangeCache(noStorage('this runtime has no usable Origin Private File System (navigator.storage.getDirectory)'), { maxBytes })
+  }
   if (!files)
     throw new TypeError(
       'createCache({ dir }): a folder on disk needs the Node entry of safetensors-wasm (Node, Deno, Bun); in browsers and workers pass { name }, an OPFS folder',

@@ -1,7 +1,10 @@
 #!/usr/bin/env node
-// safetensors-wasm inspect | validate: read only each file's length prefix and header (and, with
-// --tensor, that one tensor), from a path or an http(s) URL.
+// safetensors-wasm inspect | validate | convert. inspect and validate read only each file's length prefix
+// and header (and, with --tensor, that one tensor), from a path or an http(s) URL. Results go to stdout;
+// failures, usage and progress to stderr, one line each.
+import { readFileSync } from 'node:fs'
 import { stat } from 'node:fs/promises'
+import { dirname, join, resolve } from 'node:path'
 import {
   type ConvertTarget,
   convertFile,
@@ -22,41 +25,56 @@ const USAGE = `usage:
   safetensors-wasm inspect <file|url|model> [--json] [--tensor NAME]
   safetensors-wasm validate <file|url|model>... [--json]
   safetensors-wasm convert <in> <out> [--dtype F32|F16|BF16] [--max-shard-size SIZE]
-      floating-point tensors become --dtype, others are copied; <in> may be a
-      model.safetensors.index.json (or its folder), and <out> is then a folder;
-      --max-shard-size (2GB, 500MB, 1GiB) reshards into a folder with an index
-  a model is a model.safetensors.index.json (path or URL) or a folder holding one`
+  safetensors-wasm --version
+      floating-point tensors become --dtype (in any case: bf16), others are copied;
+      <in> may be a model.safetensors.index.json (or its folder), and <out> is then a
+      folder; --max-shard-size (2GB, 500MB, 1GiB) reshards into a folder with an index
+  a model is a model.safetensors.index.json (path or URL) or a folder holding one
+  validate exits 0 when every input is valid, 1 when one is invalid, 3 when none is
+  invalid but one could not be read (missing, no permission, an HTTP error); 2 is bad usage`
 
 class UsageError extends Error {}
 
+const ALIASES: Record<string, string> = { '-h': '--help', '-v': '--version' }
+
 /** Splits `--flag` and `--option value` arguments from positional ones. */
-function parseArgs(args: string[], flags: string[], options: string[]): { positional: string[]; set: Map<string, string | true> } {
-  const positional: string[] = []
-  const set = new Map<string, string | true>()
+function parseArgs(args: string[], flags: string[], options: string[]): { positional: string[]; flags: Set<string>; values: Map<string, string> } {
+  const parsed = { positional: [] as string[], flags: new Set<string>(), values: new Map<string, string>() }
   for (let i = 0; i < args.length; i++) {
-    const arg = args[i]
-    if (!arg.startsWith('--')) positional.push(arg)
-    else if (flags.includes(arg)) set.set(arg, true)
-    else if (options.includes(arg) && i + 1 < args.length) set.set(arg, args[++i])
+    const arg = ALIASES[args[i]] ?? args[i]
+    if (!arg.startsWith('--')) parsed.positional.push(arg)
+    else if (flags.includes(arg)) parsed.flags.add(arg)
+    else if (options.includes(arg) && i + 1 < args.length) parsed.values.set(arg, args[++i])
     else throw new UsageError(options.includes(arg) ? `${arg} needs a value` : `unknown option ${arg}`)
   }
-  return { positional, set }
+  return parsed
 }
 
 async function main(args: string[]): Promise<number> {
-  const { positional, set } = parseArgs(args, ['--json', '--help'], ['--tensor', '--dtype', '--max-shard-size'])
-  const json = set.has('--json')
+  const { positional, flags, values } = parseArgs(args, ['--json', '--help', '--version'], ['--tensor', '--dtype', '--max-shard-size'])
+  if (flags.has('--version')) {
+    console.log(version())
+    return 0
+  }
   const [command, ...files] = positional
-  const tensor = set.get('--tensor') as string | undefined
+  // Asked for, the usage is the output (stdout); given after a mistake, it is part of the error (stderr).
+  if (flags.has('--help') || command === 'help') {
+    console.log(USAGE)
+    return 0
+  }
+  if (command === undefined) throw new UsageError('a command is needed: inspect, validate or convert')
+  const json = flags.has('--json')
+  const tensor = values.get('--tensor')
   if (tensor !== undefined && command !== 'inspect') throw new UsageError('--tensor goes with inspect')
   if (command === 'inspect' && files.length === 1) return inspect(files[0], json, tensor)
   if (command === 'validate' && files.length > 0) return validate(files, json)
-  if (command === 'convert' && files.length === 2) return convertCommand(files[0], files[1], set.get('--dtype'), set.get('--max-shard-size'))
-  if (command === 'help' || set.has('--help') || args.includes('-h') || args.length === 0) {
-    console.log(USAGE)
-    return args.length === 0 ? 2 : 0
-  }
-  throw new UsageError(['inspect', 'validate', 'convert'].includes(command) ? `${command}: wrong number of files` : `unknown command ${command ?? ''}`)
+  if (command === 'convert' && files.length === 2) return convertCommand(files[0], files[1], values.get('--dtype'), values.get('--max-shard-size'))
+  throw new UsageError(['inspect', 'validate', 'convert'].includes(command) ? `${command}: wrong number of files` : `unknown command ${command}`)
+}
+
+/** The version of the package this file ships in: dist/cli.js, beside ../package.json. */
+function version(): string {
+  return JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version
 }
 
 /** A model index (a path or URL ending in .index.json) or a local folder is read as a sharded model. */
@@ -97,8 +115,18 @@ async function check(location: string): Promise<Checked> {
   return { tensors: model.names().length, shards }
 }
 
+/** A failure as validate --json and inspect --json print it. */
+function failureJson(file: string, error: SafetensorsError): string {
+  return JSON.stringify({ file, valid: false, code: error.code, message: error.message })
+}
+
+/**
+ * Exit 1 when an input is invalid, else 3 when one could not be read. Io is the one code about getting the
+ * bytes (a missing file, a permission, an HTTP error, a dropped connection); every other is about the bytes.
+ */
 async function validate(files: string[], json: boolean): Promise<number> {
   let invalid = 0
+  let unreadable = 0
   for (const file of files) {
     try {
       const { tensors, shards } = await check(file)
@@ -109,11 +137,13 @@ async function validate(files: string[], json: boolean): Promise<number> {
       }
     } catch (error) {
       if (!(error instanceof SafetensorsError)) throw error
-      invalid++
-      console.log(json ? JSON.stringify({ file, valid: false, code: error.code, message: error.message }) : `${file}: INVALID ${error.code}: ${error.message}`)
+      const readable = error.code !== 'Io'
+      if (readable) invalid++
+      else unreadable++
+      console.log(json ? failureJson(file, error) : `${file}: ${readable ? 'INVALID' : 'UNREADABLE'} ${error.code}: ${error.message}`)
     }
   }
-  return invalid > 0 ? 1 : 0
+  return invalid > 0 ? 1 : unreadable > 0 ? 3 : 0
 }
 
 interface Totals {
@@ -137,21 +167,21 @@ function summarize(tensors: readonly TensorInfo[]): { total: Totals; byDtype: Pa
 }
 
 async function inspect(location: string, json: boolean, tensor: string | undefined): Promise<number> {
-  let source: SafetensorsFile | SafetensorsModel
   try {
-    source = (await isModel(location)) ? await checkedModel(location) : await open(location)
+    const source = (await isModel(location)) ? await checkedModel(location) : await open(location)
+    try {
+      if (tensor !== undefined) await printTensor(source, tensor, json)
+      else if ('header' in source) printHeader(location, source.header, json)
+      else printModel(location, source, json)
+    } finally {
+      await source.close()
+    }
+    return 0
   } catch (error) {
     if (!(error instanceof SafetensorsError)) throw error
-    console.error(`${location}: ${error.code}: ${error.message}`)
+    if (json) console.log(failureJson(location, error))
+    else console.error(`${location}: ${error.code}: ${error.message}`)
     return 1
-  }
-  try {
-    if (tensor !== undefined) return await inspectTensor(source, tensor, json)
-    if ('header' in source) printHeader(location, source.header, json)
-    else printModel(location, source, json)
-    return 0
-  } finally {
-    await source.close()
   }
 }
 
@@ -239,21 +269,14 @@ function printTotals({ total, byDtype }: ReturnType<typeof summarize>): void {
 }
 
 /** Reads one tensor as F32 and prints its statistics (computed in wasm). */
-async function inspectTensor(file: SafetensorsFile | SafetensorsModel, name: string, json: boolean): Promise<number> {
-  let stats: { name: string; dtype: DType; shape: number[] } & ReturnType<typeof tensorStats>
-  try {
-    const info = file.info(name)
-    const onProgress = process.stderr.isTTY ? progressBar() : undefined
-    const tensor = await file.getTensor(name, { dtype: 'F32', onProgress }).finally(() => onProgress && process.stderr.write('\n'))
-    stats = { name, dtype: info.dtype, shape: info.shape, ...tensorStats(tensor.data, { bins: 10 }) }
-  } catch (error) {
-    if (!(error instanceof SafetensorsError)) throw error
-    console.error(`${error.code}: ${error.message}`)
-    return 1
-  }
+async function printTensor(file: SafetensorsFile | SafetensorsModel, name: string, json: boolean): Promise<void> {
+  const info = file.info(name)
+  const onProgress = process.stderr.isTTY ? progressBar() : undefined
+  const tensor = await file.getTensor(name, { dtype: 'F32', onProgress }).finally(() => onProgress && process.stderr.write('\n'))
+  const stats = { name, dtype: info.dtype, shape: info.shape, ...tensorStats(tensor.data, { bins: 10 }) }
   if (json) {
     console.log(JSON.stringify(stats, null, 2))
-    return 0
+    return
   }
   const { histogram } = stats
   console.log(`${name}: ${stats.dtype} [${stats.shape.join(', ')}], ${count(stats.count)} elements`)
@@ -265,7 +288,6 @@ async function inspectTensor(file: SafetensorsFile | SafetensorsModel, name: str
     const from = histogram.lo + i * width
     console.log(`  ${from.toPrecision(6).padStart(13)}  ${'#'.repeat(Math.round((n / most) * 40)).padEnd(40)} ${count(n)}`)
   })
-  return 0
 }
 
 /** "2GB", "500MB", "1.5GiB", "4096": a size as transformers' max_shard_size takes it (KB/MB/GB decimal, KiB/MiB/GiB binary). */
@@ -279,24 +301,95 @@ function parseSize(text: string): number {
   return bytes
 }
 
-async function convertCommand(input: string, output: string, dtype: string | true | undefined, maxShardSize: string | true | undefined): Promise<number> {
-  if (dtype !== undefined && dtype !== 'F32' && dtype !== 'F16' && dtype !== 'BF16') throw new UsageError('--dtype takes F32, F16 or BF16')
+const TARGETS: readonly ConvertTarget[] = ['F32', 'F16', 'BF16']
+
+function parseDtype(text: string): ConvertTarget {
+  const dtype = TARGETS.find((t) => t === text.toUpperCase())
+  if (!dtype) throw new UsageError(`--dtype takes ${TARGETS.slice(0, -1).join(', ')} or ${TARGETS.at(-1)} (in any case), got ${JSON.stringify(text)}`)
+  return dtype
+}
+
+async function convertCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined): Promise<number> {
+  const dtype = dtypeText === undefined ? undefined : parseDtype(dtypeText)
+  const maxShardSize = sizeText === undefined ? undefined : parseSize(sizeText)
   if (dtype === undefined && maxShardSize === undefined) throw new UsageError('convert needs --dtype F32|F16|BF16, --max-shard-size SIZE or both')
-  const options = {
-    dtype: dtype as ConvertTarget | undefined,
-    maxShardSize: maxShardSize === undefined ? undefined : parseSize(String(maxShardSize)),
-    onProgress: process.stderr.isTTY ? progressBar() : undefined,
+  const model = await isModel(input)
+  const intoFolder = model || maxShardSize !== undefined
+  if (intoFolder && /\.safetensors$/i.test(output)) {
+    throw new UsageError(
+      `${output}: this writes a folder of shards and an index, which a name ending in .safetensors would pass off as a file; give a folder name`,
+    )
   }
-  try {
-    await ((await isModel(input)) ? convertModel(input, output, options) : convertFile(input, output, options))
-  } catch (error) {
-    if (!(error instanceof SafetensorsError)) throw error
-    console.error(`${input}: ${error.code}: ${error.message}`)
+  const fail = (name: string, code: string, message: string) => {
+    console.error(`${name}: ${code}: ${message}`)
     return 1
+  }
+  const wrong = await outputInTheWay(output, intoFolder)
+  if (wrong) return fail(output, 'Io', wrong)
+  const started = performance.now()
+  const options = { dtype, maxShardSize, onProgress: process.stderr.isTTY ? progressBar() : undefined }
+  let written: string[]
+  try {
+    written = await (model ? convertModel(input, output, options) : convertFile(input, output, options))
+  } catch (error) {
+    // Reading opens the input: a file, or a model's index and the shards beside it.
+    const inputFolder = model ? resolve(input.endsWith('.index.json') ? dirname(input) : input) : undefined
+    const readsInput = (path: string) => resolve(path) === resolve(input) || dirname(resolve(path)) === inputFolder
+    const onOutput = writeFailure(error, readsInput)
+    if (onOutput) return fail(output, 'Io', onOutput)
+    if (error instanceof SafetensorsError) return fail(input, error.code, error.message)
+    throw error
   } finally {
     if (options.onProgress) process.stderr.write('\n')
   }
+  const seconds = (performance.now() - started) / 1000
+  console.log(await describeWritten(output, intoFolder ? output : dirname(output), written, intoFolder, seconds))
   return 0
+}
+
+/** What is already at `output` and in the way: a folder where a file goes, a file where a folder goes. */
+async function outputInTheWay(output: string, intoFolder: boolean): Promise<string | undefined> {
+  const found = await stat(output).catch(() => undefined)
+  if (!found || found.isDirectory() === intoFolder) return undefined
+  return intoFolder
+    ? 'exists and is not a folder (a model is written as a folder of shards and an index)'
+    : `is a folder (name the file to write, such as ${join(output, 'model.safetensors')})`
+}
+
+/** System calls that reading never makes: a failure in one of them is the output's. */
+const WRITING_CALLS = new Set(['mkdir', 'write', 'fsync', 'rename', 'unlink', 'rmdir', 'scandir'])
+
+/**
+ * Why writing failed, when `error` comes from the output's side: a system call only writing makes, or an
+ * open of a file that is not the input's. In the system's words, without its paths: they name temporary files.
+ */
+function writeFailure(error: unknown, readsInput: (path: string) => boolean): string | undefined {
+  let system: NodeJS.ErrnoException | undefined
+  for (let e = error; e instanceof Error && !system; e = e.cause) if (typeof (e as NodeJS.ErrnoException).syscall === 'string') system = e
+  if (!system?.syscall) return undefined
+  const opensOutput = system.syscall === 'open' && system.path !== undefined && !readsInput(system.path)
+  if (!opensOutput && !WRITING_CALLS.has(system.syscall)) return undefined
+  const words = /^[A-Z0-9_]+: ([^,]+)/.exec(system.message)?.[1] ?? system.message
+  return `cannot write: ${words} (${system.code})`
+}
+
+/** One line from the files written, read back: "out: wrote 36 tensors (3 F16, 3 I64), 1,234 bytes in 6 shards and model.safetensors.index.json, 0.12 s". */
+async function describeWritten(output: string, folder: string, names: string[], intoFolder: boolean, seconds: number): Promise<string> {
+  const shards = names.filter((name) => name.endsWith('.safetensors'))
+  // The index, if any: a model's other files (config.json, ...) come after it.
+  const index = names.find((name) => name.endsWith('.index.json'))
+  const tensors: TensorInfo[] = []
+  let bytes = 0
+  for (const name of shards) {
+    const file = await open(join(folder, name))
+    await file.close()
+    tensors.push(...file.header.tensors)
+    bytes += file.header.fileSize
+  }
+  const { total, byDtype } = summarize(tensors)
+  const dtypes = Object.entries(byDtype).map(([dtype, t]) => `${count(t.tensors)} ${dtype}`)
+  const where = intoFolder ? ` in ${count(shards.length, 'shard')}${index ? ` and ${index}` : ''}` : ''
+  return `${output}: wrote ${count(total.tensors, 'tensor')}${dtypes.length ? ` (${dtypes.join(', ')})` : ''}, ${count(bytes, 'byte')}${where}, ${seconds.toFixed(2)} s`
 }
 
 function progressBar(): ProgressCallback {
@@ -320,9 +413,14 @@ main(process.argv.slice(2)).then(
     if (error instanceof UsageError) {
       console.error(`${error.message}\n${USAGE}`)
       process.exitCode = 2
-    } else {
-      console.error(error)
-      process.exitCode = 1
+      return
     }
+    // Not a failure the library reports on purpose (the platform refusing something, or a bug): still one line.
+    if (process.env.SAFETENSORS_WASM_DEBUG === '1') console.error(error)
+    else
+      console.error(
+        `${error instanceof Error ? `${error.name}: ${error.message}` : String(error)} (SAFETENSORS_WASM_DEBUG=1 shows where)`.replace(/\s*\n\s*/g, ' '),
+      )
+    process.exitCode = 1
   },
 )

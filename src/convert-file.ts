@@ -3,29 +3,42 @@
 // whatever the size. Every chunk is read straight into a fixed working set in wasm memory, converted
 // there in place and written from a view of it: nothing is allocated per chunk. The output files appear
 // only once all of them are complete (src/node-writer.ts, fileSet).
-import { mkdir } from 'node:fs/promises'
+import { readdir, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { byteLengthOf, type ConvertTarget, convertInto, swapElementsInCore, targetOf } from './convert.ts'
-import { sequentialReader } from './downloads.ts'
+import { type SequentialReader, sequentialReader } from './downloads.ts'
 import { DTYPE_INFO, type DType } from './dtypes.ts'
 import { type OpenOptions, open, type SafetensorsFile, type Source } from './file.ts'
 import type { TensorInfo } from './header.ts'
 import { tensorByteLength } from './layout.ts'
-import { DEFAULT_INDEX, openModel } from './model.ts'
-import { type FileSet, finishModel, planShards, writeSet } from './node-writer.ts'
-import type { ProgressCallback } from './progress.ts'
+import { DEFAULT_INDEX, openModel, SINGLE_FILE } from './model.ts'
+import { checkConfigSize, withDtype } from './model-config.ts'
+import { fileSource, nodeFiles } from './node-source.ts'
+import { type FileSet, fileError, isSaveLeftover, planShards, writeModel, writeSet } from './node-writer.ts'
+import { type ProgressCallback, ProgressMeter } from './progress.ts'
+import { linkedAbort, memorySource, type RangeSource, readInto } from './source.ts'
 import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter } from './writer.ts'
 
+/** Options of convertFile and convertModel: those of {@link open} for the input, and what the output is. */
 export interface ConvertFileOptions extends OpenOptions {
-  /** Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied. Omitted: every dtype is kept. */
+  /**
+   * Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied. Omitted: every dtype is kept.
+   * @defaultValue none: every dtype is kept
+   */
   dtype?: ConvertTarget
   /**
    * Reshard: the output is a folder of shards of at most this many bytes of tensor data each, named
    * and indexed as transformers does (model-0000i-of-0000n.safetensors and model.safetensors.index.json).
+   * @defaultValue none: one file (convertFile), the input's shards (convertModel)
    */
   maxShardSize?: number
-  /** Input bytes of tensor data done so far and in all, after each chunk; ends at loaded === total. */
+  /**
+   * One series for the whole conversion: `total` is the bytes of tensor data to read, the same in every
+   * event from the first (which comes before any byte); `loaded` the bytes read so far, never less than
+   * before; the last event has loaded === total.
+   */
   onProgress?: ProgressCallback
 }
 
@@ -43,9 +56,26 @@ class ChunkPipeline {
   readonly #core: Core = instantiate(2 * SLOT_BYTES, false)
   #slot = 0
   #writing: Promise<void> = Promise.resolve()
+  /**
+   * The reads' signal: the caller's, and aborted too by the first write that fails, so that the read in
+   * flight stops at once rather than filling a slot for a dead file. close() drops its listener.
+   */
+  readonly #reads: ReturnType<typeof linkedAbort>
+  /** The first failed write's error, once there is one. */
+  #writeFailure: { error: unknown } | undefined
+  readonly #meter: ProgressMeter | undefined
+
+  constructor(signal: AbortSignal | undefined, meter: ProgressMeter | undefined) {
+    this.#reads = linkedAbort(signal, () => {})
+    this.#meter = meter
+  }
+
+  close(): void {
+    this.#reads.release()
+  }
 
   /** Streams one tensor of `file` into `writer` as `to`. */
-  async copy(file: SafetensorsFile, info: TensorInfo, to: DType, writer: SafetensorsWriter, progress: Counter, signal?: AbortSignal): Promise<void> {
+  async copy(file: SafetensorsFile, info: TensorInfo, to: DType, writer: SafetensorsWriter): Promise<void> {
     const from = info.dtype
     const start = file.header.dataStart + info.dataOffsets[0]
     const elements = info.shape.reduce((a, b) => a * b, 1)
@@ -53,7 +83,7 @@ class ChunkPipeline {
     // Elements per chunk: as many as the slot holds, a multiple of 8 so F4 and F6 chunks are whole bytes.
     const perChunk = Math.floor((SLOT_BYTES * 8) / Math.max(DTYPE_INFO[from].bits, DTYPE_INFO[to].bits) / 8) * 8
     // Over HTTP, the tensor's chunks are fetched ahead in parallel (src/downloads.ts).
-    const input = sequentialReader(file.source, start, info.byteLength, signal)
+    const input = sequentialReader(file.source, start, info.byteLength, this.#reads.signal)
     try {
       for (let first = 0; first < elements; first += perChunk) {
         const count = Math.min(perChunk, elements - first)
@@ -62,14 +92,13 @@ class ChunkPipeline {
         const dst = this.#core.heapBase + this.#slot * SLOT_BYTES
         // The kernels' in-place layout: a wider output has the input at its end, a narrower one at its start.
         const src = dst + Math.max(0, outBytes - inBytes)
-        await input.read(new Uint8Array(buffer, src, inBytes))
+        await this.#read(input, new Uint8Array(buffer, src, inBytes))
         // The kernels read little-endian data, and the output file is little-endian.
         if (file.byteOrder === 'big') swapElementsInCore(this.#core, src, inBytes, from)
         convertInto(this.#core, src, dst, count, from, to)
         await this.#writing
-        this.#writing = writer.write(info.name, new Uint8Array(buffer, dst, outBytes))
+        this.#writing = this.#write(writer, info.name, new Uint8Array(buffer, dst, outBytes))
         this.#slot ^= 1
-        progress.add(inBytes)
       }
     } finally {
       input.close()
@@ -82,18 +111,35 @@ class ChunkPipeline {
     this.#writing = Promise.resolve()
     await writing
   }
-}
 
-class Counter {
-  loaded = 0
-  constructor(
-    readonly total: number,
-    readonly onProgress?: ProgressCallback,
-  ) {}
+  async #read(input: SequentialReader, target: Uint8Array): Promise<void> {
+    let arrived = 0
+    const meter = this.#meter
+    const onBytes =
+      meter &&
+      ((bytes: number) => {
+        arrived += bytes
+        meter.arrived(bytes)
+      })
+    try {
+      await input.read(target, onBytes)
+    } catch (error) {
+      // A read stopped by a failed write: the write's error is the one that happened.
+      throw this.#writeFailure ? this.#writeFailure.error : error
+    }
+    // A source that does not stream tells of its bytes only now.
+    if (arrived < target.length) meter?.arrived(target.length - arrived)
+  }
 
-  add(bytes: number): void {
-    this.loaded += bytes
-    this.onProgress?.({ loaded: this.loaded, total: this.total })
+  #write(writer: SafetensorsWriter, name: string, bytes: Uint8Array): Promise<void> {
+    const writing = writer.write(name, bytes)
+    // Handled at once, not only when the next chunk is read: a failure while a read is in flight is no
+    // unhandled rejection, and that read stops.
+    writing.catch((error: unknown) => {
+      this.#writeFailure ??= { error }
+      this.#reads.abort(error)
+    })
+    return writing
   }
 }
 
@@ -103,32 +149,36 @@ interface Planned {
   metadata: Record<string, string> | null
 }
 
-/** Writes each planned shard into the set, tensor by tensor through one pipeline; returns the bytes of tensor data written. */
-async function writeShards(folder: string, set: FileSet, shards: Planned[], total: number, options: ConvertFileOptions): Promise<number> {
-  const pipeline = new ChunkPipeline()
-  const progress = new Counter(total, options.onProgress)
-  let written = 0
-  for (const shard of shards) {
-    const declarations = shard.tensors.map(({ info, to }) => ({ name: info.name, dtype: to, shape: info.shape }))
-    const writer = SafetensorsWriter.create(await set.sink(join(folder, shard.file)), declarations, { metadata: shard.metadata })
-    try {
-      for (const { source, info, to } of shard.tensors) await pipeline.copy(source, info, to, writer, progress, options.signal)
-      await pipeline.drain()
-      await writer.close()
-    } catch (error) {
-      await pipeline.drain().catch(() => {})
-      await writer.abort(error)
-      throw error
-    }
-    written += writer.layout.fileSize - writer.layout.dataStart
-  }
-  return written
+/** The conversion's progress, over the input bytes of `tensors`: the first event tells the total, before any byte. */
+function startProgress(meter: ProgressMeter | undefined, tensors: Planned['tensors']): void {
+  if (!meter) return
+  meter.asked(tensors.reduce((sum, t) => sum + t.info.byteLength, 0))
+  meter.arrived(0)
 }
 
-function dataBytes(files: Iterable<SafetensorsFile>): number {
-  let total = 0
-  for (const f of files) total += f.header.fileSize - f.header.dataStart
-  return total
+/** Writes each planned shard into the set, tensor by tensor through one pipeline; returns the bytes of tensor data written. */
+async function writeShards(folder: string, set: FileSet, shards: Planned[], options: ConvertFileOptions, meter: ProgressMeter | undefined): Promise<number> {
+  const pipeline = new ChunkPipeline(options.signal, meter)
+  let written = 0
+  try {
+    for (const shard of shards) {
+      const declarations = shard.tensors.map(({ info, to }) => ({ name: info.name, dtype: to, shape: info.shape }))
+      const writer = SafetensorsWriter.create(await set.sink(join(folder, shard.file)), declarations, { metadata: shard.metadata })
+      try {
+        for (const { source, info, to } of shard.tensors) await pipeline.copy(source, info, to, writer)
+        await pipeline.drain()
+        await writer.close()
+      } catch (error) {
+        await pipeline.drain().catch(() => {})
+        await writer.abort(error)
+        throw error
+      }
+      written += writer.layout.fileSize - writer.layout.dataStart
+    }
+  } finally {
+    pipeline.close()
+  }
+  return written
 }
 
 /** Plans the output shards of `tensors` (in model order) under `maxShardSize`, each with the metadata of the input holding its first tensor. */
@@ -137,22 +187,37 @@ function reshard(tensors: Planned['tensors'], maxShardSize: number): Planned[] {
   return planShards(tensors, sized, maxShardSize).map(({ file, tensors }) => ({ file, tensors, metadata: tensors[0]?.source.metadata ?? null }))
 }
 
+/** The conversion's own meter, made before anything is opened so that a bad onProgress is a TypeError at once. */
+function meterOf(options: ConvertFileOptions): ProgressMeter | undefined {
+  return options.onProgress === undefined ? undefined : new ProgressMeter(options.onProgress)
+}
+
+/** The input's options without onProgress: the conversion reports one series of its own, not the reads' own meter. */
+function inputOptions({ onProgress: _, ...options }: ConvertFileOptions): OpenOptions {
+  return options
+}
+
 /**
  * Writes `output` as `input` with every floating-point tensor in `options.dtype`. With
  * `options.maxShardSize`, `output` is a folder that gets the shards and their index.
+ * Resolves to the names of the files written, in `output`'s folder (or in `output` when it is one).
+ * @throws {@link SafetensorsError} any code of {@link open} (or {@link openModel}) for the input;
+ * `UnsupportedConversion`; `Io` when the output cannot be written (the message names it), with the target
+ * left untouched; `Aborted`.
+ * @throws TypeError or RangeError for options of the wrong type or out of range.
  */
-export async function convertFile(input: Source, output: string, options: ConvertFileOptions = {}): Promise<void> {
-  const file = await open(input, options)
+export async function convertFile(input: Source, output: string, options: ConvertFileOptions = {}): Promise<string[]> {
+  const meter = meterOf(options)
+  const file = await open(input, inputOptions(options))
   try {
     const tensors = file.header.tensors.map((info) => ({ source: file, info, to: targetOf(info, options.dtype) }))
-    const total = dataBytes([file])
+    startProgress(meter, tensors)
     if (options.maxShardSize === undefined) {
-      await writeSet((set) => writeShards(dirname(output), set, [{ file: basename(output), tensors, metadata: file.metadata }], total, options))
-      return
+      await writeSet((set) => writeShards(dirname(output), set, [{ file: basename(output), tensors, metadata: file.metadata }], options, meter))
+      return [basename(output)]
     }
     const shards = reshard(tensors, options.maxShardSize)
-    await mkdir(output, { recursive: true })
-    await writeSet(async (set) => finishModel(output, set, shardNames(shards), await writeShards(output, set, shards, total, options), { metadata: {} }))
+    return await writeModel(output, { shards: shardNames(shards) }, async (set) => ({ totalSize: await writeShards(output, set, shards, options, meter) }))
   } finally {
     await file.close()
   }
@@ -165,11 +230,18 @@ function shardNames(shards: Planned[]): Array<{ file: string; names: string[] }>
 /**
  * Converts a sharded model into `folder`: shard by shard under the same names and the same index name,
  * or, with `options.maxShardSize`, into new shards named as transformers names them. The index's
- * total_size and weight_map describe the new shards; its other metadata is kept. All files appear at
- * once, when every one is complete.
+ * total_size and weight_map describe the new shards; its other metadata is kept. The other files of a
+ * local model's folder come along (see otherFiles), config.json naming the new dtype. All files appear at
+ * once, when every one is complete. Resolves to the names of the files written in `folder`: the shards,
+ * the index, then the other files.
+ * @throws {@link SafetensorsError} any code of {@link open} (or {@link openModel}) for the input;
+ * `InvalidHeaderDeserialization` for a config.json that is not a JSON object; `UnsupportedConversion`;
+ * `Io` when the output cannot be written (the message names it), with the target left untouched; `Aborted`.
+ * @throws TypeError or RangeError for options of the wrong type or out of range.
  */
-export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions = {}): Promise<void> {
-  const model = await openModel(index, options)
+export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions = {}): Promise<string[]> {
+  const meter = meterOf(options)
+  const model = await openModel(index, inputOptions(options))
   try {
     const inputs = [...model.shards]
     const listed = model.names().map((name) => {
@@ -182,14 +254,83 @@ export async function convertModel(index: string | URL, folder: string, options:
         ? inputs.map(([file, source]) => ({ file, tensors: listed.filter((t) => t.source === source), metadata: source.metadata }))
         : reshard(listed, options.maxShardSize)
     const { total_size: _, ...metadata } = model.metadata ?? {}
-    await mkdir(folder, { recursive: true })
-    await writeSet(async (set) => {
-      const totalSize = await writeShards(folder, set, shards, dataBytes(model.shards.values()), options)
-      // The same layout keeps the index's name too, and always has one.
-      const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
-      return finishModel(folder, set, shardNames(shards), totalSize, { metadata, index: indexName })
+    const others = await otherFiles(index, model.shards.keys())
+    // Rewritten before any tensor is converted: a broken config.json fails at once.
+    const config = others.find((f) => basename(f) === 'config.json')
+    const configBytes = config !== undefined && options.dtype !== undefined ? await readConfig(config, options.dtype) : undefined
+    startProgress(meter, listed)
+    // The same layout keeps the index's name too, and always has one.
+    const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
+    const written = await writeModel(folder, { shards: shardNames(shards), index: indexName }, async (set) => {
+      const totalSize = await writeShards(folder, set, shards, options, meter)
+      for (const from of others)
+        await copyInto(set, configBytes && from === config ? memorySource(configBytes) : await fileSource(from), join(folder, basename(from)))
+      return { totalSize, metadata }
     })
+    return [...written, ...others.map((from) => basename(from))]
   } finally {
     await model.close()
+  }
+}
+
+/**
+ * The paths of the files of a local model's folder other than its weights: config.json,
+ * generation_config.json, the tokenizer's files, README.md and whatever else is there. Files only, not
+ * subfolders: transformers reads a model's files from its folder alone, and what subfolders hold
+ * (original/ or onnx/ weights in other formats, .cache/, .git/) is not the model being converted. Not
+ * other SafeTensors files either: they would be weights in the old dtype beside the new ones, and a stale
+ * model.safetensors is loaded in place of the index. None over HTTP, where a folder cannot be listed.
+ */
+async function otherFiles(index: string | URL, shards: Iterable<string>): Promise<string[]> {
+  const url = index instanceof URL ? index : /^https?:\/\//i.test(index) ? new URL(index) : undefined
+  if (url && url.protocol !== 'file:') return []
+  const found = await nodeFiles.locateModel(url ? fileURLToPath(url) : String(index), [SINGLE_FILE, DEFAULT_INDEX])
+  if (!found) return []
+  const folder = dirname(found.file)
+  const weights = new Set([found.name, ...shards])
+  const names = await readdir(folder).catch((cause) => {
+    throw fileError('list', folder, cause)
+  })
+  const files: string[] = []
+  for (const name of names.sort()) {
+    if (weights.has(name) || /\.safetensors(\.index\.json)?$/.test(name) || isSaveLeftover(name)) continue
+    // stat follows links: a Hugging Face cache's snapshot folder is links to its blobs.
+    if ((await stat(join(folder, name)).catch(() => undefined))?.isFile()) files.push(join(folder, name))
+  }
+  return files
+}
+
+/** Bytes of each read and write of a copied file. */
+const COPY_BYTES = 16 << 20
+
+/** Copies `source` (and closes it) into the set as the file `to`, in bounded memory. */
+async function copyInto(set: FileSet, source: RangeSource & { size: number }, to: string): Promise<void> {
+  try {
+    const sink = await set.sink(to)
+    try {
+      const buffer = new Uint8Array(Math.min(COPY_BYTES, source.size))
+      for (let at = 0; at < source.size; at += buffer.length) {
+        const part = buffer.subarray(0, Math.min(buffer.length, source.size - at))
+        await readInto(source, at, part)
+        await sink.write(part, at)
+      }
+      await sink.commit()
+    } catch (error) {
+      await sink.abort(error)
+      throw error
+    }
+  } finally {
+    await source.close?.()
+  }
+}
+
+/** The bytes of the config.json at `path` naming `dtype`. */
+async function readConfig(path: string, dtype: ConvertTarget): Promise<Uint8Array> {
+  const source = await fileSource(path)
+  try {
+    checkConfigSize(path, source.size)
+    return withDtype(await source.read(0, source.size), dtype, path)
+  } finally {
+    await source.close?.()
   }
 }

@@ -1,5 +1,5 @@
 // convert() and byteSwap(): the wasm kernels (assembly/convert.ts) on plain arrays, and convertInto()
-// for code that already has its bytes in wasm memory. The memory model is README.md, "Memory model".
+// for code that already has its bytes in wasm memory. The memory model is docs/memory.md.
 import { canConvert, DTYPE_INFO, type DType, dtypeIndex, isDType, type TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import { type Core, instantiate, reserveMemory, sharedCore } from './wasm.ts'
@@ -7,7 +7,7 @@ import { type Core, instantiate, reserveMemory, sharedCore } from './wasm.ts'
 /**
  * Widening conversions with outputs of at least this many bytes get a wasm instance of their own and
  * return a view of its memory; everything else goes through the shared core in chunks and is copied
- * out. Measured with Node 20 on Linux (README.md, "Memory model"): the chunked copy out stays in cache, so the
+ * out. Measured with Node 20 on Linux (docs/memory.md): the chunked copy out stays in cache, so the
  * dedicated instance, whose fresh memory costs the same page faults as a fresh array plus ~80 us to
  * create, is slower below 32 MiB and even above.
  */
@@ -57,6 +57,7 @@ export function checkConversion(from: DType, to: DType): void {
   }
 }
 
+/** The dtypes that {@link convert} and the reads' `dtype` convert to. */
 export type ConvertTarget = 'F32' | 'F16' | 'BF16'
 
 /** The dtype a tensor gets in a converted file: floats become the target, everything else stays. */
@@ -92,7 +93,7 @@ export function bytesOf(data: Uint8Array | TypedArray, dtype: DType): Uint8Array
 const MAX_DEDICATED_BYTES = 2 ** 32 - 2 * 65536
 
 /**
- * Whether a conversion result gets a dedicated instance (README.md, "Memory model"): only large widening ones,
+ * Whether a conversion result gets a dedicated instance (docs/memory.md): only large widening ones,
  * since a narrowing result would keep the whole input-sized memory alive behind it.
  */
 export function wantsDedicatedCore(inBytes: number, outBytes: number): boolean {
@@ -104,7 +105,11 @@ export function wantsDedicatedCore(inBytes: number, outBytes: number): boolean {
  * TypedArray of `to`: Float32Array for F32, Uint16Array of bits for F16 and BF16. Identity returns a
  * copy. With `out` (the natural array of `to`, exactly as long as the result, not overlapping `data`),
  * the result is written there. Large widening results without `out` are views over a wasm memory of
- * their own that never grows (README.md, "Memory model").
+ * their own that never grows (docs/memory.md). Every float dtype converts to F32, F16 and BF16 in one
+ * rounding to nearest even; every other dtype but C64 to F32 (docs/conversion.md says which bits each gives).
+ * @throws {@link SafetensorsError} `UnsupportedConversion` for an unknown dtype or a pair that does not
+ * convert; `TensorInvalidInfo` when `data`'s byte length holds no whole number of `from` elements.
+ * @throws RangeError for an `out` that is not the natural array of `to` of the result's length.
  */
 export function convert(data: Uint8Array | TypedArray, from: DType, to: 'F32', out?: Float32Array): Float32Array
 export function convert(data: Uint8Array | TypedArray, from: DType, to: 'F16' | 'BF16', out?: Uint16Array): Uint16Array
@@ -156,7 +161,7 @@ const CHUNK_ELEMENTS = 1 << 15
 
 /**
  * Converts `input` (little-endian `from`) into `output` (exactly its size as `to`), which may hold the
- * input at its end, as a wider output does in place (README.md, "Converting in place"): chunks go front
+ * input at its end, as a wider output does in place (docs/memory.md, "Converting in place"): chunks go front
  * to back, each copied into the core before its output is written.
  */
 export function convertOverlapping(input: Uint8Array, from: DType, to: DType, output: Uint8Array): void {
@@ -178,7 +183,11 @@ function convertInChunks(input: Uint8Array, from: DType, to: DType, count: numbe
 /** Bytes swapped per kernel call: bounds the shared core's growth on huge inputs. */
 const SWAP_CHUNK = 1 << 20
 
-/** Reverses the byte order of every `elementBytes`-byte element of `bytes`, in place. */
+/**
+ * Reverses the byte order of every `elementBytes`-byte element of `bytes`, in place.
+ * @throws {@link SafetensorsError} `TensorInvalidInfo` when the length is not a multiple of `elementBytes`.
+ * @throws RangeError for an `elementBytes` other than 2, 4 or 8.
+ */
 export function byteSwap(bytes: Uint8Array, elementBytes: 2 | 4 | 8): void {
   if (elementBytes !== 2 && elementBytes !== 4 && elementBytes !== 8) {
     throw new RangeError(`elementBytes must be 2, 4 or 8, got ${elementBytes}`)

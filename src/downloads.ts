@@ -6,8 +6,7 @@
 // throughput grows by at least 5% (as @huggingface/hub's downloader does), up to `connections`; a
 // connection that brings less is dropped again. CDNs cap each connection, so each one adds its cap; a
 // server that caps all connections together stays at 2, no slower than one.
-import { SafetensorsError } from './errors.ts'
-import { type RangeSource, readInto } from './source.ts'
+import { abortedError, onAbort, type RangeSource, readInto } from './source.ts'
 
 /**
  * chunkBytes: 8 MiB, a third of a second at a CDN's 25 MB/s per connection, so the last chunks of a read
@@ -129,19 +128,18 @@ export class ConnectionPool {
   }
 
   #slot(signal: AbortSignal): Promise<void> {
-    if (signal.aborted) return Promise.reject(aborted(signal))
+    if (signal.aborted) return Promise.reject(abortedError(signal))
     if (this.#active < this.#level && this.#waiting.length === 0) return Promise.resolve(this.#take())
     return new Promise((resolve, reject) => {
       const start = () => {
-        signal.removeEventListener('abort', stop)
+        release()
         this.#take()
         resolve()
       }
-      const stop = () => {
+      const release = onAbort(signal, () => {
         this.#waiting.splice(this.#waiting.indexOf(start), 1)
-        reject(aborted(signal))
-      }
-      signal.addEventListener('abort', stop, { once: true })
+        reject(abortedError(signal))
+      })
       this.#waiting.push(start)
     })
   }
@@ -154,10 +152,6 @@ export class ConnectionPool {
   #startWaiting(): void {
     while (this.#active < this.#level && this.#waiting.length > 0) this.#waiting.shift()!()
   }
-}
-
-function aborted(signal: AbortSignal): SafetensorsError {
-  return new SafetensorsError('Aborted', 'the operation was aborted', { cause: signal.reason })
 }
 
 /** What a source that reads large ranges in parallel offers: its file's slots, and where it cuts chunks. */
@@ -190,8 +184,7 @@ function chunkControllers(count: number, signal: AbortSignal | undefined): { con
     for (const c of controllers) c.abort(signal?.reason)
   }
   if (signal?.aborted) abortAll()
-  signal?.addEventListener('abort', abortAll, { once: true })
-  return { controllers, abortAll, release: () => signal?.removeEventListener('abort', abortAll) }
+  return { controllers, abortAll, release: onAbort(signal, abortAll) }
 }
 
 /**
@@ -240,6 +233,13 @@ export async function readChunked(
   if (failure) throw failure.error
 }
 
+/** A range read front to back: each read(target) fills `target` with the next bytes, telling `onBytes` of each part as it is filled. */
+export interface SequentialReader {
+  read(target: Uint8Array, onBytes?: (bytes: number) => void): Promise<void>
+  /** Aborts what is in flight. */
+  close(): void
+}
+
 /**
  * Bytes [offset, offset + length) of `source`, taken front to back by `read(target)` calls: a stream's or
  * a conversion's input. Over a source with ParallelReads, chunks are fetched ahead of the consumer through
@@ -247,18 +247,13 @@ export async function readChunked(
  * a few chunks whatever the length; over any other source each read is one readInto. `close()` aborts
  * what is in flight.
  */
-export function sequentialReader(
-  source: RangeSource,
-  offset: number,
-  length: number,
-  signal: AbortSignal | undefined,
-): { read(target: Uint8Array): Promise<void>; close(): void } {
+export function sequentialReader(source: RangeSource, offset: number, length: number, signal: AbortSignal | undefined): SequentialReader {
   const parallel = (source as { parallel?: ParallelReads }).parallel
   let position = offset
   if (!parallel || length <= parallel.chunkBytes) {
     return {
-      read: async (target) => {
-        await readInto(source, position, target, signal)
+      read: async (target, onBytes) => {
+        await readInto(source, position, target, signal, onBytes)
         position += target.length
       },
       close: () => {},
@@ -285,7 +280,7 @@ export function sequentialReader(
   let current = 0
   pool.begin()
   return {
-    async read(target) {
+    async read(target, onBytes) {
       for (let into = 0; into < target.length; ) {
         // Every slot busy, and two chunks ready beyond them: the consumer takes a chunk while the next ones come.
         fetchAhead(current + pool.level + READY_CHUNKS)
@@ -295,6 +290,7 @@ export function sequentialReader(
         target.set(bytes.subarray(position - start, position - start + take), into)
         into += take
         position += take
+        onBytes?.(take)
         if (position === end) {
           // Taken: its memory can go.
           fetched[current] = Promise.resolve(new Uint8Array(0))

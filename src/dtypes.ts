@@ -24,8 +24,10 @@ export const DTYPES = [
   'U64',
 ] as const
 
+/** A SafeTensors dtype name, exactly as a header spells it (case-sensitive). */
 export type DType = (typeof DTYPES)[number]
 
+/** The arrays a tensor's `data` can be: the natural array of each dtype (see {@link DTYPE_INFO}). */
 export type TypedArray =
   | Uint8Array
   | Int8Array
@@ -43,10 +45,19 @@ export type TypedArray =
  * (`esnext.float16`, ES2025), else the part of it a read hands out, so the type does not depend on a lib
  * that TypeScript 5.9's defaults lack.
  */
-export type Float16Array = typeof globalThis extends { Float16Array: { prototype: infer A } } ? A : Float16ArrayBase
+export type Float16Array = typeof globalThis extends {
+  /** The runtime's own constructor, where the lib declares one. */
+  Float16Array: {
+    /** What its instances are. */
+    prototype: infer A
+  }
+}
+  ? A
+  : Float16ArrayBase
 
 /** What every Float16Array has: numbers over 2-byte elements of a buffer. */
 export interface Float16ArrayBase extends ArrayBufferView, ArrayLike<number>, Iterable<number> {
+  /** Bytes per element: 2. */
   readonly BYTES_PER_ELEMENT: 2
   [index: number]: number
 }
@@ -57,13 +68,14 @@ type ArrayConstructor = {
   readonly BYTES_PER_ELEMENT: number
 }
 
-/** A sign-exponent-mantissa format (F8_E8M0: no sign, no mantissa); README.md, "Number formats". */
+/** A sign-exponent-mantissa format (F8_E8M0: no sign, no mantissa); docs/conversion.md, "Number formats". */
 export interface FloatFormat {
   readonly exponentBits: number
   readonly mantissaBits: number
   readonly bias: number
 }
 
+/** What {@link DTYPE_INFO} says of each dtype. */
 export interface DTypeInfo {
   /** Bits per element: 4 and 6 for the packed sub-byte floats. */
   readonly bits: number
@@ -75,6 +87,7 @@ export interface DTypeInfo {
 
 const float = (exponentBits: number, mantissaBits: number, bias: number): FloatFormat => ({ exponentBits, mantissaBits, bias })
 
+/** Each dtype's bits per element, natural array and (for floats) bit layout. */
 export const DTYPE_INFO: Readonly<Record<DType, DTypeInfo>> = {
   BOOL: { bits: 8, array: Uint8Array },
   F4: { bits: 4, array: Uint8Array, float: float(2, 1, 1) },

@@ -1,4 +1,31 @@
-/** Every failure this library reports on purpose is a SafetensorsError with one of these codes. */
+/**
+ * Every failure this library reports on purpose is a SafetensorsError with one of these codes. The first ten
+ * are the header's checks, made in this order (the reference implementation's names):
+ *
+ * - `HeaderTooSmall`: fewer than 8 bytes.
+ * - `HeaderTooLarge`: the header length N is above 100,000,000 ({@link MAX_HEADER_SIZE}).
+ * - `InvalidHeaderLength`: 8 + N is more than the file's size.
+ * - `InvalidHeader`: the header is not strict UTF-8.
+ * - `InvalidHeaderDeserialization`: the header (or a model index) is not one JSON object of the schema: bad
+ *   JSON, wrong types, an unknown dtype, a missing field, a number that is not a plain u64 integer, a
+ *   duplicate key, nesting deeper than 64.
+ * - `InvalidOffset`: a tensor does not begin where the previous one ends (the first at 0), or ends before it begins.
+ * - `ValidationOverflow`: an element or bit count overflows 64 bits, or a value is above 2^53 - 1.
+ * - `MisalignedSlice`: a tensor's (or a slice's) bits are not a whole number of bytes (F4, F6).
+ * - `TensorInvalidInfo`: a tensor's offsets do not span its byte size; a byte length that holds no whole
+ *   number of elements.
+ * - `MetadataIncompleteBuffer`: the data does not end where the file (or stream) ends.
+ *
+ * Then the reads and writes:
+ *
+ * - `TensorNotFound`: no tensor of that name (in a model: not where the index says).
+ * - `SliceOutOfRange`: a slice range outside the tensor's shape.
+ * - `TooManySlices`: more slice ranges than the tensor has dimensions.
+ * - `UnsupportedConversion`: no conversion between these dtypes.
+ * - `Io`: the bytes could not be read or written: a missing file, an HTTP error, a file that changed while
+ *   read, a full disk.
+ * - `Aborted`: the caller's `signal` aborted.
+ */
 export type ErrorCode =
   | 'HeaderTooSmall'
   | 'HeaderTooLarge'
@@ -17,7 +44,13 @@ export type ErrorCode =
   | 'Io'
   | 'Aborted'
 
+/**
+ * What this library throws for bad data, files or network: `instanceof SafetensorsError` works in every
+ * entry, and the message names the tensor, offset, byte position, path or URL involved. A mistake of the
+ * calling code (an argument of the wrong type, an option out of range) is a TypeError or RangeError instead.
+ */
 export class SafetensorsError extends Error {
+  /** What went wrong, as one of the {@link ErrorCode}s. */
   readonly code: ErrorCode
 
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {

@@ -28,10 +28,13 @@ import { blobSource, memorySource, type OnBytes, type RangeSource, throwIfAborte
 import { type StreamOptions, tensorStream } from './stream.ts'
 import { type Core, instantiate } from './wasm.ts'
 
+/** A tensor read from a file or model: its name, dtype, shape and values. */
 export interface Tensor<T extends TypedArray | Float16Array = TypedArray> {
+  /** The tensor's name in the file. */
   readonly name: string
   /** The dtype of `data`: the file's, or the one asked for. */
   readonly dtype: DType
+  /** The tensor's dimensions (a slice's, for getSlice); `[]` for a scalar. */
   readonly shape: number[]
   /** The natural TypedArray of `dtype` (see DTYPE_INFO). */
   readonly data: T
@@ -53,27 +56,40 @@ export type DataFor<D extends DType, H extends boolean = false> = D extends 'F32
         ? TypedArray | Float16Array
         : TypedArray
 
+/** Options of {@link open}; the HTTP ones ({@link HttpOptions}) apply to http(s) URLs only. */
 export interface OpenOptions extends HttpOptions {
-  /** Byte order of the tensor data in the file: 'big' for legacy files written on big-endian hosts. */
+  /**
+   * Byte order of the tensor data in the file: 'big' for legacy files written on big-endian hosts.
+   * @defaultValue 'little'
+   */
   byteOrder?: ByteOrder
   /**
    * Every read made through this file (header included), as its bytes arrive: `loaded` never decreases
    * and `total` is the bytes asked for so far, so loaded === total whenever nothing is pending.
    */
   onProgress?: ProgressCallback
-  /** http(s): a persistent cache (createCache()) of the bytes read; repeat reads come from it. */
+  /**
+   * http(s): a persistent cache ({@link createCache}) of the bytes read; repeat reads come from it.
+   * @defaultValue none
+   */
   cache?: RangeCache
 }
 
+/** Options of a read: {@link SafetensorsFile.getTensor}, {@link SafetensorsFile.getSlice}, {@link SafetensorsFile.tensors}. */
 export interface ReadOptions<D extends DType = DType, H extends boolean = boolean> {
-  /** Convert to this dtype on read. */
+  /**
+   * Convert to this dtype on read: 'F32' from every dtype but C64, 'F16' and 'BF16' from every float dtype.
+   * @defaultValue the tensor's own dtype
+   */
   dtype?: D
   /**
    * true: an F16 result (the file's dtype, or the one asked for) comes as the runtime's native
    * Float16Array over the same bits, instead of a Uint16Array of them; other dtypes are unaffected.
    * A TypeError where the runtime has no Float16Array (Node 20). Default false, the same on every runtime.
+   * @defaultValue false
    */
   float16Array?: H
+  /** Aborts the read: it rejects with `Aborted`. */
   signal?: AbortSignal
   /** This read alone, as its bytes arrive; the last event has loaded === total. */
   onProgress?: ProgressCallback
@@ -81,10 +97,16 @@ export interface ReadOptions<D extends DType = DType, H extends boolean = boolea
    * Write the result here (e.g. `gpuBuffer.getMappedRange()`): an ArrayBuffer or a view with at least
    * the result's byte length, aligned for its array. `data` is then a view of it, and no array of the
    * result's size is allocated. Too small an `out` is a RangeError before anything is read.
+   * @defaultValue a new array
    */
   out?: ArrayBuffer | ArrayBufferView
 }
 
+/**
+ * What {@link open} reads: the file's bytes, a Blob or File, an http(s) URL (a string, or a URL object; in a
+ * page, a string is a URL relative to the page), a file path or `file:` URL (Node entry only), or any
+ * {@link RangeSource}.
+ */
 export type Source = Uint8Array | ArrayBuffer | Blob | URL | string | RangeSource
 
 function isRangeSource(value: unknown): value is RangeSource {
@@ -108,6 +130,18 @@ export async function toRangeSource(input: Source, options: OpenOptions = {}): P
   return local.open(url ? local.pathOf(url) : (input as string))
 }
 
+/**
+ * Opens a SafeTensors file and reads its header (over HTTP, the first 64 KiB); tensors are read only when
+ * asked for.
+ *
+ * @throws {@link SafetensorsError} any of the header's codes, in the order of {@link ErrorCode}
+ * (`HeaderTooSmall`, `HeaderTooLarge`, `InvalidHeaderLength`, `InvalidHeader`, `InvalidHeaderDeserialization`,
+ * `InvalidOffset`, `ValidationOverflow`, `MisalignedSlice`, `TensorInvalidInfo`, `MetadataIncompleteBuffer`);
+ * `Io` when the source cannot be read (a missing file, an HTTP error, a file that changed); `Aborted` when
+ * `options.signal` aborts.
+ * @throws TypeError for a value that cannot be opened (an unsupported URL scheme; a path in the browser
+ * entry) or an option of the wrong type; RangeError for an option out of range.
+ */
 export async function open(input: Source, options: OpenOptions = {}): Promise<SafetensorsFile> {
   return openMetered(input, options, options.onProgress && new ProgressMeter(options.onProgress))
 }
@@ -128,14 +162,19 @@ export async function openMetered(input: Source, options: OpenOptions, meter: Pr
   }
 }
 
+/** An open SafeTensors file, from {@link open}: its header, and reads of its tensors. */
 export class SafetensorsFile {
+  /** @internal made by open() */
   constructor(
+    /** The parsed, validated header. */
     readonly header: Header,
+    /** Where the bytes come from. */
     readonly source: RangeSource,
     /** Byte order of the tensor data in the file. */
     readonly byteOrder: ByteOrder = 'little',
   ) {}
 
+  /** The header's `__metadata__` strings, or null when it has none. */
   get metadata(): Record<string, string> | null {
     return this.header.metadata
   }
@@ -145,18 +184,32 @@ export class SafetensorsFile {
     return this.header.tensors.map((t) => t.name)
   }
 
-  /** Throws TensorNotFound. */
+  /**
+   * The header's entry for one tensor.
+   * @throws {@link SafetensorsError} `TensorNotFound`
+   */
   info(name: string): TensorInfo {
     return this.header.tensor(name)
   }
 
-  /** Reads one tensor's bytes and nothing else. */
+  /**
+   * Reads one tensor's bytes and nothing else, converted to `options.dtype` if given.
+   * @throws {@link SafetensorsError} `TensorNotFound`; `UnsupportedConversion` (no conversion to that dtype);
+   * `Io` (a failed read; a tensor too large for one buffer); `Aborted`.
+   * @throws RangeError for an `out` too small or misaligned; TypeError for `float16Array` where the runtime has
+   * no Float16Array.
+   */
   async getTensor<D extends DType, H extends boolean = false>(name: string, options: ReadOptions<D, H> = {}): Promise<Tensor<DataFor<D, H>>> {
     const info = this.info(name)
     return this.#read(info, info.shape, [[0, info.byteLength]], options) as Promise<Tensor<DataFor<D, H>>>
   }
 
-  /** Reads only the bytes a slice covers; see SliceRange. */
+  /**
+   * Reads only the bytes a slice covers: one {@link SliceRange} per leading dimension.
+   * @throws {@link SafetensorsError} `TensorNotFound`; `SliceOutOfRange`; `TooManySlices`; `MisalignedSlice`
+   * (an F4 or F6 slice that is not whole bytes); `UnsupportedConversion`; `Io`; `Aborted`.
+   * @throws RangeError and TypeError as {@link SafetensorsFile.getTensor} does.
+   */
   async getSlice<D extends DType, H extends boolean = false>(
     name: string,
     ranges: readonly SliceRange[],
@@ -171,6 +224,8 @@ export class SafetensorsFile {
    * The tensor's (or, with `ranges`, the slice's) little-endian bytes as a stream, converted chunk by
    * chunk as the consumer pulls, in memory bounded by a few chunks (src/stream.ts). Read errors error the
    * stream; cancel() aborts the reads.
+   * @throws {@link SafetensorsError} at once: `TensorNotFound`, `SliceOutOfRange`, `TooManySlices`,
+   * `MisalignedSlice`, `UnsupportedConversion`; later, as the stream's error: `Io`, `Aborted`.
    */
   stream(name: string, options: StreamOptions & { ranges?: readonly SliceRange[] } = {}): ReadableStream<Uint8Array> {
     const info = this.info(name)
@@ -178,11 +233,15 @@ export class SafetensorsFile {
     return tensorStream(this, info, runs, options)
   }
 
-  /** Every tensor in file order; the next one (when small) is read while this one is handled. */
+  /**
+   * Every tensor in file order; the next one (up to 16 MiB) is read while this one is handled.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getTensor} does, from the iteration.
+   */
   tensors<D extends DType, H extends boolean = false>(options: ReadOptions<D, H> = {}): AsyncGenerator<Tensor<DataFor<D, H>>> {
     return readingAhead(this.header.tensors.map((info) => ({ bytes: info.byteLength, read: () => this.getTensor(info.name, options) })))
   }
 
+  /** Releases the source (a local file's handle). */
   async close(): Promise<void> {
     await this.source.close?.()
   }
@@ -276,7 +335,7 @@ export class SafetensorsFile {
     output: Output,
   ): Promise<TypedArray> {
     const from = info.dtype
-    // A wider output holds the input at its end (README.md, "Converting in place"), so the bytes are read
+    // A wider output holds the input at its end (docs/memory.md, "Converting in place"), so the bytes are read
     // there, with no temporary: chunks convert front to back, and an element's output reaches no input
     // past its own. A narrower one needs the input beside it.
     const bytes = output.bytes.length >= inBytes ? output.bytes.subarray(output.bytes.length - inBytes) : allocate(info, from, inBytes).bytes

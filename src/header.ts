@@ -10,24 +10,33 @@ import { type CoreExports, reserveMemory, sharedCore, trimSharedCore } from './w
 /** The reference implementation's limit on the JSON header length. */
 export const MAX_HEADER_SIZE = 100_000_000
 
+/** One tensor's entry in a header. */
 export interface TensorInfo {
+  /** The tensor's name (its key in the header). */
   readonly name: string
+  /** The dtype of its elements. */
   readonly dtype: DType
+  /** Its dimensions; `[]` for a scalar. */
   readonly shape: number[]
   /** [begin, end) relative to the start of the data section (Header.dataStart). */
   readonly dataOffsets: [number, number]
+  /** end - begin of dataOffsets: the tensor's size in the file. */
   readonly byteLength: number
 }
 
+/** A validated header: the tensor table and the metadata, from {@link parseHeader} or {@link SafetensorsFile.header}. */
 export class Header {
   /** File offset of the data section: 8 + headerSize. */
   readonly dataStart: number
   readonly #index = new Map<string, TensorInfo>()
 
+  /** @internal made by the header scanner */
   constructor(
     /** N: the JSON header's length in bytes. */
     readonly headerSize: number,
+    /** The file's size in bytes: 8 + headerSize + the data. */
     readonly fileSize: number,
+    /** The `__metadata__` strings, or null when the header has none. */
     readonly metadata: Record<string, string> | null,
     /** In data order (sorted by offsets), which is not always the order of the JSON. */
     readonly tensors: TensorInfo[],
@@ -35,13 +44,17 @@ export class Header {
     this.dataStart = 8 + headerSize
   }
 
-  /** The tensor called `name`; throws TensorNotFound. */
+  /**
+   * The tensor called `name`.
+   * @throws {@link SafetensorsError} `TensorNotFound`
+   */
   tensor(name: string): TensorInfo {
     const info = this.#byName().get(name)
     if (!info) throw new SafetensorsError('TensorNotFound', `no tensor named ${JSON.stringify(name)} in this file (it has ${this.tensors.length})`)
     return info
   }
 
+  /** Whether the header has a tensor called `name`. */
   has(name: string): boolean {
     return this.#byName().has(name)
   }
@@ -55,18 +68,30 @@ export class Header {
 /**
  * Checks the 8-byte length prefix against the file size and returns N, the header length.
  * `prefix` must hold the file's first 8 bytes when the file has that many.
+ * @throws {@link SafetensorsError} `HeaderTooSmall`, `HeaderTooLarge`, `InvalidHeaderLength`
  */
 export function readHeaderSize(prefix: Uint8Array, fileSize: number): number {
-  if (fileSize < 8) throw new SafetensorsError('HeaderTooSmall', `the file is ${fileSize} bytes; a SafeTensors file starts with an 8-byte header length`)
+  if (fileSize < 8) throw notSafetensors('HeaderTooSmall', `the file is ${fileSize} bytes; a SafeTensors file starts with an 8-byte header length`)
   if (prefix.length < 8) throw new SafetensorsError('HeaderTooSmall', `only ${prefix.length} bytes were given; the 8-byte header length comes first`)
   const n = new DataView(prefix.buffer, prefix.byteOffset, 8).getBigUint64(0, true)
-  if (n > MAX_HEADER_SIZE) {
-    throw new SafetensorsError('HeaderTooLarge', `the header length is ${n} bytes, above the limit of ${MAX_HEADER_SIZE}`)
-  }
+  if (n > MAX_HEADER_SIZE) throw notSafetensors('HeaderTooLarge', `the header length is ${n} bytes, above the limit of ${MAX_HEADER_SIZE}`)
   if (8 + Number(n) > fileSize) {
-    throw new SafetensorsError('InvalidHeaderLength', `the header length is ${n} bytes, but the file has only ${fileSize - 8} bytes after the 8-byte prefix`)
+    throw notSafetensors(
+      'InvalidHeaderLength',
+      `the header length is ${n} bytes, but the file has only ${fileSize - 8} bytes after the 8-byte prefix`,
+      ' (or a truncated one)',
+    )
   }
   return Number(n)
+}
+
+/**
+ * A length prefix that cannot start this file: a PNG, a text file or random bytes read as a length. The code
+ * stays the reference's, and the message says first what a person needs to hear; a prefix longer than the file
+ * is just as likely a download cut short.
+ */
+export function notSafetensors(code: ErrorCode, detail: string, alternative = ''): SafetensorsError {
+  return new SafetensorsError(code, `not a SafeTensors file${alternative}: ${detail}`)
 }
 
 /** The error each status of the scanner gives, by the status's name in assembly/boundary.ts. */
@@ -96,6 +121,7 @@ export const REASON_TEXT = {
   R_EXPECTED_UINT: 'expected a non-negative integer',
   R_NOT_PLAIN_INT: 'not a plain integer (no sign, fraction, exponent or leading zero)',
   R_INT_TOO_LARGE: 'integer does not fit in 64 bits',
+  R_NUMBER_OUT_OF_RANGE: 'number out of range (it overflows a double, which the reference refuses)',
   R_TOO_DEEP: 'values nested deeper than 64 levels',
   R_METADATA_NOT_OBJECT: '__metadata__ must be null or an object',
   R_METADATA_VALUE_NOT_STRING: '__metadata__ values must be strings',
@@ -177,7 +203,13 @@ const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
 
 /**
  * Validates a SafeTensors header and returns its tensor table. `bytes` is the start of the file: at least
- * the 8-byte prefix and the N header bytes. `fileSize` (default: bytes.length) is checked against the offsets.
+ * the 8-byte prefix and the N header bytes. `options.fileSize` (default: `bytes.length`) is checked against
+ * the offsets.
+ * @throws {@link SafetensorsError} `HeaderTooSmall`, `HeaderTooLarge`, `InvalidHeaderLength`, `InvalidHeader`,
+ * `InvalidHeaderDeserialization`, `InvalidOffset`, `ValidationOverflow`, `MisalignedSlice`, `TensorInvalidInfo`,
+ * `MetadataIncompleteBuffer`: the first check the header fails, in this order (see {@link ErrorCode});
+ * `InvalidHeaderLength` also when `bytes` holds less than the 8 + N bytes.
+ * @throws RangeError for a `fileSize` that is not a non-negative safe integer.
  */
 export function parseHeader(bytes: Uint8Array, options: { fileSize?: number } = {}): Header {
   const fileSize = options.fileSize ?? bytes.length
@@ -363,7 +395,12 @@ function excerpt(header: Uint8Array, at: number): string {
 /** Bytes read first: most real headers (up to several hundred tensors) arrive in this one read. */
 export const FIRST_READ = 64 * 1024
 
-/** Reads and validates a source's header, reading only the length prefix and the header bytes. */
+/**
+ * Reads and validates a source's header, reading only the length prefix and the header bytes.
+ * @throws {@link SafetensorsError} `HeaderTooSmall`, `HeaderTooLarge`, `InvalidHeaderLength`, `InvalidHeader`,
+ * `InvalidHeaderDeserialization`, `InvalidOffset`, `ValidationOverflow`, `MisalignedSlice`, `TensorInvalidInfo`,
+ * `MetadataIncompleteBuffer`: the first check the header fails, in this order (see {@link ErrorCode}); `Io` when the source cannot be read; `Aborted`.
+ */
 export async function readHeader(source: RangeSource, signal?: AbortSignal): Promise<Header> {
   const first = await source.read(0, source.size === undefined ? FIRST_READ : Math.min(source.size, FIRST_READ), signal)
   const size = source.size

@@ -12,12 +12,19 @@ import { ConnectionPool, connectionsOption, DOWNLOAD, type ParallelReads, readCh
 import { SafetensorsError } from './errors.ts'
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { parseRetryAfter, retryDelay, retrySettings, sleep, watchdog } from './retry.ts'
-import type { RangeSource } from './source.ts'
+import { onAbort, type RangeSource } from './source.ts'
 
+/** Options of reads over http(s), in {@link open}, {@link openModel} and {@link httpSource}. */
 export interface HttpOptions {
-  /** A fetch implementation (default: globalThis.fetch). */
+  /**
+   * A fetch implementation.
+   * @defaultValue globalThis.fetch
+   */
   fetch?: typeof fetch
-  /** Extra request headers, e.g. { Authorization: 'Bearer …' }. */
+  /**
+   * Extra request headers, e.g. { Authorization: 'Bearer …' }.
+   * @defaultValue none
+   */
   headers?: HeadersInit
   /** Aborts every request made through this source, and any wait between retries. */
   signal?: AbortSignal
@@ -25,14 +32,19 @@ export interface HttpOptions {
    * Attempts after the first, per read (per chunk of a large read), for transient failures: a dropped
    * connection, a body cut short, a stall (see idleTimeout), HTTP 408, 429, 500, 502, 503, 504. Each
    * resumes at the first byte not yet received. Default 4.
+   * @defaultValue 4
    */
   retries?: number
-  /** Milliseconds with no byte (waiting for headers or body) before an attempt counts as stalled. Default 30000; Infinity: never. */
+  /**
+   * Milliseconds with no byte (waiting for headers or body) before an attempt counts as stalled. Default 30000; Infinity: never.
+   * @defaultValue 30000
+   */
   idleTimeout?: number
   /**
    * http(s): what one more request costs, in bytes of transfer (RangeSource.requestCost): a slice's runs
    * closer than this are fetched in one request, gap included. Default 512 KiB, about a 10-20 ms round
    * trip at 25-50 MB/s; 0 fetches exactly the bytes a slice covers.
+   * @defaultValue 524288 (512 KiB)
    */
   requestCost?: number
   /**
@@ -40,6 +52,7 @@ export interface HttpOptions {
    * conversion), fetched in chunks of 8 MiB; as many as make it faster are used. Default 8 in Node, Deno
    * and Bun, 6 in workerd, 4 in browsers (which share one HTTP/2 connection per origin); 1: one request
    * at a time, a large read in one request.
+   * @defaultValue 8 in Node, Deno and Bun; 6 in workerd; 4 in browsers
    */
   connections?: number
 }
@@ -74,12 +87,32 @@ class TransientError extends SafetensorsError {
   }
 }
 
+interface ContentRange {
+  start: number
+  end: number
+  total: number | undefined
+}
+
 // Parses "bytes START-END/TOTAL" (TOTAL may be a star), or the star form "bytes */TOTAL" of a 416.
-function parseContentRange(value: string | null): { start: number; end: number; total: number | undefined } | undefined {
+function parseContentRange(value: string | null): ContentRange | undefined {
   const match = /^bytes\s+(?:(\d+)-(\d+)|\*)\/(\d+|\*)$/i.exec(value?.trim() ?? '')
   if (!match) return undefined
   const total = match[3] === '*' ? undefined : Number(match[3])
   return { start: match[1] === undefined ? -1 : Number(match[1]), end: match[2] === undefined ? -1 : Number(match[2]), total }
+}
+
+/**
+ * How many of the `want` bytes asked for at `from` a single-range answer brings, judged by its Content-Range;
+ * undefined when it cannot be used. It must start at `from` and be of a file of `size` bytes (when known). It
+ * may end before the asked end only at the end of the file, on a first read (`size` unknown). It may run
+ * past the asked end: Vite's dev server answers `bytes=0-0` with the whole file (it takes the end as
+ * `parseInt(end) || size - 1`); the bytes asked for are kept and the rest of the body cancelled.
+ */
+function rangeAnswered(range: ContentRange | undefined, from: number, want: number, size: number | undefined): number | undefined {
+  if (range?.total === undefined || range.start !== from || range.end < from || range.end >= range.total) return undefined
+  if (size !== undefined && range.total !== size) return undefined
+  if (range.end >= from + want - 1) return want
+  return size === undefined && range.end === range.total - 1 ? range.end - from + 1 : undefined
 }
 
 function discard(response: Response): void {
@@ -125,6 +158,13 @@ export type HttpSource = RangeSource & {
   readonly version: HttpVersion | undefined
   /** How large reads go parallel; undefined while they cannot (connections: 1, size unknown, Range ignored). */
   readonly parallel: ParallelReads | undefined
+}
+
+/** Where a response's wanted bytes begin in its body, how many come, and whether the body must end right after them. */
+interface Accepted {
+  skip: number
+  available: number
+  exact: boolean
 }
 
 /**
@@ -185,15 +225,15 @@ class FileState {
 
   /**
    * Checks a single-range response (checkResponse, then the range). Says where in the body the bytes at
-   * `from` begin and how many of the `want` asked for will come.
+   * `from` begin, how many of the `want` asked for will come, and whether the body must end right after them.
    */
-  accept(response: Response, from: number, want: number, ifRange: string | null): { skip: number; available: number } {
+  accept(response: Response, from: number, want: number, ifRange: string | null): Accepted {
     const { status } = response
     const asked = `bytes ${from}-${from + want - 1}`
     if (status === 416 && this.size === undefined && parseContentRange(response.headers.get('Content-Range'))?.total === 0) {
       discard(response)
       this.size = 0
-      return { skip: 0, available: 0 }
+      return { skip: 0, available: 0, exact: true }
     }
     this.checkResponse(response, asked)
     if (status === 200) return this.#acceptWhole(response, from, want, asked, ifRange)
@@ -202,19 +242,15 @@ class FileState {
     const got = `got Content-Range ${JSON.stringify(response.headers.get('Content-Range'))}`
     const { size } = this
     if (range?.total !== undefined && size !== undefined && range.total !== size) throw fail(`the file is now ${range.total} bytes, it was ${size} (${got})`)
-    // The first read may run past the end of a small file: the range may end early, at the file's end.
-    const fits =
-      range?.total !== undefined &&
-      range.start === from &&
-      (range.end === from + want - 1 || (size === undefined && range.end >= from && range.end === range.total - 1 && range.end < from + want))
-    if (!fits) throw fail(`asked for ${asked}, ${got}`)
-    this.size = range.total
+    const available = rangeAnswered(range, from, want, size)
+    if (available === undefined) throw fail(`asked for ${asked}, ${got}`)
+    this.size = range!.total
     this.ranged = true
-    return { skip: 0, available: range.end - range.start + 1 }
+    return { skip: 0, available, exact: range!.end === from + available - 1 }
   }
 
   /** A 200 to a Range request: the whole file, read as a stream from its start (the validator matched, so it is not a new version the server admits to). */
-  #acceptWhole(response: Response, from: number, want: number, asked: string, ifRange: string | null): { skip: number; available: number } {
+  #acceptWhole(response: Response, from: number, want: number, asked: string, ifRange: string | null): Accepted {
     const fail = (message: string) => this.failed(response, message)
     if (this.ranged) {
       throw fail(
@@ -230,7 +266,7 @@ class FileState {
     } else if (length !== null && Number(length) !== this.size) {
       throw fail(`the file is now ${length} bytes, it was ${this.size}`)
     }
-    return { skip: from, available: Math.max(0, Math.min(want, this.size - from)) }
+    return { skip: from, available: Math.max(0, Math.min(want, this.size - from)), exact: false }
   }
 }
 
@@ -268,7 +304,7 @@ async function attempt(plan: RetryPlan, signals: AbortSignal[], run: (attempt: A
   // AbortSignal.any, which older browsers lack and which keeps a link from a long-lived signal).
   const controller = new AbortController()
   const end = () => controller.abort()
-  for (const s of signals) s.addEventListener('abort', end)
+  const listeners = signals.map((s) => onAbort(s, end))
   let stalled = false
   const dog = watchdog(idleTimeout, () => {
     stalled = true
@@ -276,7 +312,7 @@ async function attempt(plan: RetryPlan, signals: AbortSignal[], run: (attempt: A
   })
   const { signal } = controller
   // Raced against every wait, so that a fetch or a body that ignores its signal still stops.
-  const gone = new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }))
+  const gone = new Promise<never>((_, reject) => onAbort(signal, () => reject(signal.reason)))
   gone.catch(() => {})
   try {
     await run({ signal, gone, touch: () => dog.touch() })
@@ -288,7 +324,7 @@ async function attempt(plan: RetryPlan, signals: AbortSignal[], run: (attempt: A
     throw new TransientError(href, `the connection failed: ${(error as Error).message}`, undefined, error)
   } finally {
     dog.stop()
-    for (const s of signals) s.removeEventListener('abort', end)
+    for (const release of listeners) release()
   }
 }
 
@@ -396,6 +432,13 @@ function batchesOf(transfers: Transfer[]): Transfer[][] {
   return batches
 }
 
+/**
+ * The {@link RangeSource} that {@link open} uses for an http(s) URL: Range requests, retried with resume,
+ * every response checked against the first one's validator (docs/reading.md, "When the network fails").
+ * @throws {@link SafetensorsError} from its reads: `Io` (an HTTP error status, the file changed, a malformed
+ * or compressed response, retries exhausted), `Aborted`.
+ * @throws TypeError or RangeError for `retries`, `idleTimeout`, `requestCost` or `connections` of the wrong type or out of range.
+ */
 export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSource {
   const href = String(url)
   const fetchImpl = options.fetch ?? globalThis.fetch
@@ -427,11 +470,11 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     const sent = request(`${from}-${from + want - 1}`, attempt)
     const response = await sent.response
     attempt.touch()
-    const { skip, available } = state.accept(response, from, want, sent.ifRange)
+    const { skip, available, exact } = state.accept(response, from, want, sent.ifRange)
     if (t.target === undefined) t.target = new Uint8Array(available)
     else if (available !== want) throw io(href, `read of ${want} bytes at offset ${from} is past the end (${state.size} bytes)`)
     if (available === 0) return discard(response)
-    await readBody(href, response, skip, t.target.subarray(t.filled), response.status === 206, attempt.gone, (n) => {
+    await readBody(href, response, skip, t.target.subarray(t.filled), exact, attempt.gone, (n) => {
       t.filled += n
       attempt.touch()
       t.onBytes?.(n)

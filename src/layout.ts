@@ -6,21 +6,29 @@ import { DTYPE_INFO, DTYPES, type DType, isDType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import { MAX_HEADER_SIZE } from './header.ts'
 
+/** A tensor to be written, before its data: what {@link planLayout} and {@link SafetensorsWriter.create} take. */
 export interface TensorDeclaration {
+  /** Its name in the file; unique, not `__metadata__`. */
   readonly name: string
+  /** The dtype of its elements. */
   readonly dtype: DType
+  /** Its dimensions; `[]` for a scalar. */
   readonly shape: readonly number[]
 }
 
+/** A tensor's place in a planned file. */
 export interface LayoutEntry extends TensorDeclaration {
   /** [begin, end) relative to the data section. */
   readonly dataOffsets: [number, number]
 }
 
+/** A planned file, from {@link planLayout}: its first bytes, and where each tensor's data goes. */
 export interface Layout {
   /** The 8-byte length prefix and the padded header: the file's first `dataStart` bytes. */
   readonly head: Uint8Array
+  /** File offset of the data section: the length of `head`. */
   readonly dataStart: number
+  /** The whole file's size in bytes. */
   readonly fileSize: number
   /** In layout (file) order. */
   readonly entries: LayoutEntry[]
@@ -47,7 +55,14 @@ export function tensorByteLength(t: TensorDeclaration): number {
   return bits / 8
 }
 
-/** Plans the file for these tensors; validates everything a reader will check, before any byte is written. */
+/**
+ * Plans the file for these tensors, laid out as the reference writer lays them out (sorted by dtype, widest
+ * first, then by name; or in the order given with `keepOrder`); validates everything a reader will check,
+ * before any byte is written.
+ * @throws {@link SafetensorsError} `InvalidHeaderDeserialization` (a duplicate or reserved
+ * name, a name or metadata that is not a well-formed string, an unknown dtype, a bad shape), `ValidationOverflow`
+ * (a shape too large), `MisalignedSlice` (F4 or F6 elements that are not whole bytes), `HeaderTooLarge` (the header would pass 100,000,000 bytes).
+ */
 export function planLayout(tensors: readonly TensorDeclaration[], metadata?: Record<string, string> | null, keepOrder = false): Layout {
   const names = new Set<string>()
   for (const t of tensors) {

@@ -9,8 +9,11 @@ export interface LocalFiles {
   open(path: string): Promise<RangeSource>
   /** The path of a `file:` URL. */
   pathOf(url: URL): string
-  /** A model's index: `path` itself, or the default index inside it when it is a folder; and where its shards are. */
-  locateIndex(path: string, defaultIndex: string): Promise<{ index: string; shard(name: string): string }>
+  /**
+   * The file a model is read from (`name`: its file name): `path` itself, or when it is a folder the
+   * first of `names` there (undefined when it holds none); and where its shards are.
+   */
+  locateModel(path: string, names: readonly string[]): Promise<{ file: string; name: string; shard(name: string): string } | undefined>
   /** The persistent cache's storage in the folder `dir` (createCache({ dir })). */
   cacheStorage(dir: string): Promise<CacheStorage>
 }

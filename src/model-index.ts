@@ -24,10 +24,45 @@ export async function readIndex(source: RangeSource, where: string, signal?: Abo
   return bytes
 }
 
-/** Shard names are plain file names beside the index: nothing that could reach outside its folder. */
+/** A folder that shard names are resolved in as URLs: the rule depends on the name alone, not on where the index is. */
+const URL_FOLDER = new URL('http://index.invalid/folder/')
+
+/**
+ * Shard names are plain file names beside the index, reached the same way on disk and over HTTP: nothing
+ * that a file system or URL parsing reads as another file (URL parsing drops tabs and newlines and strips
+ * white space at either end, so ".\t." or " .. " would become "..", and the request would carry the
+ * caller's headers outside the model's folder).
+ */
 function checkShardName(where: string, shard: string): void {
-  if (shard === '' || shard === '.' || shard === '..' || /[/\\:\0]/.test(shard) || /%(2f|5c|2e)/i.test(shard)) {
-    throw indexError(where, `shard name ${JSON.stringify(shard)} is not a plain file name in the index's folder`)
+  const why = whyNotPlain(shard)
+  if (why) throw indexError(where, `shard name ${JSON.stringify(shard)} is not a plain file name in the index's folder: ${why}`)
+}
+
+function whyNotPlain(shard: string): string | undefined {
+  if (shard === '') return 'it is empty'
+  for (let i = 0; i < shard.length; i++) {
+    const unit = shard.charCodeAt(i)
+    if (unit < 0x20 || unit === 0x7f) return `it holds the control character U+${unit.toString(16).toUpperCase().padStart(4, '0')}`
+  }
+  if (shard.trim() !== shard) return 'it starts or ends with white space'
+  const separator = /[/\\:]/.exec(shard)
+  if (separator) return `it holds ${JSON.stringify(separator[0])}, a path separator or drive letter on some systems`
+  // What remains to check is how a URL reads it: dot segments, % escapes, a query or a fragment.
+  const url = new URL(shard, URL_FOLDER)
+  const inFolder = url.href.startsWith(URL_FOLDER.href) ? url.href.slice(URL_FOLDER.href.length) : undefined
+  if (inFolder === undefined || decodedPath(inFolder) !== shard) {
+    return `as a URL beside the index (in ${URL_FOLDER.pathname}) it reads as ${JSON.stringify(url.pathname + url.search + url.hash)}`
+  }
+  return undefined
+}
+
+/** A URL's path segment as the file name it names; undefined where it is not one segment of valid escapes. */
+function decodedPath(segment: string): string | undefined {
+  if (/[/?#]/.test(segment)) return undefined
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return undefined
   }
 }
 

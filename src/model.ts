@@ -3,44 +3,101 @@
 import type { DType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import { type DataFor, type OpenOptions, openMetered, type ReadOptions, type SafetensorsFile, type Source, type Tensor, toRangeSource } from './file.ts'
-import type { TensorInfo } from './header.ts'
+import type { Header, TensorInfo } from './header.ts'
 import { requireLocalFiles } from './local-files.ts'
 import { type ParsedIndex, parseIndex, readIndex } from './model-index.ts'
 import { readingAhead, runPool } from './pool.ts'
 import { metered, ProgressMeter } from './progress.ts'
 import type { SliceRange } from './slice.ts'
+import type { RangeSource } from './source.ts'
 
 export const DEFAULT_INDEX = 'model.safetensors.index.json'
 
+/** A model saved as one file. transformers loads it in preference to an index beside it, and so does openModel. */
+export const SINGLE_FILE = 'model.safetensors'
+
+/** A model's entry of this name is its one file; of any other name, its index. */
+function isOneFile(name: string): boolean {
+  return /\.safetensors$/i.test(name)
+}
+
 /** The JSON of model.safetensors.index.json. */
 export interface ModelIndex {
+  /** Whatever the writer put there, e.g. `{ total_size }`. */
   metadata?: Record<string, unknown>
+  /** The shard file of each tensor, by tensor name. */
   weight_map: Record<string, string>
 }
 
 /**
- * The files of a model picked or dropped in a page (a folder's files, or several files): the index and
- * its shards, found by file name. Files that are neither (a README, config.json) are ignored.
+ * The files of a model picked or dropped in a page (a folder's files, or several files): its file or
+ * index and its shards, found by file name. Files that are neither (a README, config.json) are ignored.
  */
 export type ModelFiles = Iterable<File>
 
-/** Where the index is, what to call it in messages, and how to find a shard beside it. */
-async function locate(input: string | URL | ModelFiles): Promise<{ index: Source; where: string; shard: (name: string) => Source }> {
+/**
+ * A model's folder in storage that has neither paths nor URLs (an R2 bucket's key prefix, from
+ * {@link r2Model}): openModel looks in it for the model as in a folder on disk, and beside that for the shards.
+ */
+export interface ModelFolder {
+  /** The folder, as messages name it. */
+  readonly where: string
+  /** The file `name` of the folder, or undefined when it has none. */
+  find(name: string): Promise<RangeSource | undefined>
+  /** The file `name` of the folder, which should be there (a shard): a missing one fails when read. */
+  open(name: string): RangeSource
+}
+
+function isModelFolder(input: unknown): input is ModelFolder {
+  return typeof input === 'object' && input !== null && typeof (input as ModelFolder).find === 'function' && typeof (input as ModelFolder).open === 'function'
+}
+
+/** What a folder's model is read from, the first there of these (the order transformers follows). */
+const FOLDER_ENTRIES = [SINGLE_FILE, DEFAULT_INDEX]
+
+function noModelIn(folder: string): SafetensorsError {
+  return new SafetensorsError('Io', `${folder} is a folder with no model in it: neither ${SINGLE_FILE} nor ${DEFAULT_INDEX} is there`)
+}
+
+/** What a model is read from: its index or its one file (`name`: its file name), what to call it in messages, and how to find a shard beside it. */
+interface Located {
+  entry: Source
+  name: string
+  where: string
+  shard: (name: string) => Source
+}
+
+async function locate(input: string | URL | ModelFiles | ModelFolder): Promise<Located> {
+  if (isModelFolder(input)) {
+    for (const name of FOLDER_ENTRIES) {
+      const entry = await input.find(name)
+      if (entry) return { entry, name, where: `${input.where}: ${name}`, shard: (shard) => input.open(shard) }
+    }
+    throw noModelIn(input.where)
+  }
   if (typeof input !== 'string' && !(input instanceof URL)) return locateFiles(input)
   const url = input instanceof URL ? input : /^https?:\/\//i.test(input) ? new URL(input) : undefined
   if (url && url.protocol !== 'file:') {
-    const index = url.pathname.endsWith('/') ? new URL(DEFAULT_INDEX, url) : url
-    return { index, where: String(index), shard: (name) => new URL(name, index) }
+    const entry = url.pathname.endsWith('/') ? new URL(DEFAULT_INDEX, url) : url
+    const name = entry.pathname.slice(entry.pathname.lastIndexOf('/') + 1)
+    return { entry, name, where: String(entry), shard: (name) => new URL(name, entry) }
   }
   const local = requireLocalFiles(`openModel(${JSON.stringify(String(input))})`)
-  const { index, shard } = await local.locateIndex(url ? local.pathOf(url) : (input as string), DEFAULT_INDEX)
-  return { index, where: index, shard }
+  const path = url ? local.pathOf(url) : (input as string)
+  const found = await local.locateModel(path, FOLDER_ENTRIES)
+  if (!found) throw noModelIn(path)
+  return { entry: found.file, name: found.name, where: found.file, shard: found.shard }
 }
 
-/** The index among `files`: model.safetensors.index.json, else the one file named *.index.json. */
-function locateFiles(input: ModelFiles): { index: File; where: string; shard: (name: string) => File } {
+/**
+ * The model among `files`, in this order: model.safetensors, model.safetensors.index.json, the one
+ * *.index.json, the one *.safetensors file.
+ */
+function locateFiles(input: ModelFiles): Located {
   if (typeof input !== 'object' || input === null || typeof (input as Partial<ModelFiles>)[Symbol.iterator] !== 'function') {
-    throw new TypeError(`openModel takes a path, a URL or the model's files (File objects), got ${Object.prototype.toString.call(input)}`)
+    throw new TypeError(
+      `openModel takes a path, a URL, the model's files (File objects) or a ModelFolder (r2Model), got ${Object.prototype.toString.call(input)}`,
+    )
   }
   const files = new Map<string, File>()
   for (const file of input) {
@@ -49,38 +106,85 @@ function locateFiles(input: ModelFiles): { index: File; where: string; shard: (n
     if (files.has(file.name)) throw new TypeError(`openModel: two files are named ${JSON.stringify(file.name)}`)
     files.set(file.name, file)
   }
-  const indexes = [...files.keys()].filter((name) => name.endsWith('.index.json'))
-  const index = files.get(DEFAULT_INDEX) ?? (indexes.length === 1 ? files.get(indexes[0]) : undefined)
-  if (!index) {
+  const names = [...files.keys()]
+  const indexes = names.filter((name) => name.endsWith('.index.json'))
+  const single = names.filter(isOneFile)
+  const entry =
+    files.get(SINGLE_FILE) ??
+    files.get(DEFAULT_INDEX) ??
+    (indexes.length === 1 ? files.get(indexes[0]) : undefined) ??
+    (indexes.length === 0 && single.length === 1 ? files.get(single[0]) : undefined)
+  if (!entry) {
     const found = indexes.length === 0 ? 'none' : indexes.map((name) => JSON.stringify(name)).join(', ')
-    throw new SafetensorsError('Io', `no model index among the ${files.size} files given: expected ${DEFAULT_INDEX} or one *.index.json (found ${found})`)
+    throw new SafetensorsError(
+      'Io',
+      `no model among the ${files.size} files given: expected ${SINGLE_FILE}, ${DEFAULT_INDEX}, one *.index.json or one *.safetensors file (found ${found})`,
+    )
   }
   const shard = (name: string) => {
     const file = files.get(name)
     if (!file) throw new SafetensorsError('Io', `not among the ${files.size} files given`)
     return file
   }
-  return { index, where: index.name, shard }
+  return { entry, name: entry.name, where: entry.name, shard }
 }
 
+/** What a model needs of its index: a model of one file has every tensor of the file and no metadata. */
+type WeightMap = Pick<ParsedIndex, 'metadata' | 'shardOf' | 'listedIn'>
+
+function oneFile(shard: string, header: Header): WeightMap {
+  return {
+    metadata: undefined,
+    shardOf: (name) => (header.has(name) ? shard : undefined),
+    listedIn: (name, tensors) => (name === shard ? tensors.length : 0),
+  }
+}
+
+/** Opens one file of a model; its errors say which (`what`), finding it included. */
+async function openPart(what: string, source: () => Source, options: OpenModelOptions, meter: ProgressMeter | undefined): Promise<SafetensorsFile> {
+  try {
+    return await openMetered(source(), options, meter)
+  } catch (error) {
+    throw error instanceof SafetensorsError ? new SafetensorsError(error.code, `${what}: ${error.message}`, { cause: error }) : error
+  }
+}
+
+/** Options of {@link openModel}: those of {@link open}, applied to the index and every shard, and `concurrency`. */
 export interface OpenModelOptions extends OpenOptions {
-  /** Shard headers read at once (default 16): enough to hide a network round trip, few enough for any server. */
+  /**
+   * Shard headers read at once (default 16): enough to hide a network round trip, few enough for any server.
+   * @defaultValue 16
+   */
   concurrency?: number
 }
 
 const DEFAULT_CONCURRENCY = 16
 
 /**
- * Opens a sharded model from its index: a path, a folder holding model.safetensors.index.json, a URL, or
- * the model's files picked or dropped in a page (ModelFiles).
+ * Opens a model: a sharded one from its index (a path or a URL), a model of one file from that
+ * .safetensors file, a folder holding model.safetensors or else model.safetensors.index.json (the order
+ * transformers follows), the model's files picked or dropped in a page (ModelFiles), or such a folder in
+ * other storage (a {@link ModelFolder}: an R2 prefix, from {@link r2Model}). Every weight_map entry is
+ * checked against its shard's header before it resolves.
+ * @throws {@link SafetensorsError} `InvalidHeaderDeserialization` for an index that is not valid JSON of the
+ * schema (a repeated key included); `TensorNotFound` when the index puts a tensor in a shard without it (the
+ * message says where it is); any code of {@link open} for a shard or the one file, its message naming it; `Io`
+ * for an index or shard that cannot be read (missing, not among the files given) and for a folder holding
+ * neither model.safetensors nor an index; `Aborted`.
+ * @throws TypeError for an input that is neither a path, a URL, File objects nor a ModelFolder, two files of one
+ * name, or a path in the browser entry; RangeError for a `concurrency` that is not a positive integer.
  */
-export async function openModel(input: string | URL | ModelFiles, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
+export async function openModel(input: string | URL | ModelFiles | ModelFolder, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
-  const { index: location, where, shard } = await locate(input)
+  const { entry, name, where, shard } = await locate(input)
   // One meter for the index and every shard: the model's progress is their sum.
   const meter = options.onProgress && new ProgressMeter(options.onProgress)
-  const opened = await toRangeSource(location, options)
+  if (isOneFile(name)) {
+    const file = await openPart(where, () => entry, options, meter)
+    return new SafetensorsModel(oneFile(name, file.header), new Map([[name, file]]))
+  }
+  const opened = await toRangeSource(entry, options)
   const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
   let bytes: Uint8Array
   try {
@@ -94,11 +198,7 @@ export async function openModel(input: string | URL | ModelFiles, options: OpenM
   let files: Map<string, SafetensorsFile>
   try {
     await runPool(shardNames, concurrency, async (name, i) => {
-      try {
-        shards[i] = await openMetered(shard(name), options, meter)
-      } catch (error) {
-        throw error instanceof SafetensorsError ? new SafetensorsError(error.code, `shard ${name}: ${error.message}`, { cause: error }) : error
-      }
+      shards[i] = await openPart(`shard ${name}`, () => shard(name), options, meter)
     })
     // In index order, whatever order the reads finished in.
     files = new Map(shardNames.map((name, i) => [name, shards[i]!]))
@@ -122,17 +222,18 @@ export async function openModel(input: string | URL | ModelFiles, options: OpenM
   return new SafetensorsModel(index, files)
 }
 
+/** A sharded model, from {@link openModel}: the reading API of {@link SafetensorsFile}, over every shard. */
 export class SafetensorsModel {
-  readonly #index: ParsedIndex
+  readonly #index: WeightMap
   readonly #files: Map<string, SafetensorsFile>
 
   /** @internal openModel makes a model, once every entry of the index is found in its shard. */
-  constructor(index: ParsedIndex, files: Map<string, SafetensorsFile>) {
+  constructor(index: WeightMap, files: Map<string, SafetensorsFile>) {
     this.#index = index
     this.#files = files
   }
 
-  /** The index's metadata (e.g. { total_size }), not a shard's. */
+  /** The index's metadata (e.g. { total_size }), not a shard's; null for a model of one file. */
   get metadata(): Record<string, unknown> | null {
     return this.#index.metadata ?? null
   }
@@ -147,14 +248,26 @@ export class SafetensorsModel {
     return this.#listed().map(([, info]) => info.name)
   }
 
+  /**
+   * The header entry of a tensor, from its shard.
+   * @throws {@link SafetensorsError} `TensorNotFound`
+   */
   info(name: string): TensorInfo {
     return this.#fileOf(name).info(name)
   }
 
+  /**
+   * Reads one tensor from its shard: see {@link SafetensorsFile.getTensor}.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getTensor} does.
+   */
   getTensor<D extends DType, H extends boolean = false>(name: string, options?: ReadOptions<D, H>): Promise<Tensor<DataFor<D, H>>> {
     return this.#fileOf(name).getTensor(name, options)
   }
 
+  /**
+   * Reads a slice of one tensor from its shard: see {@link SafetensorsFile.getSlice}.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getSlice} does.
+   */
   getSlice<D extends DType, H extends boolean = false>(
     name: string,
     ranges: readonly SliceRange[],
@@ -163,17 +276,26 @@ export class SafetensorsModel {
     return this.#fileOf(name).getSlice(name, ranges, options)
   }
 
-  /** One tensor or slice as a stream, from its shard: see SafetensorsFile.stream. */
+  /**
+   * One tensor or slice as a stream, from its shard: see SafetensorsFile.stream.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.stream} does.
+   */
   stream(name: string, options?: Parameters<SafetensorsFile['stream']>[1]): ReadableStream<Uint8Array> {
     return this.#fileOf(name).stream(name, options)
   }
 
-  /** Every tensor, shard by shard in data order; the next one (when small) is read while this one is handled. */
+  /**
+   * Every tensor, shard by shard in data order; the next one (when small) is read while this one is handled.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getTensor} does, from the iteration.
+   */
   tensors<D extends DType, H extends boolean = false>(options?: ReadOptions<D, H>): AsyncGenerator<Tensor<DataFor<D, H>>> {
     return readingAhead(this.#listed().map(([file, info]) => ({ bytes: info.byteLength, read: () => file.getTensor(info.name, options) })))
   }
 
-  /** The file name of the shard that holds tensor `name`; throws TensorNotFound. */
+  /**
+   * The file name of the shard that holds tensor `name`.
+   * @throws {@link SafetensorsError} `TensorNotFound`
+   */
   shardOf(name: string): string {
     const shard = this.#index.shardOf(name)
     if (shard === undefined) throw new SafetensorsError('TensorNotFound', `no tensor named ${JSON.stringify(name)} in this model's weight_map`)
@@ -181,10 +303,16 @@ export class SafetensorsModel {
   }
 
   /** Tensors a shard holds that the index does not list there (the model does not include them). */
-  unlisted(): Array<{ tensor: string; shard: string }> {
+  unlisted(): Array<{
+    /** The tensor's name. */
+    tensor: string
+    /** The shard that holds it. */
+    shard: string
+  }> {
     return [...this.#files].flatMap(([shard, file]) => this.#unlistedIn(shard, file).map((t) => ({ tensor: t.name, shard })))
   }
 
+  /** Closes every shard. */
   async close(): Promise<void> {
     await Promise.all([...this.#files.values()].map((f) => f.close()))
   }

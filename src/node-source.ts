@@ -1,7 +1,7 @@
 // Files on disk (Node, Deno, Bun): reached only from the Node entry, which registers them for open()
 // and openModel() (src/local-files.ts).
 import { open as openFile, stat } from 'node:fs/promises'
-import { dirname, join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { folderStorage } from './cache-folder.ts'
 import { SafetensorsError } from './errors.ts'
@@ -11,8 +11,16 @@ import { checkRange, LOCAL_REQUEST_COST, type RangeSource, readThrough, throwIfA
 /** Bytes per positional read: large enough to cost nothing per call, small enough for an abort or a progress event to come soon. */
 const FILE_CHUNK = 8 << 20
 
-/** A file on disk. Reads go straight into the caller's buffer. */
-export async function fileSource(path: string): Promise<RangeSource & { size: number }> {
+/**
+ * A file on disk. Reads go straight into the caller's buffer.
+ * @throws {@link SafetensorsError} `Io` when the file cannot be opened or read (the message names the path).
+ */
+export async function fileSource(path: string): Promise<
+  RangeSource & {
+    /** The file's size in bytes. */
+    size: number
+  }
+> {
   let handle: Awaited<ReturnType<typeof openFile>>
   try {
     handle = await openFile(path, 'r')
@@ -61,17 +69,22 @@ export async function fileSource(path: string): Promise<RangeSource & { size: nu
     requestCost: LOCAL_REQUEST_COST,
     readInto,
     read: readThrough(readInto),
-    close: () => handle.close(),
+    close: () =>
+      handle.close().catch((cause: Error) => {
+        throw new SafetensorsError('Io', `cannot close ${path}: ${cause.message}`, { cause })
+      }),
   }
 }
 
 export const nodeFiles: LocalFiles = {
   open: fileSource,
   pathOf: (url) => fileURLToPath(url),
-  async locateIndex(path, defaultIndex) {
-    const index = (await stat(path).catch(() => undefined))?.isDirectory() ? join(path, defaultIndex) : path
-    const folder = dirname(index)
-    return { index, shard: (name) => join(folder, name) }
+  async locateModel(path, names) {
+    const isFolder = (await stat(path).catch(() => undefined))?.isDirectory()
+    const shard = (name: string) => join(isFolder ? path : dirname(path), name)
+    if (!isFolder) return { file: path, name: basename(path), shard }
+    for (const name of names) if ((await stat(join(path, name)).catch(() => undefined))?.isFile()) return { file: join(path, name), name, shard }
+    return undefined
   },
   cacheStorage: folderStorage,
 }

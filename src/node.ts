@@ -1,5 +1,8 @@
-// The Node entry (also Deno and Bun, which resolve the `node` condition): the portable API plus local
-// files: paths in open() and openModel(), and the functions that write to disk.
+/**
+ * The Node entry (also Deno and Bun, which resolve the `node` condition): the portable API plus local
+ * files: paths in open() and openModel(), and the functions that write to disk.
+ * @packageDocumentation
+ */
 import { registerLocalFiles } from './local-files.ts'
 import { nodeFiles } from './node-source.ts'
 

@@ -5,11 +5,15 @@ import { type OnBytes, type RangeSource, readInto } from './source.ts'
 
 /** Bytes arrived out of the bytes asked for so far; `url` names the file over HTTP. */
 export interface Progress {
+  /** Bytes arrived so far; never decreases. */
   loaded: number
+  /** Bytes asked for so far: `loaded === total` whenever nothing is pending. */
   total: number
+  /** The file being read, over HTTP. */
   url?: string
 }
 
+/** What the `onProgress` options take: called as bytes arrive, at most once per 64 KiB or 16 ms, and at the end. */
 export type ProgressCallback = (progress: Progress) => void
 
 /** Events come at most once per this many bytes or this many milliseconds (about a frame), and always at the end. */

@@ -2,6 +2,7 @@
 // silent connection into a failure. Nothing here knows about HTTP ranges; src/http.ts decides what is
 // worth retrying.
 import { SafetensorsError } from './errors.ts'
+import { onAbort } from './source.ts'
 
 /**
  * Backoff bounds in ms. Exponential with jitter keeps many clients that failed together (a server
@@ -43,13 +44,13 @@ export function sleep(ms: number, signals: AbortSignal[]): Promise<void> {
   return new Promise((resolve, reject) => {
     const stop = () => {
       clearTimeout(timer)
-      for (const s of signals) s.removeEventListener('abort', stop)
+      for (const release of listeners) release()
       const aborted = signals.find((s) => s.aborted)
       if (aborted) reject(new SafetensorsError('Aborted', 'aborted while waiting to retry', { cause: aborted.reason }))
       else resolve()
     }
     const timer = setTimeout(stop, ms)
-    for (const s of signals) s.addEventListener('abort', stop)
+    const listeners = signals.map((s) => onAbort(s, stop))
     if (signals.some((s) => s.aborted)) stop()
   })
 }

@@ -2,9 +2,16 @@
 // interface, so the readers ask for exactly the byte ranges they need and nothing more.
 import { SafetensorsError } from './errors.ts'
 
-/** Told each part of a read as it lands; see RangeSource.read. */
+/**
+ * What a {@link RangeSource} tells of each part of a read as it lands: `bytes`, its length; `done`, from a
+ * source that lands parts in any order (a read in parallel chunks), the bytes complete at the front.
+ */
 export type OnBytes = (bytes: number, done?: number) => void
 
+/**
+ * Any random-access source of a file's bytes: what {@link open} reads through, and what it takes to read from
+ * storage of your own. Errors a source throws should be {@link SafetensorsError}s (`Io`, `Aborted`).
+ */
 export interface RangeSource {
   /**
    * Total size in bytes. A source that learns it from its first read (an HTTP response) may leave it
@@ -36,6 +43,7 @@ export interface RangeSource {
    * HTTP, a system call's for a file; 0 reads exactly the bytes a slice covers.
    */
   readonly requestCost?: number
+  /** Optional: releases what the source holds (a file handle); {@link SafetensorsFile.close} calls it. */
   close?(): Promise<void>
 }
 
@@ -64,8 +72,43 @@ export function readThrough(readInto: NonNullable<RangeSource['readInto']>): Ran
   }
 }
 
+export function abortedError(signal: AbortSignal): SafetensorsError {
+  return new SafetensorsError('Aborted', 'the operation was aborted', { cause: signal.reason })
+}
+
 export function throwIfAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw new SafetensorsError('Aborted', 'the operation was aborted', { cause: signal.reason })
+  if (signal?.aborted) throw abortedError(signal)
+}
+
+/**
+ * Calls `listener` once when `signal` aborts; returns what removes it. Every listener on a signal goes
+ * through here, and the call that adds one removes it when it settles: a caller's signal often lives
+ * as long as the page or the server, and would otherwise collect a listener per call.
+ */
+export function onAbort(signal: AbortSignal | undefined, listener: () => void): () => void {
+  if (!signal) return () => {}
+  signal.addEventListener('abort', listener, { once: true })
+  return () => signal.removeEventListener('abort', listener)
+}
+
+/**
+ * An AbortController of a call's own, aborted by the caller's signal as well (at once if it has aborted
+ * already), with `whenAborted` told so: the call can abort its own reads (a stream's cancel, a failed
+ * write) without touching the caller's signal. `release` drops the listener on the caller's.
+ */
+export function linkedAbort(
+  signal: AbortSignal | undefined,
+  whenAborted: (error: SafetensorsError) => void,
+): { signal: AbortSignal; abort(reason: unknown): void; release(): void } {
+  const controller = new AbortController()
+  const listener = () => {
+    controller.abort(signal!.reason)
+    whenAborted(abortedError(signal!))
+  }
+  let release = () => {}
+  if (signal?.aborted) listener()
+  else release = onAbort(signal, listener)
+  return { signal: controller.signal, abort: (reason) => controller.abort(reason), release }
 }
 
 export function checkRange(offset: number, length: number, size: number): void {
@@ -74,8 +117,16 @@ export function checkRange(offset: number, length: number, size: number): void {
   }
 }
 
-/** Bytes already in memory: reads are views, never copies. */
-export function memorySource(bytes: Uint8Array): RangeSource & { size: number; bytes: Uint8Array } {
+/**
+ * Bytes already in memory: reads are views, never copies.
+ * @throws {@link SafetensorsError} from its reads: `Io` for a range past the end.
+ */
+export function memorySource(bytes: Uint8Array): RangeSource & {
+  /** The length of `bytes`. */
+  size: number
+  /** The bytes read from. */
+  bytes: Uint8Array
+} {
   return {
     bytes,
     size: bytes.length,
@@ -87,8 +138,14 @@ export function memorySource(bytes: Uint8Array): RangeSource & { size: number; b
   }
 }
 
-/** A Blob or File (browser file picker, drag and drop): each read streams only the slice it needs into its target. */
-export function blobSource(blob: Blob): RangeSource & { size: number } {
+/**
+ * A Blob or File (browser file picker, drag and drop): each read streams only the slice it needs into its target.
+ * @throws {@link SafetensorsError} from its reads: `Io` for a range past the end or a failed read; `Aborted`.
+ */
+export function blobSource(blob: Blob): RangeSource & {
+  /** The Blob's size. */
+  size: number
+} {
   const readInto = async (offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void) => {
     checkRange(offset, target.length, blob.size)
     throwIfAborted(signal)

@@ -1,27 +1,58 @@
 // tensorStats: summary statistics and a histogram of F32 data, computed in wasm (assembly/stats.ts).
 import { reserveMemory, sharedCore } from './wasm.ts'
 
+/** What {@link tensorStats} computes. */
 export interface TensorStats {
   /** All elements, including NaN and infinities. */
   readonly count: number
   /** min, max, mean, std and the histogram cover only the finite values. */
   readonly finite: number
+  /** The smallest finite value; NaN when there is none. */
   readonly min: number
+  /** The largest finite value; NaN when there is none. */
   readonly max: number
+  /** The mean of the finite values; NaN when there is none. */
   readonly mean: number
   /** Population standard deviation. */
   readonly std: number
+  /** NaN elements. */
   readonly nan: number
+  /** +Infinity elements. */
   readonly posInf: number
+  /** -Infinity elements. */
   readonly negInf: number
-  /** `counts[i]` finite values fall in [lo + i * width, lo + (i + 1) * width); the last bin includes hi. */
-  readonly histogram: { readonly lo: number; readonly hi: number; readonly counts: number[] }
+  /**
+   * `counts[i]` finite values fall in [lo + i * width, lo + (i + 1) * width), width = (hi - lo) / bins; the
+   * last bin includes hi.
+   */
+  readonly histogram: {
+    /** The low edge of the first bin: min. */
+    readonly lo: number
+    /** The high edge of the last bin: max. */
+    readonly hi: number
+    /** Finite values per bin, `bins` of them. */
+    readonly counts: number[]
+  }
 }
 
 /** Elements copied into the shared core per call: the copy and both passes stay in cache. */
 const CHUNK = 1 << 16
 
-export function tensorStats(data: Float32Array, options: { bins?: number } = {}): TensorStats {
+/**
+ * Counts, min, max, mean, standard deviation and a histogram of F32 data, computed in wasm in two passes.
+ * `options.bins` is the histogram's number of bins, from 1 to 65536 (default 64).
+ * @throws RangeError for `bins` out of range. It gives no SafetensorsError: any Float32Array is valid data.
+ */
+export function tensorStats(
+  data: Float32Array,
+  options: {
+    /**
+     * Bins of the histogram, from 1 to 65536.
+     * @defaultValue 64
+     */
+    bins?: number
+  } = {},
+): TensorStats {
   const bins = options.bins ?? 64
   if (!Number.isInteger(bins) || bins < 1 || bins > 1 << 16) throw new RangeError(`bins must be an integer from 1 to 65536, got ${bins}`)
   const core = sharedCore()

@@ -1,4 +1,4 @@
-// Streams, in memory bounded by a few chunks whatever the size (README.md, "Edge workers"):
+// Streams, in memory bounded by a few chunks whatever the size (docs/streams-and-workers.md):
 // - tensorStream: one tensor or slice as a ReadableStream of little-endian bytes, converted on the way;
 // - validateStream: a whole file checked as it flows by (and, optionally, forwarded once checked);
 // - convertStream: a whole file re-encoded in another dtype, as a stream of the new file.
@@ -6,19 +6,23 @@
 // between a read and its conversion), is converted there in place, and leaves as one copy.
 import type { ByteOrder } from './byte-order.ts'
 import { byteLengthOf, type ConvertTarget, checkConversion, convertInto, elementCountOf, swapElementsInCore, targetOf } from './convert.ts'
-import { sequentialReader } from './downloads.ts'
+import { type SequentialReader, sequentialReader } from './downloads.ts'
 import type { DType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import type { SafetensorsFile } from './file.ts'
-import { type Header, parseHeaderOfUnknownSize, readHeaderSize, type TensorInfo } from './header.ts'
+import { type Header, notSafetensors, parseHeaderOfUnknownSize, readHeaderSize, type TensorInfo } from './header.ts'
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { packedStarts, type SlicePlan } from './slice.ts'
-import { readInto, throwIfAborted } from './source.ts'
+import { abortedError, linkedAbort, readInto, throwIfAborted } from './source.ts'
 import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter, streamSink } from './writer.ts'
 
+/** Options of {@link SafetensorsFile.stream} (which adds `ranges`, a slice). */
 export interface StreamOptions<D extends DType = DType> {
-  /** Convert to this dtype on the way. */
+  /**
+   * Convert to this dtype on the way.
+   * @defaultValue the tensor's own dtype
+   */
   dtype?: D
   /** Aborting errors the stream with `Aborted` and aborts the read in flight. */
   signal?: AbortSignal
@@ -71,28 +75,23 @@ function asSafetensorsError(error: unknown, what: string): SafetensorsError {
   return new SafetensorsError('Io', `${what}: ${(error as Error)?.message ?? String(error)}`, { cause: error })
 }
 
-function abortedError(signal: AbortSignal): SafetensorsError {
-  return new SafetensorsError('Aborted', 'the operation was aborted', { cause: signal.reason })
-}
-
 /**
- * An AbortController of this stream's own, aborted by the caller's signal as well: cancel() aborts the
- * reads in flight without touching the caller's signal. `release` drops the listener on the caller's.
+ * Runs `body` with a signal of its own and settles with the first of: its outcome, an abort of the
+ * caller's `signal` (Aborted), or `stop(reason)`. Both end the run at once, even while `body` waits on
+ * a stalled stream or on a sink's backpressure, and abort its signal. The caller's signal loses its
+ * listener when the run settles.
  */
-function linkedAbort(
-  signal: AbortSignal | undefined,
-  onAbort: (error: SafetensorsError) => void,
-): { signal: AbortSignal; abort(reason: unknown): void; release(): void } {
-  const controller = new AbortController()
-  const listener = () => {
-    controller.abort(signal!.reason)
-    onAbort(abortedError(signal!))
-  }
-  signal?.addEventListener('abort', listener, { once: true })
+function abortableRun<T>(signal: AbortSignal | undefined, body: (signal: AbortSignal) => Promise<T>): { done: Promise<T>; stop(reason: unknown): void } {
+  let reject!: (reason: unknown) => void
+  const stopped = new Promise<never>((_, r) => void (reject = r))
+  const link = linkedAbort(signal, reject)
+  const done = Promise.race([body(link.signal), stopped]).finally(link.release)
   return {
-    signal: controller.signal,
-    abort: (reason) => controller.abort(reason),
-    release: () => signal?.removeEventListener('abort', listener),
+    done,
+    stop: (reason) => {
+      link.abort(reason)
+      reject(reason)
+    },
   }
 }
 
@@ -130,7 +129,7 @@ export function tensorStream(file: SafetensorsFile, info: TensorInfo, runs: Slic
   let converter: ChunkConverter | undefined
   let stop: ReturnType<typeof linkedAbort>
   // One run (a tensor, a block of rows) is read ahead in parallel chunks over HTTP (src/downloads.ts).
-  let input: ReturnType<typeof sequentialReader> | undefined
+  let input: SequentialReader | undefined
   const fill = (target: Uint8Array, pieces: Array<[number, number, number]>) =>
     input
       ? input.read(target)
@@ -177,33 +176,26 @@ export function tensorStream(file: SafetensorsFile, info: TensorInfo, runs: Slic
 /** A ReadableStream read as bytes: exact amounts across chunk boundaries, with a count of bytes taken. */
 class StreamInput {
   readonly #reader: ReadableStreamDefaultReader<Uint8Array>
-  readonly #signal: AbortSignal | undefined
   #chunk: Uint8Array = new Uint8Array(0)
   #at = 0
   /** Bytes taken so far. */
   position = 0
 
-  constructor(stream: ReadableStream<Uint8Array>, signal: AbortSignal | undefined) {
+  constructor(stream: ReadableStream<Uint8Array>) {
     if (typeof (stream as { getReader?: unknown })?.getReader !== 'function')
       throw new TypeError(`expected a ReadableStream, got ${Object.prototype.toString.call(stream)}`)
     this.#reader = stream.getReader()
-    this.#signal = signal
-    // A read waiting on a stalled upstream must end on abort: cancelling ends it (as if the stream had ended).
-    signal?.addEventListener('abort', () => void this.cancel(signal.reason), { once: true })
   }
 
   /** The next at most `max` bytes (a view of the stream's own chunk), or undefined at the end of the stream. */
   async next(max: number): Promise<Uint8Array | undefined> {
     while (this.#at === this.#chunk.length) {
-      throwIfAborted(this.#signal)
       let result: ReadableStreamReadResult<Uint8Array>
       try {
         result = await this.#reader.read()
       } catch (cause) {
         throw asSafetensorsError(cause, `the stream failed after ${this.position} bytes`)
       }
-      // A cancel on abort ends the read as if the stream had ended: it did not.
-      throwIfAborted(this.#signal)
       if (result.done) return undefined
       if (!(result.value instanceof Uint8Array)) throw new TypeError(`the stream gave ${Object.prototype.toString.call(result.value)}, not a Uint8Array`)
       this.#chunk = result.value
@@ -249,7 +241,7 @@ function cutShort(header: Header, position: number): SafetensorsError {
 async function readStreamHeader(input: StreamInput): Promise<{ header: Header; head: Uint8Array }> {
   const prefix = new Uint8Array(8)
   const got = await input.fill(prefix)
-  if (got < 8) throw new SafetensorsError('HeaderTooSmall', `the stream ended after ${got} bytes; a SafeTensors file starts with an 8-byte header length`)
+  if (got < 8) throw notSafetensors('HeaderTooSmall', `the stream ended after ${got} bytes; a SafeTensors file starts with an 8-byte header length`)
   // Only HeaderTooLarge can be known from the prefix alone; InvalidHeaderLength needs the bytes that follow.
   const n = readHeaderSize(prefix, Number.MAX_SAFE_INTEGER)
   // Grown as the header arrives: a prefix that lies about N costs no more than the bytes really sent.
@@ -265,7 +257,11 @@ async function readStreamHeader(input: StreamInput): Promise<{ header: Header; h
     const part = await input.fill(head.subarray(filled))
     filled += part
     if (filled < head.length) {
-      throw new SafetensorsError('InvalidHeaderLength', `the header length is ${n} bytes, but the stream ended ${filled - 8} bytes after the 8-byte prefix`)
+      throw notSafetensors(
+        'InvalidHeaderLength',
+        `the header length is ${n} bytes, but the stream ended ${filled - 8} bytes after the 8-byte prefix`,
+        ' (or a truncated one)',
+      )
     }
   }
   return { header: parseHeaderOfUnknownSize(head), head }
@@ -276,12 +272,17 @@ async function expectEnd(input: StreamInput, header: Header): Promise<void> {
   if (await input.next(1)) throw trailingBytes(header)
 }
 
+/** Options of {@link validateStream}. */
 export interface ValidateStreamOptions {
+  /** Aborts the check: it rejects with `Aborted`, and the stream is cancelled. */
   signal?: AbortSignal
   /**
    * Where the checked bytes go (an upload, say): the header once it is valid, then the data as it
-   * arrives. Closed when the whole file is valid, aborted with the error otherwise, so that whatever
-   * reads from it sees a complete file or a failure, never a complete invalid file.
+   * arrives, each part once the next has come and the last once the whole file checks out. Closed when
+   * the whole file is valid, aborted with the error otherwise, so that whatever reads from it sees a
+   * complete file or a failure: an invalid file never reaches it whole, so even a sink that stores what
+   * reaches its length (R2's put through a FixedLengthStream) stores nothing.
+   * @defaultValue none: the bytes are only checked
    */
   forward?: WritableStream<Uint8Array>
 }
@@ -291,40 +292,57 @@ export interface ValidateStreamOptions {
  * as soon as it has arrived (parseHeader's scanner and codes), then the data's length against the
  * offsets, then the end. Resolves with the Header; rejects with the code parseHeader gives for the same
  * bytes. The stream is consumed, and cancelled on a failure.
+ * @throws {@link SafetensorsError} `HeaderTooSmall`, `HeaderTooLarge`, `InvalidHeaderLength`,
+ * `InvalidHeader`, `InvalidHeaderDeserialization`, `InvalidOffset`, `ValidationOverflow`, `MisalignedSlice`,
+ * `TensorInvalidInfo`, `MetadataIncompleteBuffer` (data cut short, or bytes after the last tensor); `Io` when the stream errors or `forward` fails; `Aborted`.
  */
 export async function validateStream(stream: ReadableStream<Uint8Array>, options: ValidateStreamOptions = {}): Promise<Header> {
-  const input = new StreamInput(stream, options.signal)
+  const input = new StreamInput(stream)
   const out = options.forward?.getWriter()
-  const forward = async (bytes: Uint8Array) => {
-    if (!out) return
+  const forward = async (send: () => Promise<void>) => {
     try {
-      await out.write(bytes)
+      await send()
     } catch (cause) {
       throw asSafetensorsError(cause, 'forwarding the stream failed')
     }
   }
-  try {
-    throwIfAborted(options.signal)
+  const run = abortableRun(options.signal, async () => {
     const { header, head } = await readStreamHeader(input)
-    await forward(head)
+    // Each part goes on once the next has come, and the last once the end checks out: a sink that stores
+    // whatever reaches the length it was told (R2's put through a FixedLengthStream of the upload's
+    // Content-Length) then never gets the whole of an invalid file, cut short or running on.
+    let held = head
     while (input.position < header.fileSize) {
       const part = await input.next(header.fileSize - input.position)
       if (!part) throw cutShort(header, input.position)
-      await forward(part)
+      if (out) await forward(() => out.write(held))
+      held = part
     }
     await expectEnd(input, header)
-    await out?.close()
+    if (out) {
+      await forward(() => out.write(held))
+      await forward(() => out.close())
+    }
     return header
+  })
+  try {
+    return await run.done
   } catch (error) {
     await input.cancel(error)
-    await out?.abort(error).catch(() => {})
+    // Not awaited: a sink's abort waits for the write in flight, which backpressure may hold for ever.
+    out?.abort(error).catch(() => {})
     throw error
   }
 }
 
+/** Options of {@link convertStream}. */
 export interface ConvertStreamOptions {
-  /** Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied. */
+  /**
+   * Floating-point tensors become this dtype; the others (integers, BOOL, C64) are copied.
+   * @defaultValue none: every tensor is copied as it is
+   */
   dtype?: ConvertTarget
+  /** Aborts the conversion: the output stream errors with `Aborted`, and the input is cancelled. */
   signal?: AbortSignal
 }
 
@@ -338,6 +356,9 @@ type TensorBytes = (info: TensorInfo, at: number, target: Uint8Array) => Promise
  * flows by as validateStream checks it, whose tensors keep their order (they arrive in it); or an open
  * file, read by ranges, whose output is laid out as the reference writer lays it out. Errors, the input's
  * or the consumer's cancel, abort the output stream and the input.
+ * @throws {@link SafetensorsError} as the output stream's error: for a stream input, the codes of
+ * {@link validateStream}; for an open file, `Io`; and `Aborted`.
+ * @throws TypeError at once, for a `dtype` other than 'F32', 'F16' or 'BF16'.
  */
 export function convertStream(input: ReadableStream<Uint8Array> | SafetensorsFile, options: ConvertStreamOptions = {}): ReadableStream<Uint8Array> {
   if (options.dtype !== undefined && options.dtype !== 'F32' && options.dtype !== 'F16' && options.dtype !== 'BF16') {
@@ -345,8 +366,8 @@ export function convertStream(input: ReadableStream<Uint8Array> | SafetensorsFil
   }
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>()
   const isFile = typeof (input as SafetensorsFile).header === 'object'
-  const stream = isFile ? undefined : new StreamInput(input as ReadableStream<Uint8Array>, options.signal)
-  const run = async () => {
+  const stream = isFile ? undefined : new StreamInput(input as ReadableStream<Uint8Array>)
+  const run = abortableRun(options.signal, async (signal) => {
     let header: Header
     let bytes: TensorBytes
     if (stream) {
@@ -357,40 +378,71 @@ export function convertStream(input: ReadableStream<Uint8Array> | SafetensorsFil
     } else {
       const file = input as SafetensorsFile
       header = file.header
-      bytes = (info, at, target) => readInto(file.source, header.dataStart + info.dataOffsets[0] + at, target, options.signal)
+      bytes = (info, at, target) => readInto(file.source, header.dataStart + info.dataOffsets[0] + at, target, signal)
     }
     const byteOrder = isFile ? (input as SafetensorsFile).byteOrder : 'little'
     // A stream's tensors arrive in its data order, so the output must keep it; a file is read in any order.
     // A stream's end is checked before the output is closed: trailing bytes must not leave a complete file.
-    await writeConverted(header, byteOrder, !isFile, bytes, writable, options, async () => stream && expectEnd(stream, header))
-  }
-  run().catch((error) => {
+    await writeConverted(header, byteOrder, !isFile, bytes, writable, options.dtype, signal, async () => stream && expectEnd(stream, header))
+  })
+  run.done.catch((error) => {
     const failure = asSafetensorsError(error, 'converting the stream')
     void stream?.cancel(failure)
     // The consumer sees the failure as the output stream's error (the writer has aborted it if it began).
     writable.abort(failure).catch(() => {})
   })
-  return readable
+  // The output as a stream of this function's own: a TransformStream does not tell its writer that the
+  // consumer cancelled until the next write, which a stalled input may never reach. Its end and its
+  // cancel wait for the run to settle, so that the consumer sees them once nothing is left running.
+  const output = readable.getReader()
+  const settled = () =>
+    run.done.then(
+      () => {},
+      () => {},
+    )
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        try {
+          const { done, value } = await output.read()
+          if (!done) return controller.enqueue(value)
+        } catch (error) {
+          await settled()
+          throw error
+        }
+        await settled()
+        controller.close()
+      },
+      async cancel(reason) {
+        void stream?.cancel(reason)
+        run.stop(reason)
+        await output.cancel(reason)
+        await settled()
+      },
+    },
+    { highWaterMark: 0 },
+  )
 }
 
-/** Writes `header`'s file with its floats as `options.dtype` into `writable`, in `header`'s data order with `keepOrder`. */
+/** Writes `header`'s file with its floats as `dtype` into `writable`, in `header`'s data order with `keepOrder`, until `signal` aborts. */
 async function writeConverted(
   header: Header,
   byteOrder: ByteOrder,
   keepOrder: boolean,
   bytes: TensorBytes,
   writable: WritableStream<Uint8Array>,
-  options: ConvertStreamOptions,
+  dtype: ConvertTarget | undefined,
+  signal: AbortSignal,
   beforeClose: () => Promise<void>,
 ): Promise<void> {
-  const declarations = header.tensors.map((info) => ({ name: info.name, dtype: targetOf(info, options.dtype), shape: info.shape }))
+  const declarations = header.tensors.map((info) => ({ name: info.name, dtype: targetOf(info, dtype), shape: info.shape }))
   const writer = SafetensorsWriter.create(streamSink(writable), declarations, { metadata: header.metadata, keepOrder })
   const converter = new ChunkConverter(MAX_SLOT_BYTES)
   try {
     for (const entry of writer.entries) {
       const info = header.tensor(entry.name)
       for (let at = 0; at < info.byteLength; ) {
-        throwIfAborted(options.signal)
+        throwIfAborted(signal)
         const inBytes = Math.min(chunkBytesOf(info.dtype), info.byteLength - at)
         const out = await converter.convert(info.dtype, entry.dtype, byteOrder, inBytes, (target) => bytes(info, at, target))
         // The sink copies the chunk out before the next one is converted into the same memory.

@@ -7,23 +7,39 @@ import type { DType, TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import { type Layout, type LayoutEntry, planLayout, type TensorDeclaration } from './layout.ts'
 
+/** A tensor to write: what {@link serialize}, writeFile and saveModel take for each name. */
 export interface TensorInput {
+  /** The dtype of its elements. */
   readonly dtype: DType
+  /** Its dimensions; `[]` for a scalar. */
   readonly shape: readonly number[]
   /** The natural TypedArray of the dtype, or its raw little-endian bytes as a Uint8Array. */
   readonly data: TypedArray | Uint8Array
 }
 
 /** Tensors by name: an object, a Map, or an iterable of named tensors (e.g. what SafetensorsFile.tensors() yields). */
-export type TensorCollection = Record<string, TensorInput> | ReadonlyMap<string, TensorInput> | Iterable<TensorInput & { readonly name: string }>
+export type TensorCollection =
+  | Record<string, TensorInput>
+  | ReadonlyMap<string, TensorInput>
+  | Iterable<
+      TensorInput & {
+        /** The tensor's name in the file. */
+        readonly name: string
+      }
+    >
 
+/** Options of {@link serialize}, {@link SafetensorsWriter.create} and the Node entry's writers. */
 export interface WriteOptions {
-  /** String metadata stored under __metadata__. */
+  /**
+   * String metadata stored under __metadata__.
+   * @defaultValue none: no __metadata__
+   */
   metadata?: Record<string, string> | null
   /**
    * SafetensorsWriter: lay the tensors out in the order declared, not sorted by dtype and name as the
    * reference writer does. A file converted as it streams by (convertStream) keeps its input's order,
    * since its tensors arrive in that order.
+   * @defaultValue false
    */
   keepOrder?: boolean
 }
@@ -69,7 +85,12 @@ export function prepare(list: Array<TensorInput & { name: string }>, metadata: W
   return { layout, chunks }
 }
 
-/** The whole file in memory, laid out exactly as the reference writer lays it out. */
+/**
+ * The whole file in memory, laid out exactly as the reference writer lays it out.
+ * @throws {@link SafetensorsError} the codes of {@link planLayout}: `InvalidHeaderDeserialization`,
+ * `ValidationOverflow`, `MisalignedSlice`, `HeaderTooLarge`; and `TensorInvalidInfo` when a tensor's data is
+ * not the size its dtype and shape take.
+ */
 export function serialize(tensors: TensorCollection, options: WriteOptions = {}): Uint8Array {
   const { layout, chunks } = prepare(named(tensors), options.metadata)
   const file = new Uint8Array(layout.fileSize)
@@ -90,7 +111,9 @@ function checkLength(e: LayoutEntry, length: number): void {
 
 /** Where a writer's bytes go. A seekable sink takes tensors in any order; a stream, in file order only. */
 export interface WriterSink {
+  /** Whether `write` takes any position (a file), or only the next one (a stream). */
   readonly seekable: boolean
+  /** Writes `bytes` at byte `position` of the file. */
   write(bytes: Uint8Array, position: number): Promise<void>
   /** Makes the file visible at its final place (e.g. renames a temporary file). */
   commit(): Promise<void>
@@ -98,7 +121,10 @@ export interface WriterSink {
   abort(reason: unknown): Promise<void>
 }
 
-/** A WritableStream (browser file system access, a network upload, …): bytes must come in file order. */
+/**
+ * A WritableStream (browser file system access, a network upload, …): bytes must come in file order.
+ * @throws {@link SafetensorsError} from its writes: `Io` for bytes out of order.
+ */
 export function streamSink(stream: WritableStream<Uint8Array>): WriterSink {
   const writer = stream.getWriter()
   let position = 0
@@ -123,6 +149,7 @@ export function streamSink(stream: WritableStream<Uint8Array>): WriterSink {
  * any order, with a stream sink in file order (see `entries`). close() checks every tensor is complete.
  */
 export class SafetensorsWriter {
+  /** Where each tensor goes in the file, and its header bytes. */
   readonly layout: Layout
   readonly #sink: WriterSink
   readonly #entries: Map<string, LayoutEntry>
@@ -140,7 +167,10 @@ export class SafetensorsWriter {
     this.#started.catch(() => {})
   }
 
-  /** Validates the declarations and writes the header. */
+  /**
+   * Validates the declarations and writes the header.
+   * @throws {@link SafetensorsError} the codes of {@link planLayout}.
+   */
   static create(sink: WriterSink, tensors: readonly TensorDeclaration[], options: WriteOptions = {}): SafetensorsWriter {
     return new SafetensorsWriter(sink, planLayout(tensors, options.metadata, options.keepOrder))
   }
@@ -150,7 +180,12 @@ export class SafetensorsWriter {
     return this.layout.entries
   }
 
-  /** Appends a chunk to tensor `name`: raw little-endian bytes or the dtype's natural TypedArray. */
+  /**
+   * Appends a chunk to tensor `name`: raw little-endian bytes or the dtype's natural TypedArray.
+   * @throws {@link SafetensorsError} `TensorNotFound` (not declared); `TensorInvalidInfo` (more bytes than the
+   * tensor takes, or a chunk that is not whole elements); `Io` (a failed write, a stream sink given tensors out
+   * of file order, a writer that already failed).
+   */
   async write(name: string, chunk: TypedArray | Uint8Array): Promise<void> {
     if (this.#failed !== undefined) throw new SafetensorsError('Io', 'the writer has failed and was aborted', { cause: this.#failed })
     const entry = this.#entries.get(name)
@@ -178,7 +213,11 @@ export class SafetensorsWriter {
     })
   }
 
-  /** Checks that every tensor got all its bytes, then commits the file. */
+  /**
+   * Checks that every tensor got all its bytes, then commits the file.
+   * @throws {@link SafetensorsError} `TensorInvalidInfo` for a tensor not complete (the file is then
+   * abandoned); `Io` for a failed write or commit.
+   */
   async close(): Promise<void> {
     const missing = this.layout.entries.find((e) => !this.#isComplete(e))
     if (missing) {

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import { createServer as createViteServer } from 'vite'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest'
 import { rangeCache, withCache } from '../src/cache.ts'
 import { folderStorage } from '../src/cache-folder.ts'
@@ -162,6 +163,51 @@ describe('repeat reads come from the cache', () => {
     // The 3.5 MB tensor arrives in parts (a block at a time), and its last event is the whole of it.
     expect(cached.perRead.length).toBeGreaterThan(2)
     expect(cached.perRead.at(-1)).toEqual({ loaded: 3_500_000, total: 3_500_000 })
+  })
+})
+
+// Vite's dev server (sirv), where many web developers serve their model files, answers a Range that ends
+// at byte 0 with the rest of the file: it takes the end as `parseInt(end) || size - 1`. The revalidation
+// of a warm cache asks for exactly that range.
+describe('a server whose answer to bytes=0-0 runs to the end of the file', () => {
+  /** Reads every tensor twice through one cache folder, counting the second open's requests. */
+  async function secondOpenRequests(url: string, file: Uint8Array): Promise<string[]> {
+    const names = Object.keys(headerOf(file).tensors)
+    const readAllOf = async (fetchImpl: typeof fetch) => {
+      const opened = await open(url, { cache: await createCache({ dir }), fetch: fetchImpl })
+      for (const name of names) expectSameBytes((await opened.getTensor(name)).data, tensorBytes(file, name), name)
+    }
+    await readAllOf(fetch)
+    const ranges: string[] = []
+    await readAllOf((input, init) => {
+      ranges.push(new Headers(init?.headers).get('Range') ?? '')
+      return fetch(input, init)
+    })
+    return ranges
+  }
+
+  test("the tests' server: a cached second open reads exactly, with one request", async () => {
+    const whole = await startServer(rangeHandler((path) => served.get(path), { fault: () => ({ kind: 'toFileEnd' }) }))
+    try {
+      expect(await secondOpenRequests(`${whole.url}lora.safetensors`, LORA)).toEqual(['bytes=0-0'])
+    } finally {
+      await whole.close()
+    }
+  })
+
+  test("Vite's own dev server: a cached second open reads exactly, with one request", async () => {
+    const vite = await createViteServer({ root: FIXTURES_REAL, configFile: false, logLevel: 'silent', server: { host: '127.0.0.1', port: 0, ws: false } })
+    await vite.listen()
+    try {
+      const url = new URL('/catundchat__stable-diffusion-v1.5-lora__pytorch_lora_weights.safetensors', vite.resolvedUrls!.local[0])
+      // What Vite itself answers to that range, independently of the library.
+      const answer = await fetch(url, { headers: { Range: 'bytes=0-0' } })
+      await answer.body?.cancel()
+      expect([answer.status, answer.headers.get('Content-Range')]).toEqual([206, `bytes 0-${LORA.length - 1}/${LORA.length}`])
+      expect(await secondOpenRequests(String(url), LORA)).toEqual(['bytes=0-0'])
+    } finally {
+      await vite.close()
+    }
   })
 })
 

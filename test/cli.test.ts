@@ -1,4 +1,4 @@
-// The CLI as a user runs it: node dist/cli.js (built by npm test before vitest runs).
+// inspect and validate as a user runs them (test/run-cli.ts); the December 2026 contract is in cli-contract.test.ts.
 import { execFile } from 'node:child_process'
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -7,20 +7,10 @@ import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { FIXTURES_REAL } from './helpers.ts'
 import { startServer, type TestServer } from './http-server.ts'
+import { CLI, cli } from './run-cli.ts'
 
-const CLI = new URL('../dist/cli.js', import.meta.url).pathname
 const MODEL = `${FIXTURES_REAL}fluxml__safetensors.jl__model.with_metadata.safetensors`
 const INVALID = `${FIXTURES_REAL}invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors`
-
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args])
-    return { code: 0, stdout, stderr }
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string }
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr }
-  }
-}
 
 /** The header as JSON.parse sees it, independent of the library. */
 function headerOf(path: string): Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }> {

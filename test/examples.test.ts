@@ -1,11 +1,25 @@
-// examples/ranks.js, as a user runs it: two ranks over HTTP from the tests' server, each holding its
-// Megatron share of every tensor (rows of q_proj, columns of o_proj, all of a norm), values sliced by hand.
+// The examples as a user runs them. examples/ranks.js: two ranks over HTTP from the tests' server, each
+// holding its Megatron share of every tensor (rows of q_proj, columns of o_proj, all of a norm), values
+// sliced by hand. The documentation (README.md, docs/*.md): every JS/TS code block runs with Node against
+// the package's built entry, in a folder holding real files from test/fixtures/real under the names the
+// guides use, with https://example.com/ served from that folder by the tests' server; a block followed by
+// a ```text block must print exactly that; a block that cannot run here says why in a
+// `<!-- not run: reason -->` line right before it. Every relative link resolves to a file and heading.
 import { execFile } from 'node:child_process'
 import { randomFillSync } from 'node:crypto'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, relative, resolve } from 'node:path'
 import { promisify } from 'node:util'
-import { afterAll, beforeAll, expect, test } from 'vitest'
-import { rangeHandler, startServer, type TestServer } from './http-server.ts'
+import { transformSync } from 'esbuild'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { FIXTURES_REAL } from './helpers.ts'
+import { fileResource, rangeHandler, startServer, type TestServer } from './http-server.ts'
+import { codeBlocks, headingAnchors, markdownFiles, relativeLinks } from './markdown.ts'
+import { ROOT } from './packed.ts'
 import { buildFile, bytesOf, expectSameBytes } from './read-helpers.ts'
+
+const run = promisify(execFile)
 
 const q = randomFillSync(new Uint8Array(64 * 32 * 2))
 const o = randomFillSync(new Uint8Array(32 * 64 * 2))
@@ -45,6 +59,96 @@ test('each rank loads its share: q_proj by rows, o_proj by columns, the norm who
 })
 
 test('node examples/ranks.js <index URL> 2 runs and reports each rank', async () => {
-  const { stdout } = await promisify(execFile)(process.execPath, ['examples/ranks.js', `${server.url}model.safetensors.index.json`, '2'])
+  const { stdout } = await run(process.execPath, ['examples/ranks.js', `${server.url}model.safetensors.index.json`, '2'])
   expect(stdout).toMatch(/^rank 0\/2: 3 tensors, [\d.]+ MiB in \d+ requests, \d+ ms\nrank 1\/2: 3 tensors/)
+})
+
+// The files the guides' examples open, by the names they use: a file of twelve dtypes (BF16, F8, ... with
+// metadata) written by safetensors.jl, and a model of six shards with its index.
+const GUIDE_FILES: Record<string, string> = {
+  'model.safetensors': 'fluxml__safetensors.jl__model.with_metadata.safetensors',
+  model: 'sharded/fluxml__safetensors.jl',
+}
+
+describe('the documentation', () => {
+  let folder: string
+  let origin: TestServer
+  beforeAll(async () => {
+    folder = mkdtempSync(join(tmpdir(), 'safetensors-docs-'))
+    writeFileSync(join(folder, 'package.json'), JSON.stringify({ type: 'module' }))
+    // 'safetensors-wasm' resolves to this repository's built entries, as an installed copy would.
+    mkdirSync(join(folder, 'node_modules'))
+    symlinkSync(ROOT, join(folder, 'node_modules/safetensors-wasm'), 'dir')
+    symlinkSync(join(ROOT, 'examples'), join(folder, 'examples'), 'dir')
+    for (const [name, fixture] of Object.entries(GUIDE_FILES)) cpSync(join(FIXTURES_REAL, fixture), join(folder, name), { recursive: true })
+    origin = await startServer(
+      rangeHandler((path) => {
+        const file = join(folder, path)
+        return file.startsWith(folder) && existsSync(file) && statSync(file).isFile() ? fileResource(file) : undefined
+      }),
+    )
+  })
+  afterAll(async () => {
+    await origin?.close()
+    rmSync(folder, { recursive: true, force: true })
+  })
+
+  test('README.md is at most 250 lines and keeps the quick start that a hook checks', () => {
+    const lines = readFileSync(join(ROOT, 'README.md'), 'utf8').split('\n')
+    expect(lines.length).toBeLessThanOrEqual(250)
+    expect(lines.filter((l) => /^npm ci && npm (start|test)\b/.test(l)).map((l) => l.split('  ')[0].trim())).toEqual([
+      'npm ci && npm start',
+      'npm ci && npm test',
+    ])
+  })
+
+  test("the README's headline figures are figures of docs/benchmarks.md", () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+    const benchmarks = readFileSync(join(ROOT, 'docs/benchmarks.md'), 'utf8')
+    const rows = readme
+      .split('## How fast')[1]
+      .split('\n## ')[0]
+      .split('\n')
+      .filter((l) => /^\| .* \|$/.test(l))
+      .slice(1)
+    const figures = rows.flatMap((row) => row.split(' | ')[1].match(/\d[\d,.]*(?:-\d[\d,.]*)?/g) ?? [])
+    expect(figures.length).toBeGreaterThan(5)
+    const asPattern = (figure: string) => figure.replace(/[.]/g, '\\.')
+    expect(figures.filter((f) => !new RegExp(`(?<![\\d.])${asPattern(f)}(?![\\d])`).test(benchmarks))).toEqual([])
+  })
+
+  const blocks = markdownFiles().flatMap(codeBlocks)
+  const runnable = blocks.filter((b) => (b.lang === 'js' || b.lang === 'ts') && b.notRun === undefined)
+  test.concurrent.each(runnable.map((b) => ({ ...b, where: `${b.file}:${b.line}` })))('$where runs', async (block) => {
+    const cjs = /^\/\/ \S+\.cjs\n/.test(block.code)
+    let code = block.code.replaceAll('https://example.com/', origin.url)
+    if (block.lang === 'ts') code = transformSync(code, { loader: 'ts', format: cjs ? 'cjs' : 'esm' }).code
+    const script = join(folder, `${block.file.replace(/\W/g, '-')}-${block.line}.${cjs ? 'cjs' : 'mjs'}`)
+    writeFileSync(script, code)
+    const { stdout } = await run(process.execPath, [script], { cwd: folder, timeout: 30_000 })
+    if (block.output !== undefined) expect(stdout).toBe(block.output)
+  })
+
+  test('JS and TS blocks are fenced as js or ts, which the runner runs', () => {
+    const aliases = new Set(['javascript', 'mjs', 'cjs', 'jsx', 'typescript', 'mts', 'cts', 'tsx'])
+    expect(blocks.filter((b) => aliases.has(b.lang)).map((b) => `${b.file}:${b.line}: ${b.lang}`)).toEqual([])
+  })
+
+  test('a block marked as not run is JS or TS, and says why', () => {
+    const marked = blocks.filter((b) => b.notRun !== undefined)
+    expect(marked.filter((b) => b.lang !== 'js' && b.lang !== 'ts').map((b) => `${b.file}:${b.line}`)).toEqual([])
+    expect(marked.filter((b) => b.notRun!.length < 10).map((b) => `${b.file}:${b.line}`)).toEqual([])
+  })
+
+  test('every relative link resolves to a file, and a #anchor to one of its headings', () => {
+    const broken = markdownFiles()
+      .flatMap(relativeLinks)
+      .filter(({ file, target }) => {
+        const [path, anchor] = target.split('#')
+        const linked = path ? relative(ROOT, resolve(ROOT, dirname(file), decodeURIComponent(path))) : file
+        if (!existsSync(join(ROOT, linked))) return true
+        return anchor !== undefined && !headingAnchors(linked).has(anchor)
+      })
+    expect(broken.map((l) => `${l.file}:${l.line}: ${l.target}`)).toEqual([])
+  })
 })

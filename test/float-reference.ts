@@ -1,4 +1,4 @@
-// A scalar reference for the conversion kernels, written from the format definitions (README.md, "Number formats")
+// A scalar reference for the conversion kernels, written from the format definitions (docs/conversion.md, "Number formats")
 // and nothing else: codes are decoded by formula (sign, exponent, mantissa, bias, Math.pow) to their exact
 // value as a JS number, and rounded to F16/BF16 once with plain arithmetic on that value. Slow and obvious on purpose; it shares
 // no code with src/ or assembly/.
@@ -71,7 +71,7 @@ export function decodeValue(format: FloatFormat, code: number): number {
 }
 
 /**
- * The F32 bits the kernels must produce for a code. NaN rules (README.md, "Number formats"): BF16 and F16 NaNs
+ * The F32 bits the kernels must produce for a code. NaN rules (docs/conversion.md, "Number formats"): BF16 and F16 NaNs
  * keep sign and payload, moved to the top of the F32 mantissa; every other NaN becomes the quiet NaN
  * 0x7FC00000 with the code's sign bit.
  */
@@ -107,7 +107,7 @@ function roundHalfEven(x: number): number {
   return floor
 }
 
-/** The sign and the mantissa field of a NaN, as narrowing keeps them (README.md, "Number formats"). */
+/** The sign and the mantissa field of a NaN, as narrowing keeps them (docs/conversion.md, "Number formats"). */
 export interface NaNBits {
   readonly sign: number
   readonly payload: number

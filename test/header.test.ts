@@ -2,10 +2,12 @@
 // plus JSON corner cases, precedence between rules, and robustness against hostile headers.
 // Every expected code is worked out from DESIGN.md; each case also runs through the independent
 // reference validator, which must agree (that checks the reference as much as the library).
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { parseHeader, SafetensorsError } from '../src/index.ts'
 import { DTYPE_BITS } from './dtype-table.ts'
-import { concat, entry, escapeBytes, makeFile, obj, utf8 } from './helpers.ts'
+import { concat, entry, escapeBytes, FIXTURES_NUMBERS, makeFile, obj, utf8 } from './helpers.ts'
 import { referenceValidate } from './reference-validator.ts'
 
 type Opts = { fileSize?: number; tensor?: string }
@@ -62,6 +64,18 @@ function expectValid(bytes: Uint8Array, opts: Opts = {}) {
 }
 
 const IHD = 'InvalidHeaderDeserialization'
+const OVERFLOW_GOLDEN = JSON.parse(readFileSync(join(FIXTURES_NUMBERS, 'overflow.json'), 'utf8')) as Array<[string, boolean]>
+
+/** 'ok', or the code `parse` fails with. */
+function verdictOf(parse: () => unknown): string {
+  try {
+    parse()
+    return 'ok'
+  } catch (e) {
+    if (e instanceof SafetensorsError) return e.code
+    throw e
+  }
+}
 /** A U8 tensor of the right size for [begin, end). */
 const u8 = (name: string, begin: number, end: number) => entry(name, 'U8', [end - begin], begin, end)
 /** Header text of a single valid 4-byte tensor "w", with `extra` spliced into its object. */
@@ -340,6 +354,54 @@ describe('InvalidHeaderDeserialization: numbers in shape and data_offsets', () =
     expectCode(makeFile(obj(entry('w', 'U8', [0], '18446744073709551616', 0))), IHD)
     expectCode(makeFile(obj(entry('w', 'U8', [0], 0, '18446744073709551616'))), IHD)
     expectCode(makeFile(obj(entry('w', 'U8', ['99999999999999999999999999999999'], 0, 0))), IHD)
+  })
+})
+
+describe('InvalidHeaderDeserialization: numbers that overflow a double', () => {
+  // The reference's verdict on each number, in an unknown field (test/fixtures/numbers/make_numbers.py).
+  test(`${OVERFLOW_GOLDEN.length} numbers about the largest double, in many spellings: the reference's verdicts`, () => {
+    const wrong: string[] = []
+    for (const [number, valid] of OVERFLOW_GOLDEN) {
+      const bytes = makeFile(withExtra(`"x":${number}`), 4)
+      const got = verdictOf(() => parseHeader(bytes))
+      const ref = referenceValidate(bytes)
+      const want = valid ? 'ok' : IHD
+      if (got !== want || (ref.ok ? 'ok' : ref.code) !== want)
+        wrong.push(`${number}: reference ${want}, parseHeader ${got}, test reference ${ref.ok ? 'ok' : ref.code}`)
+    }
+    expect(wrong.slice(0, 20), `${wrong.length} disagreements`).toEqual([])
+    // Both verdicts must be common, or the agreement says little.
+    expect(OVERFLOW_GOLDEN.filter(([, valid]) => valid).length).toBeGreaterThan(1000)
+    expect(OVERFLOW_GOLDEN.filter(([, valid]) => !valid).length).toBeGreaterThan(1000)
+  })
+
+  test.each([
+    ['1e309', false],
+    ['-1e400', false],
+    ['9'.repeat(309), false],
+    ['1.7976931348623159e308', false],
+    ['1e-400', true],
+    ['1.7976931348623157e308', true],
+  ] as const)('%s anywhere: nested in unknown fields, in an array, beside the tensors', (number, valid) => {
+    const goldenVerdict = OVERFLOW_GOLDEN.find(([n]) => n === number)?.[1]
+    expect(goldenVerdict, 'the case is in the golden file').toBe(valid)
+    for (const header of [
+      withExtra(`"x":[${number}]`),
+      withExtra(`"x":{"a":[true,{"b":[0,${number}]}]}`),
+      withExtra(`"x":{"a":${number},"b":null}`),
+      `{"w":{"extra":[${number}],"dtype":"U8","shape":[4],"data_offsets":[0,4]}}`,
+    ]) {
+      if (valid) expectValid(makeFile(header, 4))
+      else expect(expectCode(makeFile(header, 4), IHD).message).toMatch(/number out of range/)
+    }
+    // In __metadata__ a number is wrong whatever its value; a string holding one is fine.
+    expectCode(makeFile(`{"__metadata__":{"a":${number}},"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}`, 4), IHD)
+    expectValid(makeFile(`{"__metadata__":{"a":"${number}"},"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}`, 4))
+  })
+
+  test('the message gives the byte position of the number', () => {
+    const header = withExtra('"x":[1, 2e400]')
+    expect(expectCode(makeFile(header, 4), IHD).message).toContain(`byte ${header.indexOf('2e400')}`)
   })
 })
 

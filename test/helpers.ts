@@ -6,6 +6,8 @@ import { fileURLToPath } from 'node:url'
 
 export const FIXTURES_REAL = fileURLToPath(new URL('./fixtures/real/', import.meta.url))
 export const FIXTURES_GOLDEN = fileURLToPath(new URL('./fixtures/golden/', import.meta.url))
+/** The reference's verdicts on JSON numbers about the largest double (fixtures/numbers/make_numbers.py). */
+export const FIXTURES_NUMBERS = fileURLToPath(new URL('./fixtures/numbers/', import.meta.url))
 
 const encoder = new TextEncoder()
 

@@ -249,6 +249,30 @@ describe.each(MODES)('%s', (_, chunkBytes) => {
     })
   })
 
+  test('a 206 that runs on to the end of the file (Vite on bytes=0-0): each read keeps the bytes it asked for, one request each', async () => {
+    const url = await serve({ fault: () => ({ kind: 'toFileEnd' }) })
+    const file = await open(url, { idleTimeout: IDLE })
+    for (const [name, bytes] of [
+      ['head', SIDE],
+      ['big', BIG],
+      ['tail', SIDE],
+      ['head', SIDE],
+    ] as const)
+      expectSameBytes(bytesOf((await file.getTensor(name)).data), bytes, name)
+    const requests = await dataRequests()
+    expect(requests.every((r) => r.status === 206)).toBe(true)
+    const ranges = requests.map((r) => r.range)
+    expect(ranges[0]).toBe(`bytes=${dataStart}-${A - 1}`)
+    expect(ranges.slice(-2)).toEqual([`bytes=${Z + 1}-${Z + 64}`, `bytes=${dataStart}-${A - 1}`])
+    // 'big': each chunk asked once (in one request, or in chunks).
+    expectTiled(
+      requests
+        .slice(1, -2)
+        .sort((a, b) => firstByte(a) - firstByte(b))
+        .map((r) => [r]),
+    )
+  })
+
   const V2 = bytesResource(FILE2, { etag: '"v2"' })
   const MONDAY = 'Mon, 30 Nov 2026 08:00:00 GMT'
   const TUESDAY = 'Tue, 01 Dec 2026 08:00:00 GMT'

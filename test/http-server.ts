@@ -155,6 +155,8 @@ export type Fault =
   | { kind: 'status'; status: number; retryAfter?: string }
   /** Content-Range and the bytes sent start `by` bytes from where they were asked for. */
   | { kind: 'shift'; by: number }
+  /** Content-Range and the bytes sent run to the file's end, whatever end was asked for: Vite's dev server does so for `bytes=0-0` (it takes the end as `parseInt(end) || size - 1`). */
+  | { kind: 'toFileEnd' }
   /** Content-Range's total is `by` bytes off the real size; the bytes are right. */
   | { kind: 'total'; by: number }
   /** A complete response whose Content-Length (and body) is half its Content-Range. */
@@ -274,6 +276,7 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
     // [start, end) is what Content-Range says, [start, bodyEnd) what is sent.
     let { start, end } = range
     end += 1
+    if (fault?.kind === 'toFileEnd') end = size
     if (fault?.kind === 'shift') {
       start = Math.max(0, start + fault.by)
       end = Math.min(size, end + fault.by)
@@ -297,10 +300,16 @@ export function ignoreRangeHandler(lookup: Parameters<typeof rangeHandler>[0]): 
   return rangeHandler(lookup, { fault: () => ({ kind: 'ignoreRange' }) })
 }
 
-/** Serves `files` (URL name -> path on disk), as a static file server does; `fault` as in rangeHandler. */
-export function serveFiles(files: Record<string, string>, options: { cors?: boolean; fault?: RangeOptions['fault'] } = {}): Promise<TestServer> {
+/** Serves `files` (URL name -> path on disk), as a static file server does; `fault` and `bandwidth` as in rangeHandler. */
+export function serveFiles(
+  files: Record<string, string>,
+  options: { cors?: boolean; fault?: RangeOptions['fault']; bandwidth?: RangeOptions['bandwidth'] } = {},
+): Promise<TestServer> {
   return startServer(
-    rangeHandler((path) => (Object.hasOwn(files, path.slice(1)) ? fileResource(files[path.slice(1)]) : undefined), { fault: options.fault }),
+    rangeHandler((path) => (Object.hasOwn(files, path.slice(1)) ? fileResource(files[path.slice(1)]) : undefined), {
+      fault: options.fault,
+      bandwidth: options.bandwidth,
+    }),
     options,
   )
 }

@@ -4,14 +4,17 @@
 // synthetic indexes must get the same verdict, and where valid the same metadata, shards and entries.
 //
 //   INDEX_MUTANTS=100000 npx vitest run test/model-index.test.ts   # more mutants (default 4000)
-import { readFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { SafetensorsError } from '../src/errors.ts'
 import { parseIndex } from '../src/model-index.ts'
-import '../src/node.ts'
-import { escapeBytes, FIXTURES_REAL, utf8 } from './helpers.ts'
+import { openModel } from '../src/node.ts'
+import { escapeBytes, FIXTURES_NUMBERS, FIXTURES_REAL, utf8 } from './helpers.ts'
+import { rangeHandler, startServer } from './http-server.ts'
 import { bytesToLatin1, latin1ToBytes, mutate, type Rng, rngFor } from './mutants.ts'
+import { buildFile } from './read-helpers.ts'
 import { decodeUtf8Strict, JsonError, type JValue, parseJson } from './reference-validator.ts'
 
 const COUNT = Number(process.env.INDEX_MUTANTS ?? 4000)
@@ -44,11 +47,20 @@ function referenceIndex(bytes: Uint8Array): Verdict {
     entries.push([name, value.value])
   }
   const shards = [...new Set(entries.map(([, shard]) => shard))]
-  for (const shard of shards) {
-    const plain = shard !== '' && shard !== '.' && shard !== '..' && ![...'/\\:\0'].some((c) => shard.includes(c))
-    if (!plain || /%2f|%5c|%2e/i.test(shard)) return fail(`shard name ${shard}`)
-  }
+  for (const shard of shards) if (!plainFileName(shard)) return fail(`shard name ${shard}`)
   return { ok: true, metadata: metadata && JSON.parse(text).metadata, shards, entries }
+}
+
+/**
+ * A shard name that is a file directly in the index's folder, however it is reached: not empty, "." or
+ * "..", no control character (URL parsing drops tabs and newlines), no white space at either end (URL
+ * parsing strips it), no path separator or drive letter, none of % ? # (a URL would read an escape, a
+ * query or a fragment).
+ */
+function plainFileName(shard: string): boolean {
+  if (shard === '' || shard === '.' || shard === '..') return false
+  for (const c of shard) if (c.charCodeAt(0) < 0x20 || c === '\u007f' || '/\\:%?#'.includes(c)) return false
+  return shard.trim() === shard
 }
 
 function library(bytes: Uint8Array): Verdict {
@@ -73,6 +85,42 @@ const SEEDS = [
 ].map((b) => bytesToLatin1(new Uint8Array(b)))
 
 const VALUES = ['1', 'null', 'true', '{}', '[]', '"s1.safetensors"', '"../x"', '"a/b"', '"%2e%2e"', '""', '"x\\u0000y"', '"s\\u002fx"']
+// Names that URL parsing or a file system would read as another file, and names that are fine.
+const BAD_SHARD_NAMES = [
+  '.\t.',
+  ' .. ',
+  '..',
+  '.',
+  'a/b',
+  'a\\b',
+  '%2e%2e',
+  '.%2E',
+  '\u0000x',
+  'a\tb.safetensors',
+  'a\nb.safetensors',
+  'a\rb.safetensors',
+  'a\u007fb.safetensors',
+  'a\u001fb.safetensors',
+  ' model.safetensors',
+  'model.safetensors ',
+  '\u00a0model.safetensors',
+  'model.safetensors\u3000',
+  'c:model.safetensors',
+  'model.safetensors?x=1',
+  'model.safetensors#x',
+  'model%41.safetensors',
+  '100%.safetensors',
+]
+const GOOD_SHARD_NAMES = [
+  'model-00001-of-00002.safetensors',
+  'modèle-日本語.safetensors',
+  'my model.safetensors',
+  'a\u00a0b.safetensors',
+  "x!$&'()*+,;=@~.safetensors",
+]
+/** A JSON string of `s` in ASCII alone (the mutants' text is one char per byte). */
+const asciiJson = (s: string) => JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+VALUES.push(...[...BAD_SHARD_NAMES, ...GOOD_SHARD_NAMES].map(asciiJson))
 const DEEP = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`
 
 /** Mutations where an index's own rules live, on its text (one char per byte). */
@@ -197,5 +245,101 @@ describe('errors name what is wrong and where', () => {
 
   test('text that is not UTF-8', () => {
     expect(messageOf(new Uint8Array([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d]))).toContain('not UTF-8')
+  })
+})
+
+describe('numbers that overflow a double are refused in an index, as in a header', () => {
+  const golden = JSON.parse(readFileSync(join(FIXTURES_NUMBERS, 'overflow.json'), 'utf8')) as Array<[string, boolean]>
+  const indexWith = (number: string) => utf8(`{"metadata":{"total_size":4,"x":[{"y":${number}}]},"weight_map":{"w":"s.safetensors"}}`)
+
+  test("in the metadata, numbers about the largest double (test/fixtures/numbers): the reference's verdicts", () => {
+    const wrong = golden.filter(([number, valid]) => library(indexWith(number)).ok !== valid || referenceIndex(indexWith(number)).ok !== valid)
+    expect(
+      wrong.slice(0, 20).map(([number]) => number),
+      `${wrong.length} disagreements`,
+    ).toEqual([])
+  })
+
+  test('openModel of a folder whose index holds 1e309 rejects it, naming the index', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'index-number-'))
+    try {
+      writeFileSync(join(folder, 'model.safetensors.index.json'), indexWith('1e309'))
+      await expect(openModel(folder)).rejects.toMatchObject({
+        code: 'InvalidHeaderDeserialization',
+        message: expect.stringMatching(/model\.safetensors\.index\.json: .*number out of range/),
+      })
+    } finally {
+      rmSync(folder, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('shard names: a file directly in the index folder, or an error that names it', () => {
+  const SHARD = buildFile([{ name: 'w', dtype: 'U8', shape: [2], bytes: new Uint8Array([1, 2]) }])
+  const indexFor = (shard: string) => utf8(JSON.stringify({ weight_map: { w: shard } }))
+
+  test.each(BAD_SHARD_NAMES.map((name) => [JSON.stringify(name), name]))('%s is refused', (_, name) => {
+    let error: unknown
+    try {
+      parseIndex('model.safetensors.index.json', indexFor(name))
+    } catch (e) {
+      error = e
+    }
+    expect(error).toBeInstanceOf(SafetensorsError)
+    expect(error).toMatchObject({ code: 'InvalidHeaderDeserialization', message: expect.stringContaining(`shard name ${JSON.stringify(name)}`) })
+  })
+
+  test('over HTTP, with an Authorization header: the server sees no request outside the folder', async () => {
+    // Every path but the index's serves a valid shard, so that a request that escapes would succeed.
+    const server = await startServer(rangeHandler((path) => (path === '/models/m/model.safetensors.index.json' ? index : SHARD)))
+    let index = indexFor('')
+    try {
+      for (const name of BAD_SHARD_NAMES) {
+        index = indexFor(name)
+        server.clear()
+        await expect(openModel(`${server.url}models/m/`, { headers: { Authorization: 'Bearer secret' } }), JSON.stringify(name)).rejects.toMatchObject({
+          code: 'InvalidHeaderDeserialization',
+          message: expect.stringContaining(JSON.stringify(name)),
+        })
+        await server.settled()
+        expect(server.log.map((e) => e.path)).toEqual(['/models/m/model.safetensors.index.json'])
+      }
+      for (const name of GOOD_SHARD_NAMES) {
+        index = indexFor(name)
+        server.clear()
+        const model = await openModel(`${server.url}models/m/`)
+        expect(model.shardOf('w')).toBe(name)
+        expect([...(await model.getTensor('w')).data]).toEqual([1, 2])
+        await model.close()
+        await server.settled()
+        expect(new Set(server.log.map((e) => e.path))).toEqual(new Set(['/models/m/model.safetensors.index.json', `/models/m/${name}`]))
+      }
+    } finally {
+      await server.close()
+    }
+  })
+
+  test('on disk: the same verdicts', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'shard-names-'))
+    try {
+      const folder = join(root, 'm')
+      mkdirSync(folder)
+      for (const name of BAD_SHARD_NAMES) {
+        writeFileSync(join(folder, 'model.safetensors.index.json'), indexFor(name))
+        await expect(openModel(folder), JSON.stringify(name)).rejects.toMatchObject({
+          code: 'InvalidHeaderDeserialization',
+          message: expect.stringContaining(JSON.stringify(name)),
+        })
+      }
+      for (const name of GOOD_SHARD_NAMES) {
+        writeFileSync(join(folder, 'model.safetensors.index.json'), indexFor(name))
+        writeFileSync(join(folder, name), SHARD)
+        const model = await openModel(folder)
+        expect([...(await model.getTensor('w')).data]).toEqual([1, 2])
+        await model.close()
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
   })
 })

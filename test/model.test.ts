@@ -3,6 +3,7 @@
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { openModel, SafetensorsError } from '../src/node.ts'
 import { entry, FIXTURES_REAL, makeFile, obj } from './helpers.ts'
@@ -33,9 +34,10 @@ interface ModelLike {
   close(): Promise<void>
 }
 
-async function expectSameAsSingleFile(model: ModelLike): Promise<void> {
+/** `metadata`: the index's (the sharded model's), or null for a model of one file, which has no index. */
+async function expectSameAsSingleFile(model: ModelLike, metadata: unknown = { total_size: 4305 }): Promise<void> {
   expect([...model.names()].sort()).toEqual(NAMES)
-  expect(model.metadata).toEqual({ total_size: 4305 })
+  expect(model.metadata).toEqual(metadata)
   for (const name of NAMES) {
     const want = single.tensors[name]
     expect(model.info(name).dtype, name).toBe(want.dtype)
@@ -203,6 +205,97 @@ describe('over HTTP', () => {
 
   test('a missing index is an Io error', async () => {
     await expectError(() => openModel(`${server.origin}/sharded/nothing.safetensors.index.json`), 'Io')
+  })
+})
+
+// A folder holding only model.safetensors is the commonest layout on the Hub; transformers loads it before
+// any index (modeling_utils: SAFE_WEIGHTS_NAME, then SAFE_WEIGHTS_INDEX_NAME), and so must openModel.
+describe('a model of one file', () => {
+  /** A new folder in tmp with `files` (name -> bytes). */
+  let folders = 0
+  function folderOf(files: Record<string, Uint8Array | string>): string {
+    const dir = join(tmp, `single${++folders}`)
+    mkdirSync(dir, { recursive: true })
+    for (const [name, bytes] of Object.entries(files)) writeFileSync(join(dir, name), bytes)
+    return dir
+  }
+  const onlyFile = () => folderOf({ 'model.safetensors': SINGLE, 'config.json': '{}' })
+
+  test.each([
+    ['a folder holding model.safetensors', () => onlyFile()],
+    ['that folder with a trailing slash', () => `${onlyFile()}/`],
+    ['a .safetensors file by its path', () => join(folderOf({ 'x.safetensors': SINGLE }), 'x.safetensors')],
+    ['a .safetensors file as a file: URL', () => pathToFileURL(join(folderOf({ 'x.safetensors': SINGLE }), 'x.safetensors'))],
+  ])('%s opens as a model of one shard, every tensor equal to the file', async (_, where) => {
+    const location = where()
+    const model = await openModel(location)
+    try {
+      await expectSameAsSingleFile(model as unknown as ModelLike, null)
+      const shard = /x\.safetensors$/.test(String(location)) ? 'x.safetensors' : 'model.safetensors'
+      expect([...model.shards.keys()]).toEqual([shard])
+      expect(model.shardOf('float32_357')).toBe(shard)
+      expect(model.unlisted()).toEqual([])
+      await expectError(() => model.shardOf('no_such_tensor'), 'TensorNotFound')
+    } finally {
+      await model.close()
+    }
+  })
+
+  test('a .safetensors URL over HTTP: one request for the header, no index asked for', async () => {
+    const dir = folderOf({ 'x.safetensors': SINGLE })
+    const model = await openModel(`${server.origin}/tmp/${dir.slice(tmp.length + 1)}/x.safetensors`)
+    try {
+      expect(server.log.map((e) => e.path)).toEqual([`/tmp/${dir.slice(tmp.length + 1)}/x.safetensors`])
+      await expectSameAsSingleFile(model as unknown as ModelLike, null)
+    } finally {
+      await model.close()
+    }
+  })
+
+  test('File objects: model.safetensors among other files, or one .safetensors file alone', async () => {
+    for (const files of [
+      [new File([SINGLE], 'model.safetensors'), new File(['{}'], 'config.json'), new File(['# notes'], 'README.md')],
+      [new File([SINGLE], 'adapter.safetensors')],
+    ]) {
+      const model = await openModel(files)
+      try {
+        await expectSameAsSingleFile(model as unknown as ModelLike, null)
+        expect([...model.shards.keys()]).toEqual([files[0].name])
+      } finally {
+        await model.close()
+      }
+    }
+  })
+
+  test('model.safetensors beside an index: the file wins, as in transformers (from disk and from File objects)', async () => {
+    const other = makeFile(obj(entry('only', 'U8', [2], 0, 2)), 2)
+    const dir = folderWith(indexJson)
+    writeFileSync(join(dir, 'model.safetensors'), other)
+    const fromDisk = await openModel(dir)
+    expect(fromDisk.names()).toEqual(['only'])
+    await fromDisk.close()
+    // The index by its own path is still the sharded model.
+    const indexed = await openModel(join(dir, 'model.safetensors.index.json'))
+    await expectSameAsSingleFile(indexed as unknown as ModelLike)
+    await indexed.close()
+    const picked = await openModel(readdirSync(dir).map((name) => new File([readFileSync(join(dir, name))], name)))
+    expect(picked.names()).toEqual(['only'])
+    await picked.close()
+  })
+
+  test('a folder with neither model.safetensors nor an index: Io naming the folder and both names', async () => {
+    const dir = folderOf({ 'config.json': '{}', 'weights.bin': 'x' })
+    const error = await expectError(() => openModel(dir), 'Io')
+    expect(error.message).toContain(dir)
+    expect(error.message).toContain('model.safetensors.index.json')
+    // model.safetensors on its own too, not only as the start of the index's name
+    expect(error.message.replaceAll('model.safetensors.index.json', '')).toContain('model.safetensors')
+  })
+
+  test('a broken single file is the error open() gives for it, naming the file', async () => {
+    const dir = folderOf({ 'model.safetensors': SINGLE.subarray(0, SINGLE.length - 1) })
+    const error = await expectError(() => openModel(dir), 'MetadataIncompleteBuffer')
+    expect(error.message).toContain('model.safetensors')
   })
 })
 

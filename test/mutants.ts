@@ -113,6 +113,12 @@ const NUMBERS = [
   '01',
   '1E3',
   '0.5',
+  // About the largest double: out of range for the reference's parser, or just inside.
+  '1e309',
+  '-1e400',
+  '1.7976931348623159e308',
+  '1.7976931348623157e308',
+  '1e-400',
 ]
 const SNIPPETS = [
   '"__metadata__":null',
@@ -122,6 +128,7 @@ const SNIPPETS = [
   '"x":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}',
   '"y":{"dtype":"F4","shape":[1],"data_offsets":[0,0]}',
   '"deep":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"e":[[[[{"a":[]}]]]]}',
+  '"big":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"e":[1.7976931348623157e308,{"f":1e-400}]}',
   '"d\\u0075p":{"dtype":"U8","shape":[],"data_offsets":[0,1]}',
   '"q":1',
   '"q":null',

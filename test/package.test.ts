@@ -1,14 +1,17 @@
 // The package as published, checked with the ecosystem's own tools on `npm pack`'s tarball: publint and
 // arethetypeswrong find nothing, TypeScript consumers type-check under node16 and bundler resolution,
-// CommonJS can require() it, and the tarball holds only what users need, at the size the README states.
+// CommonJS can require() it, the installed command runs, and the tarball holds only what users need (with
+// the license, the changelog and the guides, and every file that its Markdown links to: npm shows the README;
+// the guides ship beside it), at the size docs/runtimes.md states.
 import { execFile } from 'node:child_process'
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, posix } from 'node:path'
 import { promisify } from 'node:util'
 import { publint } from 'publint'
 import { formatMessage } from 'publint/utils'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenName } from './helpers.ts'
+import { markdownFiles, relativeLinks } from './markdown.ts'
 import { type PackedConsumer, packedConsumer, ROOT } from './packed.ts'
 
 const run = promisify(execFile)
@@ -30,12 +33,14 @@ describe('the packed package', () => {
     expect(JSON.parse(stdout).analysis.problems).toEqual([])
   })
 
-  test('the tarball holds the entries, the wasm, the types and the README, nothing else', () => {
+  test('the tarball holds the entries, the wasm, the types, the README, the guides, the license and the changelog, nothing else', () => {
     const modules = readdirSync(join(ROOT, 'src'))
       .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts') && f !== 'cli.ts')
       .map((f) => `dist/types/${f.replace(/\.ts$/, '.d.ts')}`)
     const expected = [
-      'README.md',
+      ...markdownFiles(),
+      'LICENSE',
+      'CHANGELOG.md',
       'package.json',
       ...['cli.js', 'index.js', 'node.js', 'node.cjs', 'shared.js', 'workerd.js', 'core-simd.wasm', 'core-scalar.wasm'].map((f) => `dist/${f}`),
       'dist/types/node.d.cts',
@@ -45,10 +50,35 @@ describe('the packed package', () => {
     expect(consumer.pack.files.map((f) => f.path).sort()).toEqual(expected.sort())
   })
 
-  test('the README states the tarball size to within 10%', () => {
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
-    const m = /tarball is about (\d+) kB \((\d+) kB unpacked\)/.exec(readme)
-    expect(m, 'README: "tarball is about N kB (M kB unpacked)"').not.toBeNull()
+  test('the license is the MIT license that package.json names, with its copyright line', () => {
+    const installed = join(consumer.dir, 'node_modules/safetensors-wasm')
+    expect(JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')).license).toBe('MIT')
+    const license = readFileSync(join(installed, 'LICENSE'), 'utf8')
+    expect(license.split('\n').slice(0, 3)).toEqual(['MIT License', '', 'Copyright (c) 2026 the safetensors-wasm authors'])
+    expect(license).toContain('Permission is hereby granted, free of charge, to any person obtaining a copy')
+  })
+
+  test('the installed command prints the version of package.json', async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
+    const { stdout } = await run(join(consumer.dir, 'node_modules/.bin/safetensors-wasm'), ['--version'], { cwd: consumer.dir })
+    expect(stdout).toBe(`${version}\n`)
+  })
+
+  test('every relative link of the README and the guides leads to a file in the tarball', () => {
+    const packed = new Set(consumer.pack.files.map((f) => f.path))
+    const outside = markdownFiles()
+      .flatMap(relativeLinks)
+      .filter(({ file, target }) => {
+        const path = target.split('#')[0]
+        return path !== '' && !packed.has(posix.join(posix.dirname(file), decodeURIComponent(path)))
+      })
+    expect(outside.map((l) => `${l.file}:${l.line}: ${l.target}`)).toEqual([])
+  })
+
+  test('docs/runtimes.md states the tarball size to within 10%', () => {
+    const guide = readFileSync(join(ROOT, 'docs/runtimes.md'), 'utf8')
+    const m = /tarball is about (\d+) kB \((\d+) kB unpacked\)/.exec(guide)
+    expect(m, 'docs/runtimes.md: "tarball is about N kB (M kB unpacked)"').not.toBeNull()
     const [packed, unpacked] = [Number(m![1]) * 1000, Number(m![2]) * 1000]
     console.log(`tarball: ${consumer.pack.size} bytes, ${consumer.pack.unpackedSize} unpacked`)
     expect(Math.abs(packed - consumer.pack.size) / consumer.pack.size).toBeLessThan(0.1)

@@ -294,9 +294,48 @@ class JsonParser {
     NUMBER_RE.lastIndex = this.pos
     const m = NUMBER_RE.exec(this.s)
     if (!m) this.fail('invalid number')
+    if (outOfRange(m[0])) this.fail(`number out of range: ${m[0].slice(0, 40)}`)
     this.pos += m[0].length
     return { kind: 'number', raw: m[0] }
   }
+}
+
+const I32_MAX = 2n ** 31n - 1n
+
+/**
+ * Whether the reference's JSON parser (serde_json, built without its float_roundtrip feature) refuses
+ * a number as out of range, written from its algorithm. It reads digits left to right into a u64 while
+ * they fit; past that an integer digit adds one to the exponent, and the fraction's remaining digits
+ * are dropped (a fraction digit that still fits is kept, even after the integer part overflowed). An
+ * exponent above i32 is out of range unless it is negative or the digits kept are 0. Otherwise the
+ * digits as a double, times the double nearest 10^exponent (its table holds 1e0..1e308), must be
+ * finite. This is not the correctly rounded value: 1.797693134862315708e308, below the largest
+ * double, is out of range.
+ */
+export function outOfRange(raw: string): boolean {
+  const [, integer, fraction = '', sign, exponentDigits] = /^-?(\d+)(?:\.(\d+))?(?:[eE]([+-]?)(\d+))?$/.exec(raw)!
+  let digits = 0n
+  let exponent = 0
+  let full = false
+  for (const d of integer) {
+    if (!full && digits * 10n + BigInt(d) <= U64_MAX) digits = digits * 10n + BigInt(d)
+    else {
+      full = true
+      exponent++
+    }
+  }
+  for (const d of fraction) {
+    if (digits * 10n + BigInt(d) > U64_MAX) break
+    digits = digits * 10n + BigInt(d)
+    exponent--
+  }
+  if (exponentDigits !== undefined) {
+    const value = BigInt(exponentDigits)
+    if (value > I32_MAX) return sign !== '-' && digits !== 0n
+    exponent += sign === '-' ? -Number(value) : Number(value)
+  }
+  if (digits === 0n || exponent < 0) return false
+  return exponent > 308 || Number(digits) * Number(`1e${exponent}`) === Infinity
 }
 
 /** Parses strict JSON; throws JsonError. Exported for the validator's own tests. */

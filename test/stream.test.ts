@@ -212,4 +212,18 @@ describe('convertStream', () => {
     await expect.poll(() => cancelled).toBe(true)
     expect(sent).toBeLessThan(file.length)
   })
+
+  test('cancelling the output cancels a stalled input at once (a proxy whose client left)', async () => {
+    let cancelled: unknown
+    // The header and a few bytes of the first tensor, then nothing: an upstream that stalls.
+    const sent = file.slice(0, headerOf(file).dataStart + 8)
+    const input = new ReadableStream<Uint8Array>({ start: (c) => c.enqueue(sent), cancel: (reason) => void (cancelled = reason) })
+    const reader = convertStream(input, { dtype: 'F32' }).getReader()
+    await reader.read()
+    const pending = reader.read()
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    await reader.cancel('client left')
+    expect(cancelled).toBe('client left')
+    expect((await pending).done).toBe(true)
+  })
 })

@@ -5,10 +5,11 @@
 //
 //   VALIDATE_MUTANTS=100000 VALIDATE_SEED=123|random npx vitest run test/validate-stream.test.ts
 import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, expect, test } from 'vitest'
 import { parseHeader, SafetensorsError, validateStream } from '../src/index.ts'
-import { FIXTURES_REAL, makeFile, realFixtures } from './helpers.ts'
+import { FIXTURES_NUMBERS, FIXTURES_REAL, makeFile, realFixtures } from './helpers.ts'
 import { EVERY_OUTCOME, mutant, seeds } from './mutants.ts'
 import { prng } from './random.ts'
 import { buildFile } from './read-helpers.ts'
@@ -94,6 +95,17 @@ describe('validateStream', () => {
     { name: 'b', dtype: 'U8', shape: [5], bytes: new Uint8Array(5).fill(2) },
   ]) as Uint8Array<ArrayBuffer>
 
+  test("numbers about the largest double (test/fixtures/numbers): the reference's verdicts", async () => {
+    const golden = JSON.parse(readFileSync(join(FIXTURES_NUMBERS, 'overflow.json'), 'utf8')) as Array<[string, boolean]>
+    const wrong: string[] = []
+    for (const [number, valid] of golden) {
+      const bytes = makeFile(`{"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4],"x":{"y":[${number}]}}}`, 4)
+      const got = await streamVerdict(chunked(bytes, prng(number.length)))
+      if (got.ok !== valid || (!got.ok && got.code !== 'InvalidHeaderDeserialization')) wrong.push(`${number}: ${JSON.stringify(got)}`)
+    }
+    expect(wrong.slice(0, 20), `${wrong.length} disagreements`).toEqual([])
+  })
+
   test('a Blob, and a Node Readable through Readable.toWeb', async () => {
     expect((await validateStream(new Blob([good]).stream())).tensors.map((t) => t.name)).toEqual(['a', 'b'])
     const parts = [good.subarray(0, 3), good.subarray(3, 40), good.subarray(40)].map((p) => Buffer.from(p))
@@ -126,6 +138,23 @@ describe('validateStream', () => {
     await expect(validateStream(new Blob([good.subarray(0, 20)]).stream())).rejects.toMatchObject({ code: 'InvalidHeaderLength' })
   })
 
+  test('a stream that cannot be a SafeTensors file says so first, as parseHeader does for the same bytes', async () => {
+    const png = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13])
+    for (const bytes of [good.subarray(0, 3), good.subarray(0, 20), png]) {
+      const fromStream = await validateStream(new Blob([bytes]).stream()).catch((e: SafetensorsError) => e)
+      const fromBytes = (() => {
+        try {
+          parseHeader(bytes)
+        } catch (e) {
+          return e as SafetensorsError
+        }
+      })()
+      expect(fromStream).toBeInstanceOf(SafetensorsError)
+      expect((fromStream as SafetensorsError).code).toBe(fromBytes?.code)
+      expect((fromStream as SafetensorsError).message).toMatch(/^not a SafeTensors file/)
+    }
+  })
+
   test('a stream that errors is Io; an abort (even while the upstream stalls) is Aborted; a non-stream is a TypeError', async () => {
     const failing = new ReadableStream({ start: (c) => c.error(new Error('connection reset')) })
     await expect(validateStream(failing)).rejects.toMatchObject({ code: 'Io' })
@@ -136,6 +165,25 @@ describe('validateStream', () => {
     await expect(pending).rejects.toMatchObject({ code: 'Aborted' })
     await expect(validateStream(good as never)).rejects.toBeInstanceOf(TypeError)
   })
+
+  test('an abort while forward holds a write back (backpressure) rejects Aborted at once and aborts forward', async () => {
+    // A sink as slow as a stalled upload: its first write never completes.
+    let sink: WritableStreamDefaultController | undefined
+    const forward = new WritableStream<Uint8Array>({ start: (c) => void (sink = c), write: () => new Promise<void>(() => {}) })
+    let cancelled: unknown
+    const input = new ReadableStream<Uint8Array>({ start: (c) => c.enqueue(good.slice()), cancel: (reason) => void (cancelled = reason) })
+    const controller = new AbortController()
+    const pending = validateStream(input, { forward, signal: controller.signal })
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    const abortedAt = performance.now()
+    controller.abort(new Error('client left'))
+    await expect(pending).rejects.toMatchObject({ code: 'Aborted' })
+    expect(performance.now() - abortedAt).toBeLessThan(200)
+    expect(cancelled).toBeInstanceOf(SafetensorsError)
+    // What a sink (an upload) sees at once, with the write still in flight: its controller's signal aborts.
+    expect(sink?.signal.aborted).toBe(true)
+    expect(sink?.signal.reason).toMatchObject({ code: 'Aborted' })
+  }, 5000)
 
   test('forward: a valid file arrives byte for byte and closed; an invalid one aborted', async () => {
     const run = async (bytes: Uint8Array) => {
@@ -161,5 +209,24 @@ describe('validateStream', () => {
     const badHeader = await run(makeFile('{"a":{"dtype":"F32","shape":[2],"data_offsets":[1,9]}}', 9))
     expect(badHeader).toMatchObject({ result: 'InvalidOffset', end: 'aborted' })
     expect(badHeader.bytes.length).toBe(0)
+  })
+
+  test('forward holds back the last bytes: a sink of fixed length (R2 put through a FixedLengthStream) never gets all of an invalid input', async () => {
+    // Such a sink stores the object as soon as it has the length it was told (the input's own), even if
+    // aborted later: so an invalid input must never reach it whole.
+    const real = new Uint8Array(readFileSync(join(FIXTURES_REAL, 'fluxml__safetensors.jl__model.safetensors')))
+    for (const [what, bytes] of [
+      ['cut to two thirds', real.subarray(0, Math.floor((real.length * 2) / 3))],
+      ['cut short by its last byte', real.subarray(0, real.length - 1)],
+      ['one byte too many', new Uint8Array([...real, 0])],
+      ['no data, one byte too many', new Uint8Array([...makeFile('{}', 0), 0x20])],
+    ] as const) {
+      for (const seed of [1, 2, 3]) {
+        let received = 0
+        const forward = new WritableStream<Uint8Array>({ write: (c) => void (received += c.length) })
+        await expect(validateStream(chunked(bytes, prng(seed)), { forward }), what).rejects.toMatchObject({ code: 'MetadataIncompleteBuffer' })
+        expect(received, `${what}, chunking ${seed}: ${received} of ${bytes.length} bytes forwarded`).toBeLessThan(bytes.length)
+      }
+    }
   })
 })

@@ -1,8 +1,9 @@
-// Runs only in Chromium (vitest.browser.config.ts), against dist/index.js: what a web page gets.
+// Runs in Chromium, Firefox and WebKit (vitest.browser.config.ts), against dist/index.js: what a web page gets.
 // The shared test files cover the header scanner and slicing; this file covers what only a browser has
 // (File/Blob, fetch with Range against a real server, the browser's own wasm engine) and checks the
 // bundle's conversion kernels against the independent reference, as test/convert.test.ts does in Node.
 import { describe, expect, test } from 'vitest'
+import { server } from 'vitest/browser'
 import { byteSwap, convert, DTYPE_INFO, type DType, open, parseHeader, type RangeSource, SafetensorsError, serialize, tensorStats } from '../../src/index.ts' // aliased to dist/index.js by vitest.browser.config.ts
 import { referenceConvert, SOURCE_BITS } from '../float-reference.ts'
 import { mulberry32 } from '../random.ts'
@@ -50,8 +51,17 @@ function recording(bytes: Uint8Array): RangeSource & { reads: Array<[number, num
   }
 }
 
-test('this is a real browser, and the package is the bundle with its wasm inlined', async () => {
-  expect(navigator.userAgent).toMatch(/Chrome\//)
+/** What each engine's user agent says, by the name of the browser vitest was told to drive. */
+const USER_AGENTS: Record<string, RegExp> = {
+  chromium: /Chrome\//,
+  firefox: /Gecko\/\d+ Firefox\//,
+  // WebKitGTK says Safari, as Safari does, and neither Chrome nor Firefox.
+  MiniBrowser: /^(?!.*(Chrome|Firefox)).*AppleWebKit\/.*Safari\//,
+}
+
+test('this is a real browser, the engine asked for, and the package is the bundle with its wasm inlined', async () => {
+  expect(USER_AGENTS[server.browser], server.browser).toBeDefined()
+  expect(navigator.userAgent).toMatch(USER_AGENTS[server.browser])
   expect(typeof window).toBe('object')
   // dist/index.js compiles the inlined module on first use; a header parse forces that.
   const h = parseHeader(serialize({ a: { dtype: 'F32', shape: [1], data: new Float32Array([1]) } }))

@@ -1,6 +1,9 @@
-// The persistent cache in Chromium: createCache() in OPFS, against the dev server's fixtures, with a fetch
-// that records every request. The expected bytes are the fixture as one plain fetch gives it.
-import { afterEach, expect, test } from 'vitest'
+// The persistent cache in each engine: createCache() in OPFS, against the dev server's fixtures, with a fetch
+// that records every request. The expected bytes are the fixture as one plain fetch gives it. WebKitGTK has
+// no OPFS (navigator.storage is absent under WebDriver); there, and in the others with OPFS taken away,
+// the cache warns once and every read comes from the network.
+import { afterEach, describe, expect, test, vi } from 'vitest'
+import { server } from 'vitest/browser'
 import { createCache, open } from '../../src/index.ts' // aliased to dist/index.js by vitest.browser.config.ts
 
 const FIXTURE = '/test/fixtures/real/huggingface__candle__voices.safetensors'
@@ -39,11 +42,50 @@ async function readAll(cache: Awaited<ReturnType<typeof createCache>>, fetchImpl
   }
 }
 
+const hasOpfs = typeof navigator.storage?.getDirectory === 'function'
+
 afterEach(async () => {
-  await (await navigator.storage.getDirectory()).removeEntry(NAME, { recursive: true })
+  vi.restoreAllMocks()
+  if (hasOpfs) await (await navigator.storage.getDirectory()).removeEntry(NAME, { recursive: true }).catch(() => {})
 })
 
-test('OPFS: a second open reads every tensor from the cache, after a one-byte revalidation', async () => {
+test('OPFS is there in Chromium and Firefox, not in WebKitGTK', () => {
+  expect(hasOpfs, server.browser).toBe(server.browser !== 'MiniBrowser')
+})
+
+describe('without a usable OPFS, the cache warns once and reads from the network', () => {
+  /** Runs `body` with no OPFS: as it is in WebKitGTK, or with getDirectory taken away where there is one. */
+  async function withoutOpfs(body: () => Promise<void>): Promise<void> {
+    if (!hasOpfs) return body()
+    const proto = StorageManager.prototype as { getDirectory?: unknown }
+    const getDirectory = proto.getDirectory
+    delete proto.getDirectory
+    try {
+      await body()
+    } finally {
+      proto.getDirectory = getDirectory
+    }
+  }
+
+  test('createCache() resolves; every open reads each tensor exactly, from the network; one warning', async () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {})
+    await withoutOpfs(async () => {
+      const cache = await createCache({ name: NAME })
+      const first = recording()
+      await readAll(cache, first.fetch)
+      const second = recording()
+      await readAll(cache, second.fetch)
+      // Nothing was stored, so no one-byte revalidation: the same reads again.
+      expect(second.ranges).toEqual(first.ranges)
+      expect(second.ranges.join()).not.toContain('bytes=0-0')
+      expect(await cache.usage()).toBe(0)
+    })
+    expect(warn).toHaveBeenCalledTimes(1)
+    expect(String(warn.mock.calls[0][0])).toMatch(/Origin Private File System.*read from the network/)
+  })
+})
+
+test.runIf(hasOpfs)('OPFS: a second open reads every tensor from the cache, after a one-byte revalidation', async () => {
   const cache = await createCache({ name: NAME })
   const first = recording()
   await readAll(cache, first.fetch)
@@ -54,7 +96,7 @@ test('OPFS: a second open reads every tensor from the cache, after a one-byte re
   expect(second.ranges).toEqual(['bytes=0-0'])
 })
 
-test('OPFS: a corrupted entry is fetched again, never served; clear() empties the cache', async () => {
+test.runIf(hasOpfs)('OPFS: a corrupted entry is fetched again, never served; clear() empties the cache', async () => {
   const cache = await createCache({ name: NAME })
   await readAll(cache, recording().fetch)
   const folder = await (await navigator.storage.getDirectory()).getDirectoryHandle(NAME)

@@ -3,8 +3,9 @@
 // header parsed here with JSON.parse, open a tensor's statistics, load an invalid file, open a 5 GiB
 // sparse file by URL while counting the bytes on both sides, open the real sharded model as a folder,
 // as several files and by its index URL (checked against the index and shard headers parsed here), and
-// watch the progress bar of a tensor read that the server holds half-way. Screenshots go to
-// test/screenshots/ (gitignored) for a person to look at.
+// watch the progress bar of a tensor read that the server holds half-way, and cancel one. At a phone's
+// width and a desktop's, measure that nothing sticks out of the page or is clipped and that names break
+// only after . _ - /. Screenshots go to test/screenshots/ (gitignored) for a person to look at.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { basename, join } from 'node:path'
@@ -22,6 +23,13 @@ const SHARDED = join(REAL, 'sharded/fluxml__safetensors.jl')
 const SCREENSHOTS = join(ROOT, 'test/screenshots')
 const MiB = 1024 * 1024
 const GiB = 1024 * MiB
+/** A phone (an iPhone 12 to 15 in portrait) and a desktop. */
+const SIZES = [
+  { width: 390, height: 844 },
+  { width: 1280, height: 800 },
+]
+/** Where the page may break a name across lines (inspector.js's breakable()). */
+const NAME_BREAKS = '._-/'
 
 interface Entry {
   dtype: string
@@ -91,8 +99,122 @@ function totalsRows(page: Page) {
   )
 }
 
-async function screenshot(page: Page, name: string) {
-  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true, animations: 'disabled' })
+async function screenshot(page: Page, name: string, fullPage = true) {
+  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage, animations: 'disabled' })
+}
+
+/**
+ * What sticks out or is clipped, measured in the page: every shown element inside the viewport's width,
+ * and no element whose content is wider than its box (a cell whose text runs out of it, a scroller that
+ * has to scroll sideways, the page itself). [] when all is well.
+ */
+function layoutProblems(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const problems: string[] = []
+    const width = document.documentElement.clientWidth
+    const what = (e: Element) =>
+      `<${e.tagName.toLowerCase()}${e.id ? ` id=${e.id}` : ''}${e.className ? ` class="${e.className}"` : ''}> "${(e.textContent ?? '').trim().slice(0, 30)}"`
+    for (const e of [document.documentElement, ...document.body.querySelectorAll('*')]) {
+      // The file inputs are hidden on purpose (a 1 px clipped box); hidden elements have no box.
+      if (e.closest('.visually-hidden')) continue
+      const rect = e.getBoundingClientRect()
+      if (rect.width === 0 && rect.height === 0) continue
+      if (rect.left < -0.5 || rect.right > width + 0.5) problems.push(`${what(e)} spans x ${rect.left}..${rect.right}, the viewport 0..${width}`)
+      // An input's text scrolls inside it by design.
+      if (e instanceof HTMLElement && !(e instanceof HTMLInputElement) && e.clientWidth > 0 && e.scrollWidth > e.clientWidth)
+        problems.push(`${what(e)}: ${e.scrollWidth} px of content in ${e.clientWidth} px`)
+    }
+    return problems
+  })
+}
+
+interface Lines {
+  text: string
+  lines: number
+  /** Each line break as the two characters around it. */
+  breaks: string[]
+}
+
+/**
+ * Where the text of each element of `selector` breaks into lines, from the boxes the browser laid out:
+ * a character whose box starts below the previous one's bottom begins a new line.
+ */
+function lineBreaks(page: Page, selector: string): Promise<Lines[]> {
+  return page.$$eval(selector, (elements) =>
+    elements.map((e) => {
+      const boxes: Array<{ char: string; top: number; bottom: number }> = []
+      const walker = document.createTreeWalker(e, NodeFilter.SHOW_TEXT)
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const text = node.textContent ?? ''
+        for (let i = 0; i < text.length; i++) {
+          const range = document.createRange()
+          range.setStart(node, i)
+          range.setEnd(node, i + 1)
+          const [box] = range.getClientRects()
+          if (box) boxes.push({ char: text[i], top: box.top, bottom: box.bottom })
+        }
+      }
+      const breaks = boxes.slice(1).flatMap((b, i) => (b.top >= boxes[i].bottom - 1 ? [boxes[i].char + b.char] : []))
+      return { text: e.textContent ?? '', lines: breaks.length + 1, breaks }
+    }),
+  )
+}
+
+/**
+ * Names break only after . _ - or /, and are not squeezed: at least 20 characters a line on average
+ * (the report that started this: nine at 390 px). Returns how many names broke at all, so a caller can
+ * check that the measure met some breaks.
+ */
+async function expectNamesBreakWell(page: Page, selector: string): Promise<number> {
+  const measured = await lineBreaks(page, selector)
+  expect(measured.length, selector).toBeGreaterThan(0)
+  for (const { text, lines, breaks } of measured) {
+    expect(
+      breaks.filter((pair) => !NAME_BREAKS.includes(pair[0])),
+      `${text} breaks mid-word`,
+    ).toEqual([])
+    expect(lines, `${text} in ${lines} lines`).toBeLessThanOrEqual(Math.max(1, Math.ceil(text.length / 20)))
+  }
+  return measured.filter((m) => m.lines > 1).length
+}
+
+/** At each of SIZES: nothing sticks out or is clipped, names break well; a screenshot of each. */
+async function expectLaidOut(page: Page, name: string, names = '#file-name, #tensors td.name button, #tensors td.shard, #metadata td:first-child') {
+  for (const size of SIZES) {
+    await page.setViewportSize(size)
+    expect(await layoutProblems(page), `${name} at ${size.width} px`).toEqual([])
+    await expectNamesBreakWell(page, names)
+    // A panel over the page (a phone's) would land mid-page in a full-page picture: what is in view, then.
+    await screenshot(page, `${name}-${size.width}`, !(await page.isVisible('#detail')))
+  }
+}
+
+/**
+ * Clicks a tensor's row at each of SIZES: its details come into view, all of them (the panel is never
+ * taller than the window), the row stays visible (on a phone, above them), names keep their width, and
+ * the layout holds. A screenshot of what is in view.
+ */
+async function expectDetailInView(page: Page, tensor: string, name: string, ready = '#histogram') {
+  for (const size of SIZES) {
+    await page.setViewportSize(size)
+    // From the table alone, as a reader comes to it (on a phone an open panel covers rows).
+    if (await page.isVisible('#detail')) await page.click('#detail-close')
+    await page.click(`#tensors tbody tr[data-name="${tensor}"] button`)
+    await page.locator(ready).waitFor({ state: 'visible' })
+    const view = await page.evaluate((tensor) => {
+      const { top, bottom } = document.getElementById('detail')!.getBoundingClientRect()
+      const row = document.querySelector(`#tensors tbody tr[data-name="${CSS.escape(tensor)}"] td.name`)!
+      const box = row.getBoundingClientRect()
+      const seen = document.elementFromPoint(box.left + 4, box.top + box.height / 2)
+      return { top, bottom, height: innerHeight, rowSeen: row.contains(seen) }
+    }, tensor)
+    expect(view.top, `${name} at ${size.width} px: the details' top`).toBeGreaterThanOrEqual(0)
+    expect(view.bottom, `${name} at ${size.width} px: the details' bottom`).toBeLessThanOrEqual(view.height + 0.5)
+    expect(view.rowSeen, `${name} at ${size.width} px: the clicked row is not hidden`).toBe(true)
+    expect(await layoutProblems(page), `${name} at ${size.width} px`).toEqual([])
+    await expectNamesBreakWell(page, '#tensors td.name button, #detail-name')
+    await screenshot(page, `${name}-${size.width}`, false)
+  }
 }
 
 /** The rows the page must show for these tensors, in this order. */
@@ -213,7 +335,9 @@ describe('inspector', () => {
     // The header and nothing past the file; a small file may be read whole by the first read.
     expect(await headerBytes(page)).toBeGreaterThanOrEqual(8 + parsed.headerSize)
     expect(await headerBytes(page)).toBeLessThanOrEqual(parsed.fileSize)
-    await screenshot(page, 'inspector-file')
+    // A local file: nothing came over the network, and the page does not pretend otherwise.
+    expect(await page.isVisible('#fact-network')).toBe(false)
+    await expectLaidOut(page, 'inspector-file')
 
     // Sorting: bytes ascending, then descending; names in natural order.
     await page.click('#tensors th[data-key="bytes"] button')
@@ -266,7 +390,18 @@ describe('inspector', () => {
     const bars = await page.$$eval('#histogram rect.bar', (rects) => rects.map((r) => Number(r.getAttribute('data-count'))))
     expect(bars.reduce((a, b) => a + b, 0)).toBe(finite.length)
     expect(await page.getAttribute('#tensors tbody tr[data-name="bfloat16_357"]', 'aria-current')).toBe('true')
-    await screenshot(page, 'inspector-histogram')
+    await expectDetailInView(page, 'bfloat16_357', 'inspector-histogram')
+    // × (or Esc) closes the details and unmarks the row.
+    await page.click('#detail-close')
+    expect(await page.isVisible('#detail')).toBe(false)
+    expect(await page.getAttribute('#tensors tbody tr[data-name="bfloat16_357"]', 'aria-current')).toBeNull()
+    expect(await page.evaluate(() => document.activeElement?.closest('tr')?.dataset.name)).toBe('bfloat16_357')
+    await page.click('#tensors tbody tr[data-name="bfloat16_357"] button')
+    await page.locator('#histogram').waitFor({ state: 'visible' })
+    await page.keyboard.press('Escape')
+    expect(await page.isVisible('#detail')).toBe(false)
+    await page.click('#tensors tbody tr[data-name="bfloat16_357"] button')
+    await page.locator('#histogram').waitFor({ state: 'visible' })
     await page.emulateMedia({ colorScheme: 'dark' })
     await screenshot(page, 'inspector-histogram-dark')
   })
@@ -288,6 +423,11 @@ describe('inspector', () => {
     await expectFileShown(page, parsed, name)
     // 256 tensors, 3 MB: the header (and at most the first 64 KiB read) is all the page took.
     expect(await headerBytes(page)).toBeLessThan(128 * 1024)
+    // Its names are long (down_blocks.0.attentions.0.transformer_blocks.0.attn1.processor.to_k_lora.down.weight):
+    // on a phone every one of them wraps, at . and _ only.
+    await expectLaidOut(page, 'inspector-lora')
+    await page.setViewportSize(SIZES[0])
+    expect(await expectNamesBreakWell(page, '#tensors td.name button')).toBe(parsed.tensors.length)
 
     const tensor = parsed.tensors.reduce((a, b) => (product(b.shape) > product(a.shape) ? b : a))
     await page.click(`#tensors tbody tr[data-name="${tensor.name}"]`)
@@ -299,7 +439,7 @@ describe('inspector', () => {
     const max = await page.getAttribute('#stats [data-stat="max"] dd', 'data-value')
     expect(Number(elements)).toBe(values.length)
     expect(Number(max)).toBe(values.reduce((a, b) => Math.max(a, b), -Infinity))
-    await screenshot(page, 'inspector-lora')
+    await expectDetailInView(page, tensor.name, 'inspector-lora-detail')
   })
 
   test('an invalid file shows its error code and message', async () => {
@@ -311,8 +451,43 @@ describe('inspector', () => {
     await page.locator('#error').waitFor({ state: 'visible' })
     expect(await page.textContent('#error-code')).toBe('InvalidHeaderLength')
     expect(await page.textContent('#error-message')).toMatch(/\d+/)
+    expect(await page.textContent('#error-file')).toBe(basename(path))
+    expect(await page.isVisible('#error-hint')).toBe(false)
     expect(await page.isVisible('#file-view')).toBe(false)
-    await screenshot(page, 'inspector-invalid')
+    await expectLaidOut(page, 'inspector-invalid', '#error-file')
+  })
+
+  test('a folder of one model.safetensors beside its config.json (the commonest layout on the Hub) opens that file', async () => {
+    const name = 'fluxml__safetensors.jl__model.with_metadata.safetensors'
+    const dir = mkdtempSync(join(tmpdir(), 'safetensors-inspector-'))
+    try {
+      const folder = join(dir, 'tiny-model')
+      mkdirSync(folder)
+      writeFileSync(join(folder, 'model.safetensors'), readFileSync(join(REAL, name)))
+      writeFileSync(join(folder, 'config.json'), '{"model_type": "llama"}')
+      await page.setInputFiles('#folder-input', folder)
+      await expectFileShown(page, parse(new Uint8Array(readFileSync(join(REAL, name)))), 'tiny-model/model.safetensors')
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('the URL box is emptied when a file is picked: it never shows a URL of something else', async () => {
+    const name = 'fluxml__safetensors.jl__model.safetensors'
+    // A URL that is not a SafeTensors file (the page's own style sheet).
+    const other = `${inspector.url}inspector.css`
+    await page.goto(`${inspector.url}?url=${encodeURIComponent(other)}`)
+    await page.locator('#error').waitFor({ state: 'visible' })
+    expect(await page.inputValue('#url-input')).toBe(other)
+    expect(await page.textContent('#error-file')).toBe(other)
+    await page.setInputFiles('#file-input', join(REAL, name))
+    await expectFileShown(page, parse(new Uint8Array(readFileSync(join(REAL, name)))), name)
+    expect(await page.inputValue('#url-input')).toBe('')
+    expect(new URL(page.url()).search).toBe('')
+    // Typed but not opened, then a reload: the box starts empty, as the address has no ?url=.
+    await page.fill('#url-input', 'https://example.org/typed.safetensors')
+    await page.reload()
+    expect(await page.inputValue('#url-input')).toBe('')
   })
 
   describe('the real sharded model', () => {
@@ -340,7 +515,7 @@ describe('inspector', () => {
       await page.click('#tensors th[data-key="shard"] button')
       const shards = (await tableRows(page)).map((r) => r.shard!)
       expect(shards).toEqual([...shards].sort())
-      await screenshot(page, 'inspector-model-folder')
+      await expectLaidOut(page, 'inspector-model-folder')
 
       const tensor = model.tensors.find((t) => t.name === 'float64_357')!
       await page.click('#tensors tbody tr[data-name="float64_357"]')
@@ -354,6 +529,17 @@ describe('inspector', () => {
       await expectModelShown(page, model, 'model.safetensors.index.json')
     })
 
+    test('the index picked alone: Io, the file named, and a hint to pick the folder or the shards with it', async () => {
+      await page.setInputFiles('#file-input', join(SHARDED, 'model.safetensors.index.json'))
+      await page.locator('#error').waitFor({ state: 'visible' })
+      expect(await page.textContent('#error-code')).toBe('Io')
+      expect(await page.textContent('#error-file')).toBe('model.safetensors.index.json')
+      expect(await page.textContent('#error-message')).toContain(model.shardFiles[0])
+      expect(await page.isVisible('#error-hint')).toBe(true)
+      expect(await page.textContent('#error-hint')).toMatch(/folder.*shard/)
+      await expectLaidOut(page, 'inspector-index-alone', '#error-file')
+    })
+
     test('an index that puts a tensor in the wrong shard shows TensorNotFound; a missing shard shows Io', async () => {
       const moved = { ...model.index, weight_map: { ...model.index.weight_map, float64_357: model.shardFiles[0] } }
       const index = { name: 'model.safetensors.index.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(moved)) }
@@ -363,7 +549,10 @@ describe('inspector', () => {
       ])
       await page.locator('#error').waitFor({ state: 'visible' })
       expect(await page.textContent('#error-code')).toBe('TensorNotFound')
+      expect(await page.textContent('#error-file')).toBe('model.safetensors.index.json')
       expect(await page.textContent('#error-message')).toContain('float64_357')
+      // Not an Io error: the files are all there, so no hint about picking them.
+      expect(await page.isVisible('#error-hint')).toBe(false)
       await screenshot(page, 'inspector-model-bad-index')
       await page.setInputFiles(
         '#file-input',
@@ -382,16 +571,20 @@ describe('inspector', () => {
       const sizes = files.reduce((s, path) => s + statSync(path).size, 0)
       expect(server.bytesSent()).toBeLessThanOrEqual(sizes)
       expect(Number(await page.getAttribute('#bytes-read', 'data-header-bytes'))).toBe(server.bytesSent())
+      // Without the cache, the network delivered what was read.
+      expect(Number(await page.getAttribute('#bytes-network', 'data-bytes'))).toBe(server.bytesSent())
       await screenshot(page, 'inspector-model-url')
     })
   })
 
   describe('the cache for URLs', () => {
     const model = readSharded()
+    const lora = 'catundchat__stable-diffusion-v1.5-lora__pytorch_lora_weights.safetensors'
     let server: TestServer
 
     beforeAll(async () => {
-      server = await serveFiles(Object.fromEntries(readdirSync(SHARDED).map((name) => [name, join(SHARDED, name)])), { cors: true })
+      const files = Object.fromEntries(readdirSync(SHARDED).map((name) => [name, join(SHARDED, name)]))
+      server = await serveFiles({ ...files, [lora]: join(REAL, lora) }, { cors: true })
     })
 
     afterAll(async () => {
@@ -403,6 +596,9 @@ describe('inspector', () => {
       return Number(await page.getAttribute('#cache-usage', 'data-bytes'))
     }
 
+    /** What the page says came over the network: the open's total, and the status line's account. */
+    const network = async () => Number(await page.getAttribute('#bytes-network', 'data-bytes'))
+
     test('off by default; on, a second visit revalidates each file with one byte, shows the usage, and Clear empties it', async () => {
       const url = `${server.url}model.safetensors.index.json`
       expect(await page.isChecked('#cache-enabled')).toBe(false)
@@ -412,6 +608,18 @@ describe('inspector', () => {
       await page.click('#cache-clear') // whatever an earlier run left
       await page.locator('#cache-usage:text("holds 0 bytes")').waitFor()
 
+      // A 3 MB file: the header takes one 64 KiB read, and the cache fetches the whole first 1 MiB
+      // block to keep. The page says both, the second as the server counted it.
+      server.clear()
+      await page.fill('#url-input', `${server.url}${lora}`)
+      await page.click('#url-form button[type="submit"]')
+      await page.locator('#file-view').waitFor({ state: 'visible' })
+      await server.settled()
+      expect(await headerBytes(page)).toBe(64 * 1024)
+      expect(server.bytesSent()).toBe(MiB)
+      expect(await network()).toBe(MiB)
+      expect(await page.textContent('#status')).toContain('1,048,576 bytes over the network (the cache fetches whole blocks')
+
       server.clear()
       await page.fill('#url-input', url)
       await page.click('#url-form button[type="submit"]')
@@ -419,19 +627,36 @@ describe('inspector', () => {
       await page.locator('#cache-usage:not(:text("holds 0 bytes"))').waitFor()
       const stored = await usage()
       expect(stored).toBeGreaterThan(0)
-      expect(server.bytesSent()).toBeGreaterThan(0)
+      await server.settled()
+      expect(await network()).toBe(server.bytesSent())
 
-      // A second visit, with the box ticked again: only the revalidations reach the server.
+      // A second visit: the box is still ticked, and only the revalidations reach the server.
       await page.goto(inspector.url)
-      await page.check('#cache-enabled')
+      expect(await page.isChecked('#cache-enabled')).toBe(true)
       server.clear()
       await page.fill('#url-input', url)
       await page.click('#url-form button[type="submit"]')
       await expectModelShown(page, model, url)
       expect(server.ranges()).toEqual(Array(model.shardFiles.length + 1).fill('bytes=0-0'))
       expect(server.bytesSent()).toBe(model.shardFiles.length + 1)
-      await screenshot(page, 'inspector-cache')
+      expect(await network()).toBe(model.shardFiles.length + 1)
+      const read = await headerBytes(page)
+      expect(await page.textContent('#status')).toContain(
+        `${server.bytesSent()} bytes over the network, at least ${(read - server.bytesSent()).toLocaleString('en-US')} from the cache`,
+      )
+      // A tensor read wholly from the cache: nothing over the network, and the page says so.
+      await page.click('#tensors tbody tr[data-name="float64_357"] button')
+      await page.locator('#histogram').waitFor({ state: 'visible' })
+      expect(server.bytesSent()).toBe(model.shardFiles.length + 1)
+      expect(await page.getAttribute('#detail-status', 'data-network')).toBe('0')
+      expect(await page.textContent('#detail-status')).toContain('all from the cache, nothing over the network')
+      await expectLaidOut(page, 'inspector-cache')
 
+      // Turned off, and off after a reload too.
+      await page.uncheck('#cache-enabled')
+      await page.reload()
+      expect(await page.isChecked('#cache-enabled')).toBe(false)
+      await page.check('#cache-enabled')
       await page.click('#cache-clear')
       await page.locator('#cache-usage:text("holds 0 bytes")').waitFor()
       expect(await usage()).toBe(0)
@@ -441,7 +666,10 @@ describe('inspector', () => {
   describe('a tensor read that the server holds half-way', () => {
     let dir: string
     let server: TestServer
-    let release: () => void
+    /** Holds the big tensor's request half-way until release(): each test sets its own. */
+    let held: Promise<void> | undefined
+    let release: () => void = () => {}
+    const hold = () => (held = new Promise<void>((resolve) => (release = resolve)))
     const elements = 4 * MiB // 16 MiB of F32
     const values = Float32Array.from({ length: elements }, (_, i) => Math.sin(i / 1000))
     const file = buildFile([
@@ -454,24 +682,24 @@ describe('inspector', () => {
     beforeAll(async () => {
       dir = mkdtempSync(join(tmpdir(), 'safetensors-inspector-'))
       writeFileSync(join(dir, 'slow.safetensors'), file)
-      const held = new Promise<void>((resolve) => (release = resolve))
       // Only the big tensor's own request is held, half-way through its body.
       server = await serveFiles(
         { 'slow.safetensors': join(dir, 'slow.safetensors') },
         {
           cors: true,
-          fault: (_n, log) => (log.range === `bytes=${dataStart + begin}-${dataStart + end - 1}` ? { kind: 'pause', at: 0.5, until: held } : undefined),
+          fault: (_n, log) => (held && log.range === `bytes=${dataStart + begin}-${dataStart + end - 1}` ? { kind: 'pause', at: 0.5, until: held } : undefined),
         },
       )
     })
 
     afterAll(async () => {
-      release?.()
+      release()
       await server?.close()
       if (dir) rmSync(dir, { recursive: true, force: true })
     })
 
     test('the progress bar shows the bytes so far, then gives way to the statistics', async () => {
+      hold()
       await page.goto(`${inspector.url}?url=${encodeURIComponent(`${server.url}slow.safetensors`)}`)
       await page.locator('#file-view').waitFor({ state: 'visible' })
       await page.click('#tensors tbody tr[data-name="big"]')
@@ -479,13 +707,22 @@ describe('inspector', () => {
       await bar.waitFor({ state: 'visible' })
       // Held at half the body: the page has seen part of it, and no more than the server sent.
       await expect.poll(async () => Number(await bar.getAttribute('data-loaded')), { timeout: 10_000 }).toBeGreaterThanOrEqual((end - begin) / 4)
-      const loaded = Number(await bar.getAttribute('data-loaded'))
+      // One snapshot of the bar: bytes keep arriving until the server's pause, so separate reads could disagree.
+      const { loaded, total, value } = await bar.evaluate((b: HTMLProgressElement) => ({
+        loaded: Number(b.dataset.loaded),
+        total: Number(b.dataset.total),
+        value: b.value,
+      }))
       expect(loaded).toBeLessThanOrEqual((end - begin) / 2)
-      expect(Number(await bar.getAttribute('data-total'))).toBe(end - begin)
-      expect(await bar.evaluate((b) => (b as HTMLProgressElement).value)).toBeCloseTo(loaded / (end - begin), 6)
+      expect(total).toBe(end - begin)
+      expect(value).toBeCloseTo(loaded / (end - begin), 6)
       expect(await page.textContent('#read-progress-text')).toMatch(/MiB of 16\.00 MiB$/)
       expect(await page.isVisible('#histogram')).toBe(false)
-      await screenshot(page, 'inspector-progress')
+      for (const size of SIZES) {
+        await page.setViewportSize(size)
+        expect(await layoutProblems(page), `at ${size.width} px`).toEqual([])
+        await screenshot(page, `inspector-progress-${size.width}`, false)
+      }
 
       release()
       await page.locator('#histogram').waitFor({ state: 'visible' })
@@ -497,21 +734,58 @@ describe('inspector', () => {
       await page.locator('#detail-status[data-bytes="16"]').waitFor()
       expect(await page.isVisible('#read-progress')).toBe(false)
     })
+
+    test('Cancel stops the read (the server sees its connection closed) and leaves the page usable', async () => {
+      hold()
+      server.clear()
+      await page.goto(`${inspector.url}?url=${encodeURIComponent(`${server.url}slow.safetensors`)}`)
+      await page.locator('#file-view').waitFor({ state: 'visible' })
+      await page.click('#tensors tbody tr[data-name="big"]')
+      const bar = page.locator('#read-progress-bar')
+      await expect.poll(async () => Number(await bar.getAttribute('data-loaded')), { timeout: 10_000 }).toBeGreaterThanOrEqual((end - begin) / 4)
+      await page.click('#read-cancel')
+      await page.locator('#detail-status:text("Cancelled after")').waitFor()
+      expect(await page.isVisible('#read-progress')).toBe(false)
+      expect(await page.isVisible('#histogram')).toBe(false)
+      // Still held by the server, yet over: the page closed the connection.
+      await server.settled()
+      const request = server.log.find((e) => e.range === `bytes=${dataStart + begin}-${dataStart + end - 1}`)!
+      expect(request.bytesSent).toBeLessThan(end - begin)
+      expect(await page.textContent('#detail-status')).toMatch(/^Cancelled after \d+\.\d\d MiB of 16\.00 MiB\./)
+      await expectLaidOut(page, 'inspector-cancelled')
+
+      // The page goes on: another tensor reads, and the same one again, to the end this time.
+      held = undefined
+      await page.click('#tensors tbody tr[data-name="small"]')
+      await page.locator('#detail-status[data-bytes="16"]').waitFor()
+      await page.click('#tensors tbody tr[data-name="big"]')
+      await page.locator('#histogram').waitFor({ state: 'visible' })
+      expect(Number(await page.getAttribute('#stats [data-stat="elements"] dd', 'data-value'))).toBe(elements)
+    })
   })
 
   describe('a 5 GiB sparse file by URL', () => {
     let dir: string
     let server: TestServer
     let parsed: Parsed
+    /** While set, every request for bytes at or past `heldFrom` stops half-way until it resolves. */
+    let held: Promise<void> | undefined
+    let release: () => void = () => {}
+    let heldFrom = Infinity
 
     beforeAll(async () => {
       dir = mkdtempSync(join(tmpdir(), 'safetensors-inspector-'))
       const path = join(dir, 'model-5GiB.safetensors')
       parsed = writeSparseModel(path, 5 * GiB)
-      server = await serveFiles({ 'model-5GiB.safetensors': path }, { cors: true })
+      const from = (range: string | undefined) => Number(/^bytes=(\d+)-/.exec(range ?? '')?.[1] ?? -1)
+      server = await serveFiles(
+        { 'model-5GiB.safetensors': path },
+        { cors: true, fault: (_n, log) => (held && from(log.range) >= heldFrom ? { kind: 'pause', at: 0.5, until: held } : undefined) },
+      )
     })
 
     afterAll(async () => {
+      release()
       await server?.close()
       if (dir) rmSync(dir, { recursive: true, force: true })
     })
@@ -532,7 +806,9 @@ describe('inspector', () => {
         server.ranges().every((r) => /^bytes=\d+-\d+$/.test(r)),
         server.ranges().join(', '),
       ).toBe(true)
-      await screenshot(page, 'inspector-5gib')
+      expect(Number(await page.getAttribute('#bytes-network', 'data-bytes'))).toBe(server.bytesSent())
+      // Totals in the billions, a 5 GiB file: still nothing clipped on a phone.
+      await expectLaidOut(page, 'inspector-5gib')
 
       // One small tensor of it: exactly its bytes come over the wire.
       const small = parsed.tensors.find((t) => t.name.endsWith('input_layernorm.weight'))!
@@ -549,6 +825,24 @@ describe('inspector', () => {
       await page.locator('#read-anyway').waitFor({ state: 'visible' })
       expect(server.bytesSent()).toBe(beforeBig)
       expect(await page.isHidden('#histogram')).toBe(true)
+
+      // Read anyway, then cancelled part-way (the server holds each of its requests half-way): every
+      // connection of the read closes, far short of the tensor, and the page reads on.
+      const bigBytes = big.data_offsets[1] - big.data_offsets[0]
+      expect(bigBytes).toBeGreaterThan(320 * MiB)
+      heldFrom = 8 + parsed.headerSize + big.data_offsets[0]
+      held = new Promise<void>((resolve) => (release = resolve))
+      await page.click('#read-anyway')
+      await page.locator('#read-progress-bar[data-loaded]').waitFor()
+      await page.click('#read-cancel')
+      await page.locator('#detail-status:text("Cancelled after")').waitFor()
+      // Every request of the read stopped half-way by the server: settled() returns only because the page
+      // closed them.
+      await server.settled()
+      expect(server.bytesSent() - beforeBig).toBeLessThanOrEqual(bigBytes / 2)
+      held = undefined
+      await page.click(`#tensors tbody tr[data-name="${small.name}"] button`)
+      await page.locator('#histogram').waitFor({ state: 'visible' })
 
       // The page's address keeps the URL, so a link opens the same view.
       expect(new URL(page.url()).searchParams.get('url')).toBe(url)

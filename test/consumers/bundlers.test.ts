@@ -1,17 +1,21 @@
 // The package as a browser app gets it: `npm pack`'s tarball installed into a fresh folder, the small page
 // in test/consumers/page/ bundled there by the default setup of esbuild, webpack 5, Vite 8 and Rollup 4
-// (no plugin or alias for `node:`), and each bundle run in headless Chromium, on the page and in a module
-// Web Worker. The page opens a real fixture over HTTP Range from a loopback server; what it must read is
-// worked out here from the fixture's bytes. One line per bundler in the log says what ran and how it went.
+// (no plugin or alias for `node:`), and each bundle run in Chromium, Firefox and WebKit (those on the machine:
+// scripts/browser-engines.js), on the page and in a module Web Worker. The page opens a real fixture over
+// HTTP Range from a loopback server; what it must read is worked out here from the fixture's bytes. One
+// line per bundler and engine in the log says what ran and how it went.
 import { execFile } from 'node:child_process'
 import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, extname, join, relative, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { type Browser, chromium } from 'playwright'
+import { chromium } from 'playwright'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { remote } from 'webdriverio'
+import { type Engine, missing } from '../../scripts/browser-engines.js'
 import { chromiumChoice } from '../browser/chromium.ts'
+import { launchFirefox, startWebKit } from '../browser/engines.ts'
 import { rangeHandler, startServer, type TestServer } from '../http-server.ts'
 import { headerOf } from '../read-helpers.ts'
 
@@ -108,6 +112,106 @@ function serveSite(dir: string): Promise<TestServer> {
   })
 }
 
+/** What a page reported, and what the engine saw besides: errors, and the workers it started where it says. */
+interface PageRun {
+  results: unknown
+  problems: string[]
+  /** undefined where the driver does not report workers (classic WebDriver). */
+  workers: string[] | undefined
+}
+
+/** A browser engine that opens a page and waits for its `window.consumerResults`. */
+interface Browser {
+  version: string
+  /** Where the browser came from, for the log. */
+  origin: string
+  run(url: string): Promise<PageRun>
+  close(): Promise<void>
+}
+
+const RESULTS_TIMEOUT = 30_000
+const waitedTooLong = (problems: string[]) =>
+  new Error(`no consumerResults after ${RESULTS_TIMEOUT} ms; in the page: ${problems.join('\n') || 'nothing reported'}`)
+
+async function launch(engine: Engine): Promise<Browser> {
+  if (engine === 'chromium') {
+    const choice = await chromiumChoice()
+    const browser = await chromium.launch({ executablePath: choice.executablePath, args: choice.args })
+    return {
+      version: `Chromium ${browser.version()}`,
+      origin: choice.origin,
+      async run(url) {
+        const page = await browser.newPage()
+        const problems: string[] = []
+        page.on('pageerror', (error) => problems.push(String(error)))
+        page.on('console', (message) => void (message.type() === 'error' && problems.push(message.text())))
+        const workers: string[] = []
+        page.on('worker', (worker) => workers.push(worker.url()))
+        try {
+          await page.goto(url)
+          await page
+            .waitForFunction(() => 'consumerResults' in window, undefined, { timeout: RESULTS_TIMEOUT })
+            .catch(() => {
+              throw waitedTooLong(problems)
+            })
+          return { results: await page.evaluate(() => (window as { consumerResults?: unknown }).consumerResults), problems, workers }
+        } finally {
+          await page.close()
+        }
+      },
+      close: () => browser.close(),
+    }
+  }
+  if (engine === 'firefox') {
+    const browser = await launchFirefox()
+    return {
+      version: `Firefox ${(await browser.version()).replace(/^firefox\//, '')}`,
+      origin: 'firefox-esr (Debian) through puppeteer-core',
+      async run(url) {
+        const page = await browser.newPage()
+        const problems: string[] = []
+        page.on('pageerror', (error) => problems.push(String(error)))
+        page.on('console', (message) => void (message.type() === 'error' && problems.push(message.text())))
+        try {
+          await page.goto(url)
+          await page
+            .waitForFunction(() => 'consumerResults' in window, { timeout: RESULTS_TIMEOUT })
+            .catch(() => {
+              throw waitedTooLong(problems)
+            })
+          // Workers are not counted here (as in WebKit): the results say where the checks ran.
+          return { results: await page.evaluate(() => (window as { consumerResults?: unknown }).consumerResults), problems, workers: undefined }
+        } finally {
+          await page.close()
+        }
+      },
+      close: () => browser.close(),
+    }
+  }
+  const driver = await startWebKit()
+  const browser = await remote({ hostname: driver.hostname, port: driver.port, logLevel: 'silent', capabilities: driver.capabilities })
+  return {
+    version: `WebKitGTK ${browser.capabilities.browserVersion}`,
+    origin: 'webkit2gtk-driver (Debian) through webdriverio',
+    async run(url) {
+      await browser.url(url)
+      // Classic WebDriver reports neither errors nor workers: what the page caught is in its results.
+      await browser
+        .waitUntil(() => browser.execute(() => 'consumerResults' in window), { timeout: RESULTS_TIMEOUT, interval: 100 })
+        .catch(() => {
+          throw waitedTooLong([])
+        })
+      // As JSON text: WebDriver's own serialization turns an undefined property into null.
+      const json = await browser.execute(() => JSON.stringify((window as { consumerResults?: unknown }).consumerResults))
+      return { results: JSON.parse(json), problems: [], workers: undefined }
+    },
+    async close() {
+      await browser.deleteSession()
+      driver.close()
+    },
+  }
+}
+
 /** The files of the browser entry's module graph in an installed package, and any import that leaves it. */
 function browserGraph(pkgDir: string): { files: string[]; outside: string[] } {
   const entry = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')).exports['.'].browser.default
@@ -159,10 +263,15 @@ function expectedResults(where: 'page' | 'worker') {
   }
 }
 
-describe('the packed package in bundlers, run in Chromium', () => {
+const ENGINES: Engine[] = ['chromium', 'firefox', 'webkit']
+const present = ENGINES.filter((engine) => missing(engine) === undefined)
+// Rows of the matrix, bundler by engine (test.each takes them flat).
+const RUNS = BUNDLERS.flatMap((bundler) => present.map((engine) => ({ ...bundler, engine })))
+
+describe('the packed package in bundlers, run in each browser engine', () => {
   let dir: string
   let consumer: string
-  let browser: Browser
+  const browsers = new Map<Engine, Promise<Browser>>()
   const builds = new Map<string, Promise<Built>>()
 
   beforeAll(async () => {
@@ -180,13 +289,13 @@ describe('the packed package in bundlers, run in Chromium', () => {
       built.catch(() => {}) // reported by its test
       builds.set(bundler.name, built)
     }
-    const choice = await chromiumChoice()
-    browser = await chromium.launch({ executablePath: choice.executablePath, args: choice.args })
-    console.log(`consumer matrix: ${filename} installed in a fresh folder; Chromium ${browser.version()} from ${choice.origin}`)
+    // Each engine started once, when its first test comes.
+    const skipped = ENGINES.filter((engine) => !present.includes(engine)).map((engine) => `${engine} (${missing(engine)})`)
+    console.log(`consumer matrix: ${filename} installed in a fresh folder${skipped.length > 0 ? `; skipped ${skipped.join(' and ')}` : ''}`)
   }, 120_000)
 
   afterAll(async () => {
-    await browser?.close()
+    await Promise.allSettled([...browsers.values()].map(async (browser) => (await browser).close()))
     // Let running builds finish before their folder goes away.
     await Promise.allSettled(builds.values())
     rmSync(dir, { recursive: true, force: true })
@@ -201,40 +310,29 @@ describe('the packed package in bundlers, run in Chromium', () => {
     for (const file of files) expect(readFileSync(join(pkgDir, file), 'utf8').split('node:').length - 1, file).toBe(0)
   })
 
-  test.each(BUNDLERS)('$name: default build, then the page and a module Worker read the fixture in Chromium', async (bundler) => {
+  test.each(RUNS)('$name: default build, then the page and a module Worker read the fixture in $engine', async (bundler) => {
     const built = await builds.get(bundler.name)!
     expect(built.log).not.toMatch(NODE_IMPORT)
     const out = join(consumer, 'out', bundler.name)
     expect(Object.keys(built.files)).toContain('index.html')
     for (const file of Object.keys(built.files)) expect(readFileSync(join(out, file), 'utf8').split('node:').length - 1, file).toBe(0)
 
+    if (!browsers.has(bundler.engine)) browsers.set(bundler.engine, launch(bundler.engine))
+    const browser = await browsers.get(bundler.engine)!
     const site = await serveSite(out)
-    const page = await browser.newPage()
-    const problems: string[] = []
-    page.on('pageerror', (error) => problems.push(String(error)))
-    page.on('console', (message) => void (message.type() === 'error' && problems.push(message.text())))
-    const workers: string[] = []
-    page.on('worker', (worker) => workers.push(worker.url()))
     const started = performance.now()
-    let results: unknown
+    let page: PageRun
     try {
-      await page.goto(`${site.origin}/`)
-      await page
-        .waitForFunction(() => 'consumerResults' in window, undefined, { timeout: 30_000 })
-        .catch((error) => {
-          throw new Error(`${error.message}\nin the page: ${problems.join('\n')}`)
-        })
-      results = await page.evaluate(() => (window as { consumerResults?: unknown }).consumerResults)
+      page = await browser.run(`${site.origin}/`)
     } finally {
-      await page.close()
       await site.close()
     }
     const ms = Math.round(performance.now() - started)
 
-    expect(results).not.toHaveProperty('error')
-    expect(results).toEqual({ page: expectedResults('page'), worker: expectedResults('worker') })
-    expect(workers).toHaveLength(1)
-    expect(problems).toEqual([])
+    expect(page.results).not.toHaveProperty('error')
+    expect(page.results).toEqual({ page: expectedResults('page'), worker: expectedResults('worker') })
+    if (page.workers) expect(page.workers).toHaveLength(1)
+    expect(page.problems).toEqual([])
     // Every read of the fixture was a Range request, answered 206; each BF16 tensor was read by its exact range.
     const reads = site.log.filter((entry) => entry.path === FIXTURE)
     expect(reads.map((entry) => [entry.range, entry.status]).filter(([range, status]) => !/^bytes=\d+-\d+$/.test(String(range)) || status !== 206)).toEqual([])
@@ -247,8 +345,9 @@ describe('the packed package in bundlers, run in Chromium', () => {
     const sizes = Object.entries(built.files)
       .map(([file, bytes]) => `${file} ${(bytes / 1000).toFixed(1)} kB`)
       .join(', ')
+    const worker = page.workers ? ` (${page.workers[0].slice(site.origin.length)})` : ''
     console.log(
-      `${bundler.name} ${versionOf(bundler.pkg)}: built in ${built.ms} ms with no node: error (${sizes}); in Chromium: page passed, module Worker (${workers[0].slice(site.origin.length)}) passed, ${reads.length} Range reads, ${ms} ms`,
+      `${bundler.name} ${versionOf(bundler.pkg)}: built in ${built.ms} ms with no node: error (${sizes}); in ${browser.version} (${browser.origin}): page passed, module Worker${worker} passed, ${reads.length} Range reads, ${ms} ms`,
     )
   })
 })

@@ -11,14 +11,12 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
 import workerdBinary, { version as workerdVersion } from 'workerd'
 import { open } from '../../src/node.ts'
-import { FLOAT_SOURCES, referenceConvert } from '../float-reference.ts'
+import { referenceConvert } from '../float-reference.ts'
 import { serveFiles, startServer, type TestServer } from '../http-server.ts'
+import { badUploads, expectConvertedToF16, FIXTURE, INVALID } from './worker-checks.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-const FIXTURE = 'fluxml__safetensors.jl__model.safetensors'
 const FIXTURE_PATH = join(ROOT, 'test/fixtures/real', FIXTURE)
-const LARGE_PATH = join(ROOT, 'test/fixtures/real/catundchat__stable-diffusion-v1.5-lora__pytorch_lora_weights.safetensors')
-const INVALID = 'syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors'
 const INVALID_PATH = join(ROOT, 'test/fixtures/real/invalid', INVALID)
 
 /** What `import 'safetensors-wasm'` means under the `workerd` condition, resolved by Node itself. */
@@ -209,61 +207,26 @@ describe('workerd', () => {
     expect(Buffer.compare(stored[0].bytes, bytes)).toBe(0)
   })
 
-  const bad = (): Array<[string, Uint8Array<ArrayBuffer>, string]> => {
-    const bytes = fixture()
-    const n = Number(Buffer.from(bytes).readBigUInt64LE(0))
-    const shifted = bytes.slice()
-    // The first data_offsets begin becomes 1: InvalidOffset, by the format's rules.
-    const text = Buffer.from(shifted.subarray(8, 8 + n))
-      .toString('latin1')
-      .replace(/"data_offsets":\[0,/, '"data_offsets":[1,')
-    shifted.set(Buffer.from(text, 'latin1'), 8)
-    // Large enough that much of it reaches storage before the end shows it is short.
-    const large = new Uint8Array(readFileSync(LARGE_PATH))
-    return [
-      ['cut-short', bytes.subarray(0, bytes.length - 1), 'MetadataIncompleteBuffer'],
-      ['large-cut-short', large.subarray(0, large.length - 100), 'MetadataIncompleteBuffer'],
-      ['trailing', new Uint8Array(Buffer.concat([bytes, Buffer.alloc(1)])), 'MetadataIncompleteBuffer'],
-      ['bad-offset', shifted, 'InvalidOffset'],
-      ['abuse', new Uint8Array(readFileSync(INVALID_PATH)), 'InvalidHeaderLength'],
-    ]
-  }
-  test.each(bad().map(([name, , code]) => [name, code]))('upload gateway: %s is answered 422 %s and storage sees no complete object', async (name, code) => {
-    const [, bytes] = bad().find(([n]) => n === name)!
-    const response = await fetch(`${workerd.urls.gateway}${name}.safetensors`, { method: 'POST', body: bytes })
-    expect(response.status, await response.clone().text()).toBe(422)
-    expect((await response.json()).code).toBe(code)
-    await vi.waitFor(() => expect(uploads.filter((u) => u.path === `/${name}.safetensors` && u.state === 'receiving')).toEqual([]))
-    const seen = uploads.filter((u) => u.path === `/${name}.safetensors`)
-    console.log(`upload gateway, ${name}: storage saw ${seen.map((u) => `${u.state} after ${u.bytes.length} bytes`).join(', ') || 'no request'}`)
-    expect(seen.filter((u) => u.state !== 'aborted')).toEqual([])
-    // A file that is bad only at its end streamed to storage, which then saw the upload break off.
-    if (name === 'large-cut-short') expect(seen.map((u) => u.state)).toEqual(['aborted'])
-  })
+  test.each(badUploads().map(([name, , code]) => [name, code]))(
+    'upload gateway: %s is answered 422 %s and storage sees no complete object',
+    async (name, code) => {
+      const [, bytes] = badUploads().find(([n]) => n === name)!
+      const response = await fetch(`${workerd.urls.gateway}${name}.safetensors`, { method: 'POST', body: bytes })
+      expect(response.status, await response.clone().text()).toBe(422)
+      expect((await response.json()).code).toBe(code)
+      await vi.waitFor(() => expect(uploads.filter((u) => u.path === `/${name}.safetensors` && u.state === 'receiving')).toEqual([]))
+      const seen = uploads.filter((u) => u.path === `/${name}.safetensors`)
+      console.log(`upload gateway, ${name}: storage saw ${seen.map((u) => `${u.state} after ${u.bytes.length} bytes`).join(', ') || 'no request'}`)
+      expect(seen.filter((u) => u.state !== 'aborted')).toEqual([])
+      // A file that is bad only at its end streamed to storage, which then saw the upload break off.
+      if (name === 'large-cut-short') expect(seen.map((u) => u.state)).toEqual(['aborted'])
+    },
+  )
 
   test('converting proxy: an upstream BF16/F32 file comes back with every float as F16, byte-exact', async () => {
     const response = await fetch(`${workerd.urls.convert}${FIXTURE}?dtype=F16`)
     expect(response.status).toBe(200)
-    const out = new Uint8Array(await response.arrayBuffer())
-    const input = fixture()
-    const before = headerJson(input)
-    const after = headerJson(out)
-    // The tensors keep the upstream's data order, packed, each converted.
-    const order = Object.entries(before.tensors)
-      .sort(([, a], [, b]) => a.data_offsets[0] - b.data_offsets[0])
-      .map(([name]) => name)
-    expect(Object.keys(after.tensors).filter((k) => k !== '__metadata__')).toEqual(order)
-    let offset = 0
-    for (const name of order) {
-      const from = before.tensors[name]
-      const raw = input.subarray(before.dataStart + from.data_offsets[0], before.dataStart + from.data_offsets[1])
-      const isFloat = FLOAT_SOURCES.includes(from.dtype)
-      const expected = isFloat && from.dtype !== 'F16' ? referenceConvert(from.dtype, 'F16', raw) : raw
-      expect(after.tensors[name]).toEqual({ dtype: isFloat ? 'F16' : from.dtype, shape: from.shape, data_offsets: [offset, offset + expected.length] })
-      expect(Buffer.compare(out.subarray(after.dataStart + offset, after.dataStart + offset + expected.length), expected), name).toBe(0)
-      offset += expected.length
-    }
-    expect(out.length).toBe(after.dataStart + offset)
+    expectConvertedToF16(fixture(), new Uint8Array(await response.arrayBuffer()))
   })
 
   test.each(['bfloat16_3', 'bfloat16_35', 'bfloat16_357'])('%s: BF16 -> F32 in the worker equals the tensor read in Node', async (name) => {
@@ -307,8 +270,8 @@ describe('workerd', () => {
     expect((await response.json()).code).toBe('InvalidHeaderLength')
   })
 
-  test.each(['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js'])('README, "Edge workers", shows %s as tested', (file) => {
-    expect(readFileSync(join(ROOT, 'README.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/workerd', file), 'utf8')}`)
+  test.each(['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js'])('docs/streams-and-workers.md, "Edge workers", shows %s as tested', (file) => {
+    expect(readFileSync(join(ROOT, 'docs/streams-and-workers.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/workerd', file), 'utf8')}`)
   })
 
   test('outbound fetch is limited to loopback: another address is refused', async () => {

@@ -1,0 +1,366 @@
+// The CLI contract of DESIGN.md "Contract additions, December 2026", checked on node dist/cli.js with real
+// files and real failures: a PNG and random bytes, a missing file, an HTTP 404, an existing file or folder in
+// the output's place, a missing folder, a full disk (a 1 MiB tmpfs). Expected values come from package.json,
+// the test's own reading of the files (writer-reference.ts) and the format's definition, never from the CLI.
+import { randomBytes } from 'node:crypto'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { crc32, deflateSync } from 'node:zlib'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type FullDisk, fullDiskUnavailable, mountTmpfs } from './full-disk.ts'
+import { FIXTURES_REAL } from './helpers.ts'
+import { rangeHandler, startServer, type TestServer } from './http-server.ts'
+import { prng } from './random.ts'
+import { CLI, cli, cliWith } from './run-cli.ts'
+import { ls, orderedEntries, referenceFile, randomBytes as seededBytes, splitFile, tempDir } from './writer-reference.ts'
+
+const FILE = `${FIXTURES_REAL}fluxml__safetensors.jl__model.with_metadata.safetensors`
+const INVALID = `${FIXTURES_REAL}invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors`
+const SHARDED = `${FIXTURES_REAL}sharded/fluxml__safetensors.jl`
+const VERSION = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version as string
+
+beforeAll(() => {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build first`)
+})
+
+// Every folder a test makes is in this one, removed at the end.
+const TEMP = tempDir('cli-contract-')
+afterAll(() => rmSync(TEMP, { recursive: true, force: true }))
+const scratch = () => mkdtempSync(join(TEMP, 'test-'))
+
+/** The lines of an output, without the final newline. */
+const lines = (text: string) => text.replace(/\n$/, '').split('\n')
+
+/** What one line of stderr must be: exactly one line, no stack frame, no temporary file name. */
+function expectOneLine(stderr: string): string {
+  const [line, ...more] = lines(stderr)
+  expect(more, stderr).toEqual([])
+  expect(line).not.toMatch(/\.tmp\b|^\s+at /)
+  return line
+}
+
+/** A real 1x1 PNG: the signature, IHDR, IDAT (zlib-compressed scanline), IEND, each chunk with its CRC. */
+function png(): Uint8Array {
+  const chunk = (type: string, data: Uint8Array) => {
+    const out = Buffer.alloc(12 + data.length)
+    out.writeUInt32BE(data.length, 0)
+    out.write(type, 4, 'latin1')
+    out.set(data, 8)
+    out.writeUInt32BE(crc32(out.subarray(4, 8 + data.length)), 8 + data.length)
+    return out
+  }
+  const ihdr = Buffer.alloc(13)
+  ihdr.writeUInt32BE(1, 0)
+  ihdr.writeUInt32BE(1, 4)
+  ihdr.set([8, 2, 0, 0, 0], 8) // 8-bit RGB, no interlace
+  const pixel = deflateSync(Uint8Array.from([0, 255, 0, 0])) // filter byte, one red pixel
+  const signature = Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+  return Buffer.concat([signature, chunk('IHDR', ihdr), chunk('IDAT', pixel), chunk('IEND', new Uint8Array(0))])
+}
+
+/** The tensors of a written file as the test's own parser reads them: name -> dtype. */
+function dtypesOf(path: string): Map<string, string> {
+  const { text } = splitFile(new Uint8Array(readFileSync(path)))
+  return new Map(orderedEntries(text).flatMap(([name, v]) => (name === '__metadata__' ? [] : [[name, (v as { dtype: string }).dtype]])))
+}
+
+/** "3 F32, 1 I64" -> { F32: 3, I64: 1 }, and the same tally of a list of dtypes. */
+const tallyText = (text: string) => Object.fromEntries(text.split(', ').map((part) => [part.split(' ')[1], Number(part.split(' ')[0].replace(/,/g, ''))]))
+const tally = (dtypes: Iterable<string>) => {
+  const out: Record<string, number> = {}
+  for (const d of dtypes) out[d] = (out[d] ?? 0) + 1
+  return out
+}
+
+describe('--version', () => {
+  test.each(['--version', '-v'])('%s prints the version of package.json', async (flag) => {
+    expect(await cli(flag)).toEqual({ code: 0, stdout: `${VERSION}\n`, stderr: '' })
+  })
+})
+
+describe('usage', () => {
+  test('no command: the usage on stderr, nothing on stdout, exit 2', async () => {
+    const run = await cli()
+    expect(run).toMatchObject({ code: 2, stdout: '' })
+    expect(run.stderr).toContain('usage:')
+    expect(run.stderr).toContain('safetensors-wasm validate <file|url|model>...')
+  })
+
+  test('a usage error: the reason, then the usage, on stderr; exit 2', async () => {
+    const run = await cli('validate', FILE, '--bogus')
+    expect(run).toMatchObject({ code: 2, stdout: '' })
+    expect(lines(run.stderr)[0]).toBe('unknown option --bogus')
+    expect(run.stderr).toContain('usage:')
+  })
+
+  test('--help asks for the usage: on stdout, exit 0', async () => {
+    const run = await cli('--help')
+    expect(run).toMatchObject({ code: 0, stderr: '' })
+    expect(run.stdout).toContain('usage:')
+  })
+})
+
+describe('--dtype in any case', () => {
+  test.each([
+    ['f16', 'F16'],
+    ['Bf16', 'BF16'],
+    ['f32', 'F32'],
+  ])('--dtype %s writes what --dtype %s writes', async (spelled, canonical) => {
+    const dir = scratch()
+    const [a, b] = [join(dir, 'a.safetensors'), join(dir, 'b.safetensors')]
+    const run = await cli('convert', FILE, a, '--dtype', spelled)
+    expect(run, run.stderr).toMatchObject({ code: 0, stderr: '' })
+    expect(await cli('convert', FILE, b, '--dtype', canonical)).toMatchObject({ code: 0 })
+    expect(readFileSync(a).equals(readFileSync(b))).toBe(true)
+    // The fixture's floating-point tensors are F32, F64 and BF16; all of them become the target.
+    const floats = [...dtypesOf(FILE)].filter(([, d]) => /^(F|BF)\d/.test(d)).map(([name]) => name)
+    expect(floats.length).toBeGreaterThan(0)
+    for (const name of floats) expect(dtypesOf(a).get(name)).toBe(canonical)
+  })
+
+  test('an unknown dtype is a usage error that names it', async () => {
+    const run = await cli('convert', FILE, join(scratch(), 'x.safetensors'), '--dtype', 'f17')
+    expect(run).toMatchObject({ code: 2, stdout: '' })
+    expect(lines(run.stderr)[0]).toBe('--dtype takes F32, F16 or BF16 (in any case), got "f17"')
+  })
+})
+
+describe('not a SafeTensors file', () => {
+  const dir = scratch()
+  const notSafetensors = (name: string, bytes: Uint8Array) => {
+    const path = join(dir, name)
+    writeFileSync(path, bytes)
+    return { path, n: Buffer.from(bytes).readBigUInt64LE(0) }
+  }
+
+  test.each([
+    ['a PNG', 'red.png', png()],
+    ['random bytes', 'random.bin', randomBytes(4096)],
+  ])('%s: HeaderTooLarge, saying "not a SafeTensors file" with the length read', async (_, name, bytes) => {
+    const { path, n } = notSafetensors(name, bytes)
+    // The limit is the reference's (100,000,000 bytes); random bytes exceed it but with probability 5e-12.
+    expect(n).toBeGreaterThan(100_000_000n)
+    const message = `not a SafeTensors file: the header length is ${n} bytes, above the limit of 100000000`
+    const validate = await cli('validate', path, '--json')
+    expect(validate).toEqual({ code: 1, stderr: '', stdout: `${JSON.stringify({ file: path, valid: false, code: 'HeaderTooLarge', message })}\n` })
+    const inspect = await cli('inspect', path)
+    expect(inspect).toEqual({ code: 1, stdout: '', stderr: `${path}: HeaderTooLarge: ${message}\n` })
+  })
+
+  test('a file shorter than the length prefix: HeaderTooSmall, "not a SafeTensors file"', async () => {
+    const path = join(dir, 'short.txt')
+    writeFileSync(path, 'hi\n')
+    const run = await cli('validate', path)
+    expect(run).toEqual({
+      code: 1,
+      stderr: '',
+      stdout: `${path}: INVALID HeaderTooSmall: not a SafeTensors file: the file is 3 bytes; a SafeTensors file starts with an 8-byte header length\n`,
+    })
+  })
+
+  test('a real file cut inside its header: InvalidHeaderLength, "not a SafeTensors file (or a truncated one)"', async () => {
+    const whole = readFileSync(FILE)
+    const n = Number(whole.readBigUInt64LE(0))
+    const path = join(dir, 'cut.safetensors')
+    writeFileSync(path, whole.subarray(0, 8 + (n >> 1)))
+    const run = await cli('validate', path, '--json')
+    expect(run.code).toBe(1)
+    expect(JSON.parse(run.stdout)).toEqual({
+      file: path,
+      valid: false,
+      code: 'InvalidHeaderLength',
+      message: `not a SafeTensors file (or a truncated one): the header length is ${n} bytes, but the file has only ${n >> 1} bytes after the 8-byte prefix`,
+    })
+  })
+})
+
+describe('validate: exit 0 all valid, 1 any invalid, 3 none invalid but one unreadable', () => {
+  let server: TestServer
+  beforeAll(async () => {
+    // Serves FILE as /model.safetensors; any other path is a 404.
+    server = await startServer(rangeHandler((path) => (path === '/model.safetensors' ? new Uint8Array(readFileSync(FILE)) : undefined)))
+  })
+  afterAll(() => server.close())
+  const missing = join(scratch(), 'missing.safetensors')
+
+  test('a missing file: exit 3, an Io line that says why', async () => {
+    const run = await cli('validate', missing, '--json')
+    expect(run).toMatchObject({ code: 3, stderr: '' })
+    const line = JSON.parse(run.stdout)
+    expect(line).toMatchObject({ file: missing, valid: false, code: 'Io' })
+    expect(line.message).toContain('ENOENT')
+  })
+
+  test('an HTTP 404: exit 3; the same server serving the file: exit 0', async () => {
+    const absent = `${server.origin}/absent.safetensors`
+    const run = await cli('validate', absent, '--json')
+    expect(run).toMatchObject({ code: 3, stderr: '' })
+    const line = JSON.parse(run.stdout)
+    expect(line).toMatchObject({ file: absent, valid: false, code: 'Io' })
+    expect(line.message).toContain('404')
+    expect((await cli('validate', `${server.origin}/model.safetensors`)).code).toBe(0)
+  })
+
+  test('text lines say UNREADABLE or INVALID; an invalid input outweighs an unreadable one', async () => {
+    const unreadable = await cli('validate', FILE, missing)
+    expect(unreadable.code).toBe(3)
+    expect(lines(unreadable.stdout)[1]).toMatch(new RegExp(`^${missing}: UNREADABLE Io: `))
+    const both = await cli('validate', missing, INVALID, FILE)
+    expect(both.code).toBe(1)
+    expect(lines(both.stdout)[1]).toMatch(new RegExp(`^${INVALID}: INVALID InvalidHeaderLength: `))
+  })
+})
+
+describe('inspect --json: a failure is one JSON object on stdout', () => {
+  test.each([
+    ['an invalid file', [INVALID], INVALID, 'InvalidHeaderLength'],
+    ['a missing file', ['/nonexistent/x.safetensors'], '/nonexistent/x.safetensors', 'Io'],
+    ['an unknown tensor', [FILE, '--tensor', 'nope'], FILE, 'TensorNotFound'],
+  ])('%s', async (_, args, file, code) => {
+    const run = await cli('inspect', ...args, '--json')
+    expect(run).toMatchObject({ code: 1, stderr: '' })
+    expect(lines(run.stdout)).toHaveLength(1)
+    const out = JSON.parse(run.stdout)
+    expect(Object.keys(out)).toEqual(['file', 'valid', 'code', 'message'])
+    expect(out).toMatchObject({ file, valid: false, code })
+  })
+})
+
+describe('convert: errors name the output in one line', () => {
+  test('a model onto an existing file: exit 1, the file untouched', async () => {
+    const dir = scratch()
+    const out = join(dir, 'taken')
+    writeFileSync(out, 'keep me')
+    const run = await cli('convert', SHARDED, out, '--dtype', 'BF16')
+    expect(run).toMatchObject({ code: 1, stdout: '' })
+    expect(expectOneLine(run.stderr)).toBe(`${out}: Io: exists and is not a folder (a model is written as a folder of shards and an index)`)
+    expect(readFileSync(out, 'utf8')).toBe('keep me')
+    expect(ls(dir)).toEqual(['taken'])
+  })
+
+  test('a file onto an existing folder: exit 1, the folder untouched', async () => {
+    const dir = scratch()
+    const out = join(dir, 'folder')
+    mkdirSync(out)
+    const run = await cli('convert', FILE, out, '--dtype', 'F16')
+    expect(run).toMatchObject({ code: 1, stdout: '' })
+    expect(expectOneLine(run.stderr)).toBe(`${out}: Io: is a folder (name the file to write, such as ${join(out, 'model.safetensors')})`)
+    expect(ls(out)).toEqual([])
+    expect(ls(dir)).toEqual(['folder'])
+  })
+
+  test('a file into a folder that does not exist: under the output, not the input', async () => {
+    const dir = scratch()
+    const out = join(dir, 'nope', 'out.safetensors')
+    const run = await cli('convert', FILE, out, '--dtype', 'F16')
+    expect(run).toMatchObject({ code: 1, stdout: '' })
+    expect(expectOneLine(run.stderr)).toBe(`${out}: Io: cannot write: no such file or directory (ENOENT)`)
+    expect(ls(dir)).toEqual([])
+  })
+
+  test('a model into a folder under a file: under the output', async () => {
+    const dir = scratch()
+    writeFileSync(join(dir, 'file'), '')
+    const out = join(dir, 'file', 'model')
+    const run = await cli('convert', SHARDED, out, '--dtype', 'BF16')
+    expect(run).toMatchObject({ code: 1, stdout: '' })
+    expect(expectOneLine(run.stderr)).toBe(`${out}: Io: cannot write: not a directory (ENOTDIR)`)
+    expect(ls(dir)).toEqual(['file'])
+  })
+
+  describe.skipIf(fullDiskUnavailable !== undefined)('a full disk', () => {
+    let disk: FullDisk
+    beforeAll(() => void (disk = mountTmpfs('1m')))
+    afterAll(() => disk.unmount())
+    // 1.2 MB of BF16 becomes 2.4 MB of F32: more than the disk holds, whatever is already on it.
+    const input = join(scratch(), 'big.safetensors')
+    writeFileSync(input, referenceFile([{ name: 'w', dtype: 'BF16', shape: [600, 1000], bytes: seededBytes(1_200_000, prng(3)) }]))
+
+    test.each([
+      ['a file', 'out.safetensors', []],
+      ['a folder of shards', 'model', ['--max-shard-size', '500KB']],
+    ])('%s: exit 1, "no space left on device" under the output, nothing left on the disk', async (_, name, extra) => {
+      const out = join(disk.dir, name)
+      const run = await cli('convert', input, out, '--dtype', 'F32', ...extra)
+      expect(run).toMatchObject({ code: 1, stdout: '' })
+      expect(expectOneLine(run.stderr)).toBe(`${out}: Io: cannot write: no space left on device (ENOSPC)`)
+      const files = readdirSync(disk.dir, { recursive: true, withFileTypes: true }).filter((d) => !d.isDirectory())
+      expect(files.map((d) => d.name)).toEqual([])
+    })
+  })
+})
+
+describe('convert: what it wrote, in one line', () => {
+  /** Runs convert and reads its one line of stdout into numbers. */
+  async function summaryOf(...args: string[]) {
+    const run = await cli('convert', ...args)
+    expect(run, run.stderr).toMatchObject({ code: 0, stderr: '' })
+    const m = /^(.+): wrote ([\d,]+) tensors? \(([^)]+)\), ([\d,]+) bytes(?: in ([\d,]+) shards?(?: and (\S+))?)?, \d+\.\d\d s$/.exec(expectOneLine(run.stdout))
+    expect(m, run.stdout).not.toBeNull()
+    const [, path, tensors, dtypes, bytes, shards, index] = m!
+    const number = (text: string) => Number(text.replace(/,/g, ''))
+    return { path, tensors: number(tensors), dtypes: tallyText(dtypes), bytes: number(bytes), shards: shards && number(shards), index }
+  }
+
+  test('a file: its tensors by dtype and its size, as the written file says', async () => {
+    const out = join(scratch(), 'out.safetensors')
+    const summary = await summaryOf(FILE, out, '--dtype', 'bf16')
+    const written = dtypesOf(out)
+    expect(summary).toEqual({
+      path: out,
+      tensors: written.size,
+      dtypes: tally(written.values()),
+      bytes: statSync(out).size,
+      shards: undefined,
+      index: undefined,
+    })
+  })
+
+  test('a sharded model: tensors, the shards’ bytes, how many shards and the index', async () => {
+    const out = join(scratch(), 'model')
+    const summary = await summaryOf(SHARDED, out, '--dtype', 'F16')
+    const weightMap = JSON.parse(readFileSync(join(out, 'model.safetensors.index.json'), 'utf8')).weight_map as Record<string, string>
+    const files = [...new Set(Object.values(weightMap))]
+    expect(summary).toEqual({
+      path: out,
+      tensors: Object.keys(weightMap).length,
+      dtypes: tally(files.flatMap((f) => [...dtypesOf(join(out, f)).values()])),
+      bytes: files.reduce((sum, f) => sum + statSync(join(out, f)).size, 0),
+      shards: files.length,
+      index: 'model.safetensors.index.json',
+    })
+  })
+})
+
+describe('convert never makes a folder of a path ending in .safetensors', () => {
+  test.each([
+    ['--max-shard-size', FILE, ['--max-shard-size', '1KB']],
+    ['a model as input', SHARDED, ['--dtype', 'BF16']],
+  ])('%s: a usage error (exit 2) that says why; nothing created', async (_, input, options) => {
+    const dir = scratch()
+    const out = join(dir, 'out.safetensors')
+    const run = await cli('convert', input, out, ...options)
+    expect(run).toMatchObject({ code: 2, stdout: '' })
+    expect(lines(run.stderr)[0]).toBe(
+      `${out}: this writes a folder of shards and an index, which a name ending in .safetensors would pass off as a file; give a folder name`,
+    )
+    expect(ls(dir)).toEqual([])
+  })
+})
+
+describe('an unexpected error', () => {
+  // new URL() refuses this: a TypeError, which the library lets through as the platform's own.
+  const badUrl = 'http://[::1/x.safetensors'
+
+  test('is one line on stderr, exit 1, no stack', async () => {
+    const run = await cli('validate', badUrl)
+    expect(run).toMatchObject({ code: 1, stdout: '' })
+    expect(expectOneLine(run.stderr)).toBe('TypeError: Invalid URL (SAFETENSORS_WASM_DEBUG=1 shows where)')
+  })
+
+  test('SAFETENSORS_WASM_DEBUG=1 shows the stack', async () => {
+    const run = await cliWith({ env: { SAFETENSORS_WASM_DEBUG: '1' } }, 'validate', badUrl)
+    expect(run.code).toBe(1)
+    expect(run.stderr).toMatch(/^TypeError: Invalid URL\n\s+at /)
+  })
+})

@@ -1,0 +1,114 @@
+// The R2 versions of the three Workers (test/r2/*.js, shown verbatim in docs/streams-and-workers.md) run
+// in Miniflare (workerd with a local R2) with an R2 binding seeded from the fixtures. They import the
+// package by name, which resolves through its `workerd` export condition (dist/workerd.js: npm run build).
+import { readdirSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Miniflare } from 'miniflare'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { referenceConvert } from '../float-reference.ts'
+import { FIXTURES_REAL } from '../helpers.ts'
+import { headerOf, tensorBytes } from '../read-helpers.ts'
+import { badUploads, expectConvertedToF16, FIXTURE, fixture } from '../workerd/worker-checks.ts'
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const ENTRY = join(ROOT, 'dist/workerd.js')
+const SHARDS = join(FIXTURES_REAL, 'sharded', 'fluxml__safetensors.jl')
+const WORKERS = ['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js']
+
+interface Bucket {
+  put(key: string, value: Uint8Array): Promise<unknown>
+  get(key: string): Promise<{ arrayBuffer(): Promise<ArrayBuffer> } | null>
+  head(key: string): Promise<unknown>
+}
+
+/** A Worker of its file here, importing the package's workerd entry as 'safetensors-wasm' and its .wasm files as compiled modules. */
+function worker(file: string, bindings: Record<string, string> = {}) {
+  const root = '/worker'
+  const wasm = readdirSync(dirname(ENTRY)).filter((f) => f.endsWith('.wasm'))
+  return {
+    name: file.replace(/\.js$/, ''),
+    modulesRoot: root,
+    modules: [
+      { type: 'ESModule' as const, path: `${root}/worker.js`, contents: readFileSync(join(ROOT, 'test/r2', file), 'utf8') },
+      { type: 'ESModule' as const, path: `${root}/safetensors-wasm`, contents: readFileSync(ENTRY, 'utf8') },
+      ...wasm.map((f) => ({ type: 'CompiledWasm' as const, path: `${root}/${f}`, contents: readFileSync(join(dirname(ENTRY), f)) })),
+    ],
+    compatibilityDate: '2025-06-01',
+    // One bucket behind every Worker's binding.
+    r2Buckets: { BUCKET: 'models' },
+    bindings,
+  }
+}
+
+describe('R2 Workers (Miniflare)', () => {
+  let mf: Miniflare
+  let bucket: Bucket
+  const call = async (name: string, path: string, init?: RequestInit): Promise<Response> => {
+    const fetcher = (await mf.getWorker(name)) as unknown as { fetch(url: string, init?: RequestInit): Promise<Response> }
+    return fetcher.fetch(`http://worker/${path}`, init)
+  }
+
+  // As a client sends a file (Miniflare's fetch would stream it chunked, without one).
+  const upload = (bytes: Uint8Array<ArrayBuffer>) => ({ method: 'POST', body: bytes, headers: { 'content-length': String(bytes.length) } })
+
+  beforeAll(async () => {
+    mf = new Miniflare({ workers: [worker('tensor-endpoint.js', { PREFIX: 'sharded/' }), worker('upload-gateway.js'), worker('convert-proxy.js')] })
+    bucket = (await mf.getR2Bucket('BUCKET', 'tensor-endpoint')) as unknown as Bucket
+    for (const name of readdirSync(SHARDS)) await bucket.put(`sharded/${name}`, new Uint8Array(readFileSync(join(SHARDS, name))))
+    await bucket.put(FIXTURE, fixture())
+  }, 60_000)
+
+  afterAll(async () => {
+    await mf?.dispose()
+  })
+
+  const weightMap = () => (JSON.parse(readFileSync(join(SHARDS, 'model.safetensors.index.json'), 'utf8')) as { weight_map: Record<string, string> }).weight_map
+
+  test('tensor endpoint: every tensor of the sharded model, as stored and as F32, byte-exact', async () => {
+    for (const [name, shard] of Object.entries(weightMap())) {
+      const file = new Uint8Array(readFileSync(join(SHARDS, shard)))
+      const info = headerOf(file).tensors[name]
+      const raw = tensorBytes(file, name)
+      const targets = info.dtype === 'F32' || !['BF16', 'F16', 'F64'].includes(info.dtype) ? [undefined] : [undefined, 'F32']
+      for (const dtype of targets) {
+        const response = await call('tensor-endpoint', `tensor/${encodeURIComponent(name)}${dtype ? `?dtype=${dtype}` : ''}`)
+        expect(response.status, await response.clone().text()).toBe(200)
+        const expected = dtype ? referenceConvert(info.dtype, dtype, raw) : raw
+        expect(Buffer.compare(new Uint8Array(await response.arrayBuffer()), expected), `${name} as ${dtype ?? info.dtype}`).toBe(0)
+        expect(JSON.parse(response.headers.get('x-shape')!)).toEqual(info.shape)
+      }
+    }
+    const missing = await call('tensor-endpoint', 'tensor/nope')
+    expect(missing.status).toBe(404)
+    expect((await missing.json()).code).toBe('TensorNotFound')
+  })
+
+  test('upload gateway: a good file is answered 201 with its tensor count and stored byte-identical', async () => {
+    const bytes = fixture()
+    const response = await call('upload-gateway', 'uploads/good.safetensors', upload(bytes))
+    expect(response.status, await response.clone().text()).toBe(201)
+    expect((await response.json()).tensors).toBe(Object.keys(headerOf(bytes).tensors).length)
+    const stored = await bucket.get('uploads/good.safetensors')
+    expect(Buffer.compare(new Uint8Array(await stored!.arrayBuffer()), bytes)).toBe(0)
+  })
+
+  test.each(badUploads().map(([name, , code]) => [name, code]))('upload gateway: %s is answered 422 %s and no object is stored', async (name, code) => {
+    const [, bytes] = badUploads().find(([n]) => n === name)!
+    const response = await call('upload-gateway', `uploads/${name}.safetensors`, upload(bytes))
+    expect(response.status, await response.clone().text()).toBe(422)
+    expect((await response.json()).code).toBe(code)
+    expect(await bucket.head(`uploads/${name}.safetensors`)).toBeNull()
+  })
+
+  test('converting proxy: a BF16/F32 object comes back with every float as F16, byte-exact', async () => {
+    const response = await call('convert-proxy', `${FIXTURE}?dtype=F16`)
+    expect(response.status, await response.clone().text()).toBe(200)
+    expectConvertedToF16(fixture(), new Uint8Array(await response.arrayBuffer()))
+    expect((await call('convert-proxy', 'no-such.safetensors')).status).toBe(404)
+  })
+
+  test.each(WORKERS)('docs/streams-and-workers.md, "Models in R2", shows %s as tested', (file) => {
+    expect(readFileSync(join(ROOT, 'docs/streams-and-workers.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/r2', file), 'utf8')}`)
+  })
+})
