@@ -6,6 +6,7 @@
 // throughput grows by at least 5% (as @huggingface/hub's downloader does), up to `connections`; a
 // connection that brings less is dropped again. CDNs cap each connection, so each one adds its cap; a
 // server that caps all connections together stays at 2, no slower than one.
+import { integerOption } from './retry.ts'
 import { abortedError, onAbort, type RangeSource, readInto } from './source.ts'
 
 /**
@@ -28,19 +29,17 @@ const READY_CHUNKS = 2
 const HOLD_WINDOWS = 4
 
 /** Requests in flight per file by default: 6 in workerd, 4 in browsers (one HTTP/2 connection per origin, shared), else 8. */
-export function defaultConnections(): number {
+function defaultConnections(): number {
   const scope = globalThis as { navigator?: { userAgent?: string }; process?: { versions?: { node?: string } }; Deno?: unknown; Bun?: unknown }
   if (scope.navigator?.userAgent === 'Cloudflare-Workers') return 6
   if (scope.process?.versions?.node !== undefined || scope.Deno !== undefined || scope.Bun !== undefined) return 8
   return 4
 }
 
-/** The `connections` option, checked: misuse is the caller's bug, so TypeError/RangeError, not Io. */
+/** The `connections` option, checked. */
 export function connectionsOption(options: { connections?: unknown }): number {
   const { connections = defaultConnections() } = options
-  if (typeof connections !== 'number') throw new TypeError(`connections must be a number, not ${typeof connections}`)
-  if (!Number.isInteger(connections) || connections < 1) throw new RangeError(`connections must be an integer >= 1, not ${connections}`)
-  return connections
+  return integerOption('connections', connections, 1)
 }
 
 /**
@@ -48,7 +47,7 @@ export function connectionsOption(options: { connections?: unknown }): number {
  * moves `level` between 2 and `limit`. Tasks wait their turn in order, so chunks start front to back.
  */
 export class ConnectionPool {
-  readonly limit: number
+  readonly #limit: number
   #level: number
   #active = 0
   readonly #waiting: Array<() => void> = []
@@ -62,7 +61,7 @@ export class ConnectionPool {
   #windowFull = false
 
   constructor(limit: number) {
-    this.limit = limit
+    this.#limit = limit
     this.#level = Math.min(2, limit)
   }
 
@@ -107,7 +106,7 @@ export class ConnectionPool {
       this.#baseline = undefined
     } else if (this.#baseline === undefined || rate >= this.#baseline * GAIN) {
       this.#baseline = rate
-      if (this.#level < this.limit) this.#setLevel(this.#level + 1)
+      if (this.#level < this.#limit) this.#setLevel(this.#level + 1)
     } else {
       this.#baseline = undefined
       this.#hold = HOLD_WINDOWS
