@@ -12,7 +12,7 @@ import { ConnectionPool, connectionsOption, DOWNLOAD, type ParallelReads, readCh
 import { SafetensorsError } from './errors.ts'
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { parseRetryAfter, retryDelay, retrySettings, sleep, watchdog } from './retry.ts'
-import { onAbort, type RangeSource } from './source.ts'
+import { type OnBytes, onAbort, type RangeSource } from './source.ts'
 
 /** Options of reads over http(s), in {@link open}, {@link openModel} and {@link httpSource}. */
 export interface HttpOptions {
@@ -143,7 +143,7 @@ interface Transfer {
    * Told each part's length as it lands in `target` (progress, conversion as bytes arrive): in order, or,
    * for a read in parallel chunks, in any order with `done`, the bytes complete at the front of `target`.
    */
-  onBytes?: (bytes: number, done?: number) => void
+  onBytes?: OnBytes
 }
 
 /** What a server says identifies one version of a file; learnt from the first response. */

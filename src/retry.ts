@@ -24,10 +24,10 @@ export function integerOption(name: string, value: unknown, least: number): numb
 /** retries and idleTimeout, checked as integerOption does. */
 export function retrySettings(options: { retries?: unknown; idleTimeout?: unknown }): { retries: number; idleTimeout: number } {
   const { retries = DEFAULT_RETRIES, idleTimeout = DEFAULT_IDLE_TIMEOUT } = options
-  integerOption('retries', retries, 0)
+  const checkedRetries = integerOption('retries', retries, 0)
   if (typeof idleTimeout !== 'number') throw new TypeError(`idleTimeout must be a number of milliseconds, not ${typeof idleTimeout}`)
   if (!(idleTimeout > 0)) throw new RangeError(`idleTimeout must be > 0 ms (Infinity turns it off), not ${idleTimeout}`)
-  return { retries: retries as number, idleTimeout }
+  return { retries: checkedRetries, idleTimeout }
 }
 
 /** The wait before retry number `attempt` (0 for the first): the server's Retry-After if it sent one. */
