@@ -675,10 +675,10 @@ describe.skipIf(fullDiskUnavailable !== undefined)('convert: failed writes', () 
     const weightMap = Object.fromEntries(tensors.map((t, i) => [t.name, shards[i >> 1]]))
     writeFileSync(join(model, 'model.safetensors.index.json'), pythonJsonDumps({ metadata: { total_size: 64 << 20 }, weight_map: weightMap }))
     writeFileSync(join(model, 'config.json'), '{"torch_dtype": "float32"}\n')
-    // 32 MiB/s: the first 16 MiB chunk takes half a second, and the write that fails overlaps the next read.
+    // 32 MiB/s a connection: the first 16 MiB chunk takes half a second, and the write that fails overlaps the next read.
     slow = await serveFiles(
       { 'model.safetensors': input, ...Object.fromEntries([...shards, 'model.safetensors.index.json'].map((f) => [`model/${f}`, join(model, f)])) },
-      { rate: 32 << 20 },
+      { bandwidth: { perConnection: 32 << 20 } },
     )
     disk = mountTmpfs('4m')
     readOnly = mountTmpfs('1m', 'ro')
