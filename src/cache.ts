@@ -20,6 +20,7 @@
 // on every read; an entry that fails (flipped bytes, truncated, or missing) is dropped and its block read
 // from the network again. Writes are atomic per entry (CacheStorage.write). A write that fails (a full
 // quota) is a warning, once per cache, and the read goes on with the bytes from the network.
+import { readThrough } from './cache-reads.ts'
 import { type CacheStorage, noStorage, opfsStorage, type StoredEntry, storageError } from './cache-storage.ts'
 import { xxh64 } from './checksum.ts'
 import { type ParallelReads, readChunked } from './downloads.ts'
@@ -259,24 +260,17 @@ class BlockCache implements RangeCache {
     this.#entries.set(name, size)
   }
 
+  /** open()'s reads of `http` through this cache (src/cache-reads.ts). */
+  [readThrough](http: HttpSource): HttpSource {
+    return cachedHttp(http, this)
+  }
+
   #warnOnce(error: unknown): void {
     if (this.#warned) return
     this.#warned = true
     const what = isQuotaError(error) ? 'the cache storage is full' : 'cannot write to the cache'
     console.warn(`safetensors-wasm: ${what} (${(error as Error)?.message ?? error}); ranges that cannot be stored are read from the network`)
   }
-}
-
-/** Throws the TypeError of a `cache` option that createCache() did not make. */
-export function checkCache(cache: unknown): asserts cache is RangeCache | undefined {
-  if (cache !== undefined && !(cache instanceof BlockCache))
-    throw new TypeError(`cache must be a RangeCache made by createCache(), not ${Object.prototype.toString.call(cache)}`)
-}
-
-/** `http` read through `cache` (when there is one). */
-export function withCache(http: HttpSource, cache: RangeCache | undefined): HttpSource {
-  checkCache(cache)
-  return cache ? cachedHttp(http, cache as BlockCache) : http
 }
 
 /** One version of one file in the cache: the start of its entry names and of its entry keys. */

@@ -6,7 +6,7 @@
 import { readdir, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { byteLengthOf, type ConvertTarget, convertInto, swapElementsInCore, targetOf } from './convert.ts'
+import { byteLengthOf, type ConvertTarget, type Core, convertInto, instantiate, swapElementsInCore, targetOf } from './convert.ts'
 import { type SequentialReader, sequentialReader } from './downloads.ts'
 import { DTYPE_INFO, type DType } from './dtypes.ts'
 import { type OpenOptions, open, type SafetensorsFile, type Source } from './file.ts'
@@ -18,7 +18,6 @@ import { fileSource, nodeFiles } from './node-source.ts'
 import { type FileSet, fileError, isSaveLeftover, planShards, writeModel, writeSet } from './node-writer.ts'
 import { type ProgressCallback, ProgressMeter } from './progress.ts'
 import { linkedAbort, memorySource, type RangeSource, readInto } from './source.ts'
-import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter } from './writer.ts'
 
 /** Options of convertFile and convertModel: those of {@link open} for the input, and what the output is. */

@@ -2,13 +2,16 @@
 // the tensors (or slices) asked for.
 
 import { type ByteOrder, hostByteOrder } from './byte-order.ts'
-import { checkCache, type RangeCache, withCache } from './cache.ts'
+import type { RangeCache } from './cache.ts'
+import { checkCache, withCache } from './cache-reads.ts'
 import {
   byteLengthOf,
+  type Core,
   checkConversion,
   convertInto,
   convertOverlapping,
   elementCountOf,
+  instantiate,
   swapElements,
   swapElementsInCore,
   wantsDedicatedCore,
@@ -26,7 +29,6 @@ import { retrySettings } from './retry.ts'
 import { planSlice, type SliceRange } from './slice.ts'
 import { blobSource, memorySource, type OnBytes, type RangeSource, throwIfAborted } from './source.ts'
 import { type StreamOptions, tensorStream } from './stream.ts'
-import { type Core, instantiate } from './wasm.ts'
 
 /** A tensor read from a file or model: its name, dtype, shape and values. */
 export interface Tensor<T extends TypedArray | Float16Array = TypedArray> {

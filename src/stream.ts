@@ -5,7 +5,17 @@
 // Every chunk lands in a wasm memory of its own that never grows (so views into it survive the awaits
 // between a read and its conversion), is converted there in place, and leaves as one copy.
 import type { ByteOrder } from './byte-order.ts'
-import { byteLengthOf, type ConvertTarget, checkConversion, convertInto, elementCountOf, swapElementsInCore, targetOf } from './convert.ts'
+import {
+  byteLengthOf,
+  type ConvertTarget,
+  type Core,
+  checkConversion,
+  convertInto,
+  elementCountOf,
+  instantiate,
+  swapElementsInCore,
+  targetOf,
+} from './convert.ts'
 import { type SequentialReader, sequentialReader } from './downloads.ts'
 import type { DType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
@@ -14,7 +24,6 @@ import { type Header, notSafetensors, parseHeaderOfUnknownSize, readHeaderSize, 
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { packedStarts, type SlicePlan } from './slice.ts'
 import { abortedError, linkedAbort, readInto, throwIfAborted } from './source.ts'
-import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter, streamSink } from './writer.ts'
 
 /** Options of {@link SafetensorsFile.stream} (which adds `ranges`, a slice). */
