@@ -13,12 +13,13 @@ import { GGMLQuantizationType, type GGUFParseOutput, type GGUFTypedMetadata, GGU
 import { afterAll, describe, expect, test } from 'vitest'
 import { ggufStream, writeGguf } from '../src/node.ts'
 import { referenceConvert } from './float-reference.ts'
+import { referenceQ8_0 } from './q8_0-reference.ts'
 import { expectError, expectSameBytes } from './read-helpers.ts'
 import { cli } from './run-cli.ts'
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/gguf/', import.meta.url))
 const MODELS = ['llama-gqa', 'mistral', 'qwen2'] as const
-const DTYPES = ['F32', 'F16', 'BF16'] as const
+const DTYPES = ['F32', 'F16', 'BF16', 'Q8_0'] as const
 type Dtype = (typeof DTYPES)[number]
 
 const dir = mkdtempSync(join(tmpdir(), 'safetensors-gguf-'))
@@ -89,7 +90,12 @@ function permute(bytes: Uint8Array, rows: number, heads: number): Uint8Array {
   return out
 }
 
-const GGML_TYPE: Record<string, GGMLQuantizationType> = { F32: GGMLQuantizationType.F32, F16: GGMLQuantizationType.F16, BF16: GGMLQuantizationType.BF16 }
+const GGML_TYPE: Record<string, GGMLQuantizationType> = {
+  F32: GGMLQuantizationType.F32,
+  F16: GGMLQuantizationType.F16,
+  BF16: GGMLQuantizationType.BF16,
+  Q8_0: GGMLQuantizationType.Q8_0,
+}
 
 /** What the GGUF of `model` as `dtype` must hold, tensor by tensor: name, dims, type and bytes. */
 function expectedTensors(model: string, dtype: Dtype): Map<string, { dims: number[]; type: string; bytes: Uint8Array }> {
@@ -99,11 +105,14 @@ function expectedTensors(model: string, dtype: Dtype): Map<string, { dims: numbe
   const expected = new Map<string, { dims: number[]; type: string; bytes: Uint8Array }>()
   for (const [name, t] of sourceTensors(folder)) {
     const gguf = ggufNameOf(name)
-    // Norms and biases (every 1-D tensor) are F32 whatever the dtype.
-    const type = t.shape.length === 1 ? 'F32' : dtype
+    const dims = [...t.shape].reverse()
+    // Norms and biases (every 1-D tensor) are F32 whatever the dtype; Q8_0 needs rows of whole 32-value blocks, else F16.
+    const type = t.shape.length === 1 ? 'F32' : dtype === 'Q8_0' && dims[0] % 32 !== 0 ? 'F16' : dtype
     const heads = /attn_q\./.test(gguf) ? config.num_attention_heads : /attn_k\./.test(gguf) ? config.num_key_value_heads : 0
     const rows = llama && heads > 0 ? permute(t.bytes, t.shape[0], heads) : t.bytes
-    expected.set(gguf, { dims: [...t.shape].reverse(), type, bytes: type === t.dtype ? rows : referenceConvert(t.dtype, type, rows) })
+    const as = (to: string) => (to === t.dtype ? rows : referenceConvert(t.dtype, to, rows))
+    const bytes = type === 'Q8_0' ? referenceQ8_0(new Float32Array(as('F32').slice().buffer)) : as(type)
+    expected.set(gguf, { dims, type, bytes })
   }
   return expected
 }

@@ -3,6 +3,8 @@
 // tensor's data at its offset, padded to the alignment. Every number is little-endian; a string is its
 // UTF-8 byte length as a u64, then its bytes.
 
+import { Q8_0_BLOCK, Q8_0_BLOCK_BYTES } from './q8_0.ts'
+
 /** GGUF's value types, by the ids the format gives them. */
 const VALUE_TYPE = { u32: 4, i32: 5, f32: 6, bool: 7, string: 8, array: 9 } as const
 
@@ -18,7 +20,7 @@ export type KeyValue =
 export const GGML_TYPES = {
   F32: { id: 0, block: 1, bytes: 4 },
   F16: { id: 1, block: 1, bytes: 2 },
-  Q8_0: { id: 8, block: 32, bytes: 34 },
+  Q8_0: { id: 8, block: Q8_0_BLOCK, bytes: Q8_0_BLOCK_BYTES },
   BF16: { id: 30, block: 1, bytes: 2 },
 } as const
 

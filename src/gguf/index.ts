@@ -15,7 +15,7 @@ import { asSafetensorsError } from '../stream.ts'
 import { type Core, instantiate } from '../wasm.ts'
 import { alignUp, type EncodedHeader, encodeHeader, GGML_TYPES, type GgmlType } from './format.ts'
 import { modelMetadata, parseJsonObject, readModelConfig } from './metadata.ts'
-import { quantizeQ8_0Into } from './q8_0.ts'
+import { q8_0ByteLength, quantizeQ8_0Into } from './q8_0.ts'
 import { GGUF_DTYPES, type GgufDtype, type PlannedTensor, planTensors } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
@@ -138,8 +138,8 @@ async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], sig
         permuteRows(new Uint8Array(core.memory.buffer), a, b, n / (count / t.heads), rows / t.heads, byteLengthOf(middle, count / rows))
         at = b
       }
-      if (t.type === 'Q8_0') quantizeQ8_0Into(core, at, at, n)
-      const outBytes = t.type === 'Q8_0' ? (n / GGML_TYPES.Q8_0.block) * GGML_TYPES.Q8_0.bytes : middleBytes
+      if (t.type === 'Q8_0') quantizeQ8_0Into(core, at, at, n, 'F32', info.name, first)
+      const outBytes = t.type === 'Q8_0' ? q8_0ByteLength(n) : middleBytes
       yield new Uint8Array(core.memory.buffer, at, outBytes).slice()
     }
     const size = header.sizes[index]
