@@ -16,3 +16,4 @@ export { statsPtr, statsReset, statsFirstPass, statsSecondPass } from './stats';
 // The layout of the scanner's results and its codes, as wasm globals that src/header.ts reads by name.
 export * from './boundary';
 export { xxh64 } from './hash';
+export { quantizeQ8_0 } from './q8_0';

@@ -69,7 +69,7 @@ class ChunkConverter {
 }
 
 /** Anything but a SafetensorsError becomes one (Io), so that a stream's consumer sees only codes. */
-function asSafetensorsError(error: unknown, what: string): SafetensorsError {
+export function asSafetensorsError(error: unknown, what: string): SafetensorsError {
   if (error instanceof SafetensorsError) return error
   return new SafetensorsError('Io', `${what}: ${(error as Error)?.message ?? String(error)}`, { cause: error })
 }
