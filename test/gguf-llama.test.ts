@@ -17,7 +17,10 @@ import { CLI, cli } from './run-cli.ts'
 import { tempDir } from './writer-reference.ts'
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/gguf/', import.meta.url))
-const MODELS = readdirSync(FIXTURES).sort()
+// Every folder with a reference.json is a model (q8_0/ holds the Q8_0 kernel's vectors).
+const MODELS = readdirSync(FIXTURES)
+  .filter((name) => existsSync(join(FIXTURES, name, 'reference.json')))
+  .sort()
 const DTYPES = ['F32', 'F16', 'BF16', 'Q8_0'] as const
 type Dtype = (typeof DTYPES)[number]
 

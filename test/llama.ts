@@ -54,7 +54,13 @@ function install(): void {
 // The part of node-llama-cpp's API the harness uses. Its own types are not imported: the package is only in
 // .cache/ once a test has installed it, and `npm run typecheck` runs on a clean clone.
 interface NodeLlamaCpp {
-  getLlama(options: { gpu: false; build: 'never'; logLevel: 'error'; maxThreads: number }): Promise<LlamaInstance>
+  getLlama(options: {
+    gpu: false
+    build: 'never'
+    logLevel: 'error'
+    logger: (level: string, message: string) => void
+    maxThreads: number
+  }): Promise<LlamaInstance>
 }
 interface LlamaInstance {
   loadModel(options: { modelPath: string; gpuLayers: 0 }): Promise<LlamaModelInstance>
@@ -77,6 +83,9 @@ interface LlamaSequenceInstance {
 }
 
 let instance: Promise<LlamaInstance> | undefined
+// What llama.cpp logged as errors since the last load began: node-llama-cpp's own error says only "Failed to
+// load model", llama.cpp's log says why (an unknown pre-tokenizer, a tensor of the wrong shape).
+let errors: string[] = []
 
 /**
  * llama.cpp on the CPU, offline: installs node-llama-cpp the first time (call it from a beforeAll with a timeout
@@ -87,7 +96,7 @@ export function startLlamaCpp(): Promise<LlamaInstance> {
     install()
     const { getLlama } = (await import(pathToFileURL(ENTRY).href)) as NodeLlamaCpp
     // Two threads: the machines that run the tests have two cores.
-    return getLlama({ gpu: false, build: 'never', logLevel: 'error', maxThreads: 2 })
+    return getLlama({ gpu: false, build: 'never', logLevel: 'error', logger: (_, message) => errors.push(message.trim()), maxThreads: 2 })
   })()
   return instance
 }
@@ -110,7 +119,10 @@ export interface LlamaModel {
  */
 export async function loadLlamaModel(path: string): Promise<LlamaModel> {
   const llama = await startLlamaCpp()
-  const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 })
+  errors = []
+  const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 }).catch((error: unknown) => {
+    throw new Error(`llama.cpp cannot load ${path}: ${errors.join('; ') || String(error)}`)
+  })
   const context = await model.createContext({
     contextSize: 256,
     batchSize: 256,
