@@ -1,7 +1,7 @@
 # A second GGUF writer, in Python with gguf-py, kept as the record of how the tolerances of
 # test/gguf-llama.test.ts were measured (docs/gguf.md, "How it is tested"). Run by hand; CI never runs it.
 #
-#   /work/venv-gguf/bin/python scripts/gguf-reference.py OUT_FOLDER [--no-permutation]
+#   /work/venv-gguf/bin/python scripts/gguf-reference.py OUT_FOLDER [--no-permutation] [--cases N]
 #   GGUF_DIR=OUT_FOLDER npx vitest run test/gguf-llama.test.ts   # judges these files instead of the CLI's
 #
 # For every model under test/fixtures/gguf/ and every dtype it writes OUT_FOLDER/<model>.<dtype>.gguf as
@@ -11,6 +11,8 @@
 # gguf-py, Q8_0 by gguf-py's quants.quantize with F16 for rows that are not a multiple of 32, the
 # hyperparameters from config.json and the tokenizer from tokenizer.json through gguf-py's SpecialVocab.
 # --no-permutation leaves the permutation out: the negative control that llama.cpp must then fail.
+# --cases N also writes OUT_FOLDER/<model>.cases.json: transformers' float32 logits after N more random id
+# sequences (5 to 20 ids), which the test then judges instead of reference.json's four, to measure on more.
 import json
 import os
 import sys
@@ -134,17 +136,40 @@ def write(folder, out, dtype, with_permutation):
     writer.close()
 
 
+def write_cases(folder, out, count):
+    """`count` random id sequences (a BOS first where the tokenizer adds one) and transformers' logits after each."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    with open(os.path.join(folder, "tokenizer_config.json")) as f:
+        add_bos = json.load(f).get("add_bos_token", False)
+    rng = np.random.default_rng(1234)
+    cases = []
+    with torch.no_grad():
+        for _ in range(count):
+            ids = rng.integers(2, model.config.vocab_size, size=int(rng.integers(5, 21))).tolist()
+            if add_bos:
+                ids[0] = model.config.bos_token_id
+            cases.append({"ids": ids, "logits": model(torch.tensor([ids])).logits[0, -1].tolist()})
+    with open(out, "w") as f:
+        json.dump({"cases": cases}, f)
+
+
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    args = [a for a in sys.argv[1:] if not a.startswith("--") and not a.isdigit()]
     if len(args) != 1:
-        sys.exit("usage: gguf-reference.py OUT_FOLDER [--no-permutation]")
+        sys.exit("usage: gguf-reference.py OUT_FOLDER [--no-permutation] [--cases N]")
     with_permutation = "--no-permutation" not in sys.argv
+    cases = int(sys.argv[sys.argv.index("--cases") + 1]) if "--cases" in sys.argv else 0
     os.makedirs(args[0], exist_ok=True)
-    for model in sorted(os.listdir(MODELS)):
+    # Every folder with a reference.json is a model (q8_0/ holds the Q8_0 kernel's vectors).
+    for model in sorted(m for m in os.listdir(MODELS) if os.path.exists(os.path.join(MODELS, m, "reference.json"))):
         for dtype in DTYPES:
             out = os.path.join(args[0], f"{model}.{dtype}.gguf")
             write(os.path.join(MODELS, model), out, dtype, with_permutation)
             print(out, os.path.getsize(out))
+        if cases:
+            write_cases(os.path.join(MODELS, model), os.path.join(args[0], f"{model}.cases.json"), cases)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
 // the comparison catches a converter that leaves out llama's Q/K permutation.
 //
 // GGUF_DIR=<folder> judges <folder>/<model>.<dtype>.gguf instead of the CLI's output: the files of
-// scripts/gguf-reference.py (gguf-py), with which the tolerances were measured.
+// scripts/gguf-reference.py (gguf-py), with which the tolerances were measured; after its --cases N, on the
+// sequences of <folder>/<model>.cases.json instead of reference.json's.
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -121,7 +122,9 @@ async function judge(path: string, model: string) {
   return withLlama(path, async (llama) => {
     const worst = { probability: 0, logit: 0 }
     const argmaxes: Array<{ ids: number[]; gap: number; expected: number; got: number }> = []
-    for (const { ids, logits } of reference(model).cases) {
+    const more = process.env.GGUF_DIR && join(process.env.GGUF_DIR, `${model}.cases.json`)
+    const { cases } = more && existsSync(more) ? (JSON.parse(readFileSync(more, 'utf8')) as Pick<Reference, 'cases'>) : reference(model)
+    for (const { ids, logits } of cases) {
       const probabilities = await llama.nextTokenProbabilities(ids)
       expect(probabilities.length, `${model}: llama.cpp's vocabulary`).toBe(logits.length)
       const d = distance(probabilities, logits)
