@@ -15,6 +15,7 @@ import { ggufStream, writeGguf } from '../src/node.ts'
 import { referenceConvert } from './float-reference.ts'
 import { referenceQ8_0 } from './q8_0-reference.ts'
 import { expectError, expectSameBytes } from './read-helpers.ts'
+import { serveFiles } from './http-server.ts'
 import { cli } from './run-cli.ts'
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/gguf/', import.meta.url))
@@ -335,4 +336,84 @@ test('the CLI: convert <folder> <out.gguf> --dtype bf16 writes the file and says
   expect(run.stdout).toMatch(
     new RegExp(`^${out}: wrote ${tensorInfos.length} tensors \\(${types[GGMLQuantizationType.BF16]} BF16, ${types[GGMLQuantizationType.F32]} F32\\), ${readFileSync(out).length.toLocaleString('en-US')} bytes, [0-9.]+ s\\n$`),
   )
+})
+
+describe('over HTTP, from the index URL', () => {
+  const folder = join(FIXTURES, 'llama-gqa')
+  const NAMES = ['config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors.index.json', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors']
+  const served = (names: string[], fault?: Parameters<typeof serveFiles>[1]['fault']) =>
+    serveFiles(Object.fromEntries(names.map((name) => [`llama/${name}`, join(folder, name)])), { fault })
+
+  test('the same bytes as from the folder, through ggufStream and the CLI', async () => {
+    const local = join(dir, 'http-local.gguf')
+    await writeGguf(folder, local, { dtype: 'Q8_0' })
+    const server = await served(NAMES)
+    try {
+      const index = `${server.url}llama/model.safetensors.index.json`
+      const stream = await ggufStream(index, { dtype: 'Q8_0' })
+      expectSameBytes(new Uint8Array(await new Response(stream).arrayBuffer()), readFileSync(local), 'over HTTP against the folder')
+      const out = join(dir, 'http-cli.gguf')
+      const run = await cli('convert', index, out, '--dtype', 'q8_0')
+      expect(run.code, run.stderr).toBe(0)
+      expectSameBytes(readFileSync(out), readFileSync(local), 'the CLI over HTTP against the folder')
+    } finally {
+      await server.close()
+    }
+  })
+
+  test('a 404 for tokenizer_config.json is a model without one; for tokenizer.json, an Io error naming its URL', async () => {
+    const server = await served(NAMES.filter((name) => name !== 'tokenizer_config.json'))
+    try {
+      const out = join(dir, 'no-tokenizer-config.gguf')
+      const run = await cli('convert', `${server.url}llama/model.safetensors.index.json`, out, '--dtype', 'F16')
+      expect(run.code, run.stderr).toBe(0)
+      const { typedMetadata } = await parse(out)
+      // Without tokenizer_config.json: no chat template, BOS and EOS from config.json's ids, add_bos_token from the post-processor's template.
+      const config = readJson(join(folder, 'config.json'))
+      expect(typedMetadata['tokenizer.chat_template']).toBeUndefined()
+      expect(typedMetadata['tokenizer.ggml.bos_token_id']?.value).toBe(config.bos_token_id)
+      expect(typedMetadata['tokenizer.ggml.eos_token_id']?.value).toBe(config.eos_token_id)
+    } finally {
+      await server.close()
+    }
+    const without = await served(NAMES.filter((name) => name !== 'tokenizer.json'))
+    try {
+      const error = await expectError(() => ggufStream(`${without.url}llama/model.safetensors.index.json`), 'Io')
+      expect(error.message).toContain(`${without.url}llama/tokenizer.json`)
+    } finally {
+      await without.close()
+    }
+  })
+
+  test('a shard failing part-way: the CLI exits 1 and the earlier file at the target stays as it was', async () => {
+    const server = await served(NAMES, (_n, log) =>
+      log.path.endsWith('-00002-of-00002.safetensors') && log.range !== undefined && !log.range.startsWith('bytes=0-') ? { kind: 'status', status: 403 } : undefined,
+    )
+    try {
+      const out = join(dir, 'kept.gguf')
+      writeFileSync(out, 'the earlier file')
+      const run = await cli('convert', `${server.url}llama/model.safetensors.index.json`, out, '--dtype', 'F16')
+      expect(run.code).toBe(1)
+      expect(run.stderr).toContain('403')
+      expect(readFileSync(out, 'utf8')).toBe('the earlier file')
+    } finally {
+      await server.close()
+    }
+  })
+})
+
+test('onProgress: one series over the source tensor bytes, ending at loaded === total; a signal aborts the stream with Aborted', async () => {
+  const folder = join(FIXTURES, 'llama-gqa')
+  const total = [...sourceTensors(folder).values()].reduce((sum, t) => sum + t.bytes.length, 0)
+  const events: Array<{ loaded: number; total: number }> = []
+  await new Response(await ggufStream(folder, { onProgress: (p) => events.push(p) })).arrayBuffer()
+  expect(new Set(events.map((e) => e.total))).toEqual(new Set([total]))
+  expect(events.at(-1)!.loaded).toBe(total)
+  for (let i = 1; i < events.length; i++) expect(events[i].loaded).toBeGreaterThanOrEqual(events[i - 1].loaded)
+
+  const controller = new AbortController()
+  const reader = (await ggufStream(folder, { signal: controller.signal })).getReader()
+  await reader.read()
+  controller.abort()
+  await expectError(() => reader.read(), 'Aborted')
 })

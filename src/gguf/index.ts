@@ -49,13 +49,13 @@ const CHUNK_ELEMENTS = 1 << 20
 
 /** The model's file `name` beside its weights, whole; undefined for a missing optional one. */
 async function readBeside(located: Located, name: string, required: boolean, options: OpenModelOptions): Promise<Uint8Array | undefined> {
+  const found = await located.beside(name)
+  const where = typeof found === 'string' ? found : found instanceof URL ? found.href : `${name} beside ${located.where}`
   const missing = () => {
-    if (required) throw new SafetensorsError('Io', `${name} is missing beside ${located.where}; a GGUF conversion needs it`)
+    if (required) throw new SafetensorsError('Io', `${where} is missing; a GGUF conversion reads the model's ${name}`)
     return undefined
   }
-  const found = await located.beside(name)
   if (found === undefined) return missing()
-  const where = typeof found === 'string' ? found : found instanceof URL ? found.href : `${name} beside ${located.where}`
   try {
     const source = await toRangeSource(found, options)
     try {
