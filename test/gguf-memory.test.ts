@@ -103,7 +103,9 @@ test('a 1 GiB model to Q8_0 and to F16 through the CLI: peak RSS under 200 MiB e
   for (const dtype of ['Q8_0', 'F16'] as const) {
     const out = join(dir, `big-${dtype}.gguf`)
     const peak = convertMeasured('convert', folder, out, '--dtype', dtype)
-    console.log(`gguf memory: ${(bytes / MiB).toFixed(0)} MiB of BF16 -> ${dtype}, ${(statSync(out).size / MiB).toFixed(0)} MiB, child peak RSS ${(peak / MiB).toFixed(1)} MiB`)
+    console.log(
+      `gguf memory: ${(bytes / MiB).toFixed(0)} MiB of BF16 -> ${dtype}, ${(statSync(out).size / MiB).toFixed(0)} MiB, child peak RSS ${(peak / MiB).toFixed(1)} MiB`,
+    )
     expect(peak).toBeLessThan(200 * MiB)
 
     const { tensorInfos, tensorDataOffset } = await gguf(out, { allowLocalFile: true })
@@ -111,7 +113,8 @@ test('a 1 GiB model to Q8_0 and to F16 through the CLI: peak RSS under 200 MiB e
     expect(embeddings.dtype).toBe(dtype === 'Q8_0' ? GGMLQuantizationType.Q8_0 : GGMLQuantizationType.F16)
     // The first 64 Ki values of the embeddings are the pattern's first 128 KiB.
     const source = block.subarray(0, 128 * 1024)
-    const expected = dtype === 'Q8_0' ? referenceQ8_0(new Float32Array(referenceConvert('BF16', 'F32', source).buffer)) : referenceConvert('BF16', 'F16', source)
+    const expected =
+      dtype === 'Q8_0' ? referenceQ8_0(new Float32Array(referenceConvert('BF16', 'F32', source).buffer)) : referenceConvert('BF16', 'F16', source)
     const actual = new Uint8Array(expected.length)
     const fd = openSync(out, 'r')
     readSync(fd, actual, 0, actual.length, Number(tensorDataOffset + embeddings.offset))

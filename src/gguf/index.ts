@@ -104,7 +104,12 @@ function permuteRows(memory: Uint8Array, from: number, to: number, heads: number
 }
 
 /** The bytes of the GGUF after its header: each tensor's data, chunk by chunk, then its padding. */
-async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], signal: AbortSignal, meter: ProgressMeter | undefined): AsyncGenerator<Uint8Array> {
+async function* tensorBytes(
+  header: EncodedHeader,
+  tensors: PlannedTensor[],
+  signal: AbortSignal,
+  meter: ProgressMeter | undefined,
+): AsyncGenerator<Uint8Array> {
   const slot = Math.max(0, ...tensors.map(slotBytes))
   const core: Core = instantiate(2 * slot, false)
   const [a, b] = [core.heapBase, core.heapBase + slot]
@@ -241,4 +246,3 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
 export async function ggufStream(input: string | URL | ModelFiles | ModelFolder, options: GgufOptions = {}): Promise<ReadableStream<Uint8Array>> {
   return (await planGguf(input, options)).stream
 }
-
