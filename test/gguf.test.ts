@@ -13,6 +13,7 @@ import { GGMLQuantizationType, type GGUFParseOutput, type GGUFTypedMetadata, GGU
 import { afterAll, describe, expect, test } from 'vitest'
 import { ggufStream, writeGguf } from '../src/node.ts'
 import { referenceConvert } from './float-reference.ts'
+import { type RangeOptions, serveFiles } from './http-server.ts'
 import { referenceQ8_0 } from './q8_0-reference.ts'
 import { expectError, expectSameBytes } from './read-helpers.ts'
 import { cli } from './run-cli.ts'
@@ -25,8 +26,40 @@ type Dtype = (typeof DTYPES)[number]
 const dir = mkdtempSync(join(tmpdir(), 'safetensors-gguf-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-type Json = Record<string, any>
-const readJson = (path: string): Json => JSON.parse(readFileSync(path, 'utf8'))
+/** What the tests read of config.json, tokenizer.json and tokenizer_config.json. */
+interface Config {
+  architectures: string[]
+  num_attention_heads: number
+  num_key_value_heads: number
+  num_hidden_layers: number
+  max_position_embeddings: number
+  hidden_size: number
+  intermediate_size: number
+  rms_norm_eps: number
+  vocab_size: number
+  head_dim?: number
+  rope_parameters: { rope_theta: number }
+  bos_token_id?: number
+  eos_token_id?: number
+}
+interface Tokenizer {
+  model: { vocab: Record<string, number>; merges: Array<string | string[]> }
+  added_tokens: Array<{ id: number; content: string; special: boolean }>
+  pre_tokenizer: unknown
+}
+interface TokenizerConfig {
+  bos_token?: string
+  eos_token: string
+  chat_template: string
+  [key: string]: unknown
+}
+/** A SafeTensors header's tensor entry. */
+interface Entry {
+  dtype: string
+  shape: number[]
+  data_offsets: [number, number]
+}
+const readJson = <T>(path: string): T => JSON.parse(readFileSync(path, 'utf8'))
 
 interface SourceTensor {
   dtype: string
@@ -38,14 +71,14 @@ interface SourceTensor {
 function sourceTensors(folder: string): Map<string, SourceTensor> {
   let files = ['model.safetensors']
   try {
-    files = [...new Set(Object.values(readJson(join(folder, 'model.safetensors.index.json')).weight_map as Record<string, string>))]
+    files = [...new Set(Object.values(readJson<{ weight_map: Record<string, string> }>(join(folder, 'model.safetensors.index.json')).weight_map))]
   } catch {}
   const tensors = new Map<string, SourceTensor>()
   for (const file of files) {
     const bytes = new Uint8Array(readFileSync(join(folder, file)))
     const n = Number(new DataView(bytes.buffer).getBigUint64(0, true))
     const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)))
-    for (const [name, t] of Object.entries<Json>(header)) {
+    for (const [name, t] of Object.entries<Entry>(header)) {
       if (name === '__metadata__') continue
       tensors.set(name, { dtype: t.dtype, shape: t.shape, bytes: bytes.slice(8 + n + t.data_offsets[0], 8 + n + t.data_offsets[1]) })
     }
@@ -55,7 +88,11 @@ function sourceTensors(folder: string): Map<string, SourceTensor> {
 
 /** llama.cpp's names for the Hugging Face ones (gguf-py's tensor_mapping.py), written out for these models. */
 function ggufNameOf(name: string): string {
-  const top: Record<string, string> = { 'model.embed_tokens.weight': 'token_embd.weight', 'model.norm.weight': 'output_norm.weight', 'lm_head.weight': 'output.weight' }
+  const top: Record<string, string> = {
+    'model.embed_tokens.weight': 'token_embd.weight',
+    'model.norm.weight': 'output_norm.weight',
+    'lm_head.weight': 'output.weight',
+  }
   if (top[name]) return top[name]
   const [, block, part, kind] = /^model\.layers\.(\d+)\.(.+)\.(weight|bias)$/.exec(name)!
   const parts: Record<string, string> = {
@@ -100,7 +137,7 @@ const GGML_TYPE: Record<string, GGMLQuantizationType> = {
 /** What the GGUF of `model` as `dtype` must hold, tensor by tensor: name, dims, type and bytes. */
 function expectedTensors(model: string, dtype: Dtype): Map<string, { dims: number[]; type: string; bytes: Uint8Array }> {
   const folder = join(FIXTURES, model)
-  const config = readJson(join(folder, 'config.json'))
+  const config = readJson<Config>(join(folder, 'config.json'))
   const llama = config.architectures[0] !== 'Qwen2ForCausalLM'
   const expected = new Map<string, { dims: number[]; type: string; bytes: Uint8Array }>()
   for (const [name, t] of sourceTensors(folder)) {
@@ -119,7 +156,7 @@ function expectedTensors(model: string, dtype: Dtype): Map<string, { dims: numbe
 
 /** The tokenizer's tokens and types by id, from tokenizer.json as llama.cpp's converter lists them (added special tokens CONTROL, 3). */
 function expectedVocabulary(folder: string, vocabSize: number): { tokens: string[]; types: number[] } {
-  const tokenizer = readJson(join(folder, 'tokenizer.json'))
+  const tokenizer = readJson<Tokenizer>(join(folder, 'tokenizer.json'))
   const tokens: string[] = []
   const types: number[] = []
   for (const [token, id] of Object.entries<number>(tokenizer.model.vocab)) {
@@ -143,16 +180,16 @@ const FILE_TYPE: Record<string, number> = { F32: 0, F16: 1, Q8_0: 7, BF16: 32 }
 /** Every key-value pair the GGUF must hold, with its GGUF type, from the model's files. */
 function expectedMetadata(model: string, dtype: Dtype): Record<string, { value: unknown; type: GGUFValueType; subType?: GGUFValueType }> {
   const folder = join(FIXTURES, model)
-  const config = readJson(join(folder, 'config.json'))
-  const tokenizer = readJson(join(folder, 'tokenizer.json'))
-  const tokenizerConfig = readJson(join(folder, 'tokenizer_config.json'))
+  const config = readJson<Config>(join(folder, 'config.json'))
+  const tokenizer = readJson<Tokenizer>(join(folder, 'tokenizer.json'))
+  const tokenizerConfig = readJson<TokenizerConfig>(join(folder, 'tokenizer_config.json'))
   const arch = config.architectures[0] === 'Qwen2ForCausalLM' ? 'qwen2' : 'llama'
   const u32 = (value: number) => ({ value, type: GGUFValueType.UINT32 })
   const f32 = (value: number) => ({ value: Math.fround(value), type: GGUFValueType.FLOAT32 })
   const string = (value: string) => ({ value, type: GGUFValueType.STRING })
   const bool = (value: boolean) => ({ value, type: GGUFValueType.BOOL })
   const { tokens, types } = expectedVocabulary(folder, config.vocab_size)
-  const idOf = (content: string) => tokenizer.added_tokens.find((t: Json) => t.content === content).id
+  const idOf = (content: string) => tokenizer.added_tokens.find((t) => t.content === content)!.id
   const expected: Record<string, { value: unknown; type: GGUFValueType; subType?: GGUFValueType }> = {
     'general.architecture': string(arch),
     'general.type': string('model'),
@@ -182,7 +219,8 @@ function expectedMetadata(model: string, dtype: Dtype): Record<string, { value: 
   }
   if (tokenizerConfig.bos_token) expected['tokenizer.ggml.bos_token_id'] = u32(idOf(tokenizerConfig.bos_token))
   for (const kind of ['bos', 'eos']) {
-    if (typeof tokenizerConfig[`add_${kind}_token`] === 'boolean') expected[`tokenizer.ggml.add_${kind}_token`] = bool(tokenizerConfig[`add_${kind}_token`])
+    const add = tokenizerConfig[`add_${kind}_token`]
+    if (typeof add === 'boolean') expected[`tokenizer.ggml.add_${kind}_token`] = bool(add)
   }
   if (config.head_dim !== undefined) {
     expected[`${arch}.attention.key_length`] = u32(config.head_dim)
@@ -246,7 +284,9 @@ test('Qwen2 keeps its q/k/v biases, unpermuted; Llama and Mistral have their q a
 
 test('ggufStream: the same bytes as writeGguf, from a model given as File objects (as a page gets them)', async () => {
   const folder = join(FIXTURES, 'qwen2')
-  const files = ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'].map((name) => new File([readFileSync(join(folder, name))], name))
+  const files = ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'].map(
+    (name) => new File([readFileSync(join(folder, name))], name),
+  )
   const stream = await ggufStream(files, { dtype: 'BF16' })
   const bytes = new Uint8Array(await new Response(stream).arrayBuffer())
   const out = join(dir, 'qwen2-files.gguf')
@@ -262,10 +302,36 @@ function modelCopy(model: string, name: string, change: (folder: string) => void
   return folder
 }
 
+/** A copy of qwen2 whose tokenizer.json has the pre-tokenizer (JSON text, as tokenizer.json holds it) and merges given. */
+async function withTokenizer(name: string, preTokenizer: string, merges?: unknown[]): Promise<GGUFTypedMetadata> {
+  const folder = modelCopy('qwen2', name, (f) => {
+    const tokenizer = readJson<Tokenizer>(join(f, 'tokenizer.json'))
+    tokenizer.pre_tokenizer = JSON.parse(preTokenizer)
+    if (merges) tokenizer.model.merges = merges as Tokenizer['model']['merges']
+    writeFileSync(join(f, 'tokenizer.json'), JSON.stringify(tokenizer))
+  })
+  const out = join(dir, `${name}.gguf`)
+  await writeGguf(folder, out)
+  return (await parse(out)).typedMetadata
+}
+
+/** Llama 3's and Qwen2's pre-tokenizers as their tokenizer.json files spell them (meta-llama/Meta-Llama-3-8B, Qwen/Qwen2.5-1.5B). */
+const SPLIT_THEN_BYTES = (regex: string) =>
+  `{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"${regex}"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]}`
+const LLAMA3_REGEX = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+`
+const QWEN2_REGEX = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+`
+
+test("tokenizer.ggml.pre: Llama 3's split regex is llama-bpe, Qwen2's is qwen2; a space inside an [a, b] merge becomes U+0120, as gguf-py writes it", async () => {
+  expect((await withTokenizer('pre-llama3', SPLIT_THEN_BYTES(LLAMA3_REGEX)))['tokenizer.ggml.pre']?.value).toBe('llama-bpe')
+  const qwen = await withTokenizer('pre-qwen2', SPLIT_THEN_BYTES(QWEN2_REGEX), [['a b', 'c'], 'd e'])
+  expect(qwen['tokenizer.ggml.pre']?.value).toBe('qwen2')
+  expect(qwen['tokenizer.ggml.merges']?.value).toEqual(['a\u0120b c', 'd e'])
+})
+
 describe('errors', () => {
   test('another architecture: UnsupportedConversion naming it and the supported ones; the CLI exits 1 and writes nothing', async () => {
     const folder = modelCopy('qwen2', 'gpt2-arch', (f) => {
-      const config = readJson(join(f, 'config.json'))
+      const config = readJson<Config>(join(f, 'config.json'))
       config.architectures = ['GPT2LMHeadModel']
       writeFileSync(join(f, 'config.json'), JSON.stringify(config))
     })
@@ -292,7 +358,11 @@ describe('errors', () => {
       const bytes = readFileSync(join(f, 'model.safetensors'))
       const n = Number(bytes.readBigUInt64LE(0))
       const header = JSON.parse(bytes.subarray(8, 8 + n).toString())
-      const end = Math.max(...Object.entries<Json>(header).filter(([k]) => k !== '__metadata__').map(([, t]) => t.data_offsets[1]))
+      const end = Math.max(
+        ...Object.entries<Entry>(header)
+          .filter(([k]) => k !== '__metadata__')
+          .map(([, t]) => t.data_offsets[1]),
+      )
       header['model.layers.0.self_attn.extra.weight'] = { dtype: 'BF16', shape: [2], data_offsets: [end, end + 4] }
       let json = JSON.stringify(header)
       while (json.length % 8) json += ' '
@@ -304,9 +374,14 @@ describe('errors', () => {
     expect(error.message).toContain('"model.layers.0.self_attn.extra.weight"')
   })
 
+  test('a split regex llama.cpp does not implement: UnsupportedConversion naming it', async () => {
+    const error = await expectError(() => withTokenizer('pre-digits', SPLIT_THEN_BYTES(String.raw`\\p{N}{1,2}| ?\\p{L}+`)), 'UnsupportedConversion')
+    expect(error.message).toContain(String.raw`\\p{N}{1,2}`)
+  })
+
   test('a pre-tokenizer llama.cpp does not implement: UnsupportedConversion naming it, not a guess', async () => {
     const folder = modelCopy('qwen2', 'metaspace', (f) => {
-      const tokenizer = readJson(join(f, 'tokenizer.json'))
+      const tokenizer = readJson<Tokenizer>(join(f, 'tokenizer.json'))
       tokenizer.pre_tokenizer = { type: 'Metaspace', replacement: '▁', prepend_scheme: 'first', split: false }
       writeFileSync(join(f, 'tokenizer.json'), JSON.stringify(tokenizer))
     })
@@ -331,8 +406,100 @@ test('the CLI: convert <folder> <out.gguf> --dtype bf16 writes the file and says
   expect(run.stderr).toBe('')
   expect(run.code).toBe(0)
   const { tensorInfos } = await parse(out)
-  const types = tensorInfos.reduce<Record<number, number>>((n, t) => ({ ...n, [t.dtype]: (n[t.dtype] ?? 0) + 1 }), {})
+  const types: Record<number, number> = {}
+  for (const t of tensorInfos) types[t.dtype] = (types[t.dtype] ?? 0) + 1
   expect(run.stdout).toMatch(
-    new RegExp(`^${out}: wrote ${tensorInfos.length} tensors \\(${types[GGMLQuantizationType.BF16]} BF16, ${types[GGMLQuantizationType.F32]} F32\\), ${readFileSync(out).length.toLocaleString('en-US')} bytes, [0-9.]+ s\\n$`),
+    new RegExp(
+      `^${out}: wrote ${tensorInfos.length} tensors \\(${types[GGMLQuantizationType.BF16]} BF16, ${types[GGMLQuantizationType.F32]} F32\\), ${readFileSync(out).length.toLocaleString('en-US')} bytes, [0-9.]+ s\\n$`,
+    ),
   )
+})
+
+describe('over HTTP, from the index URL', () => {
+  const folder = join(FIXTURES, 'llama-gqa')
+  const NAMES = [
+    'config.json',
+    'tokenizer.json',
+    'tokenizer_config.json',
+    'model.safetensors.index.json',
+    'model-00001-of-00002.safetensors',
+    'model-00002-of-00002.safetensors',
+  ]
+  const served = (names: string[], fault?: RangeOptions['fault']) =>
+    serveFiles(Object.fromEntries(names.map((name) => [`llama/${name}`, join(folder, name)])), { fault })
+
+  test('the same bytes as from the folder, through ggufStream and the CLI', async () => {
+    const local = join(dir, 'http-local.gguf')
+    await writeGguf(folder, local, { dtype: 'Q8_0' })
+    const server = await served(NAMES)
+    try {
+      const index = `${server.url}llama/model.safetensors.index.json`
+      const stream = await ggufStream(index, { dtype: 'Q8_0' })
+      expectSameBytes(new Uint8Array(await new Response(stream).arrayBuffer()), readFileSync(local), 'over HTTP against the folder')
+      const out = join(dir, 'http-cli.gguf')
+      const run = await cli('convert', index, out, '--dtype', 'q8_0')
+      expect(run.code, run.stderr).toBe(0)
+      expectSameBytes(readFileSync(out), readFileSync(local), 'the CLI over HTTP against the folder')
+    } finally {
+      await server.close()
+    }
+  })
+
+  test('a 404 for tokenizer_config.json is a model without one; for tokenizer.json, an Io error naming its URL', async () => {
+    const server = await served(NAMES.filter((name) => name !== 'tokenizer_config.json'))
+    try {
+      const out = join(dir, 'no-tokenizer-config.gguf')
+      const run = await cli('convert', `${server.url}llama/model.safetensors.index.json`, out, '--dtype', 'F16')
+      expect(run.code, run.stderr).toBe(0)
+      const { typedMetadata } = await parse(out)
+      // Without tokenizer_config.json: no chat template, BOS and EOS from config.json's ids, add_bos_token from the post-processor's template.
+      const config = readJson<Config>(join(folder, 'config.json'))
+      expect(typedMetadata['tokenizer.chat_template']).toBeUndefined()
+      expect(typedMetadata['tokenizer.ggml.bos_token_id']?.value).toBe(config.bos_token_id)
+      expect(typedMetadata['tokenizer.ggml.eos_token_id']?.value).toBe(config.eos_token_id)
+    } finally {
+      await server.close()
+    }
+    const without = await served(NAMES.filter((name) => name !== 'tokenizer.json'))
+    try {
+      const error = await expectError(() => ggufStream(`${without.url}llama/model.safetensors.index.json`), 'Io')
+      expect(error.message).toContain(`${without.url}llama/tokenizer.json`)
+    } finally {
+      await without.close()
+    }
+  })
+
+  test('a shard failing part-way: the CLI exits 1 and the earlier file at the target stays as it was', async () => {
+    const server = await served(NAMES, (_n, log) =>
+      log.path.endsWith('-00002-of-00002.safetensors') && log.range !== undefined && !log.range.startsWith('bytes=0-')
+        ? { kind: 'status', status: 403 }
+        : undefined,
+    )
+    try {
+      const out = join(dir, 'kept.gguf')
+      writeFileSync(out, 'the earlier file')
+      const run = await cli('convert', `${server.url}llama/model.safetensors.index.json`, out, '--dtype', 'F16')
+      expect(run.code).toBe(1)
+      expect(run.stderr).toContain('403')
+      expect(readFileSync(out, 'utf8')).toBe('the earlier file')
+    } finally {
+      await server.close()
+    }
+  })
+})
+
+test('onProgress: one series over the source tensor bytes, ending at loaded === total; a signal aborts the stream with Aborted', async () => {
+  const folder = join(FIXTURES, 'llama-gqa')
+  const total = [...sourceTensors(folder).values()].reduce((sum, t) => sum + t.bytes.length, 0)
+  const events: Array<{ loaded: number; total: number }> = []
+  await new Response(await ggufStream(folder, { onProgress: (p) => events.push(p) })).arrayBuffer()
+  expect(new Set(events.map((e) => e.total))).toEqual(new Set([total]))
+  expect(events.at(-1)!.loaded).toBe(total)
+  for (let i = 1; i < events.length; i++) expect(events[i].loaded).toBeGreaterThanOrEqual(events[i - 1].loaded)
+
+  const controller = new AbortController()
+  const reader = (await ggufStream(folder, { signal: controller.signal })).getReader()
+  await reader.read()
+  controller.abort()
+  await expectError(() => reader.read(), 'Aborted')
 })

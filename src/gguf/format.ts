@@ -16,15 +16,16 @@ export type KeyValue =
   | { key: string; type: 'string[]'; value: readonly string[] }
   | { key: string; type: 'i32[]'; value: ArrayLike<number> }
 
-/** The ggml tensor types the converter writes, with their ids (ggml.h's enum ggml_type) and their block size and bytes. */
-export const GGML_TYPES = {
+/** A ggml tensor type a GGUF of this converter holds (ggml.h's enum ggml_type). */
+export type GgmlType = 'F32' | 'F16' | 'BF16' | 'Q8_0'
+
+/** The ggml tensor types the converter writes, with their ids and their block size and bytes. */
+export const GGML_TYPES: Readonly<Record<GgmlType, { id: number; block: number; bytes: number }>> = {
   F32: { id: 0, block: 1, bytes: 4 },
   F16: { id: 1, block: 1, bytes: 2 },
   Q8_0: { id: 8, block: Q8_0_BLOCK, bytes: Q8_0_BLOCK_BYTES },
   BF16: { id: 30, block: 1, bytes: 2 },
-} as const
-
-export type GgmlType = keyof typeof GGML_TYPES
+}
 
 /** The alignment of the data section and of every tensor in it: ggml's default, also written as general.alignment. */
 export const ALIGNMENT = 32

@@ -49,13 +49,13 @@ const CHUNK_ELEMENTS = 1 << 20
 
 /** The model's file `name` beside its weights, whole; undefined for a missing optional one. */
 async function readBeside(located: Located, name: string, required: boolean, options: OpenModelOptions): Promise<Uint8Array | undefined> {
+  const found = await located.beside(name)
+  const where = typeof found === 'string' ? found : found instanceof URL ? found.href : `${name} beside ${located.where}`
   const missing = () => {
-    if (required) throw new SafetensorsError('Io', `${name} is missing beside ${located.where}; a GGUF conversion needs it`)
+    if (required) throw new SafetensorsError('Io', `${where} is missing; a GGUF conversion reads the model's ${name}`)
     return undefined
   }
-  const found = await located.beside(name)
   if (found === undefined) return missing()
-  const where = typeof found === 'string' ? found : found instanceof URL ? found.href : `${name} beside ${located.where}`
   try {
     const source = await toRangeSource(found, options)
     try {
@@ -104,7 +104,12 @@ function permuteRows(memory: Uint8Array, from: number, to: number, heads: number
 }
 
 /** The bytes of the GGUF after its header: each tensor's data, chunk by chunk, then its padding. */
-async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], signal: AbortSignal, meter: ProgressMeter | undefined): AsyncGenerator<Uint8Array> {
+async function* tensorBytes(
+  header: EncodedHeader,
+  tensors: PlannedTensor[],
+  signal: AbortSignal,
+  meter: ProgressMeter | undefined,
+): AsyncGenerator<Uint8Array> {
   const slot = Math.max(0, ...tensors.map(slotBytes))
   const core: Core = instantiate(2 * slot, false)
   const [a, b] = [core.heapBase, core.heapBase + slot]
@@ -241,4 +246,3 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
 export async function ggufStream(input: string | URL | ModelFiles | ModelFolder, options: GgufOptions = {}): Promise<ReadableStream<Uint8Array>> {
   return (await planGguf(input, options)).stream
 }
-

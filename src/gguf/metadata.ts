@@ -79,10 +79,7 @@ export function readModelConfig(bytes: Uint8Array, where: string): ModelConfig {
   const architecture = name === undefined ? undefined : ARCHITECTURES[name]
   if (!architecture) {
     const which = name === undefined ? 'names no architecture (no "architectures" list)' : `is a ${name}`
-    throw new SafetensorsError(
-      'UnsupportedConversion',
-      `${where} ${which}; GGUF conversion supports ${Object.keys(ARCHITECTURES).join(', ')}`,
-    )
+    throw new SafetensorsError('UnsupportedConversion', `${where} ${which}; GGUF conversion supports ${Object.keys(ARCHITECTURES).join(', ')}`)
   }
   const heads = integer(values, where, 'num_attention_heads', true)
   return {

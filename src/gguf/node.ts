@@ -9,6 +9,7 @@ import { type GgufOptions, planGguf } from './index.ts'
 export interface GgufWritten {
   /** Tensors of each type. */
   types: Partial<Record<GgmlType, number>>
+  /** Tensors in all. */
   tensors: number
   /** The file's size in bytes. */
   bytes: number

@@ -91,6 +91,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
     planned.push({ name: gguf, dims, type: typeOf(gguf, dims, dtype), file, info, heads })
   }
   const names = new Set(planned.map((t) => t.name))
-  if (!names.has('token_embd.weight')) throw new SafetensorsError('TensorNotFound', `the model has no model.embed_tokens.weight, which a ${config.architecture.name} GGUF needs`)
+  if (!names.has('token_embd.weight'))
+    throw new SafetensorsError('TensorNotFound', `the model has no model.embed_tokens.weight, which a ${config.architecture.name} GGUF needs`)
   return planned
 }

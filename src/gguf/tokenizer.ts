@@ -24,14 +24,14 @@ const UNUSED = 5
  * apart by hashing the tokens of a test text; this converter has no tokenizer to run, so it reads the
  * regex itself, and refuses one it does not know rather than guess.
  */
-const PRE_TOKENIZERS: Readonly<Record<string, string>> = {
-  [String.raw`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`]: 'gpt2',
-  [String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`]: 'llama-bpe',
-  [String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`]: 'qwen2',
-}
+const PRE_TOKENIZERS = new Map([
+  [String.raw`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`, 'gpt2'],
+  [String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, 'llama-bpe'],
+  [String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, 'qwen2'],
+])
 
 /** The GPT-2 regex: what a ByteLevel pre-tokenizer with use_regex splits by. */
-const GPT2_REGEX = Object.keys(PRE_TOKENIZERS)[0]
+const GPT2_REGEX = [...PRE_TOKENIZERS.keys()][0]
 
 type Json = Record<string, unknown>
 
@@ -56,10 +56,13 @@ function splitRegex(pre: unknown): string | undefined {
 
 function preTokenizerName(tokenizer: Json, where: string): string {
   const regex = splitRegex(tokenizer.pre_tokenizer)
-  const name = regex === undefined ? undefined : PRE_TOKENIZERS[regex]
+  const name = regex === undefined ? undefined : PRE_TOKENIZERS.get(regex)
   if (name !== undefined) return name
   const shown = regex === undefined ? JSON.stringify(tokenizer.pre_tokenizer) : `the regex ${JSON.stringify(regex)}`
-  throw unsupported(where, `its pre-tokenizer, ${shown.length > 300 ? `${shown.slice(0, 300)}...` : shown}, is not one llama.cpp implements (gpt2, llama-bpe, qwen2)`)
+  throw unsupported(
+    where,
+    `its pre-tokenizer, ${shown.length > 300 ? `${shown.slice(0, 300)}...` : shown}, is not one llama.cpp implements (gpt2, llama-bpe, qwen2)`,
+  )
 }
 
 /** Tokens llama.cpp's converter types CONTROL though they are not marked special (does_token_look_special). */
@@ -207,7 +210,8 @@ export function tokenizerMetadata(files: TokenizerFiles, config: ModelConfig): K
     const content = specialContent(tokenizerConfig, kind)
     const fromTokenizer = content === undefined ? undefined : added.find((t) => t.content === content)?.id
     const fromConfig = config.values[`${kind}_token_id`]
-    const id = fromTokenizer ?? (Number.isInteger(fromConfig) && (fromConfig as number) >= 0 && (fromConfig as number) < config.vocabSize ? fromConfig : undefined)
+    const id =
+      fromTokenizer ?? (Number.isInteger(fromConfig) && (fromConfig as number) >= 0 && (fromConfig as number) < config.vocabSize ? fromConfig : undefined)
     if (id !== undefined) kv.push({ key: `tokenizer.ggml.${key}`, type: 'u32', value: id as number })
   }
   const adds = addedByTemplate(tokenizer, specialContent(tokenizerConfig, 'bos'), specialContent(tokenizerConfig, 'eos'))
