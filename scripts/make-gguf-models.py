@@ -13,9 +13,9 @@
 #   mistral    MistralForCausalLM, 8 heads of 8 and 2 KV heads; stored in bfloat16, one file.
 #   qwen2      Qwen2ForCausalLM, q/k/v biases, tied embeddings (no lm_head); float32, one file; hidden size
 #              48, so rows of 48 are not a multiple of Q8_0's block of 32 while the FFN's down rows (96) are.
-# Every weight, norm and bias is drawn at random with enough spread that the next-token distributions are far
-# from uniform (see "spread" in reference.json): a converter that leaves out llama's Q/K permutation, swaps two
-# tensors or drops a bias is then visibly wrong.
+# Every weight, norm and bias is drawn at random (GAIN below) so that the next-token distributions are far from
+# uniform ("spread" in reference.json): a converter that leaves out llama's Q/K permutation, swaps two tensors or
+# drops a bias is then visibly wrong.
 import glob
 import json
 import os
@@ -114,16 +114,35 @@ def save_tokenizer(trained, folder, add_bos):
         f.write("\n")
 
 
-def randomize(model, seed, std):
-    """Every parameter drawn anew: matrices and biases N(0, std), norm weights 1 + N(0, 0.2)."""
+# The spread of the random weights: queries and keys large enough that the pairing of RoPE matters (a GGUF
+# without llama's Q/K permutation is off by 0.25 in probability), the output layer large enough that the next
+# token is far from uniform (the most likely one has a probability from 0.12 to 0.97), the rest below unit gain
+# so that the model stays well conditioned (Q8_0 moves a probability by 0.01 at most, not 0.1): measured with
+# scripts/gguf-reference.py.
+GAIN = {"q_proj": 1.5, "k_proj": 1.5, "lm_head": 3.0, "": 0.7}
+EMBEDDING_STD = 1.0
+BIAS_STD = 0.1
+
+
+def randomize(model, seed):
+    """Every parameter drawn anew: a matrix N(0, gain^2 / fan_in), the input embedding N(0, 1), a bias
+    N(0, 0.1^2), a norm's weight 1 + N(0, 0.2^2)."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, parameter in sorted(model.named_parameters()):
             noise = torch.randn(parameter.shape, generator=generator, dtype=torch.float32)
             if name.endswith("norm.weight"):
                 parameter.copy_(1 + 0.2 * noise)
+            elif name.endswith(".bias"):
+                parameter.copy_(BIAS_STD * noise)
+            elif "embed_tokens" in name and model.config.tie_word_embeddings:
+                # Also the output layer.
+                parameter.copy_(GAIN["lm_head"] / parameter.shape[1] ** 0.5 * noise)
+            elif "embed_tokens" in name:
+                parameter.copy_(EMBEDDING_STD * noise)
             else:
-                parameter.copy_(std * noise)
+                gain = next(g for part, g in GAIN.items() if part in name)
+                parameter.copy_(gain / parameter.shape[1] ** 0.5 * noise)
 
 
 MODELS = [
@@ -194,7 +213,6 @@ MODELS = [
         "shards": 1,
     },
 ]
-STD = 0.5
 
 
 def sequences(seed, add_bos):
@@ -215,7 +233,7 @@ def save_model(spec, seed):
     torch.manual_seed(seed)
     spec["config"]._attn_implementation = "eager"
     model = spec["class"](spec["config"]).eval()
-    randomize(model, seed, STD)
+    randomize(model, seed)
     model = model.to(spec["dtype"])
     size = sum(p.numel() * p.element_size() for p in model.parameters())
     # A shard limit a little over half the model: save_pretrained then writes exactly two shards.
