@@ -73,7 +73,9 @@ class Bytes {
     if (type === 'string') {
       const bytes = encoder.encode(v as string)
       this.u64(bytes.length)
-      new Uint8Array(this.buffer.buffer).set(bytes, this.take(bytes.length).byteOffset)
+      // Taken first: taking may replace the buffer.
+      const at = this.take(bytes.length).byteOffset
+      this.buffer.set(bytes, at)
     } else if (type === 'bool') this.take(1).setUint8(0, v ? 1 : 0)
     else if (type === 'f32') this.take(4).setFloat32(0, v as number, true)
     else this.take(4)[type === 'u32' ? 'setUint32' : 'setInt32'](0, v as number, true)
