@@ -475,6 +475,13 @@ describe('over HTTP, from the index URL', () => {
       expect(typedMetadata['tokenizer.chat_template']).toBeUndefined()
       expect(typedMetadata['tokenizer.ggml.bos_token_id']?.value).toBe(config.bos_token_id)
       expect(typedMetadata['tokenizer.ggml.eos_token_id']?.value).toBe(config.eos_token_id)
+      // gguf-py: the single template [<s>, A] starts with a special token, the BOS, and ends with none.
+      expect(readJson<{ post_processor: unknown }>(join(folder, 'tokenizer.json')).post_processor).toMatchObject({
+        type: 'TemplateProcessing',
+        single: [{ SpecialToken: { id: '<s>' } }, { Sequence: { id: 'A' } }],
+      })
+      expect(typedMetadata['tokenizer.ggml.add_bos_token']?.value).toBe(true)
+      expect(typedMetadata['tokenizer.ggml.add_eos_token']).toBeUndefined()
     } finally {
       await server.close()
     }

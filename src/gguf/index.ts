@@ -15,6 +15,7 @@ import { ChunkConverter, pulledStream } from '../stream.ts'
 import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype } from './format.ts'
 
 export type { GgufDtype } from './format.ts'
+
 import { modelMetadata, parseJsonObject, readModelConfig } from './metadata.ts'
 import { Q8_0_BLOCK, type Q8_0Source, q8_0ByteLength, quantizeQ8_0Into } from './q8_0.ts'
 import { type PlannedTensor, planTensors } from './tensors.ts'
@@ -91,7 +92,12 @@ function permuteRows(bytes: Uint8Array, heads: number, rowsPerHead: number): Uin
 }
 
 /** The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. */
-async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], signal: AbortSignal, meter: ProgressMeter | undefined): AsyncGenerator<Uint8Array> {
+async function* tensorBytes(
+  header: EncodedHeader,
+  tensors: PlannedTensor[],
+  signal: AbortSignal,
+  meter: ProgressMeter | undefined,
+): AsyncGenerator<Uint8Array> {
   const converter = new ChunkConverter(
     Math.max(0, ...tensors.map((t) => Math.max(byteLengthOf(t.info.dtype, chunkElements(t)), byteLengthOf(middleOf(t), chunkElements(t))))),
   )

@@ -34,8 +34,7 @@ const USER_DEFINED = 4
 const UNUSED = 5
 
 /** Tokens llama.cpp's converter types CONTROL though they are not marked special (does_token_look_special). */
-const looksSpecial = (t: string) =>
-  /^(<pad>|<mask>|<2mass>|\[@BOS@\]|<\|.*\|>|<｜.*｜>|<unused.*>)$/s.test(t)
+const looksSpecial = (t: string) => /^(<pad>|<mask>|<2mass>|\[@BOS@\]|<\|.*\|>|<｜.*｜>|<unused.*>)$/s.test(t)
 
 /** The special tokens of a causal model that gguf-py's SpecialVocab looks for, by their tokenizer.ggml key. */
 const SPECIAL_KEYS = { bos: 'bos_token_id', eos: 'eos_token_id', unk: 'unknown_token_id', pad: 'padding_token_id' }
@@ -70,7 +69,9 @@ export function tokenizerMetadata(tokenizer: Json, tokenizerConfig: Json, chatTe
     }
     for (let id = 0; id < size; id++) tokens[id] ??= `[PAD${id}]`
     // The [a, b] form of newer tokenizers, joined as "a b" with a space inside a part written as U+0120, as gguf-py does.
-    const merges = (model.merges as Array<string | string[]>).map((m) => (typeof m === 'string' ? m : m.map((part) => part.replaceAll(' ', '\u0120')).join(' ')))
+    const merges = (model.merges as Array<string | string[]>).map((m) =>
+      typeof m === 'string' ? m : m.map((part) => part.replaceAll(' ', '\u0120')).join(' '),
+    )
     const kv: KeyValue[] = [
       ['tokenizer.ggml.model', 'string', 'gpt2'],
       ['tokenizer.ggml.pre', 'string', pre],
@@ -82,13 +83,18 @@ export function tokenizerMetadata(tokenizer: Json, tokenizerConfig: Json, chatTe
     const content = (kind: string): string | undefined => tokenizerConfig?.[`${kind}_token`]?.content ?? tokenizerConfig?.[`${kind}_token`] ?? undefined
     for (const [kind, key] of Object.entries(SPECIAL_KEYS)) {
       const fromConfig = config.values[`${kind}_token_id`]
-      const id = added.find((t) => t.content === content(kind))?.id ?? (Number.isInteger(fromConfig) && (fromConfig as number) >= 0 && (fromConfig as number) < size ? fromConfig : undefined)
+      const id =
+        added.find((t) => t.content === content(kind))?.id ??
+        (Number.isInteger(fromConfig) && (fromConfig as number) >= 0 && (fromConfig as number) < size ? fromConfig : undefined)
       if (id !== undefined) kv.push([`tokenizer.ggml.${key}`, 'u32', id as number])
     }
     // add_bos_token and add_eos_token: tokenizer_config.json's, else whether a TemplateProcessing's single template starts with the BOS and ends with the EOS (gguf-py's reading).
     const post = tokenizer.post_processor
     const template: Json[] = (post?.processors ?? [post]).find((p: Json) => p?.type === 'TemplateProcessing' && p.single.length > 1)?.single ?? []
-    for (const [kind, at] of [['bos', 0], ['eos', template.length - 1]] as const) {
+    for (const [kind, at] of [
+      ['bos', 0],
+      ['eos', template.length - 1],
+    ] as const) {
       const stated = tokenizerConfig?.[`add_${kind}_token`]
       const special = template[at]?.SpecialToken?.id
       // Without tokenizer_config.json, the template's own tokens are the BOS and EOS.
