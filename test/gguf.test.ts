@@ -205,8 +205,8 @@ function expectedMetadata(model: string, dtype: Dtype): Record<string, { value: 
     [`${arch}.rope.freq_base`]: f32(config.rope_parameters.rope_theta),
     [`${arch}.attention.layer_norm_rms_epsilon`]: f32(config.rms_norm_eps),
     'tokenizer.ggml.model': string('gpt2'),
-    // The tokenizers' pre-tokenizer is ByteLevel with GPT-2's regex.
-    'tokenizer.ggml.pre': string('gpt2'),
+    // The tokenizers' pre-tokenizer is ByteLevel with GPT-2's regex, which llama.cpp's llama-vocab.cpp calls "gpt-2".
+    'tokenizer.ggml.pre': string('gpt-2'),
     'tokenizer.ggml.tokens': { value: tokens, type: GGUFValueType.ARRAY, subType: GGUFValueType.STRING },
     'tokenizer.ggml.token_type': { value: types, type: GGUFValueType.ARRAY, subType: GGUFValueType.INT32 },
     'tokenizer.ggml.merges': {
@@ -326,6 +326,24 @@ test("tokenizer.ggml.pre: Llama 3's split regex is llama-bpe, Qwen2's is qwen2; 
   const qwen = await withTokenizer('pre-qwen2', SPLIT_THEN_BYTES(QWEN2_REGEX), [['a b', 'c'], 'd e'])
   expect(qwen['tokenizer.ggml.pre']?.value).toBe('qwen2')
   expect(qwen['tokenizer.ggml.merges']?.value).toEqual(['a\u0120b c', 'd e'])
+})
+
+test('a vocabulary larger than its tokenizer: every id without a token is [PAD<id>], UNUSED (a header of megabytes)', async () => {
+  const folder = modelCopy('qwen2', 'big-vocab', (f) => {
+    const config = readJson<Config>(join(f, 'config.json'))
+    config.vocab_size = 100_000
+    writeFileSync(join(f, 'config.json'), JSON.stringify(config))
+  })
+  const out = join(dir, 'big-vocab.gguf')
+  await writeGguf(folder, out)
+  const { typedMetadata } = await parse(out)
+  const tokens = typedMetadata['tokenizer.ggml.tokens']!.value as string[]
+  const types = typedMetadata['tokenizer.ggml.token_type']!.value as number[]
+  const { tokens: known } = expectedVocabulary(join(FIXTURES, 'qwen2'), 512)
+  expect(tokens.length).toBe(100_000)
+  expect(tokens.slice(0, 512)).toEqual(known)
+  expect(tokens[99_999]).toBe('[PAD99999]')
+  expect(new Set(types.slice(512))).toEqual(new Set([5]))
 })
 
 describe('errors', () => {
@@ -457,6 +475,13 @@ describe('over HTTP, from the index URL', () => {
       expect(typedMetadata['tokenizer.chat_template']).toBeUndefined()
       expect(typedMetadata['tokenizer.ggml.bos_token_id']?.value).toBe(config.bos_token_id)
       expect(typedMetadata['tokenizer.ggml.eos_token_id']?.value).toBe(config.eos_token_id)
+      // gguf-py: the single template [<s>, A] starts with a special token, the BOS, and ends with none.
+      expect(readJson<{ post_processor: unknown }>(join(folder, 'tokenizer.json')).post_processor).toMatchObject({
+        type: 'TemplateProcessing',
+        single: [{ SpecialToken: { id: '<s>' } }, { Sequence: { id: 'A' } }],
+      })
+      expect(typedMetadata['tokenizer.ggml.add_bos_token']?.value).toBe(true)
+      expect(typedMetadata['tokenizer.ggml.add_eos_token']).toBeUndefined()
     } finally {
       await server.close()
     }

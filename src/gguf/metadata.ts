@@ -1,33 +1,23 @@
 // config.json to the GGUF architecture and its hyperparameters, as llama.cpp's convert_hf_to_gguf.py writes
 // them for the architectures it shares with this converter (LlamaModel, Qwen2Model).
 import { SafetensorsError } from '../errors.ts'
-import type { KeyValue } from './format.ts'
+import { ALIGNMENT, type GgufDtype, type KeyValue } from './format.ts'
 
-/** What an architecture of transformers becomes in GGUF. */
-export interface Architecture {
-  /** general.architecture, and the prefix of its keys. */
-  name: 'llama' | 'qwen2'
-  /**
-   * Whether q_proj and k_proj rows are reordered for llama.cpp's rotary embedding (its converter's
-   * `permute`): transformers rotates the two halves of each head, llama.cpp interleaved pairs.
-   */
-  permuteQK: boolean
-}
-
-const LLAMA: Architecture = { name: 'llama', permuteQK: true }
-
-/** The transformers architectures converted, by config.json's `architectures[0]`. */
-export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
-  LlamaForCausalLM: LLAMA,
-  MistralForCausalLM: LLAMA,
+/**
+ * The transformers architectures converted, by config.json's `architectures[0]`: the GGUF architecture,
+ * and whether q_proj and k_proj rows are reordered for llama.cpp's rotary embedding (its converter's
+ * `permute`: transformers rotates the two halves of each head, llama.cpp interleaved pairs).
+ */
+export const ARCHITECTURES: Readonly<Record<string, { name: string; permuteQK: boolean }>> = {
+  LlamaForCausalLM: { name: 'llama', permuteQK: true },
+  MistralForCausalLM: { name: 'llama', permuteQK: true },
   Qwen2ForCausalLM: { name: 'qwen2', permuteQK: false },
 }
 
-/** A model's config.json, read for the values the conversion needs. */
+/** A model's config.json, and the values the conversion needs of it. */
 export interface ModelConfig {
-  where: string
-  architecture: Architecture
   values: Record<string, unknown>
+  architecture: { name: string; permuteQK: boolean }
   /** Attention heads, and key-value heads (num_attention_heads without grouped-query attention). */
   heads: number
   kvHeads: number
@@ -51,101 +41,69 @@ export function parseJsonObject(bytes: Uint8Array, where: string): Record<string
   return value as Record<string, unknown>
 }
 
-/** config.json's value of `key`: a positive integer, undefined when absent unless `required`. */
-function integer(config: Record<string, unknown>, where: string, key: string, required: true): number
-function integer(config: Record<string, unknown>, where: string, key: string, required?: false): number | undefined
-function integer(config: Record<string, unknown>, where: string, key: string, required = false): number | undefined {
-  const value = config[key]
-  if (value === undefined || value === null) {
-    if (required) throw jsonError(where, `${key} is missing, and a GGUF of this model needs it`)
-    return undefined
-  }
-  if (!Number.isInteger(value) || (value as number) <= 0 || (value as number) > 0xffffffff)
-    throw jsonError(where, `${key} must be a positive integer below 2^32, got ${JSON.stringify(value)}`)
-  return value as number
-}
-
-function float(config: Record<string, unknown>, where: string, key: string): number | undefined {
-  const value = config[key]
-  if (value === undefined || value === null) return undefined
-  if (typeof value !== 'number') throw jsonError(where, `${key} must be a number, got ${JSON.stringify(value)}`)
+/** config.json's `key` of `object`: a number (a positive integer below 2^32 when `integer`), or undefined when absent (a failure when `required`). */
+function numberAt(object: Record<string, unknown>, key: string, integer: boolean, required = false): number | undefined {
+  const value = object[key] ?? undefined
+  if (value === undefined && !required) return undefined
+  if (typeof value !== 'number' || (integer && !(Number.isInteger(value) && value > 0 && value < 2 ** 32)))
+    throw jsonError('config.json', `${key} is ${JSON.stringify(value)}, not a ${integer ? 'positive integer' : 'number'}`)
   return value
 }
 
-export function readModelConfig(bytes: Uint8Array, where: string): ModelConfig {
-  const values = parseJsonObject(bytes, where)
+export function readModelConfig(values: Record<string, unknown>): ModelConfig {
   const names = values.architectures
-  const name = Array.isArray(names) && typeof names[0] === 'string' ? names[0] : undefined
-  const architecture = name === undefined ? undefined : ARCHITECTURES[name]
+  const name = Array.isArray(names) ? names[0] : undefined
+  const architecture = Object.hasOwn(ARCHITECTURES, name) ? ARCHITECTURES[name] : undefined
   if (!architecture) {
-    const which = name === undefined ? 'names no architecture (no "architectures" list)' : `is a ${name}`
-    throw new SafetensorsError('UnsupportedConversion', `${where} ${which}; GGUF conversion supports ${Object.keys(ARCHITECTURES).join(', ')}`)
+    throw new SafetensorsError(
+      'UnsupportedConversion',
+      `config.json names the architecture ${JSON.stringify(name)}; GGUF conversion supports ${Object.keys(ARCHITECTURES).join(', ')}`,
+    )
   }
-  const heads = integer(values, where, 'num_attention_heads', true)
+  const heads = numberAt(values, 'num_attention_heads', true, true)!
   return {
-    where,
-    architecture,
     values,
+    architecture,
     heads,
-    kvHeads: integer(values, where, 'num_key_value_heads') ?? heads,
-    blocks: integer(values, where, 'num_hidden_layers', true),
-    vocabSize: integer(values, where, 'vocab_size', true),
+    kvHeads: numberAt(values, 'num_key_value_heads', true) ?? heads,
+    blocks: numberAt(values, 'num_hidden_layers', true, true)!,
+    vocabSize: numberAt(values, 'vocab_size', true, true)!,
   }
 }
 
-/** RoPE settings: transformers 5 keeps them in rope_parameters, earlier versions in rope_theta and rope_scaling. */
-function ropeOf(config: ModelConfig): { theta: number | undefined; type: string; factor: number | undefined } {
-  const { values, where } = config
-  const parameters = (values.rope_parameters ?? values.rope_scaling ?? {}) as Record<string, unknown>
-  if (typeof parameters !== 'object') throw jsonError(where, `rope_scaling must be an object, got ${JSON.stringify(parameters)}`)
-  const type = parameters.rope_type ?? parameters.type ?? 'default'
-  if (typeof type !== 'string') throw jsonError(where, `rope_type must be a string, got ${JSON.stringify(type)}`)
-  return { theta: float(values, where, 'rope_theta') ?? float(parameters, where, 'rope_theta'), type, factor: float(parameters, where, 'factor') }
-}
+/** general.file_type (gguf-py's LlamaFileType) of each dtype. */
+const FILE_TYPE: Readonly<Record<GgufDtype, number>> = { F32: 0, F16: 1, Q8_0: 7, BF16: 32 }
 
-/** general.file_type (gguf-py's LlamaFileType) of each target. */
-const FILE_TYPE = { F32: 0, F16: 1, Q8_0: 7, BF16: 32 } as const
-
-/** ggml's GGML_QNT_VERSION, general.quantization_version. */
-const QUANTIZATION_VERSION = 2
-
-/** The general.* and architecture keys of a GGUF of `config` whose tensors are mostly `dtype`. */
-export function modelMetadata(config: ModelConfig, dtype: keyof typeof FILE_TYPE, alignment: number): KeyValue[] {
-  const { values, where, architecture } = config
+/** The general.* and architecture keys of a GGUF of `config` whose weights are `dtype`. */
+export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[] {
+  const { values, architecture } = config
   const arch = architecture.name
+  // transformers 5 keeps RoPE's settings in rope_parameters, earlier versions in rope_theta and rope_scaling.
+  const rope = (values.rope_parameters ?? values.rope_scaling ?? {}) as Record<string, unknown>
+  const ropeType = rope.rope_type ?? rope.type ?? 'default'
+  if (ropeType !== 'default') throw new SafetensorsError('UnsupportedConversion', `config.json: RoPE type ${ropeType} is not supported`)
   const kv: KeyValue[] = [
-    { key: 'general.architecture', type: 'string', value: arch },
-    { key: 'general.type', type: 'string', value: 'model' },
+    ['general.architecture', 'string', arch],
+    ['general.type', 'string', 'model'],
   ]
-  const u32 = (key: string, value: number | undefined) => value !== undefined && kv.push({ key: `${arch}.${key}`, type: 'u32', value })
-  const f32 = (key: string, value: number | undefined) => value !== undefined && kv.push({ key: `${arch}.${key}`, type: 'f32', value })
-  u32('block_count', config.blocks)
-  u32('context_length', integer(values, where, 'max_position_embeddings'))
-  const embedding = integer(values, where, 'hidden_size', true)
-  u32('embedding_length', embedding)
-  u32('feed_forward_length', integer(values, where, 'intermediate_size', true))
-  u32('attention.head_count', config.heads)
-  u32('attention.head_count_kv', integer(values, where, 'num_key_value_heads'))
-  const rope = ropeOf(config)
-  if (rope.type === 'linear' && rope.factor !== undefined) {
-    kv.push({ key: `${arch}.rope.scaling.type`, type: 'string', value: 'linear' })
-    f32('rope.scaling.factor', rope.factor)
-  } else if (rope.type !== 'default') {
-    throw new SafetensorsError('UnsupportedConversion', `${where}: RoPE type ${JSON.stringify(rope.type)} is not supported; only default and linear are`)
-  }
-  f32('rope.freq_base', rope.theta)
-  f32('attention.layer_norm_rms_epsilon', float(values, where, 'rms_norm_eps'))
-  const headDim = integer(values, where, 'head_dim')
-  u32('attention.key_length', headDim)
-  u32('attention.value_length', headDim)
+  const add = (key: string, type: 'u32' | 'f32', value: number | undefined) => value !== undefined && kv.push([`${arch}.${key}`, type, value])
+  const embedding = numberAt(values, 'hidden_size', true, true)!
+  const headDim = numberAt(values, 'head_dim', true)
+  add('block_count', 'u32', config.blocks)
+  add('context_length', 'u32', numberAt(values, 'max_position_embeddings', true))
+  add('embedding_length', 'u32', embedding)
+  add('feed_forward_length', 'u32', numberAt(values, 'intermediate_size', true, true))
+  add('attention.head_count', 'u32', config.heads)
+  add('attention.head_count_kv', 'u32', numberAt(values, 'num_key_value_heads', true))
+  add('rope.freq_base', 'f32', numberAt(values, 'rope_theta', false) ?? numberAt(rope, 'rope_theta', false))
+  add('attention.layer_norm_rms_epsilon', 'f32', numberAt(values, 'rms_norm_eps', false))
+  add('attention.key_length', 'u32', headDim)
+  add('attention.value_length', 'u32', headDim)
   if (arch === 'llama') {
-    u32('vocab_size', config.vocabSize)
-    u32('rope.dimension_count', headDim ?? Math.floor(embedding / config.heads))
+    add('vocab_size', 'u32', config.vocabSize)
+    add('rope.dimension_count', 'u32', headDim ?? Math.floor(embedding / config.heads))
   }
-  kv.push(
-    { key: 'general.file_type', type: 'u32', value: FILE_TYPE[dtype] },
-    { key: 'general.quantization_version', type: 'u32', value: QUANTIZATION_VERSION },
-    { key: 'general.alignment', type: 'u32', value: alignment },
-  )
+  // general.quantization_version is ggml's GGML_QNT_VERSION.
+  kv.push(['general.file_type', 'u32', FILE_TYPE[dtype]], ['general.quantization_version', 'u32', 2], ['general.alignment', 'u32', ALIGNMENT])
   return kv
 }

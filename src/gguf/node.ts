@@ -2,13 +2,13 @@
 // into place once complete (src/node-writer.ts), so a failure leaves the target as it was.
 import type { ModelFiles, ModelFolder } from '../model.ts'
 import { fileSink } from '../node-writer.ts'
-import type { GgmlType } from './format.ts'
+import type { GgufDtype } from './format.ts'
 import { type GgufOptions, planGguf } from './index.ts'
 
 /** What {@link writeGguf} wrote. */
 export interface GgufWritten {
   /** Tensors of each type. */
-  types: Partial<Record<GgmlType, number>>
+  types: Partial<Record<GgufDtype, number>>
   /** Tensors in all. */
   tensors: number
   /** The file's size in bytes. */
@@ -39,7 +39,7 @@ export async function writeGguf(input: string | URL | ModelFiles | ModelFolder, 
     await sink?.abort(error)
     throw error
   }
-  const types: Partial<Record<GgmlType, number>> = {}
+  const types: Partial<Record<GgufDtype, number>> = {}
   for (const t of plan.tensors) types[t.type] = (types[t.type] ?? 0) + 1
   return { types, tensors: plan.tensors.length, bytes: plan.fileSize }
 }

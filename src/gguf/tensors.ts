@@ -1,23 +1,19 @@
 // Which tensors a GGUF holds and how: Hugging Face names to llama.cpp's (gguf-py's tensor_mapping.py for
-// the llama and qwen2 architectures), shapes in ggml's order, the type of each, and the rows of q_proj and
-// k_proj that llama.cpp's rotary embedding wants reordered.
-import { DTYPE_INFO, type DType } from '../dtypes.ts'
+// the llama and qwen2 architectures), dims in ggml's order, the type of each, and the heads whose q_proj
+// and k_proj rows llama.cpp's rotary embedding wants reordered.
+import { DTYPE_INFO } from '../dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import type { SafetensorsFile } from '../file.ts'
 import type { TensorInfo } from '../header.ts'
 import type { SafetensorsModel } from '../model.ts'
-import { GGML_TYPES, type GgmlType, type TensorEntry } from './format.ts'
+import type { GgufDtype, TensorEntry } from './format.ts'
 import type { ModelConfig } from './metadata.ts'
-
-/** The dtypes a GGUF can be written in: those of llama.cpp's converter's --outtype that ggml reads without a table. */
-export type GgufDtype = 'F32' | 'F16' | 'BF16' | 'Q8_0'
-
-export const GGUF_DTYPES: readonly GgufDtype[] = ['F32', 'F16', 'BF16', 'Q8_0']
+import { Q8_0_BLOCK } from './q8_0.ts'
 
 const TOP_LEVEL: Readonly<Record<string, string>> = {
-  'model.embed_tokens.weight': 'token_embd.weight',
-  'model.norm.weight': 'output_norm.weight',
-  'lm_head.weight': 'output.weight',
+  'model.embed_tokens.weight': 'token_embd',
+  'model.norm.weight': 'output_norm',
+  'lm_head.weight': 'output',
 }
 
 /** The tensors of block N, after `model.layers.N.`. */
@@ -33,16 +29,10 @@ const IN_BLOCK: Readonly<Record<string, string>> = {
   'mlp.down_proj': 'ffn_down',
 }
 
-const BLOCK_TENSOR = /^model\.layers\.(\d+)\.(.+)\.(weight|bias)$/
-
-/** Buffers transformers saves with some checkpoints, which llama.cpp's converter skips: they are computed, not learned. */
-const SKIPPED = /\.rotary_emb\.inv_freq$/
-
 function ggufName(name: string, blocks: number): string | undefined {
-  if (Object.hasOwn(TOP_LEVEL, name)) return TOP_LEVEL[name]
-  const match = BLOCK_TENSOR.exec(name)
-  if (!match || !Object.hasOwn(IN_BLOCK, match[2]) || Number(match[1]) >= blocks || String(Number(match[1])) !== match[1]) return undefined
-  return `blk.${match[1]}.${IN_BLOCK[match[2]]}.${match[3]}`
+  if (Object.hasOwn(TOP_LEVEL, name)) return `${TOP_LEVEL[name]}.weight`
+  const [, block, part, kind] = /^model\.layers\.(0|[1-9]\d*)\.(.+)\.(weight|bias)$/.exec(name) ?? []
+  if (Object.hasOwn(IN_BLOCK, part) && Number(block) < blocks) return `blk.${block}.${IN_BLOCK[part]}.${kind}`
 }
 
 /** One tensor of the GGUF: where its data comes from, and how it is written. */
@@ -54,44 +44,29 @@ export interface PlannedTensor extends TensorEntry {
 }
 
 /**
- * The type a tensor is stored in: F32 for norms and 1-D tensors (as llama.cpp's converter does), else
- * `dtype`, with Q8_0 falling back to F16 where a row is not whole blocks of 32.
+ * Every tensor of `model` as the GGUF holds it, in the model's order: F32 for norms and 1-D tensors (as
+ * llama.cpp's converter does), else `dtype`, with Q8_0 falling back to F16 where a row is not whole blocks.
+ * Buffers some checkpoints hold (rotary_emb.inv_freq) are skipped, as llama.cpp's converter skips them: they
+ * are computed, not learned.
  */
-function typeOf(name: string, dims: readonly number[], dtype: GgufDtype): GgmlType {
-  if (dims.length <= 1 || name.endsWith('_norm.weight')) return 'F32'
-  if (dtype === 'Q8_0' && dims[0] % GGML_TYPES.Q8_0.block !== 0) return 'F16'
-  return dtype
-}
-
-function rowsNotWhole(config: ModelConfig, name: string, rows: number, heads: number): SafetensorsError {
-  return new SafetensorsError('TensorInvalidInfo', `${name} has ${rows} rows, which ${heads} heads of ${config.where} cannot share in halves`)
-}
-
-/** Every tensor of `model` as the GGUF holds it, in the model's order. */
 export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype: GgufDtype): PlannedTensor[] {
   const planned: PlannedTensor[] = []
   for (const name of model.names()) {
-    if (SKIPPED.test(name)) continue
+    if (name.endsWith('.rotary_emb.inv_freq')) continue
     const file = model.shards.get(model.shardOf(name))!
     const info = file.info(name)
     const gguf = ggufName(name, config.blocks)
-    if (gguf === undefined) {
-      throw new SafetensorsError(
-        'UnsupportedConversion',
-        `tensor ${JSON.stringify(name)} (in ${model.shardOf(name)}) maps to no GGUF tensor of ${config.architecture.name} with ${config.blocks} blocks`,
-      )
+    if (gguf === undefined || DTYPE_INFO[info.dtype].float === undefined) {
+      const why = gguf === undefined ? `maps to no ${config.architecture.name} GGUF tensor` : `is ${info.dtype}, not floating-point`
+      throw new SafetensorsError('UnsupportedConversion', `tensor ${JSON.stringify(name)} ${why}`)
     }
-    if (DTYPE_INFO[info.dtype as DType].float === undefined)
-      throw new SafetensorsError('UnsupportedConversion', `tensor ${JSON.stringify(name)} is ${info.dtype}; a GGUF takes floating-point weights`)
     const dims = info.shape.length === 0 ? [1] : [...info.shape].reverse()
-    const role = config.architecture.permuteQK ? /attn_([qk])\./.exec(gguf)?.[1] : undefined
+    const role = config.architecture.permuteQK && /attn_([qk])\./.exec(gguf)?.[1]
     const heads = role === 'q' ? config.heads : role === 'k' ? config.kvHeads : 0
-    const rows = info.shape[0] ?? 1
-    if (heads > 0 && rows % (2 * heads) !== 0) throw rowsNotWhole(config, name, rows, heads)
-    planned.push({ name: gguf, dims, type: typeOf(gguf, dims, dtype), file, info, heads })
+    if (heads > 0 && info.shape[0] % (2 * heads) !== 0)
+      throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(name)}: ${info.shape[0]} rows are not ${heads} heads of pairs`)
+    const type = dims.length === 1 || gguf.endsWith('_norm.weight') ? 'F32' : dtype === 'Q8_0' && dims[0] % Q8_0_BLOCK !== 0 ? 'F16' : dtype
+    planned.push({ name: gguf, dims, type, file, info, heads })
   }
-  const names = new Set(planned.map((t) => t.name))
-  if (!names.has('token_embd.weight'))
-    throw new SafetensorsError('TensorNotFound', `the model has no model.embed_tokens.weight, which a ${config.architecture.name} GGUF needs`)
   return planned
 }

@@ -5,12 +5,26 @@ import { SafetensorsError } from '../errors.ts'
 import type { KeyValue } from './format.ts'
 import { jsonError, type ModelConfig } from './metadata.ts'
 
-/** What the tokenizer is read from: the files' parsed JSON, and the chat template file's text if there is one. */
-export interface TokenizerFiles {
-  tokenizer: Record<string, unknown>
-  tokenizerWhere: string
-  tokenizerConfig: Record<string, unknown> | undefined
-  chatTemplate: string | undefined
+// biome-ignore lint/suspicious/noExplicitAny: JSON of a shape checked where it matters; any other shape fails in one place (tokenizerMetadata)
+type Json = any
+
+/**
+ * The pre-tokenizer regexes llama.cpp implements, by tokenizer.ggml.pre. llama.cpp's converter tells them
+ * apart by hashing the tokens of a test text; this converter has no tokenizer to run, so it reads the
+ * regex itself, and refuses one it does not know rather than guess.
+ */
+const PRE_TOKENIZERS = new Map([
+  [String.raw`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`, 'gpt-2'],
+  [String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, 'llama-bpe'],
+  [String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, 'qwen2'],
+])
+
+/** The regex of a pre-tokenizer: a ByteLevel one splits by GPT-2's; a Split by a regex may come before a ByteLevel one that does not split again. */
+function splitRegex(pre: Json): string | undefined {
+  const byteLevel = (p: Json, splits: boolean) => p?.type === 'ByteLevel' && !p.add_prefix_space && (p.use_regex !== false) === splits
+  if (byteLevel(pre, true)) return [...PRE_TOKENIZERS.keys()][0]
+  const [split, last, ...more] = pre?.type === 'Sequence' ? pre.pretokenizers : []
+  if (split?.type === 'Split' && split.behavior === 'Isolated' && !split.invert && byteLevel(last, false) && more.length === 0) return split.pattern?.Regex
 }
 
 /** llama.cpp's token types (llama_token_type). */
@@ -19,209 +33,81 @@ const CONTROL = 3
 const USER_DEFINED = 4
 const UNUSED = 5
 
-/**
- * The pre-tokenizer regexes llama.cpp implements, by tokenizer.ggml.pre. llama.cpp's converter tells them
- * apart by hashing the tokens of a test text; this converter has no tokenizer to run, so it reads the
- * regex itself, and refuses one it does not know rather than guess.
- */
-const PRE_TOKENIZERS = new Map([
-  [String.raw`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`, 'gpt2'],
-  [String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, 'llama-bpe'],
-  [String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, 'qwen2'],
-])
-
-/** The GPT-2 regex: what a ByteLevel pre-tokenizer with use_regex splits by. */
-const GPT2_REGEX = [...PRE_TOKENIZERS.keys()][0]
-
-type Json = Record<string, unknown>
-
-const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value)
-
-function unsupported(where: string, what: string): SafetensorsError {
-  return new SafetensorsError('UnsupportedConversion', `${where}: ${what}; GGUF conversion supports byte-level BPE tokenizers (GPT-2, Llama 3, Qwen2 style)`)
-}
-
-/** The split regex of a pre-tokenizer: a ByteLevel one (GPT-2's), or a Split by a regex followed by a ByteLevel one that does not split again. */
-function splitRegex(pre: unknown): string | undefined {
-  if (!isObject(pre)) return undefined
-  const byteLevel = (p: unknown, splits: boolean) => isObject(p) && p.type === 'ByteLevel' && p.add_prefix_space !== true && (p.use_regex !== false) === splits
-  if (byteLevel(pre, true)) return GPT2_REGEX
-  const steps = pre.type === 'Sequence' && Array.isArray(pre.pretokenizers) ? pre.pretokenizers : []
-  const [split, last] = steps
-  if (steps.length !== 2 || !isObject(split) || split.type !== 'Split' || split.behavior !== 'Isolated' || split.invert === true || !byteLevel(last, false))
-    return undefined
-  const pattern = split.pattern
-  return isObject(pattern) && typeof pattern.Regex === 'string' ? pattern.Regex : undefined
-}
-
-function preTokenizerName(tokenizer: Json, where: string): string {
-  const regex = splitRegex(tokenizer.pre_tokenizer)
-  const name = regex === undefined ? undefined : PRE_TOKENIZERS.get(regex)
-  if (name !== undefined) return name
-  const shown = regex === undefined ? JSON.stringify(tokenizer.pre_tokenizer) : `the regex ${JSON.stringify(regex)}`
-  throw unsupported(
-    where,
-    `its pre-tokenizer, ${shown.length > 300 ? `${shown.slice(0, 300)}...` : shown}, is not one llama.cpp implements (gpt2, llama-bpe, qwen2)`,
-  )
-}
-
 /** Tokens llama.cpp's converter types CONTROL though they are not marked special (does_token_look_special). */
-function looksSpecial(token: string): boolean {
-  return (
-    ['<pad>', '<mask>', '<2mass>', '[@BOS@]'].includes(token) ||
-    (token.startsWith('<|') && token.endsWith('|>')) ||
-    (token.startsWith('<｜') && token.endsWith('｜>')) ||
-    (token.startsWith('<unused') && token.endsWith('>'))
-  )
+const looksSpecial = (t: string) => /^(<pad>|<mask>|<2mass>|\[@BOS@\]|<\|.*\|>|<｜.*｜>|<unused.*>)$/s.test(t)
+
+/** The special tokens of a causal model that gguf-py's SpecialVocab looks for, by their tokenizer.ggml key. */
+const SPECIAL_KEYS = { bos: 'bos_token_id', eos: 'eos_token_id', unk: 'unknown_token_id', pad: 'padding_token_id' }
+
+function unsupported(what: string): SafetensorsError {
+  return new SafetensorsError('UnsupportedConversion', `tokenizer.json: ${what}; GGUF conversion supports byte-level BPE tokenizers (GPT-2, Llama 3, Qwen2)`)
 }
 
-interface AddedToken {
-  id: number
-  content: string
-  special: boolean
-}
-
-function addedTokens(tokenizer: Json, where: string): AddedToken[] {
-  const list = tokenizer.added_tokens ?? []
-  if (!Array.isArray(list)) throw jsonError(where, 'added_tokens must be a list')
-  return list.map((t, i) => {
-    if (!isObject(t) || !Number.isInteger(t.id) || (t.id as number) < 0 || typeof t.content !== 'string')
-      throw jsonError(where, `added_tokens[${i}] must have a non-negative integer id and a string content`)
-    return { id: t.id as number, content: t.content, special: t.special === true }
-  })
-}
-
-/** tokens and token_type by id, for ids 0 to vocab_size - 1; an id with no token is "[PAD<id>]", UNUSED (as llama.cpp's converter fills them). */
-function vocabulary(model: Json, added: AddedToken[], vocabSize: number, where: string): { tokens: string[]; types: Int32Array } {
-  const tokens = new Array<string | undefined>(vocabSize)
-  const types = new Int32Array(vocabSize)
-  const place = (token: string, id: unknown, type: number) => {
-    if (!Number.isInteger(id) || (id as number) < 0) throw jsonError(where, `token ${JSON.stringify(token)} has the id ${JSON.stringify(id)}`)
-    if ((id as number) >= vocabSize) throw jsonError(where, `token ${JSON.stringify(token)} has the id ${id}, but config.json's vocab_size is ${vocabSize}`)
-    tokens[id as number] = token
-    types[id as number] = type
-  }
-  if (!isObject(model.vocab)) throw jsonError(where, 'model.vocab must be an object of tokens and ids')
-  for (const [token, id] of Object.entries(model.vocab)) place(token, id, NORMAL)
-  for (const t of added) {
-    if (t.special || looksSpecial(t.content)) place(t.content, t.id, CONTROL)
-    else place(t.content.replaceAll('\u2581', ' '), t.id, USER_DEFINED)
-  }
-  for (let id = 0; id < vocabSize; id++) {
-    if (tokens[id] !== undefined) continue
-    tokens[id] = `[PAD${id}]`
-    types[id] = UNUSED
-  }
-  return { tokens: tokens as string[], types }
-}
-
-/** Merges as "a b": the array form of newer tokenizers ([a, b]) joined, a space inside a part written as U+0120, as gguf-py does. */
-function mergesOf(model: Json, where: string): string[] {
-  const merges = model.merges ?? []
-  if (!Array.isArray(merges)) throw jsonError(where, 'model.merges must be a list')
-  return merges.map((merge, i) => {
-    if (typeof merge === 'string') return merge
-    if (Array.isArray(merge) && merge.length === 2 && typeof merge[0] === 'string' && typeof merge[1] === 'string')
-      return merge.map((part: string) => part.replaceAll(' ', '\u0120')).join(' ')
-    throw jsonError(where, `model.merges[${i}] is neither "a b" nor ["a", "b"]`)
-  })
-}
-
-/** The special token kinds gguf-py's SpecialVocab looks for, with their tokenizer.ggml keys. */
-const SPECIAL_KEYS = {
-  bos: 'bos_token_id',
-  eos: 'eos_token_id',
-  unk: 'unknown_token_id',
-  sep: 'seperator_token_id',
-  pad: 'padding_token_id',
-  cls: 'cls_token_id',
-  mask: 'mask_token_id',
-} as const
-
-type Special = keyof typeof SPECIAL_KEYS
-
-/** tokenizer_config.json's `<kind>_token`: a string, or an object with its content. */
-function specialContent(config: Json | undefined, kind: Special): string | undefined {
-  const entry = config?.[`${kind}_token`]
-  if (typeof entry === 'string') return entry
-  return isObject(entry) && typeof entry.content === 'string' ? entry.content : undefined
-}
-
-/** Whether the post-processor adds a BOS and an EOS: the first and last special tokens of a TemplateProcessing's single template (gguf-py's crude reading). */
-function addedByTemplate(tokenizer: Json, bos: string | undefined, eos: string | undefined): { bos?: boolean; eos?: boolean } {
-  const post = tokenizer.post_processor
-  if (!isObject(post)) return {}
-  const processors = Array.isArray(post.processors) ? post.processors : [post]
-  const adds: { bos?: boolean; eos?: boolean } = {}
-  for (const p of processors) {
-    if (!isObject(p) || p.type !== 'TemplateProcessing' || !Array.isArray(p.single) || p.single.length < 2) continue
-    const special = (step: unknown) => (isObject(step) && isObject(step.SpecialToken) ? step.SpecialToken.id : undefined)
-    const first = special(p.single[0])
-    const last = special(p.single[p.single.length - 1])
-    if (first !== undefined) adds.bos = first === bos
-    if (last !== undefined) adds.eos = last === eos
-  }
-  return adds
-}
-
-/** tokenizer.chat_template (and named templates) from tokenizer_config.json's chat_template, else chat_template.jinja. */
-function chatTemplates(config: Json | undefined, jinja: string | undefined): KeyValue[] {
-  const value = config?.chat_template ?? jinja
-  if (typeof value === 'string') return [{ key: 'tokenizer.chat_template', type: 'string', value }]
-  if (!Array.isArray(value)) return []
-  const kv: KeyValue[] = []
-  const names: string[] = []
-  let fallback: string | undefined
-  for (const choice of value) {
-    if (!isObject(choice) || typeof choice.template !== 'string' || typeof choice.name !== 'string' || choice.name === '') continue
-    const name = choice.name.replace(/[^A-Za-z0-9]/g, '_')
-    if (name === 'default') fallback = choice.template
-    else {
-      names.push(name)
-      kv.push({ key: `tokenizer.chat_template.${name}`, type: 'string', value: choice.template })
+/** The tokenizer.ggml.* and tokenizer.chat_template keys, from tokenizer.json, tokenizer_config.json (if any) and chat_template.jinja (if any). */
+export function tokenizerMetadata(tokenizer: Json, tokenizerConfig: Json, chatTemplate: string | undefined, config: ModelConfig): KeyValue[] {
+  const { model, decoder } = tokenizer
+  if (model?.type !== 'BPE' || model.byte_fallback || decoder?.type !== 'ByteLevel')
+    throw unsupported(`its model is ${model?.type}${model?.byte_fallback ? ' with byte_fallback' : ''}, its decoder ${decoder?.type}`)
+  const regex = splitRegex(tokenizer.pre_tokenizer)
+  const pre = PRE_TOKENIZERS.get(regex!)
+  if (!pre) throw unsupported(`its pre-tokenizer ${JSON.stringify(regex ?? tokenizer.pre_tokenizer).slice(0, 300)} is not one llama.cpp implements`)
+  try {
+    const size = config.vocabSize
+    const tokens: string[] = []
+    const types = new Int32Array(size).fill(UNUSED)
+    const place = (token: string, id: unknown, type: number) => {
+      if (!Number.isInteger(id) || (id as number) < 0 || (id as number) >= size)
+        throw jsonError('tokenizer.json', `token ${JSON.stringify(token)} has the id ${id}, not below vocab_size ${size}`)
+      tokens[id as number] = token
+      types[id as number] = type
     }
+    for (const [token, id] of Object.entries(model.vocab)) place(token, id, NORMAL)
+    const added: Array<{ id: number; content: string; special: boolean }> = tokenizer.added_tokens ?? []
+    for (const t of added) {
+      if (t.special || looksSpecial(t.content)) place(t.content, t.id, CONTROL)
+      else place(t.content.replaceAll('\u2581', ' '), t.id, USER_DEFINED)
+    }
+    for (let id = 0; id < size; id++) tokens[id] ??= `[PAD${id}]`
+    // The [a, b] form of newer tokenizers, joined as "a b" with a space inside a part written as U+0120, as gguf-py does.
+    const merges = (model.merges as Array<string | string[]>).map((m) =>
+      typeof m === 'string' ? m : m.map((part) => part.replaceAll(' ', '\u0120')).join(' '),
+    )
+    const kv: KeyValue[] = [
+      ['tokenizer.ggml.model', 'string', 'gpt2'],
+      ['tokenizer.ggml.pre', 'string', pre],
+      ['tokenizer.ggml.tokens', 'string[]', tokens],
+      ['tokenizer.ggml.token_type', 'i32[]', types],
+      ['tokenizer.ggml.merges', 'string[]', merges],
+    ]
+    // tokenizer_config.json's `<kind>_token` (a string, or an object with its content), found among the added tokens; else config.json's `<kind>_token_id`.
+    const content = (kind: string): string | undefined => tokenizerConfig?.[`${kind}_token`]?.content ?? tokenizerConfig?.[`${kind}_token`] ?? undefined
+    for (const [kind, key] of Object.entries(SPECIAL_KEYS)) {
+      const fromConfig = config.values[`${kind}_token_id`]
+      const id =
+        added.find((t) => t.content === content(kind))?.id ??
+        (Number.isInteger(fromConfig) && (fromConfig as number) >= 0 && (fromConfig as number) < size ? fromConfig : undefined)
+      if (id !== undefined) kv.push([`tokenizer.ggml.${key}`, 'u32', id as number])
+    }
+    // add_bos_token and add_eos_token: tokenizer_config.json's, else whether a TemplateProcessing's single template starts with the BOS and ends with the EOS (gguf-py's reading).
+    const post = tokenizer.post_processor
+    const template: Json[] = (post?.processors ?? [post]).find((p: Json) => p?.type === 'TemplateProcessing' && p.single.length > 1)?.single ?? []
+    for (const [kind, at] of [
+      ['bos', 0],
+      ['eos', template.length - 1],
+    ] as const) {
+      const stated = tokenizerConfig?.[`add_${kind}_token`]
+      const special = template[at]?.SpecialToken?.id
+      // Without tokenizer_config.json, the template's own tokens are the BOS and EOS.
+      const add = typeof stated === 'boolean' ? stated : special === undefined ? undefined : special === (tokenizerConfig ? content(kind) : special)
+      if (add !== undefined) kv.push([`tokenizer.ggml.add_${kind}_token`, 'bool', add])
+    }
+    // A list of named templates (as some models have) gives its "default" one.
+    let chat = tokenizerConfig?.chat_template ?? chatTemplate
+    if (Array.isArray(chat)) chat = chat.find((c) => c?.name === 'default')?.template
+    if (typeof chat === 'string') kv.push(['tokenizer.chat_template', 'string', chat])
+    return kv
+  } catch (error) {
+    if (error instanceof SafetensorsError) throw error
+    throw jsonError('tokenizer.json', `not a tokenizer of the expected shape (${(error as Error).message})`)
   }
-  if (names.length > 0) kv.push({ key: 'tokenizer.chat_templates', type: 'string[]', value: names })
-  if (fallback !== undefined) kv.push({ key: 'tokenizer.chat_template', type: 'string', value: fallback })
-  return kv
-}
-
-/** The tokenizer.ggml.* and tokenizer.chat_template keys. */
-export function tokenizerMetadata(files: TokenizerFiles, config: ModelConfig): KeyValue[] {
-  const { tokenizer, tokenizerWhere: where, tokenizerConfig } = files
-  const model = tokenizer.model
-  if (!isObject(model)) throw jsonError(where, 'it has no "model" object')
-  if (model.type !== 'BPE') throw unsupported(where, `its model is ${JSON.stringify(model.type)}, not BPE`)
-  if (model.byte_fallback === true) throw unsupported(where, 'it is a SentencePiece-style BPE (byte_fallback), not a byte-level one')
-  if (!isObject(tokenizer.decoder) || tokenizer.decoder.type !== 'ByteLevel')
-    throw unsupported(where, `its decoder is ${JSON.stringify(isObject(tokenizer.decoder) ? tokenizer.decoder.type : tokenizer.decoder)}, not ByteLevel`)
-  const pre = preTokenizerName(tokenizer, where)
-  const added = addedTokens(tokenizer, where)
-  const { tokens, types } = vocabulary(model, added, config.vocabSize, where)
-  const kv: KeyValue[] = [
-    { key: 'tokenizer.ggml.model', type: 'string', value: 'gpt2' },
-    { key: 'tokenizer.ggml.pre', type: 'string', value: pre },
-    { key: 'tokenizer.ggml.tokens', type: 'string[]', value: tokens },
-    { key: 'tokenizer.ggml.token_type', type: 'i32[]', value: types },
-    { key: 'tokenizer.ggml.merges', type: 'string[]', value: mergesOf(model, where) },
-  ]
-  // First from tokenizer_config.json's tokens, found among the added tokens; else config.json's ids.
-  for (const [kind, key] of Object.entries(SPECIAL_KEYS) as Array<[Special, string]>) {
-    const content = specialContent(tokenizerConfig, kind)
-    const fromTokenizer = content === undefined ? undefined : added.find((t) => t.content === content)?.id
-    const fromConfig = config.values[`${kind}_token_id`]
-    const id =
-      fromTokenizer ?? (Number.isInteger(fromConfig) && (fromConfig as number) >= 0 && (fromConfig as number) < config.vocabSize ? fromConfig : undefined)
-    if (id !== undefined) kv.push({ key: `tokenizer.ggml.${key}`, type: 'u32', value: id as number })
-  }
-  const adds = addedByTemplate(tokenizer, specialContent(tokenizerConfig, 'bos'), specialContent(tokenizerConfig, 'eos'))
-  for (const kind of ['bos', 'eos'] as const) {
-    const stated = tokenizerConfig?.[`add_${kind}_token`]
-    const add = typeof stated === 'boolean' ? stated : adds[kind]
-    if (add !== undefined) kv.push({ key: `tokenizer.ggml.add_${kind}_token`, type: 'bool', value: add })
-  }
-  const prefix = tokenizerConfig?.add_prefix_space
-  if (config.architecture.name === 'llama' && typeof prefix === 'boolean') kv.push({ key: 'tokenizer.ggml.add_space_prefix', type: 'bool', value: prefix })
-  kv.push(...chatTemplates(tokenizerConfig, files.chatTemplate))
-  return kv
 }
