@@ -91,7 +91,7 @@ const SIGN: u32 = 0x80000000;
 
 // Every source reaches F16 and BF16 through F32 bits in a register, never through memory. That rounds
 // once: F32 holds every BF16, F16, F8, F6 and F4 value exactly, and F64 arrives rounded to odd (f64Bits).
-@inline function toF16Bits(x: u32): u32 {
+@inline export function toF16Bits(x: u32): u32 {
   let sign = (x >> 16) & 0x8000;
   let magnitude = x & 0x7fffffff;
   if (magnitude > F32_INFINITY) return sign | 0x7e00 | ((magnitude >> 13) & 0x3ff);
@@ -145,11 +145,11 @@ const SIGN: u32 = 0x80000000;
 // slots 0 to 7 and encoders (to F16, BF16) the slots from ENCODER on, so that one kernel can use both.
 const SPLATS = memory.data(18 << 4, 16);
 
-@inline function splat(slot: u32): v128 {
+@inline export function splat(slot: u32): v128 {
   return v128.load(SPLATS + (<usize>slot << 4));
 }
 
-@inline function setSplat(slot: u32, value: u32): void {
+@inline export function setSplat(slot: u32, value: u32): void {
   v128.store(SPLATS + (<usize>slot << 4), i32x4.splat(value));
 }
 
@@ -226,7 +226,7 @@ const K_B: u32 = 7;
   return v128.and(i32x4.ne(codes, i32x4.splat(0)), splat(K_A)); // BOOL: 1.0 where non-zero
 }
 
-@inline function prepareF16(): void {
+@inline export function prepareF16(): void {
   prepareScaledFloat(F16);
   setSplat(K_A, 0x7bff);
   setSplat(K_INFINITY, F32_INFINITY);
@@ -276,7 +276,7 @@ const D_PAYLOAD: u32 = 3;
 }
 
 // Slots of the F32 -> F16 encoder.
-const ENCODER: u32 = 8;
+export const ENCODER: u32 = 8;
 const H_SIGN: u32 = ENCODER;
 const H_ABS: u32 = ENCODER + 1;
 const H_ROUNDING: u32 = ENCODER + 2; // 0xfff minus the rebias (127 -> 15) of the exponent
@@ -524,7 +524,7 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
 }
 
 // The F32 bits of elements i..i+3 (`high` false) or i+4..i+7 (`high` true) of BF16, F16, F32 or F64.
-@inline function ieeeBitsX4(from: u32, to: u32, src: usize, i: usize, high: bool): v128 {
+@inline export function ieeeBitsX4(from: u32, to: u32, src: usize, i: usize, high: bool): v128 {
   if (from == F64) {
     let at = src + (i << 3) + (high ? 32 : 0);
     return f64BitsX4(to, v128.load(at), v128.load(at, 16));
@@ -535,7 +535,7 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
   return high ? bf16HighHalf(bits) : bf16LowHalf(bits);
 }
 
-@inline function ieeeBits(from: u32, to: u32, src: usize, i: usize): u32 {
+@inline export function ieeeBits(from: u32, to: u32, src: usize, i: usize): u32 {
   if (from == F64) return f64Bits(to, load<f64>(src + (i << 3)));
   if (from == F32) return load<u32>(src + (i << 2));
   let h = <u32>load<u16>(src + (i << 1));

@@ -10,6 +10,7 @@ import {
   convertFile,
   convertModel,
   type DType,
+  type GgufDtype,
   type Header,
   open,
   openModel,
@@ -19,16 +20,20 @@ import {
   type SafetensorsModel,
   type TensorInfo,
   tensorStats,
+  writeGguf,
 } from './node.ts'
 
 const USAGE = `usage:
   safetensors-wasm inspect <file|url|model> [--json] [--tensor NAME]
   safetensors-wasm validate <file|url|model>... [--json]
   safetensors-wasm convert <in> <out> [--dtype F32|F16|BF16] [--max-shard-size SIZE]
+  safetensors-wasm convert <model> <out.gguf> [--dtype F32|F16|BF16|Q8_0]
   safetensors-wasm --version
       floating-point tensors become --dtype (in any case: bf16), others are copied;
       <in> may be a model.safetensors.index.json (or its folder), and <out> is then a
-      folder; --max-shard-size (2GB, 500MB, 1GiB) reshards into a folder with an index
+      folder; --max-shard-size (2GB, 500MB, 1GiB) reshards into a folder with an index;
+      an <out> ending in .gguf is a GGUF for llama.cpp of the model (Llama, Mistral,
+      Qwen2) and its tokenizer, F16 unless --dtype says otherwise
   a model is a model.safetensors.index.json (path or URL) or a folder holding one
   validate exits 0 when every input is valid, 1 when one is invalid, 3 when none is
   invalid but one could not be read (missing, no permission, an HTTP error); 2 is bad usage`
@@ -302,15 +307,20 @@ function parseSize(text: string): number {
 }
 
 const TARGETS: readonly ConvertTarget[] = ['F32', 'F16', 'BF16']
+const GGUF_TARGETS: readonly GgufDtype[] = ['F32', 'F16', 'BF16', 'Q8_0']
 
-function parseDtype(text: string): ConvertTarget {
-  const dtype = TARGETS.find((t) => t === text.toUpperCase())
-  if (!dtype) throw new UsageError(`--dtype takes ${TARGETS.slice(0, -1).join(', ')} or ${TARGETS.at(-1)} (in any case), got ${JSON.stringify(text)}`)
+function parseDtype<T extends string>(text: string, targets: readonly T[]): T {
+  const dtype = targets.find((t) => t === text.toUpperCase())
+  if (!dtype) throw new UsageError(`--dtype takes ${targets.slice(0, -1).join(', ')} or ${targets.at(-1)} (in any case), got ${JSON.stringify(text)}`)
   return dtype
 }
 
 async function convertCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined): Promise<number> {
-  const dtype = dtypeText === undefined ? undefined : parseDtype(dtypeText)
+  if (/\.gguf$/i.test(output)) {
+    if (sizeText !== undefined) throw new UsageError(`--max-shard-size goes with a SafeTensors output; ${output} is a GGUF, written as one file`)
+    return ggufCommand(input, output, dtypeText === undefined ? 'F16' : parseDtype(dtypeText, GGUF_TARGETS))
+  }
+  const dtype = dtypeText === undefined ? undefined : parseDtype(dtypeText, TARGETS)
   const maxShardSize = sizeText === undefined ? undefined : parseSize(sizeText)
   if (dtype === undefined && maxShardSize === undefined) throw new UsageError('convert needs --dtype F32|F16|BF16, --max-shard-size SIZE or both')
   const model = await isModel(input)
@@ -320,30 +330,69 @@ async function convertCommand(input: string, output: string, dtypeText: string |
       `${output}: this writes a folder of shards and an index, which a name ending in .safetensors would pass off as a file; give a folder name`,
     )
   }
-  const fail = (name: string, code: string, message: string) => {
-    console.error(`${name}: ${code}: ${message}`)
-    return 1
-  }
   const wrong = await outputInTheWay(output, intoFolder)
   if (wrong) return fail(output, 'Io', wrong)
   const started = performance.now()
-  const options = { dtype, maxShardSize, onProgress: process.stderr.isTTY ? progressBar() : undefined }
-  let written: string[]
+  const options = { dtype, maxShardSize, onProgress: progressOption() }
+  const written = await converting(input, output, model, options, () => (model ? convertModel(input, output, options) : convertFile(input, output, options)))
+  if (written === undefined) return 1
+  const seconds = (performance.now() - started) / 1000
+  console.log(await describeWritten(output, intoFolder ? output : dirname(output), written, intoFolder, seconds))
+  return 0
+}
+
+function fail(name: string, code: string, message: string): number {
+  console.error(`${name}: ${code}: ${message}`)
+  return 1
+}
+
+function progressOption(): ProgressCallback | undefined {
+  return process.stderr.isTTY ? progressBar() : undefined
+}
+
+/**
+ * Runs a conversion; a failure is printed as one line naming the output when writing it failed, else the
+ * input, and the result is undefined.
+ */
+async function converting<T>(
+  input: string,
+  output: string,
+  model: boolean,
+  options: { onProgress?: ProgressCallback },
+  run: () => Promise<T>,
+): Promise<T | undefined> {
   try {
-    written = await (model ? convertModel(input, output, options) : convertFile(input, output, options))
+    return await run()
   } catch (error) {
     // Reading opens the input: a file, or a model's index and the shards beside it.
-    const inputFolder = model ? resolve(input.endsWith('.index.json') ? dirname(input) : input) : undefined
+    const inputFolder = model ? resolve(/\.(index\.json|safetensors)$/.test(input) ? dirname(input) : input) : undefined
     const readsInput = (path: string) => resolve(path) === resolve(input) || dirname(resolve(path)) === inputFolder
     const onOutput = writeFailure(error, readsInput)
-    if (onOutput) return fail(output, 'Io', onOutput)
-    if (error instanceof SafetensorsError) return fail(input, error.code, error.message)
+    if (onOutput) {
+      fail(output, 'Io', onOutput)
+      return undefined
+    }
+    if (error instanceof SafetensorsError) {
+      fail(input, error.code, error.message)
+      return undefined
+    }
     throw error
   } finally {
     if (options.onProgress) process.stderr.write('\n')
   }
+}
+
+/** convert into a .gguf: "out.gguf: wrote 21 tensors (9 F32, 12 Q8_0), 1,234 bytes, 0.12 s". */
+async function ggufCommand(input: string, output: string, dtype: GgufDtype): Promise<number> {
+  const wrong = await outputInTheWay(output, false)
+  if (wrong) return fail(output, 'Io', wrong)
+  const started = performance.now()
+  const options = { dtype, onProgress: progressOption() }
+  const written = await converting(input, output, true, options, () => writeGguf(input, output, options))
+  if (written === undefined) return 1
   const seconds = (performance.now() - started) / 1000
-  console.log(await describeWritten(output, intoFolder ? output : dirname(output), written, intoFolder, seconds))
+  const types = Object.entries(written.types).map(([type, n]) => `${count(n)} ${type}`)
+  console.log(`${output}: wrote ${count(written.tensors, 'tensor')} (${types.join(', ')}), ${count(written.bytes, 'byte')}, ${seconds.toFixed(2)} s`)
   return 0
 }
 

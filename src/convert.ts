@@ -184,7 +184,7 @@ function convertInPlace(core: Core, input: Uint8Array, from: DType, to: DType, c
  * copy out all stay in cache (a whole-array copy in and out would each cost a pass over memory), and a
  * multiple of 4 so that F4 and F6 chunks are whole bytes.
  */
-const CHUNK_ELEMENTS = 1 << 15
+export const CHUNK_ELEMENTS = 1 << 15
 
 /**
  * Converts `input` (little-endian `from`) into `output` (exactly its size as `to`), which may hold the

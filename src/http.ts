@@ -71,8 +71,9 @@ const latin1 = (bytes: Uint8Array) => String.fromCharCode(...bytes)
 /** Statuses that say "not now" rather than "never": a later attempt may well succeed. */
 const TRANSIENT_STATUS = new Set([408, 429, 500, 502, 503, 504])
 
-function io(url: string, message: string): SafetensorsError {
-  return new SafetensorsError('Io', `${url}: ${message}`)
+/** An Io error; one for an HTTP error status carries it as its cause's `status`, so a missing file (404) can be told apart (isMissingFile). */
+function io(url: string, message: string, status?: number): SafetensorsError {
+  return new SafetensorsError('Io', `${url}: ${message}`, status === undefined ? undefined : { cause: { status } })
 }
 
 /** A failure another attempt may not meet. The retry loop catches it; if it ever escapes, it is still an Io error. */
@@ -205,7 +206,7 @@ class FileState {
       discard(response)
       const message = `HTTP ${status}${response.statusText ? ` ${response.statusText}` : ''} for ${asked}`
       if (TRANSIENT_STATUS.has(status)) throw new TransientError(this.href, message, parseRetryAfter(response.headers.get('Retry-After')))
-      throw io(this.href, this.size === undefined ? message : `${message} of a ${this.size}-byte file`)
+      throw io(this.href, this.size === undefined ? message : `${message} of a ${this.size}-byte file`, status)
     }
     // Byte offsets mean nothing in a compressed body, and its Content-Length is not the file's size.
     const encoding = response.headers.get('Content-Encoding')

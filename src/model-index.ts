@@ -22,11 +22,14 @@ function indexError(where: string, message: string): SafetensorsError {
   return new SafetensorsError('InvalidHeaderDeserialization', `${where}: ${message}`)
 }
 
-/** The whole index file: it is small (bounded by MAX_INDEX_SIZE), and read in at most two reads. */
-export async function readIndex(source: RangeSource, where: string, signal?: AbortSignal): Promise<Uint8Array> {
+/**
+ * A whole small JSON file of a model (`what`: the index, config.json, tokenizer.json), bounded by
+ * MAX_INDEX_SIZE, read in at most two reads.
+ */
+export async function readSmallFile(source: RangeSource, where: string, signal?: AbortSignal, what = 'the index'): Promise<Uint8Array> {
   const head = await source.read(0, Math.min(source.size ?? MAX_INDEX_SIZE, 64 * 1024), signal)
   const size = source.size ?? head.length
-  if (size > MAX_INDEX_SIZE) throw indexError(where, `the index is ${size} bytes, above the limit of ${MAX_INDEX_SIZE}`)
+  if (size > MAX_INDEX_SIZE) throw indexError(where, `${what} is ${size} bytes, above the limit of ${MAX_INDEX_SIZE}`)
   const bytes = new Uint8Array(size)
   bytes.set(head)
   await readInto(source, head.length, bytes.subarray(head.length), signal)

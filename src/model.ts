@@ -5,7 +5,7 @@ import { SafetensorsError } from './errors.ts'
 import { type DataFor, type OpenOptions, openMetered, type ReadOptions, type SafetensorsFile, type Source, type Tensor, toRangeSource } from './file.ts'
 import type { Header, TensorInfo } from './header.ts'
 import { requireLocalFiles } from './local-files.ts'
-import { type ParsedIndex, parseIndex, readIndex } from './model-index.ts'
+import { type ParsedIndex, parseIndex, readSmallFile } from './model-index.ts'
 import { readingAhead, runPool } from './pool.ts'
 import { metered, ProgressMeter } from './progress.ts'
 import type { SliceRange } from './slice.ts'
@@ -59,19 +59,25 @@ function noModelIn(folder: string): SafetensorsError {
   return new SafetensorsError('Io', `${folder} is a folder with no model in it: neither ${SINGLE_FILE} nor ${DEFAULT_INDEX} is there`)
 }
 
-/** What a model is read from: its index or its one file (`name`: its file name), what to call it in messages, and how to find a shard beside it. */
-interface Located {
+/**
+ * What a model is read from: its index or its one file (`name`: its file name), what to call it in
+ * messages, how to find a shard beside it, and another file beside it (config.json, tokenizer.json):
+ * undefined where it is known to be missing, else a source that fails as a missing file does when read.
+ */
+export interface Located {
   entry: Source
   name: string
   where: string
   shard: (name: string) => Source
+  beside: (name: string) => Promise<Source | undefined>
 }
 
-async function locate(input: string | URL | ModelFiles | ModelFolder): Promise<Located> {
+/** Where the model `input` (what openModel takes) is. */
+export async function locate(input: string | URL | ModelFiles | ModelFolder): Promise<Located> {
   if (isModelFolder(input)) {
     for (const name of FOLDER_ENTRIES) {
       const entry = await input.find(name)
-      if (entry) return { entry, name, where: `${input.where}: ${name}`, shard: (shard) => input.open(shard) }
+      if (entry) return { entry, name, where: `${input.where}: ${name}`, shard: (shard) => input.open(shard), beside: (other) => input.find(other) }
     }
     throw noModelIn(input.where)
   }
@@ -80,13 +86,14 @@ async function locate(input: string | URL | ModelFiles | ModelFolder): Promise<L
   if (url && url.protocol !== 'file:') {
     const entry = url.pathname.endsWith('/') ? new URL(DEFAULT_INDEX, url) : url
     const name = entry.pathname.slice(entry.pathname.lastIndexOf('/') + 1)
-    return { entry, name, where: String(entry), shard: (name) => new URL(name, entry) }
+    const shard = (name: string) => new URL(name, entry)
+    return { entry, name, where: String(entry), shard, beside: async (name) => shard(name) }
   }
   const local = requireLocalFiles(`openModel(${JSON.stringify(String(input))})`)
   const path = url ? local.pathOf(url) : (input as string)
   const found = await local.locateModel(path, FOLDER_ENTRIES)
   if (!found) throw noModelIn(path)
-  return { entry: found.file, name: found.name, where: found.file, shard: found.shard }
+  return { entry: found.file, name: found.name, where: found.file, shard: found.shard, beside: async (name) => found.shard(name) }
 }
 
 /**
@@ -126,7 +133,7 @@ function locateFiles(input: ModelFiles): Located {
     if (!file) throw new SafetensorsError('Io', `not among the ${files.size} files given`)
     return file
   }
-  return { entry, name: entry.name, where: entry.name, shard }
+  return { entry, name: entry.name, where: entry.name, shard, beside: async (name) => files.get(name) }
 }
 
 /** What a model needs of its index: a model of one file has every tensor of the file and no metadata. */
@@ -175,9 +182,19 @@ const DEFAULT_CONCURRENCY = 16
  * name, or a path in the browser entry; RangeError for a `concurrency` that is not a positive integer.
  */
 export async function openModel(input: string | URL | ModelFiles | ModelFolder, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
+  checkConcurrency(options)
+  return openLocated(await locate(input), options)
+}
+
+function checkConcurrency(options: OpenModelOptions): number {
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
-  const { entry, name, where, shard } = await locate(input)
+  return concurrency
+}
+
+/** openModel() of a model already located. */
+export async function openLocated({ entry, name, where, shard }: Located, options: OpenModelOptions): Promise<SafetensorsModel> {
+  const concurrency = checkConcurrency(options)
   // One meter for the index and every shard: the model's progress is their sum.
   const meter = options.onProgress && new ProgressMeter(options.onProgress)
   if (isOneFile(name)) {
@@ -188,7 +205,7 @@ export async function openModel(input: string | URL | ModelFiles | ModelFolder, 
   const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
   let bytes: Uint8Array
   try {
-    bytes = await readIndex(source, where, options.signal)
+    bytes = await readSmallFile(source, where, options.signal)
   } finally {
     await source.close?.()
   }

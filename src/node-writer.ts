@@ -8,7 +8,7 @@ import { basename, dirname, join, resolve } from 'node:path'
 import { SafetensorsError } from './errors.ts'
 import { compareCodePoints, tensorByteLength } from './layout.ts'
 import { DEFAULT_INDEX, type ModelIndex } from './model.ts'
-import { parseIndex, readIndex } from './model-index.ts'
+import { parseIndex, readSmallFile } from './model-index.ts'
 import { fileSource } from './node-source.ts'
 import { named, type Prepared, prepare, type TensorCollection, type WriteOptions, type WriterSink } from './writer.ts'
 
@@ -364,7 +364,7 @@ async function liveModel(folder: string, names: ModelNames): Promise<LiveModel> 
   const source = await fileSource(indexPath)
   let bytes: Uint8Array
   try {
-    bytes = await readIndex(source, indexPath)
+    bytes = await readSmallFile(source, indexPath)
   } finally {
     await source.close?.()
   }

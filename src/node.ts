@@ -9,6 +9,7 @@ import { nodeFiles } from './node-source.ts'
 registerLocalFiles(nodeFiles)
 
 export { type ConvertFileOptions, convertFile, convertModel } from './convert-file.ts'
+export { type GgufWritten, writeGguf } from './gguf/node.ts'
 export * from './index.ts'
 export { fileSource } from './node-source.ts'
 export { fileSink, type SaveModelOptions, saveModel, writeFile } from './node-writer.ts'

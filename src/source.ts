@@ -72,6 +72,12 @@ export function readThrough(readInto: NonNullable<RangeSource['readInto']>): Ran
   }
 }
 
+/** Whether `error` says that a file is not there: a local file that does not exist, an HTTP 404 or 410. */
+export function isMissingFile(error: unknown): boolean {
+  const cause = (error as { cause?: { code?: unknown; status?: unknown } } | undefined)?.cause
+  return error instanceof SafetensorsError && error.code === 'Io' && (cause?.code === 'ENOENT' || cause?.status === 404 || cause?.status === 410)
+}
+
 export function abortedError(signal: AbortSignal): SafetensorsError {
   return new SafetensorsError('Aborted', 'the operation was aborted', { cause: signal.reason })
 }

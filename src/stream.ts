@@ -54,11 +54,12 @@ const chunkBytesOf = (from: DType) => byteLengthOf(from, CHUNK_ELEMENTS)
  * placed where the kernels' in-place contract wants it (at the end of a wider output, at the start of a
  * narrower one), so nothing is allocated per chunk but the copy handed out.
  */
-class ChunkConverter {
-  readonly #core: Core
+export class ChunkConverter {
+  /** The wasm instance the chunks are in: a result view's byteOffset is its address there. */
+  readonly core: Core
 
   constructor(bytes: number) {
-    this.#core = instantiate(bytes, false)
+    this.core = instantiate(bytes, false)
   }
 
   /**
@@ -68,18 +69,18 @@ class ChunkConverter {
   async convert(from: DType, to: DType, byteOrder: ByteOrder, inBytes: number, fill: (target: Uint8Array) => Promise<void>): Promise<Uint8Array> {
     const count = elementCountOf(from, inBytes)
     const outBytes = byteLengthOf(to, count)
-    const dst = this.#core.heapBase
+    const dst = this.core.heapBase
     const src = dst + Math.max(0, outBytes - inBytes)
-    await fill(new Uint8Array(this.#core.memory.buffer, src, inBytes))
+    await fill(new Uint8Array(this.core.memory.buffer, src, inBytes))
     // The kernels read and write little-endian data, which is what a stream gives out.
-    if (byteOrder === 'big') swapElementsInCore(this.#core, src, inBytes, from)
-    convertInto(this.#core, src, dst, count, from, to)
-    return new Uint8Array(this.#core.memory.buffer, dst, outBytes)
+    if (byteOrder === 'big') swapElementsInCore(this.core, src, inBytes, from)
+    convertInto(this.core, src, dst, count, from, to)
+    return new Uint8Array(this.core.memory.buffer, dst, outBytes)
   }
 }
 
 /** Anything but a SafetensorsError becomes one (Io), so that a stream's consumer sees only codes. */
-function asSafetensorsError(error: unknown, what: string): SafetensorsError {
+export function asSafetensorsError(error: unknown, what: string): SafetensorsError {
   if (error instanceof SafetensorsError) return error
   return new SafetensorsError('Io', `${what}: ${(error as Error)?.message ?? String(error)}`, { cause: error })
 }
@@ -123,6 +124,52 @@ function piecesOf(runs: SlicePlan['runs'], starts: number[], cursor: { next: num
 }
 
 /**
+ * A stream of the chunks `chunks` yields, each produced when the consumer asks (with `ready` of them made
+ * ahead). Its reads take the signal it is given: the caller's `signal`, aborted too when the consumer
+ * cancels; the caller's abort errors the stream with Aborted at once. Any failure comes out as a
+ * SafetensorsError about `what`. `end` runs once, when the stream ends, fails or is cancelled.
+ */
+export function pulledStream(
+  signal: AbortSignal | undefined,
+  what: string,
+  chunks: (signal: AbortSignal) => AsyncIterator<Uint8Array>,
+  ready: number,
+  end: () => Promise<void> = async () => {},
+): ReadableStream<Uint8Array> {
+  let link: ReturnType<typeof linkedAbort>
+  let iterator: AsyncIterator<Uint8Array> | undefined
+  const finish = () => {
+    link.release()
+    return end()
+  }
+  return new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        link = linkedAbort(signal, (error) => controller.error(error))
+      },
+      async pull(controller) {
+        try {
+          if (signal?.aborted) throw abortedError(signal)
+          iterator ??= chunks(link.signal)
+          const { done, value } = await iterator.next()
+          if (!done) return controller.enqueue(value)
+          await finish()
+          controller.close()
+        } catch (error) {
+          await finish().catch(() => {})
+          throw asSafetensorsError(error, what)
+        }
+      },
+      async cancel(reason) {
+        link.abort(reason)
+        await finish()
+      },
+    },
+    { highWaterMark: ready },
+  )
+}
+
+/**
  * The bytes of one tensor or slice (`runs` of the tensor `info` of `file`), as `dtype`, pulled chunk by
  * chunk: a chunk is read only when the consumer has taken the one before (one is kept ready, so the
  * next read overlaps the consumer's work). Known problems (an unknown conversion) throw at once.
@@ -133,52 +180,31 @@ export function tensorStream(file: SafetensorsFile, info: TensorInfo, runs: Slic
   checkConversion(from, to)
   const start = file.header.dataStart + info.dataOffsets[0]
   const { starts, total } = packedStarts(runs)
-  const cursor = { next: 0 }
-  let done = 0
-  let converter: ChunkConverter | undefined
-  let stop: ReturnType<typeof linkedAbort>
   // One run (a tensor, a block of rows) is read ahead in parallel chunks over HTTP (src/downloads.ts).
   let input: SequentialReader | undefined
-  const fill = (target: Uint8Array, pieces: Array<[number, number, number]>) =>
-    input
-      ? input.read(target)
-      : runPool(pieces, PARALLEL_READS, ([offset, into, length]) => readInto(file.source, start + offset, target.subarray(into, into + length), stop.signal))
-  return new ReadableStream<Uint8Array>(
-    {
-      start(controller) {
-        stop = linkedAbort(options.signal, (error) => controller.error(error))
-        if (runs.length === 1) input = sequentialReader(file.source, start + runs[0][0], runs[0][1], stop.signal)
-      },
-      async pull(controller) {
-        try {
-          if (options.signal?.aborted) throw abortedError(options.signal)
-          if (done < total) {
-            const inBytes = Math.min(chunkBytesOf(from), total - done)
-            const pieces = piecesOf(runs, starts, cursor, done, inBytes)
-            // Sized for this stream's largest chunk: a small tensor gets a small memory.
-            converter ??= new ChunkConverter(Math.max(inBytes, byteLengthOf(to, elementCountOf(from, inBytes))))
-            const out = await converter.convert(from, to, file.byteOrder, inBytes, (target) => fill(target, pieces))
-            done += inBytes
-            controller.enqueue(out.slice())
-          }
-          if (done === total) {
-            stop.release()
-            input?.close()
-            controller.close()
-          }
-        } catch (error) {
-          stop.release()
-          input?.close()
-          throw asSafetensorsError(error, `reading tensor ${JSON.stringify(info.name)}`)
-        }
-      },
-      cancel(reason) {
-        stop.release()
-        input?.close()
-        stop.abort(reason)
-      },
+  return pulledStream(
+    options.signal,
+    `reading tensor ${JSON.stringify(info.name)}`,
+    async function* (signal) {
+      if (runs.length === 1) input = sequentialReader(file.source, start + runs[0][0], runs[0][1], signal)
+      const cursor = { next: 0 }
+      let converter: ChunkConverter | undefined
+      for (let done = 0; done < total; ) {
+        const inBytes = Math.min(chunkBytesOf(from), total - done)
+        const pieces = piecesOf(runs, starts, cursor, done, inBytes)
+        // Sized for this stream's largest chunk: a small tensor gets a small memory.
+        converter ??= new ChunkConverter(Math.max(inBytes, byteLengthOf(to, elementCountOf(from, inBytes))))
+        const out = await converter.convert(from, to, file.byteOrder, inBytes, (target) =>
+          input
+            ? input.read(target)
+            : runPool(pieces, PARALLEL_READS, ([offset, into, length]) => readInto(file.source, start + offset, target.subarray(into, into + length), signal)),
+        )
+        done += inBytes
+        yield out.slice()
+      }
     },
-    { highWaterMark: 1 },
+    1,
+    async () => input?.close(),
   )
 }
 

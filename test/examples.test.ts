@@ -81,6 +81,8 @@ describe('the documentation', () => {
     symlinkSync(ROOT, join(folder, 'node_modules/safetensors-wasm'), 'dir')
     symlinkSync(join(ROOT, 'examples'), join(folder, 'examples'), 'dir')
     for (const [name, fixture] of Object.entries(GUIDE_FILES)) cpSync(join(FIXTURES_REAL, fixture), join(folder, name), { recursive: true })
+    // docs/gguf.md converts a model folder: the Qwen2 test model.
+    cpSync(join(ROOT, 'test/fixtures/gguf/qwen2'), join(folder, 'qwen2'), { recursive: true })
     origin = await startServer(
       rangeHandler((path) => {
         const file = join(folder, path)

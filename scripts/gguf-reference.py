@@ -1,0 +1,176 @@
+# A second GGUF writer, in Python with gguf-py, kept as the record of how the tolerances of
+# test/gguf-llama.test.ts were measured (docs/gguf.md, "How it is tested"). Run by hand; CI never runs it.
+#
+#   /work/venv-gguf/bin/python scripts/gguf-reference.py OUT_FOLDER [--no-permutation] [--cases N]
+#   GGUF_DIR=OUT_FOLDER npx vitest run test/gguf-llama.test.ts   # judges these files instead of the CLI's
+#
+# For every model under test/fixtures/gguf/ and every dtype it writes OUT_FOLDER/<model>.<dtype>.gguf as
+# llama.cpp's convert_hf_to_gguf.py does for these architectures (read from its source, not copied): gguf-py's
+# own tensor name map, the Q/K permutation for `llama` (rows of each head reordered from halves to interleaved
+# pairs, which is how llama.cpp's RoPE pairs them), 1-D tensors in F32, F16 and BF16 rounded by numpy and
+# gguf-py, Q8_0 by gguf-py's quants.quantize with F16 for rows that are not a multiple of 32, the
+# hyperparameters from config.json and the tokenizer from tokenizer.json through gguf-py's SpecialVocab.
+# --no-permutation leaves the permutation out: the negative control that llama.cpp must then fail.
+# --cases N also writes OUT_FOLDER/<model>.cases.json: transformers' float32 logits after N more random id
+# sequences (5 to 20 ids), which the test then judges instead of reference.json's four, to measure on more.
+import json
+import os
+import sys
+
+import gguf
+import numpy as np
+import torch
+from safetensors.torch import load_file
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = os.path.join(ROOT, "test", "fixtures", "gguf")
+ARCHITECTURES = {
+    "LlamaForCausalLM": gguf.MODEL_ARCH.LLAMA,
+    "MistralForCausalLM": gguf.MODEL_ARCH.LLAMA,
+    "Qwen2ForCausalLM": gguf.MODEL_ARCH.QWEN2,
+}
+DTYPES = {
+    "F32": (gguf.GGMLQuantizationType.F32, gguf.LlamaFileType.ALL_F32),
+    "F16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
+    "BF16": (gguf.GGMLQuantizationType.BF16, gguf.LlamaFileType.MOSTLY_BF16),
+    "Q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
+}
+
+
+def load_tensors(folder):
+    """Every tensor of the model as float32 (exact for F32, BF16 and F16 sources)."""
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    tensors = {}
+    for name in files:
+        tensors.update({k: v.to(torch.float32).numpy() for k, v in load_file(os.path.join(folder, name)).items()})
+    return tensors
+
+
+def permute(weights, n_head):
+    """Each head's rows from [first half, second half] (transformers' rotate_half) to interleaved pairs."""
+    rows = weights.shape[0]
+    return weights.reshape(n_head, 2, rows // n_head // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
+
+
+def encode(data, dtype):
+    """(bytes-like array, ggml type) as convert_hf_to_gguf.py stores a tensor for the chosen file type."""
+    qtype = DTYPES[dtype][0]
+    if data.ndim <= 1 or qtype == gguf.GGMLQuantizationType.F32:
+        return data.astype(np.float32), gguf.GGMLQuantizationType.F32
+    if qtype == gguf.GGMLQuantizationType.Q8_0 and data.shape[-1] % 32 != 0:
+        qtype = gguf.GGMLQuantizationType.F16
+    return gguf.quants.quantize(data, qtype), qtype
+
+
+def add_vocabulary(writer, folder, vocab_size):
+    with open(os.path.join(folder, "tokenizer.json")) as f:
+        tokenizer = json.load(f)
+    by_id = {i: t for t, i in tokenizer["model"]["vocab"].items()}
+    added = {t["id"]: t for t in tokenizer["added_tokens"]}
+    by_id.update({i: t["content"] for i, t in added.items()})
+    tokens, types = [], []
+    for i in range(vocab_size):
+        if i not in by_id:
+            tokens.append(f"[PAD{i}]")
+            types.append(gguf.TokenType.UNUSED)
+        elif i in added:
+            tokens.append(by_id[i])
+            types.append(gguf.TokenType.CONTROL if added[i]["special"] else gguf.TokenType.USER_DEFINED)
+        else:
+            tokens.append(by_id[i])
+            types.append(gguf.TokenType.NORMAL)
+    writer.add_tokenizer_model("gpt2")
+    # The pre-tokenizer is ByteLevel with GPT-2's regex, which llama.cpp knows as "gpt-2".
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    gguf.SpecialVocab(folder, load_merges=True, n_vocab=vocab_size).add_to_gguf(writer, quiet=True)
+
+
+def write(folder, out, dtype, with_permutation):
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    arch = ARCHITECTURES[config["architectures"][0]]
+    n_head, n_kv_head, n_layer = config["num_attention_heads"], config["num_key_value_heads"], config["num_hidden_layers"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // n_head
+    rope = config.get("rope_parameters") or {"rope_theta": config["rope_theta"]}
+
+    writer = gguf.GGUFWriter(out, gguf.MODEL_ARCH_NAMES[arch])
+    writer.add_context_length(config["max_position_embeddings"])
+    writer.add_embedding_length(config["hidden_size"])
+    writer.add_feed_forward_length(config["intermediate_size"])
+    writer.add_block_count(n_layer)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_kv_head)
+    writer.add_rope_freq_base(rope["rope_theta"])
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    writer.add_vocab_size(config["vocab_size"])
+    writer.add_file_type(DTYPES[dtype][1])
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    add_vocabulary(writer, folder, config["vocab_size"])
+
+    names = gguf.get_tensor_name_map(arch, n_layer)
+    for hf_name, data in load_tensors(folder).items():
+        if arch == gguf.MODEL_ARCH.LLAMA and with_permutation:
+            if hf_name.endswith("q_proj.weight"):
+                data = permute(data, n_head)
+            elif hf_name.endswith("k_proj.weight"):
+                data = permute(data, n_kv_head)
+        name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+        if name is None:
+            sys.exit(f"{folder}: no GGUF name for {hf_name}")
+        encoded, qtype = encode(data, dtype)
+        writer.add_tensor(name, encoded, raw_dtype=qtype)
+
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def write_cases(folder, out, count):
+    """`count` random id sequences (a BOS first where the tokenizer adds one) and transformers' logits after each."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    with open(os.path.join(folder, "tokenizer_config.json")) as f:
+        add_bos = json.load(f).get("add_bos_token", False)
+    rng = np.random.default_rng(1234)
+    cases = []
+    with torch.no_grad():
+        for _ in range(count):
+            ids = rng.integers(2, model.config.vocab_size, size=int(rng.integers(5, 21))).tolist()
+            if add_bos:
+                ids[0] = model.config.bos_token_id
+            cases.append({"ids": ids, "logits": model(torch.tensor([ids])).logits[0, -1].tolist()})
+    with open(out, "w") as f:
+        json.dump({"cases": cases}, f)
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--") and not a.isdigit()]
+    if len(args) != 1:
+        sys.exit("usage: gguf-reference.py OUT_FOLDER [--no-permutation] [--cases N]")
+    with_permutation = "--no-permutation" not in sys.argv
+    cases = int(sys.argv[sys.argv.index("--cases") + 1]) if "--cases" in sys.argv else 0
+    os.makedirs(args[0], exist_ok=True)
+    # Every folder with a reference.json is a model (q8_0/ holds the Q8_0 kernel's vectors).
+    for model in sorted(m for m in os.listdir(MODELS) if os.path.exists(os.path.join(MODELS, m, "reference.json"))):
+        for dtype in DTYPES:
+            out = os.path.join(args[0], f"{model}.{dtype}.gguf")
+            write(os.path.join(MODELS, model), out, dtype, with_permutation)
+            print(out, os.path.getsize(out))
+        if cases:
+            write_cases(os.path.join(MODELS, model), os.path.join(args[0], f"{model}.cases.json"), cases)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+// The GGUF v3 container, as ggml's gguf.cpp reads it: "GGUF", version 3, the tensor and key-value counts,
+// the key-value pairs, the tensor infos, zero padding to the alignment, then each tensor's data at its
+// offset, padded to the alignment. Numbers are little-endian; a string is its UTF-8 length as a u64, then
+// its bytes.
+import { Q8_0_BLOCK, Q8_0_BLOCK_BYTES } from './q8_0.ts'
+
+/** GGUF's ids of the value types the converter writes (an array is 9, then its element type and count). */
+const VALUE_TYPES = { u32: 4, i32: 5, f32: 6, bool: 7, string: 8 } as const
+
+type Scalar = keyof typeof VALUE_TYPES
+
+/** One metadata entry: its key, its type (a scalar, or an array of strings or of i32), its value. */
+export type KeyValue = [key: string, type: Scalar | 'string[]' | 'i32[]', value: number | boolean | string | ArrayLike<string | number>]
+
+/** The tensor types of the GGUFs this converter writes (ggml.h's enum ggml_type), and what {@link ggufStream}'s `dtype` takes. */
+export type GgufDtype = 'F32' | 'F16' | 'BF16' | 'Q8_0'
+
+/** Each type's id in ggml, values per block and bytes per block. */
+const GGML_TYPES: Readonly<Record<GgufDtype, readonly [id: number, block: number, bytes: number]>> = {
+  F32: [0, 1, 4],
+  F16: [1, 1, 2],
+  Q8_0: [8, Q8_0_BLOCK, Q8_0_BLOCK_BYTES],
+  BF16: [30, 1, 2],
+}
+
+/** The alignment of the data section and of every tensor in it: ggml's default, also written as general.alignment. */
+export const ALIGNMENT = 32
+
+export const alignUp = (n: number) => Math.ceil(n / ALIGNMENT) * ALIGNMENT
+
+/** A tensor as the header describes it: dims in ggml's order (the innermost, a row's length, first). */
+export interface TensorEntry {
+  name: string
+  dims: readonly number[]
+  type: GgufDtype
+}
+
+/** The bytes of `count` values of `type` (whole blocks). */
+export function ggmlByteLength(type: GgufDtype, count: number): number {
+  const [, block, bytes] = GGML_TYPES[type]
+  return (count / block) * bytes
+}
+
+/** The header, each tensor's data size and the file's size; the data section starts at `head.length`, the tensors at alignUp of the sizes before them. */
+export interface EncodedHeader {
+  head: Uint8Array
+  sizes: number[]
+  fileSize: number
+}
+
+const encoder = new TextEncoder()
+
+/** A growing buffer of little-endian numbers and strings. */
+class Bytes {
+  buffer = new Uint8Array(1 << 16)
+  length = 0
+
+  /** A view of the next `n` bytes, which it takes. */
+  take(n: number): DataView {
+    if (this.length + n > this.buffer.length) {
+      const bigger = new Uint8Array(Math.max(2 * this.buffer.length, this.length + n))
+      bigger.set(this.buffer)
+      this.buffer = bigger
+    }
+    this.length += n
+    return new DataView(this.buffer.buffer, this.length - n, n)
+  }
+
+  u32 = (v: number) => this.take(4).setUint32(0, v, true)
+  u64 = (v: number) => this.take(8).setBigUint64(0, BigInt(v), true)
+
+  scalar(type: Scalar, v: unknown): void {
+    if (type === 'string') {
+      const bytes = encoder.encode(v as string)
+      this.u64(bytes.length)
+      // Taken first: taking may replace the buffer.
+      const at = this.take(bytes.length).byteOffset
+      this.buffer.set(bytes, at)
+    } else if (type === 'bool') this.take(1).setUint8(0, v ? 1 : 0)
+    else if (type === 'f32') this.take(4).setFloat32(0, v as number, true)
+    else this.take(4)[type === 'u32' ? 'setUint32' : 'setInt32'](0, v as number, true)
+  }
+}
+
+/** The header of a GGUF v3 file of `metadata` and `tensors`: every offset follows from the shapes and types, before any data. */
+export function encodeHeader(metadata: readonly KeyValue[], tensors: readonly TensorEntry[]): EncodedHeader {
+  const out = new Bytes()
+  out.u32(0x46554747) // "GGUF"
+  out.u32(3)
+  out.u64(tensors.length)
+  out.u64(metadata.length)
+  for (const [key, type, value] of metadata) {
+    out.scalar('string', key)
+    if (type.endsWith('[]')) {
+      const element = type.slice(0, -2) as Scalar
+      const values = value as ArrayLike<unknown>
+      out.u32(9)
+      out.u32(VALUE_TYPES[element])
+      out.u64(values.length)
+      for (let i = 0; i < values.length; i++) out.scalar(element, values[i])
+    } else {
+      out.u32(VALUE_TYPES[type as Scalar])
+      out.scalar(type as Scalar, value)
+    }
+  }
+  const sizes: number[] = []
+  let offset = 0
+  for (const { name, dims, type } of tensors) {
+    out.scalar('string', name)
+    out.u32(dims.length)
+    for (const d of dims) out.u64(d)
+    out.u32(GGML_TYPES[type][0])
+    out.u64(offset)
+    const size = ggmlByteLength(
+      type,
+      dims.reduce((a, b) => a * b, 1),
+    )
+    sizes.push(size)
+    offset = alignUp(offset + size)
+  }
+  const head = new Uint8Array(alignUp(out.length))
+  head.set(out.buffer.subarray(0, out.length))
+  return { head, sizes, fileSize: head.length + offset }
+}

@@ -1,0 +1,530 @@
+// The GGUF converter (src/gguf/), judged from outside: each test model of test/fixtures/gguf/ converted to
+// each dtype, the file read back with @huggingface/gguf (a GGUF reader of its own), every metadata key
+// against config.json, tokenizer.json and tokenizer_config.json as read here, every tensor's name, dims,
+// type, offset and bytes against the source tensors read here by hand (the SafeTensors header and bytes)
+// and converted by test/float-reference.ts, with the Q/K permutation written here from its definition
+// (llama.cpp's convert_hf_to_gguf.py: reshape(heads, 2, rows / heads / 2, cols).swapaxes(1, 2)).
+// Whether llama.cpp runs the files is test/gguf-llama.test.ts.
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { GGMLQuantizationType, type GGUFParseOutput, type GGUFTypedMetadata, GGUFValueType, gguf } from '@huggingface/gguf'
+import { afterAll, describe, expect, test } from 'vitest'
+import { ggufStream, writeGguf } from '../src/node.ts'
+import { referenceConvert } from './float-reference.ts'
+import { type RangeOptions, serveFiles } from './http-server.ts'
+import { referenceQ8_0 } from './q8_0-reference.ts'
+import { expectError, expectSameBytes } from './read-helpers.ts'
+import { cli } from './run-cli.ts'
+
+const FIXTURES = fileURLToPath(new URL('./fixtures/gguf/', import.meta.url))
+const MODELS = ['llama-gqa', 'mistral', 'qwen2'] as const
+const DTYPES = ['F32', 'F16', 'BF16', 'Q8_0'] as const
+type Dtype = (typeof DTYPES)[number]
+
+const dir = mkdtempSync(join(tmpdir(), 'safetensors-gguf-'))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+/** What the tests read of config.json, tokenizer.json and tokenizer_config.json. */
+interface Config {
+  architectures: string[]
+  num_attention_heads: number
+  num_key_value_heads: number
+  num_hidden_layers: number
+  max_position_embeddings: number
+  hidden_size: number
+  intermediate_size: number
+  rms_norm_eps: number
+  vocab_size: number
+  head_dim?: number
+  rope_parameters: { rope_theta: number }
+  bos_token_id?: number
+  eos_token_id?: number
+}
+interface Tokenizer {
+  model: { vocab: Record<string, number>; merges: Array<string | string[]> }
+  added_tokens: Array<{ id: number; content: string; special: boolean }>
+  pre_tokenizer: unknown
+}
+interface TokenizerConfig {
+  bos_token?: string
+  eos_token: string
+  chat_template: string
+  [key: string]: unknown
+}
+/** A SafeTensors header's tensor entry. */
+interface Entry {
+  dtype: string
+  shape: number[]
+  data_offsets: [number, number]
+}
+const readJson = <T>(path: string): T => JSON.parse(readFileSync(path, 'utf8'))
+
+interface SourceTensor {
+  dtype: string
+  shape: number[]
+  bytes: Uint8Array
+}
+
+/** The model's tensors, read by hand: model.safetensors, or the shards the index names. */
+function sourceTensors(folder: string): Map<string, SourceTensor> {
+  let files = ['model.safetensors']
+  try {
+    files = [...new Set(Object.values(readJson<{ weight_map: Record<string, string> }>(join(folder, 'model.safetensors.index.json')).weight_map))]
+  } catch {}
+  const tensors = new Map<string, SourceTensor>()
+  for (const file of files) {
+    const bytes = new Uint8Array(readFileSync(join(folder, file)))
+    const n = Number(new DataView(bytes.buffer).getBigUint64(0, true))
+    const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)))
+    for (const [name, t] of Object.entries<Entry>(header)) {
+      if (name === '__metadata__') continue
+      tensors.set(name, { dtype: t.dtype, shape: t.shape, bytes: bytes.slice(8 + n + t.data_offsets[0], 8 + n + t.data_offsets[1]) })
+    }
+  }
+  return tensors
+}
+
+/** llama.cpp's names for the Hugging Face ones (gguf-py's tensor_mapping.py), written out for these models. */
+function ggufNameOf(name: string): string {
+  const top: Record<string, string> = {
+    'model.embed_tokens.weight': 'token_embd.weight',
+    'model.norm.weight': 'output_norm.weight',
+    'lm_head.weight': 'output.weight',
+  }
+  if (top[name]) return top[name]
+  const [, block, part, kind] = /^model\.layers\.(\d+)\.(.+)\.(weight|bias)$/.exec(name)!
+  const parts: Record<string, string> = {
+    input_layernorm: 'attn_norm',
+    'self_attn.q_proj': 'attn_q',
+    'self_attn.k_proj': 'attn_k',
+    'self_attn.v_proj': 'attn_v',
+    'self_attn.o_proj': 'attn_output',
+    post_attention_layernorm: 'ffn_norm',
+    'mlp.gate_proj': 'ffn_gate',
+    'mlp.up_proj': 'ffn_up',
+    'mlp.down_proj': 'ffn_down',
+  }
+  return `blk.${block}.${parts[part]}.${kind}`
+}
+
+/**
+ * numpy's weights.reshape(heads, 2, rows // heads // 2, *rest).swapaxes(1, 2).reshape(weights.shape), on
+ * rows of `rowBytes` bytes: output row [h, j, i] (shape heads, half, 2) is input row [h, i, j] (shape heads, 2, half).
+ */
+function permute(bytes: Uint8Array, rows: number, heads: number): Uint8Array {
+  const half = rows / heads / 2
+  const rowBytes = bytes.length / rows
+  const out = new Uint8Array(bytes.length)
+  for (let h = 0; h < heads; h++)
+    for (let j = 0; j < half; j++)
+      for (let i = 0; i < 2; i++) {
+        const to = (h * half + j) * 2 + i
+        const from = (h * 2 + i) * half + j
+        out.set(bytes.subarray(from * rowBytes, (from + 1) * rowBytes), to * rowBytes)
+      }
+  return out
+}
+
+const GGML_TYPE: Record<string, GGMLQuantizationType> = {
+  F32: GGMLQuantizationType.F32,
+  F16: GGMLQuantizationType.F16,
+  BF16: GGMLQuantizationType.BF16,
+  Q8_0: GGMLQuantizationType.Q8_0,
+}
+
+/** What the GGUF of `model` as `dtype` must hold, tensor by tensor: name, dims, type and bytes. */
+function expectedTensors(model: string, dtype: Dtype): Map<string, { dims: number[]; type: string; bytes: Uint8Array }> {
+  const folder = join(FIXTURES, model)
+  const config = readJson<Config>(join(folder, 'config.json'))
+  const llama = config.architectures[0] !== 'Qwen2ForCausalLM'
+  const expected = new Map<string, { dims: number[]; type: string; bytes: Uint8Array }>()
+  for (const [name, t] of sourceTensors(folder)) {
+    const gguf = ggufNameOf(name)
+    const dims = [...t.shape].reverse()
+    // Norms and biases (every 1-D tensor) are F32 whatever the dtype; Q8_0 needs rows of whole 32-value blocks, else F16.
+    const type = t.shape.length === 1 ? 'F32' : dtype === 'Q8_0' && dims[0] % 32 !== 0 ? 'F16' : dtype
+    const heads = /attn_q\./.test(gguf) ? config.num_attention_heads : /attn_k\./.test(gguf) ? config.num_key_value_heads : 0
+    const rows = llama && heads > 0 ? permute(t.bytes, t.shape[0], heads) : t.bytes
+    const as = (to: string) => (to === t.dtype ? rows : referenceConvert(t.dtype, to, rows))
+    const bytes = type === 'Q8_0' ? referenceQ8_0(new Float32Array(as('F32').slice().buffer)) : as(type)
+    expected.set(gguf, { dims, type, bytes })
+  }
+  return expected
+}
+
+/** The tokenizer's tokens and types by id, from tokenizer.json as llama.cpp's converter lists them (added special tokens CONTROL, 3). */
+function expectedVocabulary(folder: string, vocabSize: number): { tokens: string[]; types: number[] } {
+  const tokenizer = readJson<Tokenizer>(join(folder, 'tokenizer.json'))
+  const tokens: string[] = []
+  const types: number[] = []
+  for (const [token, id] of Object.entries<number>(tokenizer.model.vocab)) {
+    tokens[id] = token
+    types[id] = 1
+  }
+  for (const added of tokenizer.added_tokens) {
+    tokens[added.id] = added.content
+    types[added.id] = added.special ? 3 : 4
+  }
+  for (let id = 0; id < vocabSize; id++) {
+    if (tokens[id] !== undefined) continue
+    tokens[id] = `[PAD${id}]`
+    types[id] = 5
+  }
+  return { tokens, types }
+}
+
+const FILE_TYPE: Record<string, number> = { F32: 0, F16: 1, Q8_0: 7, BF16: 32 }
+
+/** Every key-value pair the GGUF must hold, with its GGUF type, from the model's files. */
+function expectedMetadata(model: string, dtype: Dtype): Record<string, { value: unknown; type: GGUFValueType; subType?: GGUFValueType }> {
+  const folder = join(FIXTURES, model)
+  const config = readJson<Config>(join(folder, 'config.json'))
+  const tokenizer = readJson<Tokenizer>(join(folder, 'tokenizer.json'))
+  const tokenizerConfig = readJson<TokenizerConfig>(join(folder, 'tokenizer_config.json'))
+  const arch = config.architectures[0] === 'Qwen2ForCausalLM' ? 'qwen2' : 'llama'
+  const u32 = (value: number) => ({ value, type: GGUFValueType.UINT32 })
+  const f32 = (value: number) => ({ value: Math.fround(value), type: GGUFValueType.FLOAT32 })
+  const string = (value: string) => ({ value, type: GGUFValueType.STRING })
+  const bool = (value: boolean) => ({ value, type: GGUFValueType.BOOL })
+  const { tokens, types } = expectedVocabulary(folder, config.vocab_size)
+  const idOf = (content: string) => tokenizer.added_tokens.find((t) => t.content === content)!.id
+  const expected: Record<string, { value: unknown; type: GGUFValueType; subType?: GGUFValueType }> = {
+    'general.architecture': string(arch),
+    'general.type': string('model'),
+    'general.file_type': u32(FILE_TYPE[dtype]),
+    'general.quantization_version': u32(2),
+    'general.alignment': u32(32),
+    [`${arch}.block_count`]: u32(config.num_hidden_layers),
+    [`${arch}.context_length`]: u32(config.max_position_embeddings),
+    [`${arch}.embedding_length`]: u32(config.hidden_size),
+    [`${arch}.feed_forward_length`]: u32(config.intermediate_size),
+    [`${arch}.attention.head_count`]: u32(config.num_attention_heads),
+    [`${arch}.attention.head_count_kv`]: u32(config.num_key_value_heads),
+    [`${arch}.rope.freq_base`]: f32(config.rope_parameters.rope_theta),
+    [`${arch}.attention.layer_norm_rms_epsilon`]: f32(config.rms_norm_eps),
+    'tokenizer.ggml.model': string('gpt2'),
+    // The tokenizers' pre-tokenizer is ByteLevel with GPT-2's regex, which llama.cpp's llama-vocab.cpp calls "gpt-2".
+    'tokenizer.ggml.pre': string('gpt-2'),
+    'tokenizer.ggml.tokens': { value: tokens, type: GGUFValueType.ARRAY, subType: GGUFValueType.STRING },
+    'tokenizer.ggml.token_type': { value: types, type: GGUFValueType.ARRAY, subType: GGUFValueType.INT32 },
+    'tokenizer.ggml.merges': {
+      value: tokenizer.model.merges.map((m: string | string[]) => (typeof m === 'string' ? m : m.join(' '))),
+      type: GGUFValueType.ARRAY,
+      subType: GGUFValueType.STRING,
+    },
+    'tokenizer.ggml.eos_token_id': u32(idOf(tokenizerConfig.eos_token)),
+    'tokenizer.chat_template': string(tokenizerConfig.chat_template),
+  }
+  if (tokenizerConfig.bos_token) expected['tokenizer.ggml.bos_token_id'] = u32(idOf(tokenizerConfig.bos_token))
+  for (const kind of ['bos', 'eos']) {
+    const add = tokenizerConfig[`add_${kind}_token`]
+    if (typeof add === 'boolean') expected[`tokenizer.ggml.add_${kind}_token`] = bool(add)
+  }
+  if (config.head_dim !== undefined) {
+    expected[`${arch}.attention.key_length`] = u32(config.head_dim)
+    expected[`${arch}.attention.value_length`] = u32(config.head_dim)
+  }
+  if (arch === 'llama') {
+    expected['llama.vocab_size'] = u32(config.vocab_size)
+    expected['llama.rope.dimension_count'] = u32(config.head_dim ?? config.hidden_size / config.num_attention_heads)
+  }
+  return expected
+}
+
+async function parse(path: string): Promise<GGUFParseOutput & { typedMetadata: GGUFTypedMetadata }> {
+  return gguf(path, { allowLocalFile: true, typedMetadata: true })
+}
+
+const align = (n: number) => Math.ceil(n / 32) * 32
+
+describe.each(MODELS)('%s', (model) => {
+  test.each(DTYPES)('as %s: metadata, tensors and bytes as llama.cpp converts them', async (dtype) => {
+    const out = join(dir, `${model}-${dtype}.gguf`)
+    const written = await writeGguf(join(FIXTURES, model), out, { dtype })
+    const file = new Uint8Array(readFileSync(out))
+    const { typedMetadata, tensorInfos, tensorDataOffset } = await parse(out)
+
+    const { version, tensor_count, kv_count, ...metadata } = typedMetadata
+    expect(version.value).toBe(3)
+    const expected = expectedMetadata(model, dtype)
+    expect(Object.keys(metadata).sort()).toEqual(Object.keys(expected).sort())
+    for (const [key, want] of Object.entries(expected)) expect(metadata[key], key).toEqual(want)
+    expect(kv_count.value).toBe(BigInt(Object.keys(expected).length))
+
+    const tensors = expectedTensors(model, dtype)
+    expect(tensor_count.value).toBe(BigInt(tensors.size))
+    expect(tensorInfos.map((t) => t.name).sort()).toEqual([...tensors.keys()].sort())
+    // The data section starts aligned, and each tensor at the next aligned offset after the one before.
+    expect(Number(tensorDataOffset) % 32).toBe(0)
+    let next = 0
+    for (const info of tensorInfos) {
+      const want = tensors.get(info.name)!
+      expect(info.shape.map(Number), info.name).toEqual(want.dims)
+      expect(info.dtype, info.name).toBe(GGML_TYPE[want.type])
+      expect(Number(info.offset), info.name).toBe(next)
+      const start = Number(tensorDataOffset + info.offset)
+      expectSameBytes(file.subarray(start, start + want.bytes.length), want.bytes, `${info.name} as ${want.type}`)
+      next = align(next + want.bytes.length)
+    }
+    expect(file.length).toBe(Number(tensorDataOffset) + next)
+    expect(written.bytes).toBe(file.length)
+    expect(written.tensors).toBe(tensors.size)
+  })
+})
+
+test('Qwen2 keeps its q/k/v biases, unpermuted; Llama and Mistral have their q and k rows permuted (the test fails without it)', () => {
+  // A guard on the fixtures themselves: with rows equal under the permutation, the tests above could not tell.
+  const llama = sourceTensors(join(FIXTURES, 'llama-gqa')).get('model.layers.0.self_attn.q_proj.weight')!
+  expect(Buffer.compare(permute(llama.bytes, llama.shape[0], 4), llama.bytes)).not.toBe(0)
+  const qwen = [...sourceTensors(join(FIXTURES, 'qwen2')).keys()].filter((name) => name.endsWith('_proj.bias'))
+  expect(qwen.length).toBeGreaterThan(0)
+})
+
+test('ggufStream: the same bytes as writeGguf, from a model given as File objects (as a page gets them)', async () => {
+  const folder = join(FIXTURES, 'qwen2')
+  const files = ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'].map(
+    (name) => new File([readFileSync(join(folder, name))], name),
+  )
+  const stream = await ggufStream(files, { dtype: 'BF16' })
+  const bytes = new Uint8Array(await new Response(stream).arrayBuffer())
+  const out = join(dir, 'qwen2-files.gguf')
+  await writeGguf(folder, out, { dtype: 'BF16' })
+  expectSameBytes(bytes, readFileSync(out), 'the stream against the file')
+})
+
+/** A copy of a test model in a folder of its own, changed by `change`. */
+function modelCopy(model: string, name: string, change: (folder: string) => void): string {
+  const folder = join(dir, name)
+  cpSync(join(FIXTURES, model), folder, { recursive: true })
+  change(folder)
+  return folder
+}
+
+/** A copy of qwen2 whose tokenizer.json has the pre-tokenizer (JSON text, as tokenizer.json holds it) and merges given. */
+async function withTokenizer(name: string, preTokenizer: string, merges?: unknown[]): Promise<GGUFTypedMetadata> {
+  const folder = modelCopy('qwen2', name, (f) => {
+    const tokenizer = readJson<Tokenizer>(join(f, 'tokenizer.json'))
+    tokenizer.pre_tokenizer = JSON.parse(preTokenizer)
+    if (merges) tokenizer.model.merges = merges as Tokenizer['model']['merges']
+    writeFileSync(join(f, 'tokenizer.json'), JSON.stringify(tokenizer))
+  })
+  const out = join(dir, `${name}.gguf`)
+  await writeGguf(folder, out)
+  return (await parse(out)).typedMetadata
+}
+
+/** Llama 3's and Qwen2's pre-tokenizers as their tokenizer.json files spell them (meta-llama/Meta-Llama-3-8B, Qwen/Qwen2.5-1.5B). */
+const SPLIT_THEN_BYTES = (regex: string) =>
+  `{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"${regex}"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]}`
+const LLAMA3_REGEX = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+`
+const QWEN2_REGEX = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+`
+
+test("tokenizer.ggml.pre: Llama 3's split regex is llama-bpe, Qwen2's is qwen2; a space inside an [a, b] merge becomes U+0120, as gguf-py writes it", async () => {
+  expect((await withTokenizer('pre-llama3', SPLIT_THEN_BYTES(LLAMA3_REGEX)))['tokenizer.ggml.pre']?.value).toBe('llama-bpe')
+  const qwen = await withTokenizer('pre-qwen2', SPLIT_THEN_BYTES(QWEN2_REGEX), [['a b', 'c'], 'd e'])
+  expect(qwen['tokenizer.ggml.pre']?.value).toBe('qwen2')
+  expect(qwen['tokenizer.ggml.merges']?.value).toEqual(['a\u0120b c', 'd e'])
+})
+
+test('a vocabulary larger than its tokenizer: every id without a token is [PAD<id>], UNUSED (a header of megabytes)', async () => {
+  const folder = modelCopy('qwen2', 'big-vocab', (f) => {
+    const config = readJson<Config>(join(f, 'config.json'))
+    config.vocab_size = 100_000
+    writeFileSync(join(f, 'config.json'), JSON.stringify(config))
+  })
+  const out = join(dir, 'big-vocab.gguf')
+  await writeGguf(folder, out)
+  const { typedMetadata } = await parse(out)
+  const tokens = typedMetadata['tokenizer.ggml.tokens']!.value as string[]
+  const types = typedMetadata['tokenizer.ggml.token_type']!.value as number[]
+  const { tokens: known } = expectedVocabulary(join(FIXTURES, 'qwen2'), 512)
+  expect(tokens.length).toBe(100_000)
+  expect(tokens.slice(0, 512)).toEqual(known)
+  expect(tokens[99_999]).toBe('[PAD99999]')
+  expect(new Set(types.slice(512))).toEqual(new Set([5]))
+})
+
+describe('errors', () => {
+  test('another architecture: UnsupportedConversion naming it and the supported ones; the CLI exits 1 and writes nothing', async () => {
+    const folder = modelCopy('qwen2', 'gpt2-arch', (f) => {
+      const config = readJson<Config>(join(f, 'config.json'))
+      config.architectures = ['GPT2LMHeadModel']
+      writeFileSync(join(f, 'config.json'), JSON.stringify(config))
+    })
+    const error = await expectError(() => ggufStream(folder), 'UnsupportedConversion')
+    expect(error.message).toContain('GPT2LMHeadModel')
+    for (const supported of ['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM']) expect(error.message).toContain(supported)
+    const out = join(dir, 'gpt2.gguf')
+    const run = await cli('convert', folder, out, '--dtype', 'F16')
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain('GPT2LMHeadModel')
+    expect(() => readFileSync(out)).toThrow(/ENOENT/)
+  })
+
+  test('a missing tokenizer.json or config.json: Io naming the file', async () => {
+    for (const name of ['tokenizer.json', 'config.json']) {
+      const folder = modelCopy('mistral', `no-${name}`, (f) => rmSync(join(f, name)))
+      const error = await expectError(() => ggufStream(folder), 'Io')
+      expect(error.message).toContain(name)
+    }
+  })
+
+  test('a tensor that maps to no GGUF name: UnsupportedConversion naming it, as llama.cpp fails', async () => {
+    const folder = modelCopy('mistral', 'extra-tensor', (f) => {
+      const bytes = readFileSync(join(f, 'model.safetensors'))
+      const n = Number(bytes.readBigUInt64LE(0))
+      const header = JSON.parse(bytes.subarray(8, 8 + n).toString())
+      const end = Math.max(
+        ...Object.entries<Entry>(header)
+          .filter(([k]) => k !== '__metadata__')
+          .map(([, t]) => t.data_offsets[1]),
+      )
+      header['model.layers.0.self_attn.extra.weight'] = { dtype: 'BF16', shape: [2], data_offsets: [end, end + 4] }
+      let json = JSON.stringify(header)
+      while (json.length % 8) json += ' '
+      const head = Buffer.alloc(8)
+      head.writeBigUInt64LE(BigInt(json.length))
+      writeFileSync(join(f, 'model.safetensors'), Buffer.concat([head, Buffer.from(json), bytes.subarray(8 + n), Buffer.alloc(4)]))
+    })
+    const error = await expectError(() => ggufStream(folder), 'UnsupportedConversion')
+    expect(error.message).toContain('"model.layers.0.self_attn.extra.weight"')
+  })
+
+  test('a split regex llama.cpp does not implement: UnsupportedConversion naming it', async () => {
+    const error = await expectError(() => withTokenizer('pre-digits', SPLIT_THEN_BYTES(String.raw`\\p{N}{1,2}| ?\\p{L}+`)), 'UnsupportedConversion')
+    expect(error.message).toContain(String.raw`\\p{N}{1,2}`)
+  })
+
+  test('a pre-tokenizer llama.cpp does not implement: UnsupportedConversion naming it, not a guess', async () => {
+    const folder = modelCopy('qwen2', 'metaspace', (f) => {
+      const tokenizer = readJson<Tokenizer>(join(f, 'tokenizer.json'))
+      tokenizer.pre_tokenizer = { type: 'Metaspace', replacement: '▁', prepend_scheme: 'first', split: false }
+      writeFileSync(join(f, 'tokenizer.json'), JSON.stringify(tokenizer))
+    })
+    const error = await expectError(() => ggufStream(folder), 'UnsupportedConversion')
+    expect(error.message).toContain('Metaspace')
+  })
+
+  test('the CLI: --max-shard-size with a .gguf output is bad usage (exit 2); a dtype it does not write is bad usage', async () => {
+    const folder = join(FIXTURES, 'mistral')
+    const sharded = await cli('convert', folder, join(dir, 'x.gguf'), '--max-shard-size', '1GB')
+    expect(sharded.code).toBe(2)
+    expect(sharded.stderr).toContain('--max-shard-size')
+    const bad = await cli('convert', folder, join(dir, 'x.gguf'), '--dtype', 'Q4_0')
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toContain('Q8_0')
+  })
+})
+
+test('the CLI: convert <folder> <out.gguf> --dtype bf16 writes the file and says what it wrote', async () => {
+  const out = join(dir, 'cli-llama.gguf')
+  const run = await cli('convert', join(FIXTURES, 'llama-gqa'), out, '--dtype', 'bf16')
+  expect(run.stderr).toBe('')
+  expect(run.code).toBe(0)
+  const { tensorInfos } = await parse(out)
+  const types: Record<number, number> = {}
+  for (const t of tensorInfos) types[t.dtype] = (types[t.dtype] ?? 0) + 1
+  expect(run.stdout).toMatch(
+    new RegExp(
+      `^${out}: wrote ${tensorInfos.length} tensors \\(${types[GGMLQuantizationType.BF16]} BF16, ${types[GGMLQuantizationType.F32]} F32\\), ${readFileSync(out).length.toLocaleString('en-US')} bytes, [0-9.]+ s\\n$`,
+    ),
+  )
+})
+
+describe('over HTTP, from the index URL', () => {
+  const folder = join(FIXTURES, 'llama-gqa')
+  const NAMES = [
+    'config.json',
+    'tokenizer.json',
+    'tokenizer_config.json',
+    'model.safetensors.index.json',
+    'model-00001-of-00002.safetensors',
+    'model-00002-of-00002.safetensors',
+  ]
+  const served = (names: string[], fault?: RangeOptions['fault']) =>
+    serveFiles(Object.fromEntries(names.map((name) => [`llama/${name}`, join(folder, name)])), { fault })
+
+  test('the same bytes as from the folder, through ggufStream and the CLI', async () => {
+    const local = join(dir, 'http-local.gguf')
+    await writeGguf(folder, local, { dtype: 'Q8_0' })
+    const server = await served(NAMES)
+    try {
+      const index = `${server.url}llama/model.safetensors.index.json`
+      const stream = await ggufStream(index, { dtype: 'Q8_0' })
+      expectSameBytes(new Uint8Array(await new Response(stream).arrayBuffer()), readFileSync(local), 'over HTTP against the folder')
+      const out = join(dir, 'http-cli.gguf')
+      const run = await cli('convert', index, out, '--dtype', 'q8_0')
+      expect(run.code, run.stderr).toBe(0)
+      expectSameBytes(readFileSync(out), readFileSync(local), 'the CLI over HTTP against the folder')
+    } finally {
+      await server.close()
+    }
+  })
+
+  test('a 404 for tokenizer_config.json is a model without one; for tokenizer.json, an Io error naming its URL', async () => {
+    const server = await served(NAMES.filter((name) => name !== 'tokenizer_config.json'))
+    try {
+      const out = join(dir, 'no-tokenizer-config.gguf')
+      const run = await cli('convert', `${server.url}llama/model.safetensors.index.json`, out, '--dtype', 'F16')
+      expect(run.code, run.stderr).toBe(0)
+      const { typedMetadata } = await parse(out)
+      // Without tokenizer_config.json: no chat template, BOS and EOS from config.json's ids, add_bos_token from the post-processor's template.
+      const config = readJson<Config>(join(folder, 'config.json'))
+      expect(typedMetadata['tokenizer.chat_template']).toBeUndefined()
+      expect(typedMetadata['tokenizer.ggml.bos_token_id']?.value).toBe(config.bos_token_id)
+      expect(typedMetadata['tokenizer.ggml.eos_token_id']?.value).toBe(config.eos_token_id)
+      // gguf-py: the single template [<s>, A] starts with a special token, the BOS, and ends with none.
+      expect(readJson<{ post_processor: unknown }>(join(folder, 'tokenizer.json')).post_processor).toMatchObject({
+        type: 'TemplateProcessing',
+        single: [{ SpecialToken: { id: '<s>' } }, { Sequence: { id: 'A' } }],
+      })
+      expect(typedMetadata['tokenizer.ggml.add_bos_token']?.value).toBe(true)
+      expect(typedMetadata['tokenizer.ggml.add_eos_token']).toBeUndefined()
+    } finally {
+      await server.close()
+    }
+    const without = await served(NAMES.filter((name) => name !== 'tokenizer.json'))
+    try {
+      const error = await expectError(() => ggufStream(`${without.url}llama/model.safetensors.index.json`), 'Io')
+      expect(error.message).toContain(`${without.url}llama/tokenizer.json`)
+    } finally {
+      await without.close()
+    }
+  })
+
+  test('a shard failing part-way: the CLI exits 1 and the earlier file at the target stays as it was', async () => {
+    const server = await served(NAMES, (_n, log) =>
+      log.path.endsWith('-00002-of-00002.safetensors') && log.range !== undefined && !log.range.startsWith('bytes=0-')
+        ? { kind: 'status', status: 403 }
+        : undefined,
+    )
+    try {
+      const out = join(dir, 'kept.gguf')
+      writeFileSync(out, 'the earlier file')
+      const run = await cli('convert', `${server.url}llama/model.safetensors.index.json`, out, '--dtype', 'F16')
+      expect(run.code).toBe(1)
+      expect(run.stderr).toContain('403')
+      expect(readFileSync(out, 'utf8')).toBe('the earlier file')
+    } finally {
+      await server.close()
+    }
+  })
+})
+
+test('onProgress: one series over the source tensor bytes, ending at loaded === total; a signal aborts the stream with Aborted', async () => {
+  const folder = join(FIXTURES, 'llama-gqa')
+  const total = [...sourceTensors(folder).values()].reduce((sum, t) => sum + t.bytes.length, 0)
+  const events: Array<{ loaded: number; total: number }> = []
+  await new Response(await ggufStream(folder, { onProgress: (p) => events.push(p) })).arrayBuffer()
+  expect(new Set(events.map((e) => e.total))).toEqual(new Set([total]))
+  expect(events.at(-1)!.loaded).toBe(total)
+  for (let i = 1; i < events.length; i++) expect(events[i].loaded).toBeGreaterThanOrEqual(events[i - 1].loaded)
+
+  const controller = new AbortController()
+  const reader = (await ggufStream(folder, { signal: controller.signal })).getReader()
+  await reader.read()
+  controller.abort()
+  await expectError(() => reader.read(), 'Aborted')
+})
