@@ -57,10 +57,9 @@ export default [
       dir: 'dist',
       format: 'es',
       preserveModules: true,
+      // A module keeps its place under src/ (gguf/index.js); the wasm and the constants go beside the entries.
       entryFileNames: (chunk) =>
-        basename(chunk.facadeModuleId)
-          .replace(/\.wasm$/, '.wasm.js')
-          .replace(/\.ts\?constants$/, '.js'),
+        (chunk.facadeModuleId.split('/build/js/')[1] ?? basename(chunk.facadeModuleId)).replace(/\.wasm$/, '.wasm.js').replace(/\.ts\?constants$/, '.js'),
     },
   },
   {

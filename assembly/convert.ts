@@ -226,7 +226,7 @@ const K_B: u32 = 7;
   return v128.and(i32x4.ne(codes, i32x4.splat(0)), splat(K_A)); // BOOL: 1.0 where non-zero
 }
 
-@inline export function prepareF16(): void {
+@inline function prepareF16(): void {
   prepareScaledFloat(F16);
   setSplat(K_A, 0x7bff);
   setSplat(K_INFINITY, F32_INFINITY);
@@ -524,7 +524,7 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
 }
 
 // The F32 bits of elements i..i+3 (`high` false) or i+4..i+7 (`high` true) of BF16, F16, F32 or F64.
-@inline export function ieeeBitsX4(from: u32, to: u32, src: usize, i: usize, high: bool): v128 {
+@inline function ieeeBitsX4(from: u32, to: u32, src: usize, i: usize, high: bool): v128 {
   if (from == F64) {
     let at = src + (i << 3) + (high ? 32 : 0);
     return f64BitsX4(to, v128.load(at), v128.load(at, 16));
@@ -535,7 +535,7 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
   return high ? bf16HighHalf(bits) : bf16LowHalf(bits);
 }
 
-@inline export function ieeeBits(from: u32, to: u32, src: usize, i: usize): u32 {
+@inline function ieeeBits(from: u32, to: u32, src: usize, i: usize): u32 {
   if (from == F64) return f64Bits(to, load<f64>(src + (i << 3)));
   if (from == F32) return load<u32>(src + (i << 2));
   let h = <u32>load<u16>(src + (i << 1));

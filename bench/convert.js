@@ -40,7 +40,7 @@ function f16Table() {
 }
 
 /** F32 bits -> F16 bits, rounding to nearest even: the bit manipulation a JS user writes. */
-function f32BitsToF16(x) {
+export function f32BitsToF16(x) {
   const sign = (x >>> 16) & 0x8000
   const m = x & 0x7fffffff
   if (m > 0x7f800000) return sign | 0x7e00 | ((m >>> 13) & 0x3ff)
@@ -70,9 +70,9 @@ function f8E4m3ToF16Table() {
 
 // ---- The kernels on data already in wasm memory ----
 
-/** An instance of the kernels (build/convert.wasm) with its own memory holding an input and an output region. */
-function kernelInstance(inBytes, outBytes) {
-  const module = new WebAssembly.Module(readFileSync(new URL('../build/convert.wasm', import.meta.url)))
+/** An instance of a kernel module (build/convert.wasm, build/q8_0.wasm) with its own memory holding an input and an output region. */
+export function kernelInstance(inBytes, outBytes, name = 'convert') {
+  const module = new WebAssembly.Module(readFileSync(new URL(`../build/${name}.wasm`, import.meta.url)))
   const memory = new WebAssembly.Memory({ initial: 2 + Math.ceil((inBytes + outBytes + 32) / 65536) })
   /** The core's exports, as src/convert.ts types them. @type {import('../src/convert.ts').KernelExports} */
   const exports = /** @type {any} */ (new WebAssembly.Instance(module, { env: { memory } }).exports)

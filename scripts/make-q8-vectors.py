@@ -82,6 +82,11 @@ for e in [0, -10, -3, 4, 12]:
         rows.append(block_with(-127 * 2.0**e, -chunk * 2.0**e))
     add(f"ties, d = 2^{e}", rows)
 
+# One and two float32 ulps either side of every tie at d = 1, where a rounding by adding 0.5 goes wrong
+# (0.5 - 2^-25 + 0.5 rounds up to 1 in float32).
+near = np.array([nudge(k + 0.5, u) for k in range(-127, 127) for u in [-2, -1, 1, 2]], dtype=f32)
+add("next to ties, d = 1", [block_with(127, chunk) for chunk in np.array_split(near, 34)])
+
 # Ties and near-ties with inexact scales: x such that fl(x * id) is exactly k + 0.5, and its neighbours;
 # then values where fl(x * id) and fl(x / d) round to different integers.
 ties, apart = [], []

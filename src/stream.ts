@@ -55,11 +55,10 @@ const chunkBytesOf = (from: DType) => byteLengthOf(from, CHUNK_ELEMENTS)
  * narrower one), so nothing is allocated per chunk but the copy handed out.
  */
 export class ChunkConverter {
-  /** The wasm instance the chunks are in: a result view's byteOffset is its address there. */
-  readonly core: Core
+  readonly #core: Core
 
   constructor(bytes: number) {
-    this.core = instantiate(bytes, false)
+    this.#core = instantiate(bytes, false)
   }
 
   /**
@@ -69,13 +68,13 @@ export class ChunkConverter {
   async convert(from: DType, to: DType, byteOrder: ByteOrder, inBytes: number, fill: (target: Uint8Array) => Promise<void>): Promise<Uint8Array> {
     const count = elementCountOf(from, inBytes)
     const outBytes = byteLengthOf(to, count)
-    const dst = this.core.heapBase
+    const dst = this.#core.heapBase
     const src = dst + Math.max(0, outBytes - inBytes)
-    await fill(new Uint8Array(this.core.memory.buffer, src, inBytes))
+    await fill(new Uint8Array(this.#core.memory.buffer, src, inBytes))
     // The kernels read and write little-endian data, which is what a stream gives out.
-    if (byteOrder === 'big') swapElementsInCore(this.core, src, inBytes, from)
-    convertInto(this.core, src, dst, count, from, to)
-    return new Uint8Array(this.core.memory.buffer, dst, outBytes)
+    if (byteOrder === 'big') swapElementsInCore(this.#core, src, inBytes, from)
+    convertInto(this.#core, src, dst, count, from, to)
+    return new Uint8Array(this.#core.memory.buffer, dst, outBytes)
   }
 }
 

@@ -17,7 +17,7 @@ import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype } from './for
 export type { GgufDtype } from './format.ts'
 
 import { modelMetadata, parseJsonObject, readModelConfig } from './metadata.ts'
-import { Q8_0_BLOCK, type Q8_0Source, q8_0ByteLength, quantizeQ8_0Into } from './q8_0.ts'
+import { Q8_0_BLOCK, q8_0ByteLength, quantizeQ8_0Into } from './q8_0.ts'
 import { type PlannedTensor, planTensors } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
@@ -68,10 +68,9 @@ function chunkElements(t: PlannedTensor): number {
   return Math.min(elementsOf(t), Math.max(unit, Math.floor(CHUNK_ELEMENTS / unit) * unit))
 }
 
-/** The dtype a tensor has in wasm memory before it is copied out: its type, or what the Q8_0 kernel reads (its own dtype where it can). */
+/** The dtype a tensor has in wasm memory before it is copied out: its type, or F32, which the Q8_0 kernel reads. */
 function middleOf(t: PlannedTensor): DType {
-  if (t.type !== 'Q8_0') return t.type
-  return t.info.dtype === 'F16' || t.info.dtype === 'BF16' ? t.info.dtype : 'F32'
+  return t.type === 'Q8_0' ? 'F32' : t.type
 }
 
 /**
@@ -119,8 +118,9 @@ async function* tensorBytes(
       // A source that does not stream tells of its bytes only now.
       meter?.arrived(inBytes - arrived)
       if (t.type === 'Q8_0') {
-        quantizeQ8_0Into(converter.core, out.byteOffset, out.byteOffset, n, middleOf(t) as Q8_0Source, info.name, first)
-        out = new Uint8Array(out.buffer, out.byteOffset, q8_0ByteLength(n))
+        const blocks = new Uint8Array(out.buffer, out.byteOffset, q8_0ByteLength(n))
+        quantizeQ8_0Into(new Float32Array(out.buffer, out.byteOffset, n), blocks, info.name, first)
+        out = blocks
       }
       // Q8_0 blocks lie within rows, so reordering rows after quantizing is reordering them before.
       yield t.heads > 0 ? permuteRows(out, (n * t.heads) / count, info.shape[0] / t.heads) : out.slice()

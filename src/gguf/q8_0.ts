@@ -1,16 +1,25 @@
 // Q8_0 (ggml's block_q8_0) over the wasm kernel in assembly/q8_0.ts, which says which definition it follows.
-import { CHUNK_ELEMENTS, convert } from '../convert.ts'
-import { DTYPE_INFO, dtypeIndex } from '../dtypes.ts'
+// The kernel is a module of its own (build/q8_0.wasm), so that only code converting to GGUF carries it.
+import q8Wasm from '../../build/q8_0.wasm'
 import { SafetensorsError } from '../errors.ts'
-import { type Core, reserveMemory, sharedCore } from '../wasm.ts'
+import { reserveMemory, WasmModule } from '../wasm.ts'
+
+/** The Q8_0 module's functions (assembly/modules/q8_0.ts). */
+export interface Q8_0Exports {
+  heapBase(): number
+  /** Quantizes `blocks` blocks of 32 F32 at `src` to Q8_0 at `dst` (src == dst allowed); -1, or the index of the first NaN or infinity. */
+  quantizeQ8_0(src: number, dst: number, blocks: number): number
+}
+
+const q8Module = /* @__PURE__ */ new WasmModule<Q8_0Exports>(q8Wasm)
 
 /** Values per Q8_0 block. */
 export const Q8_0_BLOCK = 32
 /** Bytes per Q8_0 block: an F16 scale, then 32 int8. */
 export const Q8_0_BLOCK_BYTES = 34
 
-/** The dtypes the kernel quantizes from. */
-export type Q8_0Source = 'F32' | 'F16' | 'BF16'
+/** Values quantized per call: 256 KiB of F32 in wasm memory, which stays in cache. */
+const CHUNK_VALUES = 1 << 16
 
 /** The Q8_0 byte length of `count` values. @throws RangeError when `count` is not a multiple of 32. */
 export function q8_0ByteLength(count: number): number {
@@ -21,22 +30,26 @@ export function q8_0ByteLength(count: number): number {
 }
 
 /**
- * Quantizes `count` values of `from` at `src` in `core`'s memory to Q8_0 at `dst`, which may equal `src`
- * (the output is narrower). Both regions must be addressable. `name` and `first` (the index of the value at
- * `src` in the tensor) only go into the error.
- * @throws {@link SafetensorsError} `UnsupportedConversion` for a NaN or infinite value, which Q8_0 cannot hold;
- * the blocks before its block are written then, the rest not.
- * @throws RangeError when `count` is not a multiple of 32.
+ * Quantizes `values` into the first q8_0ByteLength(values.length) bytes of `out`, which may be the same
+ * memory (the converter quantizes in place: a chunk's values are copied into the kernel's memory before
+ * anything is written, and the output is narrower). `name` and `first` (the index of `values[0]` in its
+ * tensor) only go into the error.
+ * @throws {@link SafetensorsError} `UnsupportedConversion` for a NaN or infinite value, which Q8_0 cannot hold.
  */
-export function quantizeQ8_0Into(core: Core, src: number, dst: number, count: number, from: Q8_0Source, name = 'values', first = 0): void {
-  const blocks = q8_0ByteLength(count) / Q8_0_BLOCK_BYTES
-  const bad = core.exports.quantizeQ8_0(dtypeIndex(from), src, dst, blocks)
-  if (bad === -2) throw new TypeError(`Q8_0 quantizes F32, F16 or BF16, got ${from}`)
-  if (bad >= 0) {
-    const size = DTYPE_INFO[from].bits / 8
-    const element = new Uint8Array(core.memory.buffer, src + bad * size, size).slice()
-    const value = convert(element, from, 'F32')[0]
-    throw new SafetensorsError('UnsupportedConversion', `cannot quantize ${name} to Q8_0: element ${first + bad} is ${value}, which Q8_0 cannot hold`)
+export function quantizeQ8_0Into(values: Float32Array, out: Uint8Array, name: string, first = 0): void {
+  const instance = q8Module.shared()
+  const chunk = Math.min(values.length, CHUNK_VALUES)
+  reserveMemory(instance, instance.heapBase + chunk * 4)
+  const at = instance.heapBase
+  for (let done = 0; done < values.length; done += chunk) {
+    const count = Math.min(chunk, values.length - done)
+    new Float32Array(instance.memory.buffer, at, count).set(values.subarray(done, done + count))
+    const bad = instance.exports.quantizeQ8_0(at, at, count / Q8_0_BLOCK)
+    if (bad >= 0) {
+      const value = values[done + bad]
+      throw new SafetensorsError('UnsupportedConversion', `cannot quantize ${name} to Q8_0: element ${first + done + bad} is ${value}, which Q8_0 cannot hold`)
+    }
+    out.set(new Uint8Array(instance.memory.buffer, at, q8_0ByteLength(count)), q8_0ByteLength(done))
   }
 }
 
@@ -60,14 +73,6 @@ export function quantizeQ8_0(values: Float32Array, out?: Uint8Array): Uint8Array
     throw new RangeError(`out must hold ${bytes} bytes for ${values.length} values, got ${out.length}`)
   }
   const result = out?.subarray(0, bytes) ?? new Uint8Array(bytes)
-  const core = sharedCore()
-  const chunk = Math.min(values.length, CHUNK_ELEMENTS)
-  reserveMemory(core, core.heapBase + chunk * 4)
-  for (let first = 0; first < values.length; first += chunk) {
-    const count = Math.min(chunk, values.length - first)
-    new Float32Array(core.memory.buffer, core.heapBase, count).set(values.subarray(first, first + count))
-    quantizeQ8_0Into(core, core.heapBase, core.heapBase, count, 'F32', 'values', first)
-    result.set(new Uint8Array(core.memory.buffer, core.heapBase, q8_0ByteLength(count)), q8_0ByteLength(first))
-  }
+  quantizeQ8_0Into(values, result, 'values')
   return result
 }
