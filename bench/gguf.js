@@ -3,6 +3,7 @@
 // Run after `npm run build`: `node bench/gguf.js [values]`, or import { run }.
 import { readFileSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
+import { DTYPES } from '../dist/node.js'
 import { f32BitsToF16, kernelInstance } from './convert.js'
 import { compare } from './util.js'
 
@@ -55,8 +56,12 @@ export async function run({ count = 16 << 20, log = console.log } = {}) {
   jsLoop(out, outInt8)
   const same = quantizeQ8_0(values).every((byte, i) => byte === out[i])
 
+  const copy = new Float32Array(count)
   const { exports, memory, src, dst } = kernelInstance(count * 4, blocks * 34)
   new Float32Array(memory.buffer, src, count).set(values)
+  // The same values as BF16 (truncated), in an instance of their own.
+  const bf16 = kernelInstance(count * 2, blocks * 34)
+  new Uint16Array(bf16.memory.buffer, bf16.src, count).set(Uint16Array.from(new Uint32Array(values.buffer), (bits) => bits >>> 16))
   const times = compare({
     jsNew: () => {
       const o = new Uint8Array(blocks * 34)
@@ -65,8 +70,9 @@ export async function run({ count = 16 << 20, log = console.log } = {}) {
     jsInto: () => jsLoop(out, outInt8),
     apiNew: () => quantizeQ8_0(values),
     apiInto: () => quantizeQ8_0(values, out),
-    kernel: () => exports.quantizeQ8_0(src, dst, blocks),
-    memcpy: () => out.set(new Uint8Array(values.buffer, 0, out.length)),
+    kernel: () => exports.quantizeQ8_0(DTYPES.indexOf('F32'), src, dst, blocks),
+    kernelBf16: () => bf16.exports.quantizeQ8_0(DTYPES.indexOf('BF16'), bf16.src, bf16.dst, blocks),
+    memcpy: () => copy.set(values),
   })
   const gbPerSecond = (ms) => (count * 4) / ms / 1e6
   const rows = [
@@ -75,7 +81,8 @@ export async function run({ count = 16 << 20, log = console.log } = {}) {
     ['JS loop, into out', times.jsInto, ''],
     ['quantizeQ8_0, into out', times.apiInto, times.jsInto / times.apiInto],
     ['kernel F32 in wasm memory', times.kernel, times.jsInto / times.kernel],
-    ['memcpy (set) of the output size', times.memcpy, ''],
+    ['kernel BF16 in wasm memory (its input 2 bytes a value)', times.kernelBf16, ''],
+    ['memcpy (set) of the input', times.memcpy, ''],
   ]
   log(`gguf bench: Q8_0 of ${count} F32 values, medians of 15 interleaved runs (Node ${process.version}); JS loop agrees: ${same}`)
   log('| case | ms | input GB/s | vs JS loop |')

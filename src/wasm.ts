@@ -33,8 +33,11 @@ export interface CoreExports {
   statsSecondPass(ptr: number, count: number, mean: number, lo: number, hi: number, bins: number, counts: number): void
   /** XXH64 of `length` bytes at `ptr`; the u64 comes back as a signed bigint. */
   xxh64(ptr: number, length: number, seed: bigint): bigint
-  /** Quantizes `blocks` blocks of 32 F32 at `src` to Q8_0 at `dst` (src == dst allowed); -1, or the index of the first NaN or infinity. */
-  quantizeQ8_0(src: number, dst: number, blocks: number): number
+  /**
+   * Quantizes `blocks` blocks of 32 values at `src` (dtype index `from`: F32, F16 or BF16) to Q8_0 at `dst`
+   * (src == dst allowed); -1, the index of the first NaN or infinity, or -2 for another `from` (assembly/q8_0.ts).
+   */
+  quantizeQ8_0(from: number, src: number, dst: number, blocks: number): number
 }
 
 export interface Core {
