@@ -1,24 +1,23 @@
-// Bundles tsc's output (build/js) into dist/. Two builds differ only in how they get the wasm:
-// the default entry inlines it, the workerd entry imports the .wasm files shipped beside it.
-import { copyFileSync, mkdirSync } from 'node:fs'
-import { basename, resolve } from 'node:path'
-import wasm from '@rollup/plugin-wasm'
+// Bundles tsc's output (build/js) into dist/. Two builds differ only in how they get the wasm: the portable
+// and Node entries inline it (scripts/inline-wasm.js), the workerd entry imports the .wasm files shipped
+// beside it. The first keeps one file per source module, and every module but the Node entry is free of side
+// effects (package.json "sideEffects"), so that a bundler drops whole modules a page does not use, with the
+// wasm they carry.
+import { copyFileSync, mkdirSync, readdirSync } from 'node:fs'
+import { basename } from 'node:path'
+import { inlineWasm, wasmFromBuild } from './scripts/inline-wasm.js'
 
-const WASM = ['build/core-simd.wasm', 'build/core-scalar.wasm']
-
-// tsc keeps the source's '../build/x.wasm' specifiers, which from build/js point one level off.
-const wasmFromBuild = {
-  name: 'wasm-from-build',
-  resolveId(source) {
-    return source.endsWith('.wasm') ? resolve('build', basename(source)) : null
-  },
-}
+const WASM = readdirSync('build').filter((file) => file.endsWith('.wasm'))
 
 const shipWasm = {
   name: 'ship-wasm',
+  resolveId(source) {
+    const id = wasmFromBuild(source)
+    return id && { id, external: true }
+  },
   writeBundle() {
     mkdirSync('dist', { recursive: true })
-    for (const file of WASM) copyFileSync(file, `dist/${basename(file)}`)
+    for (const file of WASM) copyFileSync(`build/${file}`, `dist/${file}`)
   },
 }
 
@@ -51,17 +50,24 @@ export default [
   {
     input: { index: 'build/js/index.js', node: 'build/js/node.js', cli: 'build/js/cli.js' },
     external: [/^node:/],
-    plugins: [wasmFromBuild, wasm({ sync: WASM, targetEnv: 'auto-inline' }), requireEntry, entryTypes],
-    output: { dir: 'dist', format: 'es', chunkFileNames: 'shared.js' },
+    plugins: [inlineWasm, requireEntry, entryTypes],
+    // build/header.wasm becomes dist/header.wasm.js, assembly/boundary.ts?constants dist/boundary.js, beside
+    // the modules of build/js.
+    output: {
+      dir: 'dist',
+      format: 'es',
+      preserveModules: true,
+      entryFileNames: (chunk) =>
+        basename(chunk.facadeModuleId)
+          .replace(/\.wasm$/, '.wasm.js')
+          .replace(/\.ts\?constants$/, '.js'),
+    },
   },
   {
-    input: 'build/js/workerd.js',
-    external: [/^node:/, /\.wasm\?module$/],
-    plugins: [shipWasm, entryTypes],
-    output: {
-      file: 'dist/workerd.js',
-      format: 'es',
-      paths: (id) => (id.endsWith('.wasm?module') ? `./${basename(id, '.wasm?module')}.wasm` : id),
-    },
+    input: 'build/js/index.js',
+    external: [/^node:/],
+    // shipWasm first: its .wasm files take the imports that inlineWasm would inline.
+    plugins: [shipWasm, inlineWasm],
+    output: { file: 'dist/workerd.js', format: 'es', paths: (id) => (id.endsWith('.wasm') ? `./${basename(id)}` : id) },
   },
 ]

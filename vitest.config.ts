@@ -1,9 +1,9 @@
-import wasm from '@rollup/plugin-wasm'
 import { defineConfig } from 'vitest/config'
+import { inlineWasm } from './scripts/inline-wasm.js'
 
 export default defineConfig({
-  // enforce: 'pre' keeps Vite's own wasm handling from taking the .wasm imports first.
-  plugins: [{ ...wasm({ sync: ['build/core-simd.wasm', 'build/core-scalar.wasm'], targetEnv: 'auto-inline' }), enforce: 'pre' }],
+  // The .wasm imports of src/ inlined as the portable build does it.
+  plugins: [inlineWasm],
   test: {
     include: ['test/**/*.test.ts'],
     testTimeout: 60_000,

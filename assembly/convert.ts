@@ -2,9 +2,8 @@
 // byte swaps.
 //
 // One export, convertKernel(from, to, src, dst, count), takes dtype indices, pointers into linear memory
-// and an element count, and inlines a kernel compiled for each pair. Nothing is allocated. The SIMD build
-// and the scalar build compile from this one source: the vector loops sit in `if (ASC_FEATURE_SIMD)`
-// blocks and leave the remaining elements to the scalar loop after them.
+// and an element count, and inlines a kernel compiled for each pair. Nothing is allocated. The vector
+// loops leave the remaining elements to the scalar loop after them.
 //
 // In-place contract (src/convert.ts and README.md, "Memory model" rely on it): every kernel walks the
 // elements front to back and loads a block's input before it stores that block's output. That makes a
@@ -27,7 +26,7 @@ const QUIET_NAN: u32 = 0x7fc00000;
 const F32_INFINITY: u32 = 0x7f800000;
 const SIGN: u32 = 0x80000000;
 
-// ---- Scalar element conversions (the scalar build's loops and every build's tail) ----
+// ---- Scalar element conversions (the tails of the vector loops, and the lookup tables) ----
 
 // The f32 bits of a finite sign-exponent-mantissa code. Its magnitude shifted into the f32 layout has
 // the right mantissa; a normal code then needs only its exponent rebiased (an integer add). A subnormal
@@ -45,7 +44,7 @@ const SIGN: u32 = 0x80000000;
 
 // Exponent bits, mantissa bits and bias of the formats decoded from their fields: F16, F8, F6, F4. A
 // mirror of DTYPE_INFO's `float` in src/dtypes.ts, kept here as constants so that they fold into the
-// loops; test/boundary.test.ts checks them through floatFormat.
+// loops; test/convert.test.ts checks every code of each format against an independent reference.
 @inline function expBitsOf(kind: u32): u32 {
   return kind == F8_E8M0 ? 8 : kind == F8_E4M3 || kind == F8_E4M3FNUZ ? 4 : kind == F8_E5M2 || kind == F8_E5M2FNUZ || kind == F16 ? 5 : kind == F6_E3M2 ? 3 : 2;
 }
@@ -54,12 +53,6 @@ const SIGN: u32 = 0x80000000;
 }
 @inline function biasOf(kind: u32): u32 {
   return kind == F8_E8M0 ? 127 : kind == F8_E4M3 ? 7 : kind == F8_E5M2 || kind == F16 ? 15 : kind == F8_E4M3FNUZ ? 8 : kind == F8_E5M2FNUZ ? 16 : kind == F6_E3M2 ? 3 : 1;
-}
-
-/** Exponent bits | mantissa bits << 8 | bias << 16 of a format decoded from its fields, else 0. */
-export function floatFormat(dtype: u32): u32 {
-  if (dtype != F16 && !isMinifloat(dtype)) return 0;
-  return expBitsOf(dtype) | (mantBitsOf(dtype) << 8) | (biasOf(dtype) << 16);
 }
 
 @inline function finiteBits(kind: u32, code: u32): u32 {
@@ -377,21 +370,32 @@ const B_QUIET: u32 = ENCODER + 4;
 // Each takes its formats as compile-time constants and is inlined into convertKernel once per pair.
 
 // Tables of the minifloat codes, filled on first use: per kind 256 entries of F32 bits, then 256 of F16
-// bits and 256 of BF16 bits. The scalar loops look codes up (measured 3x faster than decoding each code in
-// the scalar build). To F32 the vector loops decode 16 codes at once; to F16 and BF16 a lookup is faster
-// in both builds (measured on 16M F8_E4M3 codes: 12 ms, against 27 ms decoding to F32 bits and encoding).
+// bits and 256 of BF16 bits. The scalar loops look codes up (measured 3x faster than decoding each code).
+// To F32 the vector loops decode 16 codes at once; to F16 and BF16 a lookup is faster (measured on 16M
+// F8_E4M3 codes: 12 ms, against 27 ms decoding to F32 bits and encoding).
 const TABLE_BYTES: usize = 2048;
 const TABLES = memory.data((F8_E5M2FNUZ + 1) * 2048, 16);
-let tablesFilled: u64 = 0;
+let tablesFilled: u32 = 0;
 
-@inline function tableOf(kind: u32, to: u32): usize {
-  let table = TABLES + <usize>kind * TABLE_BYTES + (to == F32 ? 0 : to == F16 ? 1024 : 1536);
-  let filled = <u64>1 << (kind * 3 + (to == F32 ? 0 : to == F16 ? 1 : 2));
-  if ((tablesFilled & filled) == 0) {
-    for (let code: u32 = 0; code < 256; code++) storeElement(to, table, code, byteCodeBits(kind, code));
-    tablesFilled |= filled;
+// Fills the three tables of `kind` at its first use. Not inlined, and `kind` is not a constant here: the
+// fill runs once per kind, so the module holds one copy of it rather than one in each kernel.
+function fillTables(kind: u32): void {
+  if ((tablesFilled & (1 << kind)) != 0) return;
+  let table = TABLES + <usize>kind * TABLE_BYTES;
+  for (let code: u32 = 0; code < 256; code++) {
+    let bits = byteCodeBits(kind, code);
+    store<u32>(table + (<usize>code << 2), bits);
+    store<u16>(table + 1024 + (<usize>code << 1), <u16>toF16Bits(bits));
+    store<u16>(table + 1536 + (<usize>code << 1), <u16>toBf16Bits(bits));
   }
-  return table;
+  tablesFilled |= 1 << kind;
+}
+
+// The lookups stay in each kernel, with the table's address a constant there (measured: one lookup loop
+// shared by every kind, given the address as a value, made F8_E4M3 -> F16 1.8 times slower).
+@inline function tableOf(kind: u32, to: u32): usize {
+  fillTables(kind);
+  return TABLES + <usize>kind * TABLE_BYTES + (to == F32 ? 0 : to == F16 ? 1024 : 1536);
 }
 
 // Stores output element i for a code of the given kind: a table entry for minifloats, a conversion for
@@ -405,7 +409,7 @@ let tablesFilled: u64 = 0;
 // F8, U8, I8, BOOL: one code a byte.
 @inline function byteCodesTo(kind: u32, to: u32, src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
-  if (ASC_FEATURE_SIMD && to == F32) {
+  if (to == F32) {
     prepareByteCodes(kind);
     for (; i + 16 <= count; i += 16) storeByteCodes16(kind, v128.load(src + i), dst + (i << 2));
   }
@@ -416,7 +420,7 @@ let tablesFilled: u64 = 0;
 // F4 (E2M1): two codes a byte, element 0 in the low nibble. `count` is even.
 @inline function f4To(to: u32, src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
-  if (ASC_FEATURE_SIMD && to == F32) {
+  if (to == F32) {
     prepareByteCodes(F4);
     for (; i + 16 <= count; i += 16) {
       let packed = v128.load64_zero(src + (i >> 1));
@@ -438,7 +442,7 @@ let tablesFilled: u64 = 0;
 // `count` is a multiple of 4.
 @inline function f6To(kind: u32, to: u32, src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
-  if (ASC_FEATURE_SIMD && to == F32) {
+  if (to == F32) {
     // 12 bytes (four groups) give 16 codes; the 16-byte load must stay inside the input.
     prepareByteCodes(kind);
     let inputBytes = (count >> 2) * 3;
@@ -541,17 +545,15 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
 // BF16, F16, F32, F64: eight elements a step, all loaded before any is stored.
 @inline function ieeeTo(from: u32, to: u32, src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
-  if (ASC_FEATURE_SIMD) {
-    let direct = from == BF16 && to == F16;
-    if (from == F16) prepareF16();
-    if (from == F64) prepareF64();
-    if (direct) prepareBf16ToF16();
-    else prepareTarget(to);
-    for (; i + 8 <= count; i += 8) {
-      let at = dst + (i << outShift(to));
-      if (direct) v128.store(at, bf16ToF16X8(v128.load(src + (i << 1))));
-      else store8(to, ieeeBitsX4(from, to, src, i, false), ieeeBitsX4(from, to, src, i, true), at);
-    }
+  let direct = from == BF16 && to == F16;
+  if (from == F16) prepareF16();
+  if (from == F64) prepareF64();
+  if (direct) prepareBf16ToF16();
+  else prepareTarget(to);
+  for (; i + 8 <= count; i += 8) {
+    let at = dst + (i << outShift(to));
+    if (direct) v128.store(at, bf16ToF16X8(v128.load(src + (i << 1))));
+    else store8(to, ieeeBitsX4(from, to, src, i, false), ieeeBitsX4(from, to, src, i, true), at);
   }
   for (; i < count; i++) storeElement(to, dst, i, ieeeBits(from, to, src, i));
 }
@@ -559,14 +561,12 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
 // 16-bit integers; `signed` is a compile-time constant after inlining.
 @inline function int16ToF32(signed: bool, src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
-  if (ASC_FEATURE_SIMD) {
-    for (; i + 8 <= count; i += 8) {
-      let values = v128.load(src + (i << 1));
-      let low = signed ? f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(values)) : f32x4.convert_i32x4_u(i32x4.extend_low_i16x8_u(values));
-      let high = signed ? f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(values)) : f32x4.convert_i32x4_u(i32x4.extend_high_i16x8_u(values));
-      v128.store(dst + (i << 2), low);
-      v128.store(dst + (i << 2), high, 16);
-    }
+  for (; i + 8 <= count; i += 8) {
+    let values = v128.load(src + (i << 1));
+    let low = signed ? f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(values)) : f32x4.convert_i32x4_u(i32x4.extend_low_i16x8_u(values));
+    let high = signed ? f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(values)) : f32x4.convert_i32x4_u(i32x4.extend_high_i16x8_u(values));
+    v128.store(dst + (i << 2), low);
+    v128.store(dst + (i << 2), high, 16);
   }
   for (; i < count; i++) {
     store<f32>(dst + (i << 2), signed ? <f32>load<i16>(src + (i << 1)) : <f32>load<u16>(src + (i << 1)));
@@ -576,11 +576,9 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
 // 32-bit integers: the conversion instructions round to nearest even.
 @inline function int32ToF32(signed: bool, src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
-  if (ASC_FEATURE_SIMD) {
-    for (; i + 4 <= count; i += 4) {
-      let values = v128.load(src + (i << 2));
-      v128.store(dst + (i << 2), signed ? f32x4.convert_i32x4_s(values) : f32x4.convert_i32x4_u(values));
-    }
+  for (; i + 4 <= count; i += 4) {
+    let values = v128.load(src + (i << 2));
+    v128.store(dst + (i << 2), signed ? f32x4.convert_i32x4_s(values) : f32x4.convert_i32x4_u(values));
   }
   for (; i < count; i++) {
     store<f32>(dst + (i << 2), signed ? <f32>load<i32>(src + (i << 2)) : <f32>load<u32>(src + (i << 2)));
@@ -644,15 +642,13 @@ export function convertKernel(from: u32, to: u32, src: usize, dst: usize, count:
 // `width` (2, 4 or 8) is a compile-time constant after inlining.
 @inline function swapBytes(width: usize, ptr: usize, count: usize): void {
   let i: usize = 0;
-  if (ASC_FEATURE_SIMD) {
-    let reversed = width == 2 ? i8x16(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14)
-      : width == 4 ? i8x16(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12)
-      : i8x16(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8);
-    let perVector = <usize>16 / width;
-    for (; i + perVector <= count; i += perVector) {
-      let at = ptr + i * width;
-      v128.store(at, i8x16.swizzle(v128.load(at), reversed));
-    }
+  let reversed = width == 2 ? i8x16(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14)
+    : width == 4 ? i8x16(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12)
+    : i8x16(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8);
+  let perVector = <usize>16 / width;
+  for (; i + perVector <= count; i += perVector) {
+    let at = ptr + i * width;
+    v128.store(at, i8x16.swizzle(v128.load(at), reversed));
   }
   for (; i < count; i++) {
     let at = ptr + i * width;

@@ -22,7 +22,7 @@ export function matchDtype(text: usize, length: u32): i32 {
 }
 
 // Indices in DTYPES (src/dtypes.ts): the scanner reports them and the kernels are keyed by them.
-// test/boundary.test.ts checks each against DTYPES through floatFormat and convertKernel.
+// test/boundary.test.ts checks them against DTYPES through convertKernel.
 export const BOOL: u32 = 0;
 export const F4: u32 = 1;
 export const F6_E2M3: u32 = 2;

@@ -1,7 +1,7 @@
 // XXH64 (xxHash, 64-bit): the checksum of every range the persistent cache stores (src/cache.ts), and of
 // the cache's entry names. One export, xxh64(ptr, len, seed), over bytes in linear memory.
 //
-// No vector loop, in either build, because none is faster here (Node 20, x86-64, 16 MiB input):
+// No vector loop, because none is faster here (Node 20, x86-64, 16 MiB input):
 //   XXH32 scalar 4.9 GB/s; XXH32 with its four lanes in one i32x4: 3.1 GB/s (each stripe waits for the
 //   last one's i32x4.mul, a slow instruction on x86, so the single vector chain is latency-bound);
 //   XXH64 scalar 6.3 GB/s, and i64x2.mul has no x86 instruction to map to.

@@ -13,14 +13,12 @@
 // byte, and 0 for a NaN or anything outside the 32-bit range. NaN and infinite inputs are refused: gguf-py would
 // write a block that dequantizes to NaN in all 32 places (d NaN or infinite), which is no answer.
 //
-// One export, quantizeQ8_0(from, src, dst, blocks), quantizes F32, F16 or BF16 (indices in DTYPES). F16 and BF16
-// go through convertKernel to F32 a group of blocks at a time, in a buffer that stays in cache: a vector loop per
-// source dtype cost 1.4 KB of wasm each. Each block's (or group's) input is read before its output is stored, so
-// src == dst works (the output is narrower), as the conversion kernels' in-place contract has it
-// (assembly/convert.ts).
+// One export, quantizeQ8_0(src, dst, blocks), on F32: its own module (assembly/modules/q8_0.ts), so that only the
+// bundles that quantize carry it; other dtypes reach F32 through convertKernel first (a vector loop per source
+// dtype cost 1.4 KB of wasm each). Each block's input is read before its output is stored, so src == dst works
+// (the output is narrower), as the conversion kernels' in-place contract has it (assembly/convert.ts).
 
-import { BF16, F16, F32 } from './dtypes';
-import { convertKernel, ENCODER, setSplat, splat, toF16Bits } from './convert';
+import { ENCODER, setSplat, splat, toF16Bits } from './convert';
 
 const BLOCK: usize = 32;
 const BLOCK_BYTES: usize = 34;
@@ -110,37 +108,20 @@ const Q_MAGIC: u32 = ENCODER + 2; // the F32 1.5 * 2^23, whose ulp is 1
   return true;
 }
 
-// F32 blocks; -1, or the index of the first NaN or infinite value.
-function quantizeF32(src: usize, dst: usize, blocks: usize): i32 {
-  if (ASC_FEATURE_SIMD) prepareRounding();
+/**
+ * Quantizes `blocks` blocks of 32 F32 values at `src` into `blocks` * 34 bytes at `dst` (src == dst allowed).
+ * Returns -1, or the index of the first NaN or infinite value, in which case the blocks before its block are
+ * written and the rest untouched.
+ */
+export function quantizeQ8_0(src: usize, dst: usize, blocks: usize): i32 {
+  prepareRounding();
   for (let b: usize = 0; b < blocks; b++) {
     let at = src + b * (BLOCK << 2);
     let out = dst + b * BLOCK_BYTES;
-    if (ASC_FEATURE_SIMD && quantizeBlockX4(at, out)) continue;
+    if (quantizeBlockX4(at, out)) continue;
     memory.copy(VALUES, at, BLOCK << 2);
     let bad = quantizeValues(out);
     if (bad >= 0) return <i32>(b * BLOCK) + bad;
-  }
-  return -1;
-}
-
-// F16 or BF16 blocks as F32, a group at a time: small, since the module carries its static memory as data (zeros).
-const GROUP_BLOCKS: usize = 16;
-const GROUP = memory.data(<i32>(GROUP_BLOCKS * BLOCK) << 2, 16);
-
-/**
- * Quantizes `blocks` blocks of 32 values at `src` (dtype `from`: F32, F16 or BF16) into `blocks` * 34 bytes at
- * `dst` (src == dst allowed). Returns -1, or the index of the first NaN or infinite value, in which case the
- * blocks before its block are written and the rest untouched; -2 for another `from`, touching nothing.
- */
-export function quantizeQ8_0(from: u32, src: usize, dst: usize, blocks: usize): i32 {
-  if (from == F32) return quantizeF32(src, dst, blocks);
-  if (from != F16 && from != BF16) return -2;
-  for (let g: usize = 0; g < blocks; g += GROUP_BLOCKS) {
-    let n = min(GROUP_BLOCKS, blocks - g);
-    convertKernel(from, F32, src + g * (BLOCK << 1), GROUP, n * BLOCK);
-    let bad = quantizeF32(GROUP, dst + g * BLOCK_BYTES, n);
-    if (bad >= 0) return <i32>(g * BLOCK) + bad;
   }
   return -1;
 }

@@ -70,11 +70,11 @@ function f8E4m3ToF16Table() {
 
 // ---- The kernels on data already in wasm memory ----
 
-/** An instance of the SIMD build with its own memory holding an input and an output region. */
-export function kernelInstance(inBytes, outBytes) {
-  const module = new WebAssembly.Module(readFileSync(new URL('../build/core-simd.wasm', import.meta.url)))
+/** An instance of build/`name`.wasm (the kernels by default) with its own memory holding an input and an output region. */
+export function kernelInstance(inBytes, outBytes, name = 'convert') {
+  const module = new WebAssembly.Module(readFileSync(new URL(`../build/${name}.wasm`, import.meta.url)))
   const memory = new WebAssembly.Memory({ initial: 2 + Math.ceil((inBytes + outBytes + 32) / 65536) })
-  /** The core's exports, as src/wasm.ts types them. @type {import('../src/wasm.ts').CoreExports} */
+  /** The core's exports, as src/convert.ts types them. @type {import('../src/convert.ts').KernelExports} */
   const exports = /** @type {any} */ (new WebAssembly.Instance(module, { env: { memory } }).exports)
   const src = (exports.heapBase() + 15) & ~15
   const dst = (src + inBytes + 15) & ~15

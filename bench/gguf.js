@@ -3,20 +3,28 @@
 // Run after `npm run build`: `node bench/gguf.js [values]`, or import { run }.
 import { readFileSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
-import { DTYPES } from '../dist/node.js'
 import { f32BitsToF16, kernelInstance } from './convert.js'
 import { compare } from './util.js'
 
-/** quantizeQ8_0 from the sources, registered with the built wasm. */
+/** quantizeQ8_0 from the sources, with build/'s wasm inlined as scripts/inline-wasm.js does it. */
 async function loadQuantizer() {
   const { build } = await import('esbuild')
-  const entry = "export { quantizeQ8_0 } from './src/gguf/q8_0.ts'; export { registerModules } from './src/wasm.ts'"
   const root = new URL('..', import.meta.url).pathname
-  const { outputFiles } = await build({ stdin: { contents: entry, resolveDir: root, loader: 'ts' }, bundle: true, format: 'esm', write: false })
-  const { quantizeQ8_0, registerModules } = await import(`data:text/javascript,${encodeURIComponent(outputFiles[0].text)}`)
-  const compiled = (name) => () => new WebAssembly.Module(readFileSync(new URL(`../build/core-${name}.wasm`, import.meta.url)))
-  registerModules({ simd: compiled('simd'), scalar: compiled('scalar') })
-  return quantizeQ8_0
+  const wasm = {
+    name: 'wasm',
+    setup(plugin) {
+      plugin.onResolve({ filter: /\.wasm$/ }, (args) => ({ path: `${root}build/${args.path.split('/').pop()}` }))
+      plugin.onLoad({ filter: /\.wasm$/ }, (args) => ({ contents: `export default ${JSON.stringify(readFileSync(args.path).toString('hex'))}`, loader: 'js' }))
+    },
+  }
+  const { outputFiles } = await build({
+    stdin: { contents: "export { quantizeQ8_0 } from './src/gguf/q8_0.ts'", resolveDir: root, loader: 'ts' },
+    bundle: true,
+    format: 'esm',
+    write: false,
+    plugins: [wasm],
+  })
+  return (await import(`data:text/javascript,${encodeURIComponent(outputFiles[0].text)}`)).quantizeQ8_0
 }
 
 /** Runs every measurement on `count` values (a multiple of 32); prints the table and returns the rows. */
@@ -57,11 +65,9 @@ export async function run({ count = 16 << 20, log = console.log } = {}) {
   const same = quantizeQ8_0(values).every((byte, i) => byte === out[i])
 
   const copy = new Float32Array(count)
-  const { exports, memory, src, dst } = kernelInstance(count * 4, blocks * 34)
+  const { exports: kernelExports, memory, src, dst } = kernelInstance(count * 4, blocks * 34, 'q8_0')
+  const exports = /** @type {import('../src/gguf/q8_0.ts').Q8_0Exports} */ (/** @type {unknown} */ (kernelExports))
   new Float32Array(memory.buffer, src, count).set(values)
-  // The same values as BF16 (truncated), in an instance of their own.
-  const bf16 = kernelInstance(count * 2, blocks * 34)
-  new Uint16Array(bf16.memory.buffer, bf16.src, count).set(Uint16Array.from(new Uint32Array(values.buffer), (bits) => bits >>> 16))
   const times = compare({
     jsNew: () => {
       const o = new Uint8Array(blocks * 34)
@@ -70,8 +76,7 @@ export async function run({ count = 16 << 20, log = console.log } = {}) {
     jsInto: () => jsLoop(out, outInt8),
     apiNew: () => quantizeQ8_0(values),
     apiInto: () => quantizeQ8_0(values, out),
-    kernel: () => exports.quantizeQ8_0(DTYPES.indexOf('F32'), src, dst, blocks),
-    kernelBf16: () => bf16.exports.quantizeQ8_0(DTYPES.indexOf('BF16'), bf16.src, bf16.dst, blocks),
+    kernel: () => exports.quantizeQ8_0(src, dst, blocks),
     memcpy: () => copy.set(values),
   })
   const gbPerSecond = (ms) => (count * 4) / ms / 1e6
@@ -81,7 +86,6 @@ export async function run({ count = 16 << 20, log = console.log } = {}) {
     ['JS loop, into out', times.jsInto, ''],
     ['quantizeQ8_0, into out', times.apiInto, times.jsInto / times.apiInto],
     ['kernel F32 in wasm memory', times.kernel, times.jsInto / times.kernel],
-    ['kernel BF16 in wasm memory (its input 2 bytes a value)', times.kernelBf16, ''],
     ['memcpy (set) of the input', times.memcpy, ''],
   ]
   log(`gguf bench: Q8_0 of ${count} F32 values, medians of 15 interleaved runs (Node ${process.version}); JS loop agrees: ${same}`)

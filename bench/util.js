@@ -27,6 +27,14 @@ export function table(rows) {
   for (const row of rows) console.log(line(keys.map((k) => row[k])))
 }
 
+/** A data: URL of a TypeScript module of the tests (path relative to bench/), its types stripped with esbuild: the benchmarks use the tests' helpers, not copies. */
+export async function strippedModule(path) {
+  const { transform } = await import('esbuild')
+  const { readFile } = await import('node:fs/promises')
+  const { code } = await transform(await readFile(new URL(path, import.meta.url), 'utf8'), { loader: 'ts', format: 'esm' })
+  return `data:text/javascript,${encodeURIComponent(code)}`
+}
+
 /**
  * The tests' HTTP server (test/http-server.ts, with its simulated round trip) serving `files` (name ->
  * bytes) in a worker thread, as a remote server would: its work does not count against the client. Its
@@ -34,10 +42,7 @@ export function table(rows) {
  * Returns its url, requests() (answered since the last clear), clear() and close().
  */
 export async function serveInWorker(files, options) {
-  const { transform } = await import('esbuild')
-  const { readFile } = await import('node:fs/promises')
   const { Worker } = await import('node:worker_threads')
-  const { code } = await transform(await readFile(new URL('../test/http-server.ts', import.meta.url), 'utf8'), { loader: 'ts', format: 'esm' })
   const main = `
     import { parentPort, workerData } from 'node:worker_threads'
     const { startServer, rangeHandler } = await import(workerData.server)
@@ -51,7 +56,7 @@ export async function serveInWorker(files, options) {
     })
     parentPort.postMessage(server.url)`
   const worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(main)}`), {
-    workerData: { server: `data:text/javascript,${encodeURIComponent(code)}`, files: [...files], options },
+    workerData: { server: await strippedModule('../test/http-server.ts'), files: [...files], options },
   })
   const reply = () =>
     new Promise((resolve, reject) => {

@@ -12,7 +12,7 @@ export { type ModelFiles, type ModelFolder, type ModelIndex, type OpenModelOptio
 export type { Progress, ProgressCallback } from './progress.ts'
 export { type R2Bucket, type R2Object, type R2ObjectBody, type R2SourceOptions, r2Model, r2Source } from './r2.ts'
 export type { SliceRange } from './slice.ts'
-export { blobSource, memorySource, type RangeSource } from './source.ts'
+export { blobSource, memorySource, type OnBytes, type RangeSource } from './source.ts'
 export { type TensorStats, tensorStats } from './stats.ts'
 export { type ConvertStreamOptions, convertStream, type StreamOptions, type ValidateStreamOptions, validateStream } from './stream.ts'
 export { SafetensorsWriter, serialize, streamSink, type TensorCollection, type TensorInput, type WriteOptions, type WriterSink } from './writer.ts'

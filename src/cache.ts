@@ -20,12 +20,14 @@
 // on every read; an entry that fails (flipped bytes, truncated, or missing) is dropped and its block read
 // from the network again. Writes are atomic per entry (CacheStorage.write). A write that fails (a full
 // quota) is a warning, once per cache, and the read goes on with the bytes from the network.
+import { readThrough } from './cache-reads.ts'
 import { type CacheStorage, noStorage, opfsStorage, type StoredEntry, storageError } from './cache-storage.ts'
 import { xxh64 } from './checksum.ts'
+import { type ParallelReads, readChunked } from './downloads.ts'
 import { SafetensorsError } from './errors.ts'
 import type { HttpSource } from './http.ts'
 import { localFiles } from './local-files.ts'
-import { readInto } from './source.ts'
+import { type OnBytes, readInto } from './source.ts'
 
 /** A persistent cache made by createCache(), for open()/openModel()'s `cache` option. */
 export interface RangeCache {
@@ -258,24 +260,17 @@ class BlockCache implements RangeCache {
     this.#entries.set(name, size)
   }
 
+  /** open()'s reads of `http` through this cache (src/cache-reads.ts). */
+  [readThrough](http: HttpSource): HttpSource {
+    return cachedHttp(http, this)
+  }
+
   #warnOnce(error: unknown): void {
     if (this.#warned) return
     this.#warned = true
     const what = isQuotaError(error) ? 'the cache storage is full' : 'cannot write to the cache'
     console.warn(`safetensors-wasm: ${what} (${(error as Error)?.message ?? error}); ranges that cannot be stored are read from the network`)
   }
-}
-
-/** Throws the TypeError of a `cache` option that createCache() did not make. */
-export function checkCache(cache: unknown): asserts cache is RangeCache | undefined {
-  if (cache !== undefined && !(cache instanceof BlockCache))
-    throw new TypeError(`cache must be a RangeCache made by createCache(), not ${Object.prototype.toString.call(cache)}`)
-}
-
-/** `http` read through `cache` (when there is one). */
-export function withCache(http: HttpSource, cache: RangeCache | undefined): HttpSource {
-  checkCache(cache)
-  return cache ? cachedHttp(http, cache as BlockCache) : http
 }
 
 /** One version of one file in the cache: the start of its entry names and of its entry keys. */
@@ -290,66 +285,108 @@ interface Block {
   stored: Promise<void>
 }
 
-function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
-  const B = cache.blockBytes
-  const urlNames = `${hashHex(http.url)}-`
-  let ready: Promise<Version | undefined> | undefined
+/**
+ * The reads of one open of a URL through the cache: what the first read learnt (the file's version), the
+ * blocks in flight, and how a range is put together from entries and network requests.
+ */
+class CachedFile {
+  readonly #blockBytes: number
+  readonly #urlNames: string
+  #ready: Promise<Version | undefined> | undefined
   /** Blocks being read or written, by index: reads at once (neighbouring tensors) share them. */
-  const inFlight = new Map<number, Block>()
-  const lengthOf = (k: number) => Math.min(B, http.size! - k * B)
-  // One start for all the reads of this open; after a failure the next read tries again.
-  const started = (signal: AbortSignal | undefined) =>
-    (ready ??= start(signal).catch((error: unknown) => {
-      ready = undefined
+  readonly #inFlight = new Map<number, Block>()
+
+  constructor(
+    readonly http: HttpSource,
+    readonly cache: BlockCache,
+  ) {
+    this.#blockBytes = cache.blockBytes
+    this.#urlNames = `${hashHex(http.url)}-`
+  }
+
+  /**
+   * How large reads go parallel: in chunks of whole blocks, so that a chunk's blocks are one request of at
+   * most the network's chunk (a chunk in a slot never starts a parallel read of its own, which would wait
+   * for the slots it holds).
+   */
+  get parallel(): ParallelReads | undefined {
+    const { parallel } = this.http
+    return parallel && { pool: parallel.pool, chunkBytes: Math.max(1, Math.floor(parallel.chunkBytes / this.#blockBytes)) * this.#blockBytes }
+  }
+
+  /** The version of the file, learnt once for all the reads of this open; after a failure the next read tries again. */
+  started(signal: AbortSignal | undefined): Promise<Version | undefined> {
+    this.#ready ??= this.#start(signal).catch((error: unknown) => {
+      this.#ready = undefined
       throw error
-    }))
+    })
+    return this.#ready
+  }
+
+  async readInto(offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: OnBytes): Promise<void> {
+    if (target.length === 0) return
+    const { http } = this
+    const version = await this.started(signal)
+    if (!version) return readInto(http, offset, target, signal, onBytes)
+    if (offset + target.length > http.size!)
+      throw new SafetensorsError('Io', `${http.url}: read of ${target.length} bytes at offset ${offset} is past the end (${http.size} bytes)`)
+    const fast = this.parallel
+    if (!fast || target.length <= fast.chunkBytes) return this.#readBlocks(version, offset, target, signal, onBytes)
+    await readChunked(fast, offset, target, signal, onBytes, (at, chunk, chunkSignal, chunkBytes) =>
+      this.#readBlocks(version, at, chunk, chunkSignal, chunkBytes),
+    )
+  }
 
   /** The version the server has now, learnt by the first read; undefined when it names none (nothing is cached). */
-  async function start(signal: AbortSignal | undefined): Promise<Version | undefined> {
-    const warm = cache.holds(urlNames)
-    const first = await http.read(0, warm ? 1 : B, signal)
+  async #start(signal: AbortSignal | undefined): Promise<Version | undefined> {
+    const { http, cache } = this
+    const warm = cache.holds(this.#urlNames)
+    const first = await http.read(0, warm ? 1 : this.#blockBytes, signal)
     const { etag, lastModified } = http.version ?? {}
     // A weak ETag names the version too, as it does for the reads of one open (src/http.ts): the usual
     // reason for one, compression, is refused there; and the size is part of the key.
     const validator = etag ? `etag ${etag}` : lastModified ? `modified ${lastModified}` : undefined
     if (validator === undefined) return undefined
     const text = `${validator}\nsize ${http.size}`
-    const version = { names: `${urlNames}${hashHex(text)}-`, keys: `${http.url}\n${text}\nblock ` }
-    if (warm) await cache.dropAllBut(urlNames, version.names)
-    else if (first.length > 0) track(version, 0, Promise.resolve({ bytes: first, fresh: true }))
+    const version = { names: `${this.#urlNames}${hashHex(text)}-`, keys: `${http.url}\n${text}\nblock ` }
+    if (warm) await cache.dropAllBut(this.#urlNames, version.names)
+    else if (first.length > 0) this.#track(version, 0, Promise.resolve({ bytes: first, fresh: true }))
     return version
   }
 
+  #lengthOf(k: number): number {
+    return Math.min(this.#blockBytes, this.http.size! - k * this.#blockBytes)
+  }
+
   /** Registers block k, to be stored once its bytes come if they are `fresh` (from the network). */
-  function track(version: Version, k: number, got: Promise<{ bytes: Uint8Array; fresh: boolean }>): Block {
+  #track(version: Version, k: number, got: Promise<{ bytes: Uint8Array; fresh: boolean }>): Block {
     const bytes = got.then((g) => g.bytes)
     const stored = got.then(
-      (g) => (g.fresh ? cache.store(version.names + k, version.keys + k, g.bytes) : undefined),
+      (g) => (g.fresh ? this.cache.store(version.names + k, version.keys + k, g.bytes) : undefined),
       () => {},
     )
     // Marked handled: a block read ahead for a read that then failed has nobody waiting for it.
     bytes.catch(() => {})
     const block = { bytes, stored }
-    inFlight.set(k, block)
-    stored.then(() => inFlight.get(k) === block && inFlight.delete(k))
+    this.#inFlight.set(k, block)
+    stored.then(() => this.#inFlight.get(k) === block && this.#inFlight.delete(k))
     return block
   }
 
   /** Block k from its entry, or from the network when the entry fails its check. */
-  function load(version: Version, k: number, signal: AbortSignal | undefined): Block {
-    return track(
-      version,
-      k,
-      cache
-        .load(version.names + k, version.keys + k, lengthOf(k))
-        .then(async (bytes) => (bytes ? { bytes, fresh: false } : { bytes: await http.read(k * B, lengthOf(k), signal), fresh: true })),
-    )
+  #load(version: Version, k: number, signal: AbortSignal | undefined): Block {
+    const length = this.#lengthOf(k)
+    const got = this.cache
+      .load(version.names + k, version.keys + k, length)
+      .then(async (bytes) => (bytes ? { bytes, fresh: false } : { bytes: await this.http.read(k * this.#blockBytes, length, signal), fresh: true }))
+    return this.#track(version, k, got)
   }
 
   /** Blocks from..from+count-1 in one request; each block's bytes resolve as soon as they have landed. */
-  function fetchBlocks(version: Version, from: number, count: number, signal: AbortSignal | undefined): void {
+  #fetchBlocks(version: Version, from: number, count: number, signal: AbortSignal | undefined): void {
+    const B = this.#blockBytes
     const start = from * B
-    const buffer = new Uint8Array(Math.min(http.size!, (from + count) * B) - start)
+    const buffer = new Uint8Array(Math.min(this.http.size!, (from + count) * B) - start)
     const parts = Array.from({ length: count }, () => deferred<Uint8Array>())
     let landed = 0
     let done = 0
@@ -357,12 +394,13 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
       for (; done < count && Math.min((done + 1) * B, buffer.length) <= upTo; done++)
         parts[done].resolve(buffer.subarray(done * B, Math.min((done + 1) * B, buffer.length)))
     }
-    readInto(http, start, buffer, signal, (bytes) => release((landed += bytes))).then(
+    // A read longer than a chunk lands in parallel parts: `done` says how much of its front is complete.
+    readInto(this.http, start, buffer, signal, (bytes, done) => release(done ?? (landed += bytes))).then(
       () => release(buffer.length),
       (error: unknown) => parts.forEach((p) => p.reject(error)),
     )
     parts.forEach((p, i) =>
-      track(
+      this.#track(
         version,
         from + i,
         p.promise.then((bytes) => ({ bytes, fresh: true })),
@@ -370,36 +408,36 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
     )
   }
 
-  async function readBlocks(
-    version: Version,
-    offset: number,
-    target: Uint8Array,
-    signal: AbortSignal | undefined,
-    onBytes: ((bytes: number) => void) | undefined,
-  ): Promise<void> {
+  /**
+   * Starts the blocks from `planned` up to `upTo` (at most `last`) into `mine`: each in flight already, from
+   * its entry, or with the missing blocks after it in one request. Returns the next block to plan.
+   */
+  #plan(version: Version, mine: Map<number, Block>, planned: number, upTo: number, last: number, signal: AbortSignal | undefined): number {
+    const missing = (k: number) => !this.#inFlight.has(k) && !this.cache.has(version.names + k)
+    while (planned <= upTo) {
+      if (!missing(planned)) {
+        mine.set(planned, this.#inFlight.get(planned) ?? this.#load(version, planned, signal))
+        planned++
+        continue
+      }
+      let count = 1
+      while (count < PIECE_BLOCKS && planned + count <= last && missing(planned + count)) count++
+      this.#fetchBlocks(version, planned, count, signal)
+      for (const end = planned + count; planned < end; planned++) mine.set(planned, this.#inFlight.get(planned)!)
+    }
+    return planned
+  }
+
+  /** Fills `target` from the blocks of `version` it covers, AHEAD_BLOCKS started ahead of the one copied out. */
+  async #readBlocks(version: Version, offset: number, target: Uint8Array, signal: AbortSignal | undefined, onBytes: OnBytes | undefined): Promise<void> {
+    const B = this.#blockBytes
     const first = Math.floor(offset / B)
     const last = Math.floor((offset + target.length - 1) / B)
     const mine = new Map<number, Block>()
-    const missing = (k: number) => !inFlight.has(k) && !cache.has(version.names + k)
     let planned = first
-    // Starts every block up to `upTo` not started yet: in flight already, from its entry, or with the
-    // missing blocks after it in one request.
-    const plan = (upTo: number) => {
-      while (planned <= upTo) {
-        if (!missing(planned)) {
-          mine.set(planned, inFlight.get(planned) ?? load(version, planned, signal))
-          planned++
-          continue
-        }
-        let count = 1
-        while (count < PIECE_BLOCKS && planned + count <= last && missing(planned + count)) count++
-        fetchBlocks(version, planned, count, signal)
-        for (const end = planned + count; planned < end; planned++) mine.set(planned, inFlight.get(planned)!)
-      }
-    }
     const stored: Array<Promise<void>> = []
     for (let k = first; k <= last; k++) {
-      plan(Math.min(last, k + AHEAD_BLOCKS))
+      planned = this.#plan(version, mine, planned, Math.min(last, k + AHEAD_BLOCKS), last, signal)
       let block = mine.get(k)!
       let bytes: Uint8Array
       try {
@@ -407,8 +445,8 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
       } catch (error) {
         // Another read started this block and was aborted: this one was not, so it reads the block itself.
         if (!(error instanceof SafetensorsError && error.code === 'Aborted') || signal?.aborted) throw error
-        fetchBlocks(version, k, 1, signal)
-        block = inFlight.get(k)!
+        this.#fetchBlocks(version, k, 1, signal)
+        block = this.#inFlight.get(k)!
         bytes = await block.bytes
       }
       stored.push(block.stored)
@@ -420,16 +458,12 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
     // Resolved once stored: a read that is over leaves nothing behind, and the next one finds its blocks.
     await Promise.all(stored)
   }
+}
 
-  async function cachedReadInto(offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<void> {
-    if (target.length === 0) return
-    const version = await started(signal)
-    if (!version) return readInto(http, offset, target, signal, onBytes)
-    if (offset + target.length > http.size!)
-      throw new SafetensorsError('Io', `${http.url}: read of ${target.length} bytes at offset ${offset} is past the end (${http.size} bytes)`)
-    await readBlocks(version, offset, target, signal, onBytes)
-  }
-
+/** `http` read through `cache`: the HttpSource of a CachedFile. */
+function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
+  const file = new CachedFile(http, cache)
+  const readInto: HttpSource['readInto'] = (offset, target, signal, onBytes) => file.readInto(offset, target, signal, onBytes)
   return {
     get url() {
       return http.url
@@ -440,13 +474,16 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
     get version() {
       return http.version
     },
-    readInto: cachedReadInto,
+    get parallel() {
+      return file.parallel
+    },
+    readInto,
     // Before the size is known, a read may run past the end of a small file: it gives what there is.
     async read(offset, length, signal, onBytes) {
       const known = http.size !== undefined
-      await started(signal)
+      await file.started(signal)
       const bytes = new Uint8Array(known ? length : Math.max(0, Math.min(length, http.size! - offset)))
-      await cachedReadInto(offset, bytes, signal, onBytes)
+      await readInto(offset, bytes, signal, onBytes)
       return bytes
     },
   }

@@ -6,7 +6,8 @@
 import { readdir, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { byteLengthOf, type ConvertTarget, convertInto, swapElementsInCore, targetOf } from './convert.ts'
+import { byteLengthOf, type ConvertTarget, type Core, convertInto, instantiate, swapElementsInCore, targetOf } from './convert.ts'
+import { type SequentialReader, sequentialReader } from './downloads.ts'
 import { DTYPE_INFO, type DType } from './dtypes.ts'
 import { type OpenOptions, open, type SafetensorsFile, type Source } from './file.ts'
 import type { TensorInfo } from './header.ts'
@@ -17,7 +18,6 @@ import { fileSource, nodeFiles } from './node-source.ts'
 import { type FileSet, fileError, isSaveLeftover, planShards, writeModel, writeSet } from './node-writer.ts'
 import { type ProgressCallback, ProgressMeter } from './progress.ts'
 import { linkedAbort, memorySource, type RangeSource, readInto } from './source.ts'
-import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter } from './writer.ts'
 
 /** Options of convertFile and convertModel: those of {@link open} for the input, and what the output is. */
@@ -81,20 +81,26 @@ class ChunkPipeline {
     const buffer = this.#core.memory.buffer
     // Elements per chunk: as many as the slot holds, a multiple of 8 so F4 and F6 chunks are whole bytes.
     const perChunk = Math.floor((SLOT_BYTES * 8) / Math.max(DTYPE_INFO[from].bits, DTYPE_INFO[to].bits) / 8) * 8
-    for (let first = 0; first < elements; first += perChunk) {
-      const count = Math.min(perChunk, elements - first)
-      const inBytes = byteLengthOf(from, count)
-      const outBytes = byteLengthOf(to, count)
-      const dst = this.#core.heapBase + this.#slot * SLOT_BYTES
-      // The kernels' in-place layout: a wider output has the input at its end, a narrower one at its start.
-      const src = dst + Math.max(0, outBytes - inBytes)
-      await this.#read(file.source, start + byteLengthOf(from, first), new Uint8Array(buffer, src, inBytes))
-      // The kernels read little-endian data, and the output file is little-endian.
-      if (file.byteOrder === 'big') swapElementsInCore(this.#core, src, inBytes, from)
-      convertInto(this.#core, src, dst, count, from, to)
-      await this.#writing
-      this.#writing = this.#write(writer, info.name, new Uint8Array(buffer, dst, outBytes))
-      this.#slot ^= 1
+    // Over HTTP, the tensor's chunks are fetched ahead in parallel (src/downloads.ts).
+    const input = sequentialReader(file.source, start, info.byteLength, this.#reads.signal)
+    try {
+      for (let first = 0; first < elements; first += perChunk) {
+        const count = Math.min(perChunk, elements - first)
+        const inBytes = byteLengthOf(from, count)
+        const outBytes = byteLengthOf(to, count)
+        const dst = this.#core.heapBase + this.#slot * SLOT_BYTES
+        // The kernels' in-place layout: a wider output has the input at its end, a narrower one at its start.
+        const src = dst + Math.max(0, outBytes - inBytes)
+        await this.#read(input, new Uint8Array(buffer, src, inBytes))
+        // The kernels read little-endian data, and the output file is little-endian.
+        if (file.byteOrder === 'big') swapElementsInCore(this.#core, src, inBytes, from)
+        convertInto(this.#core, src, dst, count, from, to)
+        await this.#writing
+        this.#writing = this.#write(writer, info.name, new Uint8Array(buffer, dst, outBytes))
+        this.#slot ^= 1
+      }
+    } finally {
+      input.close()
     }
   }
 
@@ -105,7 +111,7 @@ class ChunkPipeline {
     await writing
   }
 
-  async #read(source: RangeSource, offset: number, target: Uint8Array): Promise<void> {
+  async #read(input: SequentialReader, target: Uint8Array): Promise<void> {
     let arrived = 0
     const meter = this.#meter
     const onBytes =
@@ -115,7 +121,7 @@ class ChunkPipeline {
         meter.arrived(bytes)
       })
     try {
-      await readInto(source, offset, target, this.#reads.signal, onBytes)
+      await input.read(target, onBytes)
     } catch (error) {
       // A read stopped by a failed write: the write's error is the one that happened.
       throw this.#writeFailure ? this.#writeFailure.error : error

@@ -1,8 +1,35 @@
 // convert() and byteSwap(): the wasm kernels (assembly/convert.ts) on plain arrays, and convertInto()
 // for code that already has its bytes in wasm memory. The memory model is docs/memory.md.
+import kernelsWasm from '../build/convert.wasm'
 import { canConvert, DTYPE_INFO, type DType, dtypeIndex, isDType, type TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
-import { type Core, instantiate, reserveMemory, sharedCore } from './wasm.ts'
+import { reserveMemory, type WasmInstance, WasmModule } from './wasm.ts'
+
+/** Reverses the bytes of each of `count` elements at `ptr`, in place. */
+export type SwapKernel = (ptr: number, count: number) => void
+
+/** The kernel module's functions (assembly/modules/convert.ts). */
+export interface KernelExports {
+  heapBase(): number
+  /**
+   * Converts `count` elements at `src` from dtype `from` to `to` at `dst` (indices in DTYPES; in place
+   * allowed, see assembly/convert.ts); 0, touching nothing, where the pair has no kernel.
+   */
+  convertKernel(from: number, to: number, src: number, dst: number, count: number): number
+  byteSwap16: SwapKernel
+  byteSwap32: SwapKernel
+  byteSwap64: SwapKernel
+}
+
+/** An instance of the kernels, where reads and conversions put their bytes. */
+export type Core = WasmInstance<KernelExports>
+
+export const kernelModule = /* @__PURE__ */ new WasmModule<KernelExports>(kernelsWasm)
+
+/** A kernel instance with its own memory of at least `bytes` bytes above heapBase (see src/wasm.ts). */
+export function instantiate(bytes = 0, growable = true): Core {
+  return kernelModule.instantiate(bytes, growable)
+}
 
 /**
  * Widening conversions with outputs of at least this many bytes get a wasm instance of their own and
@@ -169,7 +196,7 @@ export function convertOverlapping(input: Uint8Array, from: DType, to: DType, ou
 }
 
 function convertInChunks(input: Uint8Array, from: DType, to: DType, count: number, output: Uint8Array): void {
-  const core = sharedCore()
+  const core = kernelModule.shared()
   const chunk = Math.min(count, CHUNK_ELEMENTS)
   reserveMemory(core, core.heapBase + Math.max(byteLengthOf(from, chunk), byteLengthOf(to, chunk)))
   for (let first = 0; first < count; first += chunk) {
@@ -196,7 +223,7 @@ export function byteSwap(bytes: Uint8Array, elementBytes: 2 | 4 | 8): void {
   if (view.length % elementBytes !== 0) {
     throw new SafetensorsError('TensorInvalidInfo', `${view.length} bytes are not whole ${elementBytes}-byte elements`)
   }
-  const core = sharedCore()
+  const core = kernelModule.shared()
   reserveMemory(core, core.heapBase + Math.min(SWAP_CHUNK, view.length))
   for (let offset = 0; offset < view.length; offset += SWAP_CHUNK) {
     const chunk = view.subarray(offset, offset + SWAP_CHUNK)

@@ -2,17 +2,21 @@
 // the tensors (or slices) asked for.
 
 import { type ByteOrder, hostByteOrder } from './byte-order.ts'
-import { checkCache, type RangeCache, withCache } from './cache.ts'
+import type { RangeCache } from './cache.ts'
+import { checkCache, withCache } from './cache-reads.ts'
 import {
   byteLengthOf,
+  type Core,
   checkConversion,
   convertInto,
   convertOverlapping,
   elementCountOf,
+  instantiate,
   swapElements,
   swapElementsInCore,
   wantsDedicatedCore,
 } from './convert.ts'
+import { connectionsOption } from './downloads.ts'
 import { DTYPE_INFO, type DType, type Float16Array, type TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import { type Header, readHeader, type TensorInfo } from './header.ts'
@@ -23,9 +27,8 @@ import { metered, type ProgressCallback, ProgressMeter } from './progress.ts'
 import { readRuns } from './read-plan.ts'
 import { retrySettings } from './retry.ts'
 import { planSlice, type SliceRange } from './slice.ts'
-import { blobSource, memorySource, type RangeSource, throwIfAborted } from './source.ts'
+import { blobSource, memorySource, type OnBytes, type RangeSource, throwIfAborted } from './source.ts'
 import { type StreamOptions, tensorStream } from './stream.ts'
-import { type Core, instantiate } from './wasm.ts'
 
 /** A tensor read from a file or model: its name, dtype, shape and values. */
 export interface Tensor<T extends TypedArray | Float16Array = TypedArray> {
@@ -149,6 +152,7 @@ export async function open(input: Source, options: OpenOptions = {}): Promise<Sa
 export async function openMetered(input: Source, options: OpenOptions, meter: ProgressMeter | undefined): Promise<SafetensorsFile> {
   // Checked whatever the source, so that a bad value shows on a local file as it would on a URL.
   retrySettings(options)
+  connectionsOption(options)
   checkCache(options.cache)
   const opened = await toRangeSource(input, options)
   const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
@@ -367,9 +371,10 @@ export class SafetensorsFile {
     }
     let landed = 0
     let converted = 0
-    const onBytes = (bytes: number) => {
+    // `done`: the bytes at the front complete, where parts land out of order (parallel chunks).
+    const onBytes = (bytes: number, done?: number) => {
       io.onBytes?.(bytes)
-      landed += bytes
+      landed = done ?? landed + bytes
       const whole = landed - ((landed - converted) % CONVERT_CHUNK)
       if (whole > converted) {
         convert(converted, whole)
@@ -429,7 +434,7 @@ function float16ArrayFor(option: unknown): Float16ArrayConstructor | undefined {
 /** What every read of one getTensor/getSlice passes down: its abort signal and its progress. */
 interface ReadIo {
   signal?: AbortSignal
-  onBytes?: (bytes: number) => void
+  onBytes?: OnBytes
 }
 
 function tooLarge(info: TensorInfo, bytes: number, dtype: DType, cause: unknown): SafetensorsError {

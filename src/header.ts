@@ -1,11 +1,34 @@
 // parseHeader: the length prefix is checked here, everything after it by the wasm scanner
 // (assembly/header.ts), whose table this module decodes into a Header; the table's layout and the
-// scanner's codes are defined once, in assembly/boundary.ts, and read from the module's globals.
+// scanner's codes are defined once, in assembly/boundary.ts, and imported from there by name.
 // runScanner and syntaxMessage serve the index scanner too (src/model-index.ts).
-import { DTYPES, type DType } from './dtypes.ts'
+import * as boundary from '../assembly/boundary.ts?constants'
+import scannerWasm from '../build/header.wasm'
+import { DTYPE_INFO, DTYPES, type DType } from './dtypes.ts'
 import { type ErrorCode, SafetensorsError } from './errors.ts'
 import { type RangeSource, readInto } from './source.ts'
-import { type CoreExports, reserveMemory, sharedCore, trimSharedCore } from './wasm.ts'
+import { reserveMemory, type WasmInstance, WasmModule } from './wasm.ts'
+
+/** The scanner module's functions (assembly/modules/header.ts). */
+export interface ScannerExports {
+  heapBase(): number
+  resultPtr(): number
+  dtypeTable(count: number): number
+  scanHeader(input: number, length: number, fileSize: number): number
+  scanIndex(input: number, length: number): number
+}
+
+/** Entry i of the scanner's dtype table (16 bytes): name length, bits per element, 2 unused, the name. */
+function writeDtypeTable({ exports, memory }: WasmInstance<ScannerExports>): void {
+  const table = new Uint8Array(memory.buffer, exports.dtypeTable(DTYPES.length), DTYPES.length * 16)
+  DTYPES.forEach((name, i) => {
+    table[i * 16] = name.length
+    table[i * 16 + 1] = DTYPE_INFO[name].bits
+    for (let j = 0; j < name.length; j++) table[i * 16 + 4 + j] = name.charCodeAt(j)
+  })
+}
+
+export const scannerModule = /* @__PURE__ */ new WasmModule<ScannerExports>(scannerWasm, writeDtypeTable)
 
 /** The reference implementation's limit on the JSON header length. */
 export const MAX_HEADER_SIZE = 100_000_000
@@ -94,109 +117,54 @@ export function notSafetensors(code: ErrorCode, detail: string, alternative = ''
   return new SafetensorsError(code, `not a SafeTensors file${alternative}: ${detail}`)
 }
 
-/** The error each status of the scanner gives, by the status's name in assembly/boundary.ts. */
-export const STATUS_ERRORS = {
-  STATUS_INVALID_HEADER: 'InvalidHeader',
-  STATUS_INVALID_HEADER_DESERIALIZATION: 'InvalidHeaderDeserialization',
-  STATUS_INVALID_OFFSET: 'InvalidOffset',
-  STATUS_VALIDATION_OVERFLOW: 'ValidationOverflow',
-  STATUS_MISALIGNED_SLICE: 'MisalignedSlice',
-  STATUS_TENSOR_INVALID_INFO: 'TensorInvalidInfo',
-  STATUS_METADATA_INCOMPLETE_BUFFER: 'MetadataIncompleteBuffer',
-  STATUS_OUT_OF_MEMORY: 'HeaderTooLarge',
-} as const satisfies Record<string, ErrorCode>
-
-/** What each reason of the scanner says, by the reason's name in assembly/boundary.ts. */
-export const REASON_TEXT = {
-  R_EXPECTED_OBJECT: 'expected the header to be a JSON object',
-  R_EXPECTED_KEY: 'expected a string key',
-  R_EXPECTED_COLON: "expected ':' after the key",
-  R_EXPECTED_COMMA_OR_BRACE: "expected ',' or '}'",
-  R_EXPECTED_COMMA_OR_BRACKET: "expected ',' or ']'",
-  R_TRAILING: 'unexpected characters after the JSON object',
-  R_CONTROL_CHAR: 'control character in a string (it must be escaped)',
-  R_BAD_ESCAPE: 'invalid escape sequence',
-  R_LONE_SURROGATE: 'lone surrogate escape (\\uD800-\\uDFFF must form a pair)',
-  R_BAD_VALUE: 'invalid JSON value',
-  R_EXPECTED_UINT: 'expected a non-negative integer',
-  R_NOT_PLAIN_INT: 'not a plain integer (no sign, fraction, exponent or leading zero)',
-  R_INT_TOO_LARGE: 'integer does not fit in 64 bits',
-  R_NUMBER_OUT_OF_RANGE: 'number out of range (it overflows a double, which the reference refuses)',
-  R_TOO_DEEP: 'values nested deeper than 64 levels',
-  R_METADATA_NOT_OBJECT: '__metadata__ must be null or an object',
-  R_METADATA_VALUE_NOT_STRING: '__metadata__ values must be strings',
-  R_TENSOR_NOT_OBJECT: 'a tensor entry must be an object',
-  R_DTYPE_NOT_STRING: 'dtype must be a string',
-  R_UNKNOWN_DTYPE: `unknown dtype (expected one of ${DTYPES.join(', ')})`,
-  R_SHAPE_NOT_ARRAY: 'shape must be an array of integers',
-  R_OFFSETS_NOT_ARRAY: 'data_offsets must be an array',
-  R_OFFSETS_NOT_TWO: 'data_offsets must hold exactly two integers',
-  R_MISSING_FIELD: 'missing field',
-  R_DUPLICATE_KEY: 'duplicate key',
-  R_INVALID_UTF8: 'invalid UTF-8',
-  R_SHAPE_PRODUCT: "the shape's element count overflows 64 bits",
-  R_BIT_COUNT: 'the bit count overflows 64 bits',
-  R_NOT_SAFE_INTEGER: 'a number is larger than a JavaScript safe integer (2^53 - 1)',
-  R_INDEX_NOT_OBJECT: 'expected an object with a "weight_map" object',
-  R_WEIGHT_MAP_MISSING: 'expected an object with a "weight_map" object',
-  R_WEIGHT_MAP_NOT_OBJECT: '"weight_map" must be an object',
-  R_SHARD_NOT_STRING: 'a weight_map value must be a file name',
-  R_INDEX_METADATA_NOT_OBJECT: '"metadata" must be an object',
-} as const
-
-/** The byte offsets of the scanner's result table and log entries that this module reads (assembly/boundary.ts). */
-const LAYOUT = [
-  'RESULT_REASON',
-  'RESULT_AT',
-  'RESULT_TENSOR',
-  'RESULT_TENSOR_COUNT',
-  'RESULT_ORDER',
-  'RESULT_METADATA_START',
-  'RESULT_METADATA_START16',
-  'RESULT_METADATA_END16',
-  'RESULT_WEIGHTS',
-  'RESULT_A',
-  'RESULT_B',
-  'RESULT_C',
-  'ENTRY_KEY_START',
-  'ENTRY_KEY_END',
-  'TENSOR_KEY16_START',
-  'TENSOR_KEY16_END',
-  'TENSOR_DTYPE',
-  'TENSOR_DIMS',
-  'TENSOR_BEGIN',
-  'TENSOR_END',
-  'WEIGHT_KEY16_START',
-  'WEIGHT_KEY16_END',
-  'WEIGHT_SHARD16_START',
-  'WEIGHT_SHARD16_END',
-  'WEIGHT_NEW_SHARD',
-  'WEIGHT_SIZE',
-  'DIMS_COUNT',
-  'DIMS_VALUES',
-  'ESCAPED',
-] as const
-
-type StatusName = keyof typeof STATUS_ERRORS | 'STATUS_OK'
-type ReasonName = keyof typeof REASON_TEXT
-
-/** The scanner's constants, read from its wasm globals (the same in both builds), and its codes by number. */
-export interface Boundary {
-  readonly layout: Readonly<Record<(typeof LAYOUT)[number] | StatusName | ReasonName, number>>
-  readonly errors: ReadonlyMap<number, ErrorCode>
-  readonly reasons: ReadonlyMap<number, string>
+/** The error each status of the scanner gives, by the status's number (assembly/boundary.ts). */
+export const STATUS_ERRORS: Readonly<Record<number, ErrorCode>> = {
+  [boundary.STATUS_INVALID_HEADER]: 'InvalidHeader',
+  [boundary.STATUS_INVALID_HEADER_DESERIALIZATION]: 'InvalidHeaderDeserialization',
+  [boundary.STATUS_INVALID_OFFSET]: 'InvalidOffset',
+  [boundary.STATUS_VALIDATION_OVERFLOW]: 'ValidationOverflow',
+  [boundary.STATUS_MISALIGNED_SLICE]: 'MisalignedSlice',
+  [boundary.STATUS_TENSOR_INVALID_INFO]: 'TensorInvalidInfo',
+  [boundary.STATUS_METADATA_INCOMPLETE_BUFFER]: 'MetadataIncompleteBuffer',
+  [boundary.STATUS_OUT_OF_MEMORY]: 'HeaderTooLarge',
 }
 
-let boundary: Boundary | undefined
-
-export function boundaryOf(exports: CoreExports): Boundary {
-  if (boundary) return boundary
-  const globals = exports as unknown as Record<string, WebAssembly.Global>
-  const names = [...LAYOUT, 'STATUS_OK', ...Object.keys(STATUS_ERRORS), ...Object.keys(REASON_TEXT)]
-  const layout = Object.fromEntries(names.map((name) => [name, globals[name].value >>> 0])) as Boundary['layout']
-  const errors = new Map(Object.entries(STATUS_ERRORS).map(([name, code]) => [globals[name].value as number, code]))
-  const reasons = new Map(Object.entries(REASON_TEXT).map(([name, text]) => [globals[name].value as number, text as string]))
-  return (boundary = { layout, errors, reasons })
+/** What each reason of the scanner says, by the reason's number (assembly/boundary.ts). */
+export const REASON_TEXT: Readonly<Record<number, string>> = {
+  [boundary.R_EXPECTED_OBJECT]: 'expected the header to be a JSON object',
+  [boundary.R_EXPECTED_KEY]: 'expected a string key',
+  [boundary.R_EXPECTED_COLON]: "expected ':' after the key",
+  [boundary.R_EXPECTED_COMMA_OR_BRACE]: "expected ',' or '}'",
+  [boundary.R_EXPECTED_COMMA_OR_BRACKET]: "expected ',' or ']'",
+  [boundary.R_TRAILING]: 'unexpected characters after the JSON object',
+  [boundary.R_CONTROL_CHAR]: 'control character in a string (it must be escaped)',
+  [boundary.R_BAD_ESCAPE]: 'invalid escape sequence',
+  [boundary.R_LONE_SURROGATE]: 'lone surrogate escape (\\uD800-\\uDFFF must form a pair)',
+  [boundary.R_BAD_VALUE]: 'invalid JSON value',
+  [boundary.R_EXPECTED_UINT]: 'expected a non-negative integer',
+  [boundary.R_NOT_PLAIN_INT]: 'not a plain integer (no sign, fraction, exponent or leading zero)',
+  [boundary.R_INT_TOO_LARGE]: 'integer does not fit in 64 bits',
+  [boundary.R_NUMBER_OUT_OF_RANGE]: 'number out of range (it overflows a double, which the reference refuses)',
+  [boundary.R_TOO_DEEP]: 'values nested deeper than 64 levels',
+  [boundary.R_METADATA_NOT_OBJECT]: '__metadata__ must be null or an object',
+  [boundary.R_METADATA_VALUE_NOT_STRING]: '__metadata__ values must be strings',
+  [boundary.R_TENSOR_NOT_OBJECT]: 'a tensor entry must be an object',
+  [boundary.R_DTYPE_NOT_STRING]: 'dtype must be a string',
+  [boundary.R_UNKNOWN_DTYPE]: `unknown dtype (expected one of ${DTYPES.join(', ')})`,
+  [boundary.R_SHAPE_NOT_ARRAY]: 'shape must be an array of integers',
+  [boundary.R_OFFSETS_NOT_ARRAY]: 'data_offsets must be an array',
+  [boundary.R_OFFSETS_NOT_TWO]: 'data_offsets must hold exactly two integers',
+  [boundary.R_MISSING_FIELD]: 'missing field',
+  [boundary.R_DUPLICATE_KEY]: 'duplicate key',
+  [boundary.R_INVALID_UTF8]: 'invalid UTF-8',
+  [boundary.R_SHAPE_PRODUCT]: "the shape's element count overflows 64 bits",
+  [boundary.R_BIT_COUNT]: 'the bit count overflows 64 bits',
+  [boundary.R_NOT_SAFE_INTEGER]: 'a number is larger than a JavaScript safe integer (2^53 - 1)',
+  [boundary.R_INDEX_NOT_OBJECT]: 'expected an object with a "weight_map" object',
+  [boundary.R_WEIGHT_MAP_MISSING]: 'expected an object with a "weight_map" object',
+  [boundary.R_WEIGHT_MAP_NOT_OBJECT]: '"weight_map" must be an object',
+  [boundary.R_SHARD_NOT_STRING]: 'a weight_map value must be a file name',
+  [boundary.R_INDEX_METADATA_NOT_OBJECT]: '"metadata" must be an object',
 }
 
 const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
@@ -244,7 +212,6 @@ export interface ScanResult {
   readonly status: number
   readonly result: number
   readonly view: DataView
-  readonly boundary: Boundary
 }
 
 /**
@@ -254,11 +221,11 @@ export interface ScanResult {
 export function runScanner<T>(
   bytes: Uint8Array,
   what: string,
-  scanner: (exports: CoreExports, input: number, n: number) => number,
+  scanner: (exports: ScannerExports, input: number, n: number) => number,
   read: (scan: ScanResult) => T,
 ): T {
   const n = bytes.length
-  const core = sharedCore()
+  const core = scannerModule.shared()
   try {
     const input = core.heapBase
     try {
@@ -269,9 +236,9 @@ export function runScanner<T>(
     new Uint8Array(core.memory.buffer, input, n).set(bytes)
     const status = scanner(core.exports, input, n)
     // The scanner may have grown memory: take views only now.
-    return read({ status, result: core.exports.resultPtr() >>> 0, view: new DataView(core.memory.buffer), boundary: boundaryOf(core.exports) })
+    return read({ status, result: core.exports.resultPtr() >>> 0, view: new DataView(core.memory.buffer) })
   } finally {
-    trimSharedCore()
+    scannerModule.trimShared()
   }
 }
 
@@ -282,37 +249,38 @@ function scan(headerBytes: Uint8Array, knownSize: number | undefined): Header {
     'a header',
     (exports, input, n) => exports.scanHeader(input, n, knownSize ?? SIZE_NOT_KNOWN),
     (scan) => {
-      const { status, result, view, boundary: b } = scan
-      const L = b.layout
+      const { status, result, view } = scan
       const u32At = (at: number) => view.getUint32(at, true)
       // Only the size disagrees: the end of the data it found is the size the file must have.
-      const sizeOnly = knownSize === undefined && b.errors.get(status) === 'MetadataIncompleteBuffer'
-      if (status !== L.STATUS_OK && !sizeOnly) throw scanError(scan, headerBytes, knownSize ?? SIZE_NOT_KNOWN)
-      const fileSize = knownSize ?? Number(view.getBigUint64(result + L.RESULT_A, true))
+      const sizeOnly = knownSize === undefined && STATUS_ERRORS[status] === 'MetadataIncompleteBuffer'
+      if (status !== boundary.STATUS_OK && !sizeOnly) throw scanError(scan, headerBytes, knownSize ?? SIZE_NOT_KNOWN)
+      const fileSize = knownSize ?? Number(view.getBigUint64(result + boundary.RESULT_A, true))
 
-      const count = u32At(result + L.RESULT_TENSOR_COUNT)
-      const order = u32At(result + L.RESULT_ORDER)
+      const count = u32At(result + boundary.RESULT_TENSOR_COUNT)
+      const order = u32At(result + boundary.RESULT_ORDER)
       const text = n > 0 ? decoder.decode(headerBytes) : ''
       const tensors = new Array<TensorInfo>(count)
       for (let i = 0; i < count; i++) {
         const entry = u32At(order + 4 * i)
-        const raw = text.slice(u32At(entry + L.TENSOR_KEY16_START), u32At(entry + L.TENSOR_KEY16_END))
-        const dims = u32At(entry + L.TENSOR_DIMS)
-        const ndim = u32At(dims + L.DIMS_COUNT)
+        const raw = text.slice(u32At(entry + boundary.TENSOR_KEY16_START), u32At(entry + boundary.TENSOR_KEY16_END))
+        const dims = u32At(entry + boundary.TENSOR_DIMS)
+        const ndim = u32At(dims + boundary.DIMS_COUNT)
         const shape = new Array<number>(ndim)
-        for (let d = 0; d < ndim; d++) shape[d] = view.getFloat64(dims + L.DIMS_VALUES + 8 * d, true)
-        const begin = view.getFloat64(entry + L.TENSOR_BEGIN, true)
-        const end = view.getFloat64(entry + L.TENSOR_END, true)
+        for (let d = 0; d < ndim; d++) shape[d] = view.getFloat64(dims + boundary.DIMS_VALUES + 8 * d, true)
+        const begin = view.getFloat64(entry + boundary.TENSOR_BEGIN, true)
+        const end = view.getFloat64(entry + boundary.TENSOR_END, true)
         tensors[i] = {
-          name: u32At(entry + L.ENTRY_KEY_END) & L.ESCAPED ? JSON.parse(`"${raw}"`) : raw,
-          dtype: DTYPES[u32At(entry + L.TENSOR_DTYPE)],
+          name: u32At(entry + boundary.ENTRY_KEY_END) & boundary.ESCAPED ? JSON.parse(`"${raw}"`) : raw,
+          dtype: DTYPES[u32At(entry + boundary.TENSOR_DTYPE)],
           shape,
           dataOffsets: [begin, end],
           byteLength: end - begin,
         }
       }
-      const hasMetadata = u32At(result + L.RESULT_METADATA_START) !== 0xffffffff
-      const metadata = hasMetadata ? JSON.parse(text.slice(u32At(result + L.RESULT_METADATA_START16), u32At(result + L.RESULT_METADATA_END16))) : null
+      const hasMetadata = u32At(result + boundary.RESULT_METADATA_START) !== 0xffffffff
+      const metadata = hasMetadata
+        ? JSON.parse(text.slice(u32At(result + boundary.RESULT_METADATA_START16), u32At(result + boundary.RESULT_METADATA_END16)))
+        : null
       return new Header(n, fileSize, metadata, tensors)
     },
   )
@@ -323,31 +291,29 @@ function scan(headerBytes: Uint8Array, knownSize: number | undefined): Header {
  * result table: `byte N ...: why, near "..."`. `offset` is where the text starts in its file.
  */
 export function syntaxMessage(scan: ScanResult, text: Uint8Array, offset: number, what: 'header' | 'index'): string {
-  const { view, result, boundary: b } = scan
-  const L = b.layout
-  const reason = view.getInt32(result + L.RESULT_REASON, true)
-  const at = view.getUint32(result + L.RESULT_AT, true)
-  const a = Number(view.getBigUint64(result + L.RESULT_A, true))
-  const end = Number(view.getBigUint64(result + L.RESULT_B, true))
+  const { view, result } = scan
+  const reason = view.getInt32(result + boundary.RESULT_REASON, true)
+  const at = view.getUint32(result + boundary.RESULT_AT, true)
+  const a = Number(view.getBigUint64(result + boundary.RESULT_A, true))
+  const end = Number(view.getBigUint64(result + boundary.RESULT_B, true))
   const n = text.length
   const where = `byte ${at}${offset === 0 ? '' : ` (file offset ${offset + at})`}`
-  if (b.errors.get(scan.status) === 'InvalidHeader') return `not valid UTF-8 at ${where}`
-  let why = b.reasons.get(reason)
-  if (reason === L.R_MISSING_FIELD) why = `tensor entry lacks ${['dtype', 'shape', 'data_offsets'].filter((_, i) => !(a & (1 << i))).join(', ')}`
-  if (reason === L.R_DUPLICATE_KEY && a < end) why = `the key ${JSON.stringify(keyText(text, a, end))} appears twice in one object`
-  if (reason === L.R_SHARD_NOT_STRING) why = `weight_map[${JSON.stringify(keyText(text, a, end))}] must be a file name`
+  if (STATUS_ERRORS[scan.status] === 'InvalidHeader') return `not valid UTF-8 at ${where}`
+  let why = REASON_TEXT[reason]
+  if (reason === boundary.R_MISSING_FIELD) why = `tensor entry lacks ${['dtype', 'shape', 'data_offsets'].filter((_, i) => !(a & (1 << i))).join(', ')}`
+  if (reason === boundary.R_DUPLICATE_KEY && a < end) why = `the key ${JSON.stringify(keyText(text, a, end))} appears twice in one object`
+  if (reason === boundary.R_SHARD_NOT_STRING) why = `weight_map[${JSON.stringify(keyText(text, a, end))}] must be a file name`
   return `${where}: ${why}${at >= n ? ` (the ${what} ended)` : `, near ${excerpt(text, at)}`}`
 }
 
 function scanError(scan: ScanResult, header: Uint8Array, fileSize: number): SafetensorsError {
-  const { status, view, result, boundary } = scan
-  const L = boundary.layout
-  const code = boundary.errors.get(status)!
-  const reason = view.getInt32(result + L.RESULT_REASON, true)
-  const a = view.getBigUint64(result + L.RESULT_A, true)
-  const b = view.getBigUint64(result + L.RESULT_B, true)
-  const c = view.getBigUint64(result + L.RESULT_C, true)
-  if (status === L.STATUS_OUT_OF_MEMORY)
+  const { status, view, result } = scan
+  const code = STATUS_ERRORS[status]
+  const reason = view.getInt32(result + boundary.RESULT_REASON, true)
+  const a = view.getBigUint64(result + boundary.RESULT_A, true)
+  const b = view.getBigUint64(result + boundary.RESULT_B, true)
+  const c = view.getBigUint64(result + boundary.RESULT_C, true)
+  if (status === boundary.STATUS_OUT_OF_MEMORY)
     return new SafetensorsError(code, `validating a header of ${header.length} bytes needs more wasm memory than could be allocated`)
   if (code === 'InvalidHeader') return new SafetensorsError(code, `the header is ${syntaxMessage(scan, header, 8, 'header')}`)
   if (code === 'InvalidHeaderDeserialization') return new SafetensorsError(code, `invalid header at ${syntaxMessage(scan, header, 8, 'header')}`)
@@ -355,10 +321,10 @@ function scanError(scan: ScanResult, header: Uint8Array, fileSize: number): Safe
     const why = a < BigInt(fileSize) ? `${BigInt(fileSize) - a} trailing bytes` : `${a - BigInt(fileSize)} bytes missing`
     return new SafetensorsError(code, `the tensors end at file offset ${a}, but the file has ${fileSize} bytes (${why})`)
   }
-  const entry = view.getUint32(result + L.RESULT_TENSOR, true)
-  const keyEnd = view.getUint32(entry + L.ENTRY_KEY_END, true) & ~L.ESCAPED
-  const name = JSON.stringify(keyText(header, view.getUint32(entry + L.ENTRY_KEY_START, true), keyEnd))
-  const dtype = DTYPES[view.getUint32(entry + L.TENSOR_DTYPE, true)]
+  const entry = view.getUint32(result + boundary.RESULT_TENSOR, true)
+  const keyEnd = view.getUint32(entry + boundary.ENTRY_KEY_END, true) & ~boundary.ESCAPED
+  const name = JSON.stringify(keyText(header, view.getUint32(entry + boundary.ENTRY_KEY_START, true), keyEnd))
+  const dtype = DTYPES[view.getUint32(entry + boundary.TENSOR_DTYPE, true)]
   switch (code) {
     case 'InvalidOffset':
       return new SafetensorsError(
@@ -368,8 +334,8 @@ function scanError(scan: ScanResult, header: Uint8Array, fileSize: number): Safe
           : `tensor ${name}: data_offsets [${a}, ${b}] should begin at ${c}, where the ${c === 0n ? 'data section starts' : 'previous tensor ends'}`,
       )
     case 'ValidationOverflow': {
-      const detail = reason === L.R_SHAPE_PRODUCT ? `${a} × ${b}` : reason === L.R_BIT_COUNT ? `${a} elements of ${dtype}` : `${a}`
-      return new SafetensorsError(code, `tensor ${name}: ${boundary.reasons.get(reason)} (${detail})`)
+      const detail = reason === boundary.R_SHAPE_PRODUCT ? `${a} × ${b}` : reason === boundary.R_BIT_COUNT ? `${a} elements of ${dtype}` : `${a}`
+      return new SafetensorsError(code, `tensor ${name}: ${REASON_TEXT[reason]} (${detail})`)
     }
     case 'MisalignedSlice':
       return new SafetensorsError(code, `tensor ${name}: ${a} elements of ${dtype} take ${a * b} bits, not a whole number of bytes`)

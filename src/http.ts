@@ -1,12 +1,18 @@
 // A RangeSource over HTTP(S): each read is one Range request, retried with resume when the network
-// fails it. The first response gives the file size (Content-Range) and its validator (ETag, else
+// fails it; a read longer than a chunk is several, in parallel (src/downloads.ts), each chunk resumed on
+// its own. The first response gives the file size (Content-Range) and its validator (ETag, else
 // Last-Modified); every later response must carry the same validator, and later requests send it as
 // If-Range, so bytes of two versions of a file are never put together. A server that ignores Range
 // and answers 200 is read as a stream, keeping only the bytes asked for and cancelling the rest.
+//
+// The parts: FileState (what the server said so far, and the checks of each response against it),
+// attempt()/withRetries() (one attempt of a request and its retries), readBody() and readParts() (a
+// single-range body and a multipart/byteranges one), and httpSource() putting them together.
+import { ConnectionPool, connectionsOption, DOWNLOAD, type ParallelReads, readChunked } from './downloads.ts'
 import { SafetensorsError } from './errors.ts'
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { parseRetryAfter, retryDelay, retrySettings, sleep, watchdog } from './retry.ts'
-import { onAbort, type RangeSource } from './source.ts'
+import { type OnBytes, onAbort, type RangeSource } from './source.ts'
 
 /** Options of reads over http(s), in {@link open}, {@link openModel} and {@link httpSource}. */
 export interface HttpOptions {
@@ -23,9 +29,9 @@ export interface HttpOptions {
   /** Aborts every request made through this source, and any wait between retries. */
   signal?: AbortSignal
   /**
-   * Attempts after the first, per read, for transient failures: a dropped connection, a body cut short,
-   * a stall (see idleTimeout), HTTP 408, 429, 500, 502, 503, 504. Each resumes at the first byte not yet
-   * received. Default 4.
+   * Attempts after the first, per read (per chunk of a large read), for transient failures: a dropped
+   * connection, a body cut short, a stall (see idleTimeout), HTTP 408, 429, 500, 502, 503, 504. Each
+   * resumes at the first byte not yet received. Default 4.
    * @defaultValue 4
    */
   retries?: number
@@ -41,6 +47,14 @@ export interface HttpOptions {
    * @defaultValue 524288 (512 KiB)
    */
   requestCost?: number
+  /**
+   * http(s): most requests in flight at once for one large read of this file (a tensor, a stream, a
+   * conversion), fetched in chunks of 8 MiB; as many as make it faster are used. Default 8 in Node, Deno
+   * and Bun, 6 in workerd, 4 in browsers (which share one HTTP/2 connection per origin); 1: one request
+   * at a time, a large read in one request.
+   * @defaultValue 8 in Node, Deno and Bun; 6 in workerd; 4 in browsers
+   */
+  connections?: number
 }
 
 export const HTTP_REQUEST_COST = 512 << 10
@@ -125,8 +139,11 @@ interface Transfer {
   /** Allocated once the size is known (for the first read: when its response arrives). */
   target?: Uint8Array
   filled: number
-  /** Told each part's length as it lands in `target`, in order (progress, conversion as bytes arrive). */
-  onBytes?: (bytes: number) => void
+  /**
+   * Told each part's length as it lands in `target` (progress, conversion as bytes arrive): in order, or,
+   * for a read in parallel chunks, in any order with `done`, the bytes complete at the front of `target`.
+   */
+  onBytes?: OnBytes
 }
 
 /** What a server says identifies one version of a file; learnt from the first response. */
@@ -139,6 +156,280 @@ export type HttpSource = RangeSource & {
   readonly url: string
   /** The validators of the first response (the persistent cache keys on them); undefined before it. */
   readonly version: HttpVersion | undefined
+  /** How large reads go parallel; undefined while they cannot (connections: 1, size unknown, Range ignored). */
+  readonly parallel: ParallelReads | undefined
+}
+
+/** Where a response's wanted bytes begin in its body, how many come, and whether the body must end right after them. */
+interface Accepted {
+  skip: number
+  available: number
+  exact: boolean
+}
+
+/**
+ * What the server said so far about the file (its size, its version, whether it honours Range and
+ * multi-range requests), and the checks every response must pass against it.
+ */
+class FileState {
+  size: number | undefined
+  /** undefined until the first response; null when the server sends none. */
+  etag: string | null | undefined
+  lastModified: string | null = null
+  ranged = false
+  /** Whether the server answers a request for several ranges with their parts: unknown until one is sent. */
+  multiRange: boolean | undefined
+
+  constructor(readonly href: string) {}
+
+  /** The If-Range to send, if any: only once the server has shown it honours Range; only a strong validator (RFC 9110 13.1.5). */
+  ifRange(conditional: boolean): string | null {
+    if (!this.ranged || !conditional) return null
+    return this.etag && !this.etag.startsWith('W/') ? this.etag : this.lastModified
+  }
+
+  /** The Io error for a response that cannot be used, whose body is then cancelled. */
+  failed(response: Response, message: string): SafetensorsError {
+    discard(response)
+    return io(this.href, message)
+  }
+
+  /**
+   * Checks what every response must pass before any of its body is used, in this order: the status (a
+   * 503 is a 503, whatever else the response says: transient ones are retried), the encoding, the
+   * validator (the first response sets it). Leaves a 200 or a 206.
+   */
+  checkResponse(response: Response, asked: string): void {
+    const { status } = response
+    if (status !== 200 && status !== 206) {
+      discard(response)
+      const message = `HTTP ${status}${response.statusText ? ` ${response.statusText}` : ''} for ${asked}`
+      if (TRANSIENT_STATUS.has(status)) throw new TransientError(this.href, message, parseRetryAfter(response.headers.get('Retry-After')))
+      throw io(this.href, this.size === undefined ? message : `${message} of a ${this.size}-byte file`)
+    }
+    // Byte offsets mean nothing in a compressed body, and its Content-Length is not the file's size.
+    const encoding = response.headers.get('Content-Encoding')
+    if (encoding && encoding.toLowerCase() !== 'identity')
+      throw this.failed(response, `the server compressed the response (Content-Encoding: ${encoding}); byte ranges need it uncompressed`)
+    const tag = response.headers.get('ETag')
+    const modified = response.headers.get('Last-Modified')
+    if (this.etag === undefined) {
+      this.etag = tag
+      this.lastModified = modified
+    } else if (tag !== this.etag) {
+      throw this.failed(response, `the file changed between requests (ETag ${this.etag} became ${tag}); HTTP ${status} for ${asked}`)
+    } else if (this.etag === null && modified !== this.lastModified) {
+      throw this.failed(response, `the file changed between requests (Last-Modified ${this.lastModified} became ${modified}); HTTP ${status} for ${asked}`)
+    }
+  }
+
+  /**
+   * Checks a single-range response (checkResponse, then the range). Says where in the body the bytes at
+   * `from` begin, how many of the `want` asked for will come, and whether the body must end right after them.
+   */
+  accept(response: Response, from: number, want: number, ifRange: string | null): Accepted {
+    const { status } = response
+    const asked = `bytes ${from}-${from + want - 1}`
+    if (status === 416 && this.size === undefined && parseContentRange(response.headers.get('Content-Range'))?.total === 0) {
+      discard(response)
+      this.size = 0
+      return { skip: 0, available: 0, exact: true }
+    }
+    this.checkResponse(response, asked)
+    if (status === 200) return this.#acceptWhole(response, from, want, asked, ifRange)
+    const fail = (message: string) => this.failed(response, message)
+    const range = parseContentRange(response.headers.get('Content-Range'))
+    const got = `got Content-Range ${JSON.stringify(response.headers.get('Content-Range'))}`
+    const { size } = this
+    if (range?.total !== undefined && size !== undefined && range.total !== size) throw fail(`the file is now ${range.total} bytes, it was ${size} (${got})`)
+    const available = rangeAnswered(range, from, want, size)
+    if (available === undefined) throw fail(`asked for ${asked}, ${got}`)
+    this.size = range!.total
+    this.ranged = true
+    return { skip: 0, available, exact: range!.end === from + available - 1 }
+  }
+
+  /** A 200 to a Range request: the whole file, read as a stream from its start (the validator matched, so it is not a new version the server admits to). */
+  #acceptWhole(response: Response, from: number, want: number, asked: string, ifRange: string | null): Accepted {
+    const fail = (message: string) => this.failed(response, message)
+    if (this.ranged) {
+      throw fail(
+        ifRange
+          ? `HTTP 200 (the whole file) for ${asked} with If-Range ${ifRange}: the server says the file changed, or it stopped honouring Range`
+          : `HTTP 200 (the whole file) for ${asked}: the server stopped honouring Range`,
+      )
+    }
+    const length = response.headers.get('Content-Length')
+    if (this.size === undefined) {
+      if (length === null) throw fail('the server ignores Range requests and sends no Content-Length, so the file size is unknown')
+      this.size = Number(length)
+    } else if (length !== null && Number(length) !== this.size) {
+      throw fail(`the file is now ${length} bytes, it was ${this.size}`)
+    }
+    return { skip: from, available: Math.max(0, Math.min(want, this.size - from)), exact: false }
+  }
+}
+
+/** How a source's requests are retried: the URL they name, the retry settings, the source's own signal. */
+interface RetryPlan {
+  href: string
+  retries: number
+  idleTimeout: number
+  signal: AbortSignal | undefined
+}
+
+/** Runs `run` until it succeeds, again after each transient failure (each attempt resumes where the last stopped), up to `retries` times. */
+async function withRetries(plan: RetryPlan, signal: AbortSignal | undefined, run: (attempt: Attempt) => Promise<void>): Promise<void> {
+  const signals = [plan.signal, signal].filter((s): s is AbortSignal => s !== undefined)
+  for (let n = 0; ; n++) {
+    try {
+      return await attempt(plan, signals, run)
+    } catch (error) {
+      if (!(error instanceof TransientError)) throw error
+      if (n >= plan.retries) throw new SafetensorsError('Io', n > 0 ? `${error.message} (after ${n} retries)` : error.message, { cause: error.cause })
+      await sleep(retryDelay(n, error.retryAfter), signals)
+    }
+  }
+}
+
+/** One attempt: ended by any of `signals` (Aborted) or by the watchdog (a transient stall); a failed connection is transient. */
+async function attempt(plan: RetryPlan, signals: AbortSignal[], run: (attempt: Attempt) => Promise<void>): Promise<void> {
+  const { href, idleTimeout } = plan
+  const stopIfAborted = () => {
+    const by = signals.find((s) => s.aborted)
+    if (by) throw new SafetensorsError('Aborted', `${href}: aborted`, { cause: by.reason })
+  }
+  stopIfAborted()
+  // One controller per attempt, ended by the caller's signals or by the watchdog (listeners rather than
+  // AbortSignal.any, which older browsers lack and which keeps a link from a long-lived signal).
+  const controller = new AbortController()
+  const end = () => controller.abort()
+  const listeners = signals.map((s) => onAbort(s, end))
+  let stalled = false
+  const dog = watchdog(idleTimeout, () => {
+    stalled = true
+    end()
+  })
+  const { signal } = controller
+  // Raced against every wait, so that a fetch or a body that ignores its signal still stops.
+  const gone = new Promise<never>((_, reject) => onAbort(signal, () => reject(signal.reason)))
+  gone.catch(() => {})
+  try {
+    await run({ signal, gone, touch: () => dog.touch() })
+  } catch (error) {
+    stopIfAborted()
+    if (stalled) throw new TransientError(href, `no byte arrived for ${idleTimeout} ms`)
+    if (error instanceof SafetensorsError) throw error
+    // fetch() rejects, or a body stream errors, only when the connection failed.
+    throw new TransientError(href, `the connection failed: ${(error as Error).message}`, undefined, error)
+  } finally {
+    dog.stop()
+    for (const release of listeners) release()
+  }
+}
+
+/**
+ * Reads a response body into `target`, after skipping `skip` bytes, reporting each chunk as it lands.
+ * A body that ends early is transient (the rest can be asked for); more bytes than the Content-Range
+ * said is not. Stops reading (and cancels) once `target` is full, so a 200 costs no more than it must.
+ */
+async function readBody(
+  href: string,
+  response: Response,
+  skip: number,
+  target: Uint8Array,
+  exact: boolean,
+  gone: Promise<never>,
+  landed: (n: number) => void,
+): Promise<void> {
+  if (!response.body) throw io(href, 'the response has no body')
+  const reader = response.body.getReader()
+  const more = `the server sent more than the ${target.length} bytes asked for`
+  let filled = 0
+  try {
+    while (filled < target.length) {
+      const { done, value } = await Promise.race([reader.read(), gone])
+      if (done) throw new TransientError(href, `the response ended after ${filled} of ${target.length} bytes`)
+      const dropped = Math.min(skip, value.length)
+      skip -= dropped
+      const chunk = value.subarray(dropped)
+      if (exact && filled + chunk.length > target.length) throw io(href, more)
+      const take = Math.min(chunk.length, target.length - filled)
+      target.set(chunk.subarray(0, take), filled)
+      filled += take
+      landed(take)
+    }
+    if (exact) {
+      const { done, value } = await Promise.race([reader.read(), gone])
+      if (!done && value.length > 0) throw io(href, more)
+    }
+  } finally {
+    reader.cancel().catch(() => {})
+  }
+}
+
+/**
+ * The parts of a 206 to a request for several ranges, each handed to `land` with its file position as it
+ * arrives: a multipart/byteranges body, or a single range (a server that joined them, or sent the
+ * first). Every part's Content-Range must lie within [low, high) of a `size`-byte file. Returns whether
+ * the answer was multipart.
+ */
+async function readParts(
+  state: FileState,
+  response: Response,
+  ranges: number,
+  [low, high]: [number, number],
+  gone: Promise<never>,
+  fail: (message: string) => SafetensorsError,
+  land: (position: number, chunk: Uint8Array) => void,
+): Promise<boolean> {
+  const partRange = (value: string | null) => {
+    const range = parseContentRange(value)
+    if (range === undefined || range.total !== state.size || range.start < low || range.end >= high || range.end < range.start)
+      throw fail(`a part with Content-Range ${JSON.stringify(value)} (the file has ${state.size} bytes)`)
+    return range
+  }
+  if (!response.body) throw fail('no body')
+  const body = new BodyReader(state.href, response.body.getReader(), gone)
+  try {
+    const boundary = parseBoundary(response.headers.get('Content-Type'))
+    if (boundary === undefined) {
+      const { start, end } = partRange(response.headers.get('Content-Range'))
+      await body.take(end - start + 1, (chunk, at) => land(start + at, chunk))
+      if (!(await body.ended())) throw fail('more bytes than its Content-Range')
+      return false
+    }
+    const delimiter = new TextEncoder().encode(`--${boundary}`)
+    for (let parts = 0; ; parts++) {
+      // Before each delimiter only the line break that ends the previous part (or a blank preamble).
+      const before = await body.until(delimiter, MAX_PART_HEADERS)
+      if (/[^\r\n\t ]/.test(latin1(before.subarray(0, before.length - delimiter.length)))) throw fail('a malformed multipart/byteranges body')
+      if (latin1(await body.take(2)) === '--') return true
+      if (parts === ranges) throw fail('more parts than ranges asked for')
+      const head = latin1(await body.until(CRLF2, MAX_PART_HEADERS))
+      const { start, end } = partRange(/^content-range:[ \t]*(.*?)[ \t]*\r?$/im.exec(head)?.[1] ?? null)
+      await body.take(end - start + 1, (chunk, at) => land(start + at, chunk))
+    }
+  } finally {
+    body.cancel()
+  }
+}
+
+/** Consecutive transfers in at least PARALLEL_READS groups, each one request whose Range header stays under MAX_RANGE_HEADER. */
+function batchesOf(transfers: Transfer[]): Transfer[][] {
+  const per = Math.ceil(transfers.length / PARALLEL_READS)
+  const batches: Transfer[][] = []
+  let length = Infinity
+  for (const t of transfers) {
+    const range = `${t.offset}-${t.offset + t.length - 1},`.length
+    if (batches[batches.length - 1]?.length === per || length + range > MAX_RANGE_HEADER) {
+      batches.push([])
+      length = 'Range: bytes='.length
+    }
+    batches[batches.length - 1].push(t)
+    length += range
+  }
+  return batches
 }
 
 /**
@@ -146,86 +437,29 @@ export type HttpSource = RangeSource & {
  * every response checked against the first one's validator (docs/reading.md, "When the network fails").
  * @throws {@link SafetensorsError} from its reads: `Io` (an HTTP error status, the file changed, a malformed
  * or compressed response, retries exhausted), `Aborted`.
- * @throws TypeError or RangeError for `retries`, `idleTimeout` or `requestCost` of the wrong type or out of range.
+ * @throws TypeError or RangeError for `retries`, `idleTimeout`, `requestCost` or `connections` of the wrong type or out of range.
  */
 export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSource {
   const href = String(url)
   const fetchImpl = options.fetch ?? globalThis.fetch
-  const { retries, idleTimeout } = retrySettings(options)
+  const plan: RetryPlan = { href, ...retrySettings(options), signal: options.signal }
   const requestCost = options.requestCost ?? HTTP_REQUEST_COST
   if (typeof requestCost !== 'number' || !(requestCost >= 0) || !Number.isFinite(requestCost))
     throw new RangeError(`requestCost must be a non-negative number of bytes, got ${String(requestCost)}`)
-  let size: number | undefined
-  // Learnt from the first response: this version of the file, and whether the server honours Range.
-  let etag: string | null | undefined
-  let lastModified: string | null = null
-  let ranged = false
-  // Whether the server answers a request for several ranges with their parts: unknown until one is sent.
-  let multiRange: boolean | undefined
+  const connections = connectionsOption(options)
+  const pool: ConnectionPool | undefined = connections > 1 ? new ConnectionPool(connections) : undefined
+  const state = new FileState(href)
   // From a page, a cross-origin If-Range needs a CORS preflight that allows it, which servers set up for
   // Range alone refuse. There the validator check on each response is the guard on its own.
   const page = (globalThis as { location?: { origin: string } }).location
   const conditional = page === undefined || new URL(href).origin === page.origin
+  const parallel = (): ParallelReads | undefined => (pool && state.ranged ? { pool, chunkBytes: DOWNLOAD.chunkBytes } : undefined)
 
-  async function transfer(t: Transfer, signal: AbortSignal | undefined): Promise<void> {
-    await withRetries(signal, (attempt) => attemptTransfer(t, attempt))
-  }
-
-  /** Runs `run` until it succeeds, again after each transient failure (each attempt resumes where the last stopped), up to `retries` times. */
-  async function withRetries(signal: AbortSignal | undefined, run: (attempt: Attempt) => Promise<void>): Promise<void> {
-    const signals = [options.signal, signal].filter((s): s is AbortSignal => s !== undefined)
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await attemptWith(signals, run)
-      } catch (error) {
-        if (!(error instanceof TransientError)) throw error
-        if (attempt >= retries)
-          throw new SafetensorsError('Io', attempt > 0 ? `${error.message} (after ${attempt} retries)` : error.message, { cause: error.cause })
-        await sleep(retryDelay(attempt, error.retryAfter), signals)
-      }
-    }
-  }
-
-  async function attemptWith(signals: AbortSignal[], run: (attempt: Attempt) => Promise<void>): Promise<void> {
-    const stopIfAborted = () => {
-      const by = signals.find((s) => s.aborted)
-      if (by) throw new SafetensorsError('Aborted', `${href}: aborted`, { cause: by.reason })
-    }
-    stopIfAborted()
-    // One controller per attempt, ended by the caller's signals or by the watchdog (listeners rather than
-    // AbortSignal.any, which older browsers lack and which keeps a link from a long-lived signal).
-    const controller = new AbortController()
-    const end = () => controller.abort()
-    const listeners = signals.map((s) => onAbort(s, end))
-    let stalled = false
-    const dog = watchdog(idleTimeout, () => {
-      stalled = true
-      end()
-    })
-    const { signal } = controller
-    // Raced against every wait, so that a fetch or a body that ignores its signal still stops.
-    const gone = new Promise<never>((_, reject) => onAbort(signal, () => reject(signal.reason)))
-    gone.catch(() => {})
-    try {
-      await run({ signal, gone, touch: () => dog.touch() })
-    } catch (error) {
-      stopIfAborted()
-      if (stalled) throw new TransientError(href, `no byte arrived for ${idleTimeout} ms`)
-      if (error instanceof SafetensorsError) throw error
-      // fetch() rejects, or a body stream errors, only when the connection failed.
-      throw new TransientError(href, `the connection failed: ${(error as Error).message}`, undefined, error)
-    } finally {
-      dog.stop()
-      for (const release of listeners) release()
-    }
-  }
-
-  /** The request headers: the caller's, the Range, and If-Range once the server has shown it honours Range. */
+  /** The request, with the caller's headers, the Range, and If-Range once the server has shown it honours Range. */
   function request(range: string, { signal, gone }: Attempt): { response: Promise<Response>; ifRange: string | null } {
     const headers = new Headers(options.headers)
     headers.set('Range', `bytes=${range}`)
-    // If-Range takes a strong validator only (RFC 9110 13.1.5); a weak ETag is still compared on each response.
-    const ifRange = ranged && conditional ? (etag && !etag.startsWith('W/') ? etag : lastModified) : null
+    const ifRange = state.ifRange(conditional)
     if (ifRange) headers.set('If-Range', ifRange)
     return { response: Promise.race([fetchImpl(href, { headers, signal }), gone]), ifRange }
   }
@@ -236,11 +470,11 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     const sent = request(`${from}-${from + want - 1}`, attempt)
     const response = await sent.response
     attempt.touch()
-    const { skip, available, exact } = accept(response, from, want, sent.ifRange)
+    const { skip, available, exact } = state.accept(response, from, want, sent.ifRange)
     if (t.target === undefined) t.target = new Uint8Array(available)
-    else if (available !== want) throw io(href, `read of ${want} bytes at offset ${from} is past the end (${size} bytes)`)
+    else if (available !== want) throw io(href, `read of ${want} bytes at offset ${from} is past the end (${state.size} bytes)`)
     if (available === 0) return discard(response)
-    await readBody(response, skip, t.target.subarray(t.filled), exact, attempt.gone, (n) => {
+    await readBody(href, response, skip, t.target.subarray(t.filled), exact, attempt.gone, (n) => {
       t.filled += n
       attempt.touch()
       t.onBytes?.(n)
@@ -261,12 +495,11 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     const response = await request(ranges, attempt).response
     attempt.touch()
     const asked = pending.length > 4 ? `${pending.length} ranges from byte ${pending[0].offset + pending[0].filled}` : `bytes ${ranges}`
-    checkResponse(response, asked)
+    state.checkResponse(response, asked)
     if (response.status === 200) {
-      multiRange = false
+      state.multiRange = false
       return discard(response)
     }
-    const fail = (message: string) => failed(response, `${message}, in answer to a request for ${asked}`)
     const low = pending[0].offset + pending[0].filled
     const high = pending[pending.length - 1].offset + pending[pending.length - 1].length
     // A part's bytes land in each transfer that stands at their position; a part that starts inside a
@@ -282,38 +515,19 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
       }
       attempt.touch()
     }
-    const partRange = (value: string | null) => {
-      const range = parseContentRange(value)
-      if (range === undefined || range.total !== size || range.start < low || range.end >= high || range.end < range.start)
-        throw fail(`a part with Content-Range ${JSON.stringify(value)} (the file has ${size} bytes)`)
-      return range
-    }
-    if (!response.body) throw fail('no body')
-    const body = new BodyReader(href, response.body.getReader(), attempt.gone)
-    try {
-      const boundary = parseBoundary(response.headers.get('Content-Type'))
-      if (boundary === undefined) {
-        multiRange = false
-        const { start, end } = partRange(response.headers.get('Content-Range'))
-        await body.take(end - start + 1, (chunk, at) => land(start + at, chunk))
-        if (!(await body.ended())) throw fail('more bytes than its Content-Range')
-        return
-      }
-      multiRange = true
-      const delimiter = new TextEncoder().encode(`--${boundary}`)
-      for (let parts = 0; ; parts++) {
-        // Before each delimiter only the line break that ends the previous part (or a blank preamble).
-        const before = await body.until(delimiter, MAX_PART_HEADERS)
-        if (/[^\r\n\t ]/.test(latin1(before.subarray(0, before.length - delimiter.length)))) throw fail('a malformed multipart/byteranges body')
-        if (latin1(await body.take(2)) === '--') return
-        if (parts === pending.length) throw fail('more parts than ranges asked for')
-        const head = latin1(await body.until(CRLF2, MAX_PART_HEADERS))
-        const { start, end } = partRange(/^content-range:[ \t]*(.*?)[ \t]*\r?$/im.exec(head)?.[1] ?? null)
-        await body.take(end - start + 1, (chunk, at) => land(start + at, chunk))
-      }
-    } finally {
-      body.cancel()
-    }
+    const fail = (message: string) => state.failed(response, `${message}, in answer to a request for ${asked}`)
+    state.multiRange = await readParts(state, response, pending.length, [low, high], attempt.gone, fail, land)
+  }
+
+  /** The rest of one transfer: in parallel chunks when it is longer than one, else one request with its retries. */
+  async function readTransfer(t: Transfer, signal: AbortSignal | undefined): Promise<void> {
+    const fast = t.target && parallel()
+    if (!fast || t.target!.length - t.filled <= fast.chunkBytes) return withRetries(plan, signal, (attempt) => attemptTransfer(t, attempt))
+    await readChunked(fast, t.offset + t.filled, t.target!.subarray(t.filled), signal, t.onBytes, (offset, target, chunkSignal, onBytes) => {
+      const chunk: Transfer = { offset, length: target.length, target, filled: 0, onBytes }
+      return withRetries(plan, chunkSignal, (attempt) => attemptTransfer(chunk, attempt))
+    })
+    t.filled = t.target!.length
   }
 
   /**
@@ -323,174 +537,45 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
    */
   async function readRanges(transfers: Transfer[], signal: AbortSignal | undefined): Promise<void> {
     const incomplete = () => transfers.filter((t) => t.filled < t.length)
-    const several = (batch: Transfer[]) => batch.length > 1 && multiRange !== false
-    let batches = ranged && multiRange !== false && transfers.length > PARALLEL_READS ? batchesOf(transfers) : []
-    if (multiRange === undefined && batches.length > 0) {
-      await withRetries(signal, (attempt) => attemptMultiRange(batches[0], attempt))
+    const several = (batch: Transfer[]) => batch.length > 1 && state.multiRange !== false
+    let batches = state.ranged && state.multiRange !== false && transfers.length > PARALLEL_READS ? batchesOf(transfers) : []
+    if (state.multiRange === undefined && batches.length > 0) {
+      await withRetries(plan, signal, (attempt) => attemptMultiRange(batches[0], attempt))
       batches = batches.slice(1)
     }
     await runPool(batches, PARALLEL_READS, async (batch) => {
-      if (several(batch)) await withRetries(signal, (attempt) => attemptMultiRange(batch, attempt))
+      if (several(batch)) await withRetries(plan, signal, (attempt) => attemptMultiRange(batch, attempt))
     })
     // Whatever no multi-range answer brought: a refusal, parts left out, a part that started mid-range.
-    await runPool(incomplete(), PARALLEL_READS, (t) => transfer(t, signal))
-  }
-
-  /** Consecutive transfers in at least PARALLEL_READS groups, each one request whose Range header stays under MAX_RANGE_HEADER. */
-  function batchesOf(transfers: Transfer[]): Transfer[][] {
-    const per = Math.ceil(transfers.length / PARALLEL_READS)
-    const batches: Transfer[][] = []
-    let length = Infinity
-    for (const t of transfers) {
-      const range = `${t.offset}-${t.offset + t.length - 1},`.length
-      if (batches[batches.length - 1]?.length === per || length + range > MAX_RANGE_HEADER) {
-        batches.push([])
-        length = 'Range: bytes='.length
-      }
-      batches[batches.length - 1].push(t)
-      length += range
-    }
-    return batches
-  }
-
-  /** The Io error for a response that cannot be used, whose body is then cancelled. */
-  function failed(response: Response, message: string): SafetensorsError {
-    discard(response)
-    return io(href, message)
-  }
-
-  /**
-   * Checks what every response must pass before any of its body is used, in this order: the status (a
-   * 503 is a 503, whatever else the response says: transient ones are retried), the encoding, the
-   * validator (the first response sets it). Leaves a 200 or a 206.
-   */
-  function checkResponse(response: Response, asked: string): void {
-    const { status } = response
-    if (status !== 200 && status !== 206) {
-      discard(response)
-      const message = `HTTP ${status}${response.statusText ? ` ${response.statusText}` : ''} for ${asked}`
-      if (TRANSIENT_STATUS.has(status)) throw new TransientError(href, message, parseRetryAfter(response.headers.get('Retry-After')))
-      throw io(href, size === undefined ? message : `${message} of a ${size}-byte file`)
-    }
-    // Byte offsets mean nothing in a compressed body, and its Content-Length is not the file's size.
-    const encoding = response.headers.get('Content-Encoding')
-    if (encoding && encoding.toLowerCase() !== 'identity')
-      throw failed(response, `the server compressed the response (Content-Encoding: ${encoding}); byte ranges need it uncompressed`)
-    const tag = response.headers.get('ETag')
-    const modified = response.headers.get('Last-Modified')
-    if (etag === undefined) {
-      etag = tag
-      lastModified = modified
-    } else if (tag !== etag) {
-      throw failed(response, `the file changed between requests (ETag ${etag} became ${tag}); HTTP ${status} for ${asked}`)
-    } else if (etag === null && modified !== lastModified) {
-      throw failed(response, `the file changed between requests (Last-Modified ${lastModified} became ${modified}); HTTP ${status} for ${asked}`)
-    }
-  }
-
-  /**
-   * Checks a single-range response (checkResponse, then the range). Says where in the body the bytes at
-   * `from` begin, how many of the `want` asked for will come, and whether the body must end right after them.
-   */
-  function accept(response: Response, from: number, want: number, ifRange: string | null): { skip: number; available: number; exact: boolean } {
-    const { status } = response
-    const asked = `bytes ${from}-${from + want - 1}`
-    if (status === 416 && size === undefined && parseContentRange(response.headers.get('Content-Range'))?.total === 0) {
-      discard(response)
-      size = 0
-      return { skip: 0, available: 0, exact: true }
-    }
-    checkResponse(response, asked)
-    const fail = (message: string) => failed(response, message)
-    if (status === 200) {
-      // The validator matched, so a 200 here is not a new version the server admits to.
-      if (ranged) {
-        throw fail(
-          ifRange
-            ? `HTTP 200 (the whole file) for ${asked} with If-Range ${ifRange}: the server says the file changed, or it stopped honouring Range`
-            : `HTTP 200 (the whole file) for ${asked}: the server stopped honouring Range`,
-        )
-      }
-      const length = response.headers.get('Content-Length')
-      if (size === undefined) {
-        if (length === null) throw fail('the server ignores Range requests and sends no Content-Length, so the file size is unknown')
-        size = Number(length)
-      } else if (length !== null && Number(length) !== size) {
-        throw fail(`the file is now ${length} bytes, it was ${size}`)
-      }
-      return { skip: from, available: Math.max(0, Math.min(want, size - from)), exact: false }
-    }
-    const range = parseContentRange(response.headers.get('Content-Range'))
-    const got = `got Content-Range ${JSON.stringify(response.headers.get('Content-Range'))}`
-    if (range?.total !== undefined && size !== undefined && range.total !== size) throw fail(`the file is now ${range.total} bytes, it was ${size} (${got})`)
-    const available = rangeAnswered(range, from, want, size)
-    if (available === undefined) throw fail(`asked for ${asked}, ${got}`)
-    size = range!.total
-    ranged = true
-    return { skip: 0, available, exact: range!.end === from + available - 1 }
-  }
-
-  /**
-   * Reads a response body into `target`, after skipping `skip` bytes, reporting each chunk as it lands.
-   * A body that ends early is transient (the rest can be asked for); more bytes than the Content-Range
-   * said is not. Stops reading (and cancels) once `target` is full, so a 200 costs no more than it must.
-   */
-  async function readBody(
-    response: Response,
-    skip: number,
-    target: Uint8Array,
-    exact: boolean,
-    gone: Promise<never>,
-    landed: (n: number) => void,
-  ): Promise<void> {
-    if (!response.body) throw io(href, 'the response has no body')
-    const reader = response.body.getReader()
-    const more = `the server sent more than the ${target.length} bytes asked for`
-    let filled = 0
-    try {
-      while (filled < target.length) {
-        const { done, value } = await Promise.race([reader.read(), gone])
-        if (done) throw new TransientError(href, `the response ended after ${filled} of ${target.length} bytes`)
-        const dropped = Math.min(skip, value.length)
-        skip -= dropped
-        const chunk = value.subarray(dropped)
-        if (exact && filled + chunk.length > target.length) throw io(href, more)
-        const take = Math.min(chunk.length, target.length - filled)
-        target.set(chunk.subarray(0, take), filled)
-        filled += take
-        landed(take)
-      }
-      if (exact) {
-        const { done, value } = await Promise.race([reader.read(), gone])
-        if (!done && value.length > 0) throw io(href, more)
-      }
-    } finally {
-      reader.cancel().catch(() => {})
-    }
+    await runPool(incomplete(), PARALLEL_READS, (t) => readTransfer(t, signal))
   }
 
   const checkInFile = (offset: number, length: number) => {
-    if (size !== undefined && offset + length > size) throw io(href, `read of ${length} bytes at offset ${offset} is past the end (${size} bytes)`)
+    if (state.size !== undefined && offset + length > state.size)
+      throw io(href, `read of ${length} bytes at offset ${offset} is past the end (${state.size} bytes)`)
   }
 
   return {
     url: href,
     get size() {
-      return size
+      return state.size
     },
     get version() {
-      return etag === undefined ? undefined : { etag, lastModified }
+      return state.etag === undefined ? undefined : { etag: state.etag, lastModified: state.lastModified }
+    },
+    get parallel() {
+      return parallel()
     },
     async readInto(offset, target, signal, onBytes) {
       if (target.length === 0) return
       checkInFile(offset, target.length)
-      await transfer({ offset, length: target.length, target, filled: 0, onBytes }, signal)
+      await readTransfer({ offset, length: target.length, target, filled: 0, onBytes }, signal)
     },
     // Before the size is known, the request may run past the end of a small file: it gives what there is.
     async read(offset, length, signal, onBytes) {
       checkInFile(offset, length)
-      const t: Transfer = { offset, length, target: size === undefined ? undefined : new Uint8Array(length), filled: 0, onBytes }
-      await transfer(t, signal)
+      const t: Transfer = { offset, length, target: state.size === undefined ? undefined : new Uint8Array(length), filled: 0, onBytes }
+      await readTransfer(t, signal)
       return t.target!
     },
     readRanges(ranges, signal, onBytes) {

@@ -1,13 +1,8 @@
 /**
- * The portable entry (browsers, and the `default` condition): the wasm is inlined and compiled on first
- * use. Nothing in its module graph needs Node; local files come with the Node entry (src/node.ts).
+ * The portable entry (browsers, workerd, and the `default` condition): nothing in its module graph needs
+ * Node; local files come with the Node entry (src/node.ts). Its modules have no side effects, so a bundler
+ * keeps only those a page uses, with their wasm (src/wasm.ts).
  * @packageDocumentation
  */
-
-import scalar from '../build/core-scalar.wasm'
-import simd from '../build/core-simd.wasm'
-import { registerModules } from './wasm.ts'
-
-registerModules({ simd, scalar })
 
 export * from './api.ts'

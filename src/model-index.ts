@@ -3,11 +3,20 @@
 // scanner's table of weight_map entries. JSON.parse of the largest indexes (91,280 entries) builds an
 // object of that many keys, which costs several times the scan; nothing here makes a string per entry
 // until a lookup by name needs it.
+import * as boundary from '../assembly/boundary.ts?constants'
 import { SafetensorsError } from './errors.ts'
-import { type Boundary, runScanner, syntaxMessage, type TensorInfo } from './header.ts'
+import { runScanner, syntaxMessage, type TensorInfo } from './header.ts'
 import { type RangeSource, readInto } from './source.ts'
 
 const MAX_INDEX_SIZE = 100_000_000
+
+// The fields of a weight_map entry in the scanner's table, in 32-bit words.
+const STRIDE = boundary.WEIGHT_SIZE / 4
+const KEY16_START = boundary.WEIGHT_KEY16_START / 4
+const KEY16_END = boundary.WEIGHT_KEY16_END / 4
+const SHARD16_START = boundary.WEIGHT_SHARD16_START / 4
+const SHARD16_END = boundary.WEIGHT_SHARD16_END / 4
+const NEW_SHARD = boundary.WEIGHT_NEW_SHARD / 4
 
 function indexError(where: string, message: string): SafetensorsError {
   return new SafetensorsError('InvalidHeaderDeserialization', `${where}: ${message}`)
@@ -91,20 +100,22 @@ export function parseIndex(where: string, bytes: Uint8Array): ParsedIndex {
     'an index',
     (exports, input, n) => exports.scanIndex(input, n),
     (scan) => {
-      const { status, result, view, boundary } = scan
-      const L = boundary.layout
-      if (status === L.STATUS_OUT_OF_MEMORY)
+      const { status, result, view } = scan
+      if (status === boundary.STATUS_OUT_OF_MEMORY)
         throw indexError(where, `validating an index of ${json.length} bytes needs more wasm memory than could be allocated`)
-      if (status !== L.STATUS_OK) throw indexError(where, `invalid index at ${syntaxMessage(scan, json, 0, 'index')}`)
+      if (status !== boundary.STATUS_OK) throw indexError(where, `invalid index at ${syntaxMessage(scan, json, 0, 'index')}`)
       const u32At = (at: number) => view.getUint32(at, true)
-      const entries = u32At(result + L.RESULT_TENSOR_COUNT)
-      const weights = u32At(result + L.RESULT_WEIGHTS)
-      const table = new Uint32Array(view.buffer.slice(weights, weights + entries * L.WEIGHT_SIZE))
+      const entries = u32At(result + boundary.RESULT_TENSOR_COUNT)
+      const weights = u32At(result + boundary.RESULT_WEIGHTS)
+      const table = new Uint32Array(view.buffer.slice(weights, weights + entries * boundary.WEIGHT_SIZE))
       const metadata =
-        u32At(result + L.RESULT_METADATA_START) === 0xffffffff
+        u32At(result + boundary.RESULT_METADATA_START) === 0xffffffff
           ? undefined
-          : (JSON.parse(text.slice(u32At(result + L.RESULT_METADATA_START16), u32At(result + L.RESULT_METADATA_END16))) as Record<string, unknown>)
-      const index = new ParsedIndex(text, table, entries, L, metadata)
+          : (JSON.parse(text.slice(u32At(result + boundary.RESULT_METADATA_START16), u32At(result + boundary.RESULT_METADATA_END16))) as Record<
+              string,
+              unknown
+            >)
+      const index = new ParsedIndex(text, table, entries, metadata)
       for (const shard of index.shards) checkShardName(where, shard)
       return index
     },
@@ -117,11 +128,6 @@ export class ParsedIndex {
   readonly shards: string[]
   readonly #text: string
   readonly #table: Uint32Array
-  // The fields of an entry in #table, in 32-bit words.
-  readonly #stride: number
-  readonly #key16Start: number
-  readonly #key16End: number
-  readonly #escaped: number
   readonly #runs: Run[] = []
   readonly #firstRuns = new Map<string, Run>()
   /** Shards whose entries come in more than one run, and (once the check needs them) their entries in order. */
@@ -134,23 +140,15 @@ export class ParsedIndex {
     table: Uint32Array,
     /** The weight_map's entries. */
     readonly entries: number,
-    L: Boundary['layout'],
     readonly metadata: Record<string, unknown> | undefined,
   ) {
     this.#text = text
     this.#table = table
-    this.#stride = L.WEIGHT_SIZE / 4
-    this.#key16Start = L.WEIGHT_KEY16_START / 4
-    this.#key16End = L.WEIGHT_KEY16_END / 4
-    this.#escaped = L.ESCAPED
-    const shard16Start = L.WEIGHT_SHARD16_START / 4
-    const shard16End = L.WEIGHT_SHARD16_END / 4
-    const newShard = L.WEIGHT_NEW_SHARD / 4
     let run: Run = { shard: '', start: 0, end: 0 }
-    for (let i = 0, at = 0; i < entries; i++, at += this.#stride) {
+    for (let i = 0, at = 0; i < entries; i++, at += STRIDE) {
       // The scanner marks where the shard's text changes; escapes can spell one name two ways.
-      if (table[at + newShard] === 0) continue
-      const shard = this.#decoded(table[at + shard16Start], table[at + shard16End])
+      if (table[at + NEW_SHARD] === 0) continue
+      const shard = this.#decoded(table[at + SHARD16_START], table[at + SHARD16_END])
       if (shard === run.shard && i > 0) continue
       run.end = i
       this.#runs.push((run = { shard, start: i, end: i }))
@@ -162,23 +160,23 @@ export class ParsedIndex {
   }
 
   #decoded(start: number, end: number): string {
-    const raw = this.#text.slice(start, (end & ~this.#escaped) >>> 0)
-    return end & this.#escaped ? (JSON.parse(`"${raw}"`) as string) : raw
+    const raw = this.#text.slice(start, (end & ~boundary.ESCAPED) >>> 0)
+    return end & boundary.ESCAPED ? (JSON.parse(`"${raw}"`) as string) : raw
   }
 
   /** The tensor name of entry `i`. */
   nameAt(i: number): string {
-    const at = i * this.#stride
-    return this.#decoded(this.#table[at + this.#key16Start], this.#table[at + this.#key16End])
+    const at = i * STRIDE
+    return this.#decoded(this.#table[at + KEY16_START], this.#table[at + KEY16_END])
   }
 
   // Whether entry `i` names `name`.
   #isNameAt(i: number, name: string): boolean {
-    const at = i * this.#stride
-    const start = this.#table[at + this.#key16Start]
-    const end = this.#table[at + this.#key16End]
+    const at = i * STRIDE
+    const start = this.#table[at + KEY16_START]
+    const end = this.#table[at + KEY16_END]
     // A slice and === costs a third of startsWith here (V8).
-    return end & this.#escaped ? this.nameAt(i) === name : this.#text.slice(start, end) === name
+    return end & boundary.ESCAPED ? this.nameAt(i) === name : this.#text.slice(start, end) === name
   }
 
   /** Every entry as [tensor, shard], in the weight_map's order. */

@@ -1,5 +1,6 @@
 // Files on disk (Node, Deno, Bun): reached only from the Node entry, which registers them for open()
 // and openModel() (src/local-files.ts).
+import type { Stats } from 'node:fs'
 import { open as openFile, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -11,6 +12,12 @@ import { checkRange, LOCAL_REQUEST_COST, type RangeSource, readThrough, throwIfA
 /** Bytes per positional read: large enough to cost nothing per call, small enough for an abort or a progress event to come soon. */
 const FILE_CHUNK = 8 << 20
 
+/** What a path that is not a regular file is, as messages say it; undefined for a file. */
+function notAFile(stats: Stats): string | undefined {
+  if (stats.isFile()) return undefined
+  return stats.isDirectory() ? 'a folder' : stats.isFIFO() ? 'a named pipe' : stats.isSocket() ? 'a socket' : 'a device'
+}
+
 /**
  * A file on disk. Reads go straight into the caller's buffer.
  * @throws {@link SafetensorsError} `Io` when the file cannot be opened or read (the message names the path).
@@ -21,6 +28,9 @@ export async function fileSource(path: string): Promise<
     size: number
   }
 > {
+  // Found before the open, which would wait for a writer forever on a named pipe.
+  const kind = await stat(path).then(notAFile, () => undefined)
+  if (kind !== undefined) throw new SafetensorsError('Io', `cannot open ${path}: it is ${kind}, not a file`)
   let handle: Awaited<ReturnType<typeof openFile>>
   try {
     handle = await openFile(path, 'r')

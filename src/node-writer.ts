@@ -2,9 +2,9 @@
 // target under a unique temporary name and renamed into place once complete, so a failure leaves the
 // target as it was. A model save (a folder of shards and an index) goes further: see writeModel.
 import { constants } from 'node:fs'
-import { copyFile, link, mkdir, open as openFile, readdir, readFile, rename, rm, stat, writeFile as writeText } from 'node:fs/promises'
+import { copyFile, link, mkdir, open as openFile, readdir, readFile, rename, rm, rmdir, stat, writeFile as writeText } from 'node:fs/promises'
 import { hostname } from 'node:os'
-import { basename, dirname, join } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import { SafetensorsError } from './errors.ts'
 import { compareCodePoints, tensorByteLength } from './layout.ts'
 import { DEFAULT_INDEX, type ModelIndex } from './model.ts'
@@ -58,7 +58,8 @@ function systemMessage(cause: unknown): string {
 
 export function fileSet(): FileSet {
   const complete: Array<[temporary: string, path: string]> = []
-  const started = new Set<string>()
+  /** Each temporary file not yet renamed, with what closes its handle (a deleted file keeps its space while open). */
+  const started = new Map<string, () => Promise<void>>()
   return {
     async sink(path) {
       // Found before any byte is written: the rename at the end would fail on a folder.
@@ -67,7 +68,6 @@ export function fileSet(): FileSet {
       const handle = await openFile(temporary, 'wx').catch((cause) => {
         throw fileError('create', path, cause)
       })
-      started.add(temporary)
       let closed = false
       const close = async () => {
         if (!closed) {
@@ -75,6 +75,7 @@ export function fileSet(): FileSet {
           await handle.close()
         }
       }
+      started.set(temporary, close)
       return {
         seekable: true,
         async write(bytes, position) {
@@ -114,7 +115,12 @@ export function fileSet(): FileSet {
       }
     },
     async discard() {
-      await Promise.all([...started].map((temporary) => rm(temporary, { force: true })))
+      await Promise.all(
+        [...started].map(async ([temporary, close]) => {
+          await close().catch(() => {})
+          await rm(temporary, { force: true })
+        }),
+      )
       started.clear()
       complete.length = 0
     },
@@ -248,13 +254,35 @@ export interface ModelWritten {
  * Returns the names written.
  */
 export async function writeModel(folder: string, plan: ModelPlan, write: (set: FileSet) => Promise<ModelWritten>): Promise<string[]> {
+  const created = await mkdir(folder, { recursive: true }).catch((cause) => {
+    throw fileError('create the folder', folder, cause)
+  })
+  try {
+    return await saveLocked(folder, plan, write)
+  } catch (cause) {
+    // A save that fails leaves what was there before, and before it there was no folder.
+    if (created !== undefined) await removeEmptyFolders(folder, created)
+    throw cause
+  }
+}
+
+/** `folder` and its parents up to `top`, each removed if empty: what mkdir made for a save that failed. */
+async function removeEmptyFolders(folder: string, top: string): Promise<void> {
+  const last = resolve(top)
+  for (let dir = resolve(folder); ; dir = dirname(dir)) {
+    const removed = await rmdir(dir).then(
+      () => true,
+      () => false,
+    )
+    if (!removed || dir === last) return
+  }
+}
+
+async function saveLocked(folder: string, plan: ModelPlan, write: (set: FileSet) => Promise<ModelWritten>): Promise<string[]> {
   const files = plan.shards.map((s) => s.file)
   const index = plan.index ?? (files.length > 1 ? DEFAULT_INDEX : undefined)
   const saved = index === undefined ? files : [...files, index]
   const names = modelNames(files, index)
-  await mkdir(folder, { recursive: true }).catch((cause) => {
-    throw fileError('create the folder', folder, cause)
-  })
   const unlock = await lockFolder(folder)
   try {
     const live = await liveModel(folder, names)

@@ -1,7 +1,7 @@
 // Progress of reads: bytes asked for and bytes arrived, reported as they land (not when a read ends),
 // so a page can show a bar for a tensor of a gigabyte. Every source reports through the same meter
 // (metered() below); sources that stream (HTTP, files, Blobs) report each chunk, others each read.
-import { type RangeSource, readInto } from './source.ts'
+import { type OnBytes, type RangeSource, readInto } from './source.ts'
 
 /** Bytes arrived out of the bytes asked for so far; `url` names the file over HTTP. */
 export interface Progress {
@@ -63,18 +63,13 @@ export class ProgressMeter {
  * Keeps `bytes` (zero-copy views of memory), `size` and `requestCost`; readRanges is counted like the reads.
  */
 export function metered<S extends RangeSource>(source: S, meter: ProgressMeter, url?: string): S {
-  async function counted<T>(
-    length: number,
-    onBytes: ((bytes: number) => void) | undefined,
-    run: (report: (bytes: number) => void) => Promise<T>,
-    received: (result: T) => number,
-  ): Promise<T> {
+  async function counted<T>(length: number, onBytes: OnBytes | undefined, run: (report: OnBytes) => Promise<T>, received: (result: T) => number): Promise<T> {
     meter.asked(length)
     let seen = 0
-    const report = (bytes: number) => {
+    const report = (bytes: number, done?: number) => {
       seen += bytes
       meter.arrived(bytes, url)
-      onBytes?.(bytes)
+      onBytes?.(bytes, done)
     }
     try {
       const result = await run(report)

@@ -4,7 +4,7 @@
 // otherwise lands in place. A column block of a row-major matrix is thousands of short runs a few
 // bytes apart: read as a few large reads instead of one request per row.
 import { PARALLEL_READS, runPool } from './pool.ts'
-import { type RangeSource, readInto } from './source.ts'
+import { type OnBytes, type RangeSource, readInto } from './source.ts'
 
 export interface PlannedRead {
   /** Relative to the tensor's first byte, like the runs. */
@@ -63,7 +63,7 @@ export async function readRuns(
   runs: ReadonlyArray<readonly [number, number]>,
   target: Uint8Array,
   signal?: AbortSignal,
-  onBytes?: (bytes: number) => void,
+  onBytes?: OnBytes,
 ): Promise<void> {
   const reads = planReads(runs, source.requestCost ?? 0)
   // A read of one run lands in place; a merged one in scratch, from which its runs are copied.

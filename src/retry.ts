@@ -14,14 +14,20 @@ export const RETRY_DELAY = { base: 200, max: 10_000, retryAfterMax: 60_000 }
 export const DEFAULT_RETRIES = 4
 export const DEFAULT_IDLE_TIMEOUT = 30_000
 
-/** retries and idleTimeout, checked: misuse is the caller's bug, so TypeError/RangeError, not Io. */
+/** The option `name`, an integer of at least `least`, checked: misuse is the caller's bug, so TypeError/RangeError, not Io. */
+export function integerOption(name: string, value: unknown, least: number): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, not ${typeof value}`)
+  if (!Number.isInteger(value) || value < least) throw new RangeError(`${name} must be an integer >= ${least}, not ${value}`)
+  return value
+}
+
+/** retries and idleTimeout, checked as integerOption does. */
 export function retrySettings(options: { retries?: unknown; idleTimeout?: unknown }): { retries: number; idleTimeout: number } {
   const { retries = DEFAULT_RETRIES, idleTimeout = DEFAULT_IDLE_TIMEOUT } = options
-  if (typeof retries !== 'number') throw new TypeError(`retries must be a number, not ${typeof retries}`)
-  if (!Number.isInteger(retries) || retries < 0) throw new RangeError(`retries must be an integer >= 0, not ${retries}`)
+  const checkedRetries = integerOption('retries', retries, 0)
   if (typeof idleTimeout !== 'number') throw new TypeError(`idleTimeout must be a number of milliseconds, not ${typeof idleTimeout}`)
   if (!(idleTimeout > 0)) throw new RangeError(`idleTimeout must be > 0 ms (Infinity turns it off), not ${idleTimeout}`)
-  return { retries, idleTimeout }
+  return { retries: checkedRetries, idleTimeout }
 }
 
 /** The wait before retry number `attempt` (0 for the first): the server's Retry-After if it sent one. */

@@ -3,6 +3,12 @@
 import { SafetensorsError } from './errors.ts'
 
 /**
+ * What a {@link RangeSource} tells of each part of a read as it lands: `bytes`, its length; `done`, from a
+ * source that lands parts in any order (a read in parallel chunks), the bytes complete at the front.
+ */
+export type OnBytes = (bytes: number, done?: number) => void
+
+/**
  * Any random-access source of a file's bytes: what {@link open} reads through, and what it takes to read from
  * storage of your own. Errors a source throws should be {@link SafetensorsError}s (`Io`, `Aborted`).
  */
@@ -15,11 +21,12 @@ export interface RangeSource {
   /**
    * Resolves to exactly `length` bytes starting at `offset`, or rejects. A source that receives its
    * bytes in parts may call `onBytes` with each part's length as it lands (progress); the parts add up
-   * to the bytes returned.
+   * to the bytes returned. Parts land front to back, unless the source passes `done`: then they land in
+   * any order (a read in parallel chunks), and `done` is how many bytes at the front are complete.
    */
-  read(offset: number, length: number, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<Uint8Array>
+  read(offset: number, length: number, signal?: AbortSignal, onBytes?: OnBytes): Promise<Uint8Array>
   /** Optional: fills `target` with the bytes from `offset` on, without an intermediate copy. */
-  readInto?(offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void): Promise<void>
+  readInto?(offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: OnBytes): Promise<void>
   /**
    * Optional: fills each range's `target` with the bytes from its `offset` on, in as few requests as the
    * source can make (HTTP: multi-range requests, where the server answers them). `onBytes` is told each
@@ -47,13 +54,7 @@ export const MEMORY_REQUEST_COST = 16 << 10
 export const LOCAL_REQUEST_COST = 64 << 10
 
 /** Reads bytes straight into `target` (a view of wasm memory, say), through readInto where a source has it. */
-export async function readInto(
-  source: RangeSource,
-  offset: number,
-  target: Uint8Array,
-  signal?: AbortSignal,
-  onBytes?: (bytes: number) => void,
-): Promise<void> {
+export async function readInto(source: RangeSource, offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: OnBytes): Promise<void> {
   if (target.length === 0) return
   if (source.readInto) return source.readInto(offset, target, signal, onBytes)
   const bytes = await source.read(offset, target.length, signal, onBytes)

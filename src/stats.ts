@@ -1,5 +1,17 @@
 // tensorStats: summary statistics and a histogram of F32 data, computed in wasm (assembly/stats.ts).
-import { reserveMemory, sharedCore } from './wasm.ts'
+import statsWasm from '../build/stats.wasm'
+import { reserveMemory, WasmModule } from './wasm.ts'
+
+/** The statistics module's functions (assembly/modules/stats.ts). */
+interface StatsExports {
+  heapBase(): number
+  statsPtr(): number
+  statsReset(): void
+  statsFirstPass(ptr: number, count: number): void
+  statsSecondPass(ptr: number, count: number, mean: number, lo: number, hi: number, bins: number, counts: number): void
+}
+
+const statsModule = /* @__PURE__ */ new WasmModule<StatsExports>(statsWasm)
 
 /** What {@link tensorStats} computes. */
 export interface TensorStats {
@@ -55,7 +67,7 @@ export function tensorStats(
 ): TensorStats {
   const bins = options.bins ?? 64
   if (!Number.isInteger(bins) || bins < 1 || bins > 1 << 16) throw new RangeError(`bins must be an integer from 1 to 65536, got ${bins}`)
-  const core = sharedCore()
+  const core = statsModule.shared()
   const { exports } = core
   const input = core.heapBase
   const counts = input + CHUNK * 4

@@ -5,7 +5,18 @@
 // Every chunk lands in a wasm memory of its own that never grows (so views into it survive the awaits
 // between a read and its conversion), is converted there in place, and leaves as one copy.
 import type { ByteOrder } from './byte-order.ts'
-import { byteLengthOf, type ConvertTarget, checkConversion, convertInto, elementCountOf, swapElementsInCore, targetOf } from './convert.ts'
+import {
+  byteLengthOf,
+  type ConvertTarget,
+  type Core,
+  checkConversion,
+  convertInto,
+  elementCountOf,
+  instantiate,
+  swapElementsInCore,
+  targetOf,
+} from './convert.ts'
+import { type SequentialReader, sequentialReader } from './downloads.ts'
 import type { DType } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import type { SafetensorsFile } from './file.ts'
@@ -13,7 +24,6 @@ import { type Header, notSafetensors, parseHeaderOfUnknownSize, readHeaderSize, 
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { packedStarts, type SlicePlan } from './slice.ts'
 import { abortedError, linkedAbort, readInto, throwIfAborted } from './source.ts'
-import { type Core, instantiate } from './wasm.ts'
 import { SafetensorsWriter, streamSink } from './writer.ts'
 
 /** Options of {@link SafetensorsFile.stream} (which adds `ranges`, a slice). */
@@ -127,10 +137,17 @@ export function tensorStream(file: SafetensorsFile, info: TensorInfo, runs: Slic
   let done = 0
   let converter: ChunkConverter | undefined
   let stop: ReturnType<typeof linkedAbort>
+  // One run (a tensor, a block of rows) is read ahead in parallel chunks over HTTP (src/downloads.ts).
+  let input: SequentialReader | undefined
+  const fill = (target: Uint8Array, pieces: Array<[number, number, number]>) =>
+    input
+      ? input.read(target)
+      : runPool(pieces, PARALLEL_READS, ([offset, into, length]) => readInto(file.source, start + offset, target.subarray(into, into + length), stop.signal))
   return new ReadableStream<Uint8Array>(
     {
       start(controller) {
         stop = linkedAbort(options.signal, (error) => controller.error(error))
+        if (runs.length === 1) input = sequentialReader(file.source, start + runs[0][0], runs[0][1], stop.signal)
       },
       async pull(controller) {
         try {
@@ -140,25 +157,24 @@ export function tensorStream(file: SafetensorsFile, info: TensorInfo, runs: Slic
             const pieces = piecesOf(runs, starts, cursor, done, inBytes)
             // Sized for this stream's largest chunk: a small tensor gets a small memory.
             converter ??= new ChunkConverter(Math.max(inBytes, byteLengthOf(to, elementCountOf(from, inBytes))))
-            const out = await converter.convert(from, to, file.byteOrder, inBytes, (target) =>
-              runPool(pieces, PARALLEL_READS, ([offset, into, length]) =>
-                readInto(file.source, start + offset, target.subarray(into, into + length), stop.signal),
-              ),
-            )
+            const out = await converter.convert(from, to, file.byteOrder, inBytes, (target) => fill(target, pieces))
             done += inBytes
             controller.enqueue(out.slice())
           }
           if (done === total) {
             stop.release()
+            input?.close()
             controller.close()
           }
         } catch (error) {
           stop.release()
+          input?.close()
           throw asSafetensorsError(error, `reading tensor ${JSON.stringify(info.name)}`)
         }
       },
       cancel(reason) {
         stop.release()
+        input?.close()
         stop.abort(reason)
       },
     },

@@ -1,10 +1,12 @@
-// The default entry inlines the wasm (via @rollup/plugin-wasm, sync): calling the import compiles it.
+// A .wasm import (rollup.config.js and vitest.config.ts say how each build resolves it): the module's bytes
+// in hex where they are inlined, the compiled module under workerd (src/wasm.ts, WasmSource).
 declare module '*.wasm' {
-  const compile: () => WebAssembly.Module
-  export default compile
+  const source: import('./wasm.ts').WasmSource
+  export default source
 }
-// The workerd entry imports the .wasm file as a module, which that runtime compiles ahead of time.
-declare module '*.wasm?module' {
-  const module: WebAssembly.Module
-  export default module
+// assembly/boundary.ts's constants by name (scripts/inline-wasm.js), imported as a namespace
+// (`boundary.RESULT_A`); test/boundary.test.ts checks that every name src/ reads is declared there.
+declare module '*/boundary.ts?constants' {
+  const constants: Readonly<Record<string, number>>
+  export = constants
 }

@@ -1,138 +1,117 @@
-// Loading the wasm core: one compiled module per process, cached; instances own their memory.
+// Loading the wasm core. It is four modules (assembly/modules/), each imported by the one source module
+// that calls it (the scanner by header.ts, the kernels by convert.ts, statistics by stats.ts, the hash by
+// checksum.ts), so that a bundle carries the wasm of the functions it uses and no other. Each module is
+// compiled once per process, on first use; instances own their memory.
 //
-// The shared core (sharedCore) is the scratch instance: its memory grows as needed, so no view into it
+// A module's shared instance is its scratch space: its memory grows as needed, so no view into it
 // outlives the call that made it. Results that must stay in wasm memory as long-lived views get an
-// instance of their own whose memory is sized once and never grown (instantiate with a fixed size):
+// instance of their own whose memory is sized once and never grown (instantiate with growable false):
 // memory.grow would detach every view.
-import { DTYPE_INFO, DTYPES } from './dtypes.ts'
 
-/** Reverses the bytes of each of `count` elements at `ptr`, in place. */
-export type SwapKernel = (ptr: number, count: number) => void
+/**
+ * What a `.wasm` import gives (src/wasm-modules.d.ts): the module's bytes in hex, inlined by the portable
+ * and Node builds (hex, not base64: gzip packs it a third smaller), or the compiled module, which workerd
+ * makes of the .wasm files beside its entry since it refuses to compile bytes at run time.
+ */
+export type WasmSource = string | WebAssembly.Module
 
-export interface CoreExports {
+/** The export every module has. */
+interface HeapBase {
   heapBase(): number
-  /** 1 in the SIMD build, 0 in the scalar one. */
-  simdBuild(): number
-  resultPtr(): number
-  dtypeTable(count: number): number
-  scanHeader(input: number, length: number, fileSize: number): number
-  scanIndex(input: number, length: number): number
-  /**
-   * Converts `count` elements at `src` from dtype `from` to `to` at `dst` (indices in DTYPES; in place
-   * allowed, see assembly/convert.ts); 0, touching nothing, where the pair has no kernel.
-   */
-  convertKernel(from: number, to: number, src: number, dst: number, count: number): number
-  /** Exponent bits | mantissa bits << 8 | bias << 16 of a format the kernels decode from its fields, else 0. */
-  floatFormat(dtype: number): number
-  byteSwap16: SwapKernel
-  byteSwap32: SwapKernel
-  byteSwap64: SwapKernel
-  statsPtr(): number
-  statsReset(): void
-  statsFirstPass(ptr: number, count: number): void
-  statsSecondPass(ptr: number, count: number, mean: number, lo: number, hi: number, bins: number, counts: number): void
-  /** XXH64 of `length` bytes at `ptr`; the u64 comes back as a signed bigint. */
-  xxh64(ptr: number, length: number, seed: bigint): bigint
-  /**
-   * Quantizes `blocks` blocks of 32 values at `src` (dtype index `from`: F32, F16 or BF16) to Q8_0 at `dst`
-   * (src == dst allowed); -1, the index of the first NaN or infinity, or -2 for another `from` (assembly/q8_0.ts).
-   */
-  quantizeQ8_0(from: number, src: number, dst: number, blocks: number): number
 }
 
-export interface Core {
-  readonly exports: CoreExports
+export interface WasmInstance<Exports> {
+  readonly exports: Exports
   readonly memory: WebAssembly.Memory
   /** The first byte of linear memory that JS manages (16-aligned). */
   readonly heapBase: number
 }
 
-export type Backend = 'simd' | 'scalar'
-
-export interface ModuleSources {
-  simd(): WebAssembly.Module
-  scalar(): WebAssembly.Module
-}
-
 const PAGE = 65536
 const MAX_PAGES = 65536
 
-// (module (func (result v128) v128.const 0)): validates only where WebAssembly SIMD is supported.
-const SIMD_PROBE = new Uint8Array([
-  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 22, 1, 20, 0, 253, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 11,
-])
-
-let sources: ModuleSources | undefined
-const modules: Partial<Record<Backend, WebAssembly.Module>> = {}
-let backend: Backend | undefined
-let shared: Core | undefined
-
-/** Called once by each package entry with the way it gets the compiled modules. */
-export function registerModules(entry: ModuleSources): void {
-  sources = entry
-}
-
-/** The build in use: SIMD where the runtime validates SIMD, else scalar. Tests may force one. */
-export function selectBackend(choice?: Backend): Backend {
-  const next = choice ?? backend ?? (WebAssembly.validate(SIMD_PROBE) ? 'simd' : 'scalar')
-  if (next !== backend) shared = undefined
-  backend = next
-  return next
-}
-
-function compiledModule(): WebAssembly.Module {
-  const which = selectBackend()
-  if (!sources) throw new TypeError('safetensors-wasm: no wasm module registered; import the package entry, not an internal file')
-  return (modules[which] ??= sources[which]())
-}
-
-/** A new instance with its own memory of at least `bytes` bytes above heapBase. */
-export function instantiate(bytes = 0, growable = true): Core {
-  const module = compiledModule()
-  // The static data needs a page; heapBase is known only after instantiation, so size from the module's.
-  const pages = 1 + Math.ceil((bytes + 16) / PAGE)
-  if (pages > MAX_PAGES) throw new RangeError(`cannot allocate ${bytes} bytes of wasm memory (4 GiB at most)`)
-  const memory = new WebAssembly.Memory(growable ? { initial: pages, maximum: MAX_PAGES } : { initial: pages })
-  const instance = new WebAssembly.Instance(module, { env: { memory } })
-  const exports = instance.exports as unknown as CoreExports
-  const heapBase = (exports.heapBase() + 15) & ~15
-  writeDtypeTable(exports, memory)
-  return { exports, memory, heapBase }
-}
-
-function writeDtypeTable(exports: CoreExports, memory: WebAssembly.Memory): void {
-  const table = new Uint8Array(memory.buffer, exports.dtypeTable(DTYPES.length), DTYPES.length * 16)
-  DTYPES.forEach((name, i) => {
-    table[i * 16] = name.length
-    table[i * 16 + 1] = DTYPE_INFO[name].bits
-    for (let j = 0; j < name.length; j++) table[i * 16 + 4 + j] = name.charCodeAt(j)
-  })
-}
-
-/** The process-wide scratch instance. */
-export function sharedCore(): Core {
-  return (shared ??= instantiate())
-}
-
-/** A shared core past this size is dropped after the call that grew it: wasm memory never shrinks. */
+/** A shared instance past this size is dropped after the call that grew it: wasm memory never shrinks. */
 const SHARED_KEEP_BYTES = 64 << 20
 
 /**
- * Lets the garbage collector take the shared core's memory back after a call that grew it a lot (a huge
- * header): otherwise the process would hold that memory for good. The next call makes a fresh one.
+ * Every runtime this package supports has WebAssembly SIMD, so there is one build, with SIMD. A runtime
+ * without it could only get a scalar build by carrying it in every bundle (parseHeader compiles
+ * synchronously, so it cannot be fetched on demand): there the CompileError becomes a TypeError that says
+ * what the module needs, with the runtime's own reason (which may be another, such as a page's CSP).
  */
-export function trimSharedCore(): void {
-  if (shared && shared.memory.buffer.byteLength > SHARED_KEEP_BYTES) shared = undefined
+function compile(hex: string): WebAssembly.Module {
+  try {
+    return new WebAssembly.Module(hexBytes(hex))
+  } catch (error) {
+    if (!(error instanceof WebAssembly.CompileError)) throw error
+    throw new TypeError(
+      `safetensors-wasm cannot compile its wasm, which needs WebAssembly SIMD (Chrome 91, Firefox 89, Safari 16.4 and later): ${error.message}`,
+    )
+  }
 }
 
-/** Grows a growable core so that [0, end) is addressable. */
-export function reserveMemory(core: Core, end: number): void {
-  const have = core.memory.buffer.byteLength
+/** The bytes of a hex string (two lower-case digits a byte, as the build writes them). */
+function hexBytes(hex: string): Uint8Array<ArrayBuffer> {
+  const bytes = new Uint8Array(hex.length >> 1)
+  // A digit's value from its char code: '0'-'9' are 0x30-0x39, 'a'-'f' 0x61-0x66 (bit 6 set: add 9).
+  const digit = (code: number) => (code & 0xf) + (code >> 6) * 9
+  for (let i = 0; i < bytes.length; i++) bytes[i] = (digit(hex.charCodeAt(2 * i)) << 4) | digit(hex.charCodeAt(2 * i + 1))
+  return bytes
+}
+
+export class WasmModule<Exports extends HeapBase> {
+  readonly #source: WasmSource
+  /** What every new instance needs before its first call, such as a table written from src/. */
+  readonly #prepare: (instance: WasmInstance<Exports>) => void
+  #module: WebAssembly.Module | undefined
+  #shared: WasmInstance<Exports> | undefined
+
+  constructor(source: WasmSource, prepare: (instance: WasmInstance<Exports>) => void = () => {}) {
+    this.#source = source
+    this.#prepare = prepare
+  }
+
+  #compiled(): WebAssembly.Module {
+    this.#module ??= typeof this.#source === 'string' ? compile(this.#source) : this.#source
+    return this.#module
+  }
+
+  /** A new instance with its own memory of at least `bytes` bytes above heapBase. */
+  instantiate(bytes = 0, growable = true): WasmInstance<Exports> {
+    const module = this.#compiled()
+    // The static data needs a page; heapBase is known only after instantiation, so size from the module's.
+    const pages = 1 + Math.ceil((bytes + 16) / PAGE)
+    if (pages > MAX_PAGES) throw new RangeError(`cannot allocate ${bytes} bytes of wasm memory (4 GiB at most)`)
+    const memory = new WebAssembly.Memory(growable ? { initial: pages, maximum: MAX_PAGES } : { initial: pages })
+    const exports = new WebAssembly.Instance(module, { env: { memory } }).exports as unknown as Exports
+    const instance = { exports, memory, heapBase: (exports.heapBase() + 15) & ~15 }
+    this.#prepare(instance)
+    return instance
+  }
+
+  /** The process-wide scratch instance. */
+  shared(): WasmInstance<Exports> {
+    this.#shared ??= this.instantiate()
+    return this.#shared
+  }
+
+  /**
+   * Lets the garbage collector take the shared instance's memory back after a call that grew it a lot (a
+   * huge header): otherwise the process would hold that memory for good. The next call makes a fresh one.
+   */
+  trimShared(): void {
+    if (this.#shared && this.#shared.memory.buffer.byteLength > SHARED_KEEP_BYTES) this.#shared = undefined
+  }
+}
+
+/** Grows a growable instance so that [0, end) is addressable. */
+export function reserveMemory(instance: WasmInstance<unknown>, end: number): void {
+  const have = instance.memory.buffer.byteLength
   if (end <= have) return
   const pages = Math.ceil((end - have) / PAGE)
   try {
-    core.memory.grow(Math.max(pages, have / PAGE / 2) | 0)
+    instance.memory.grow(Math.max(pages, have / PAGE / 2) | 0)
   } catch {
-    core.memory.grow(pages)
+    instance.memory.grow(pages)
   }
 }

@@ -2,6 +2,8 @@
 // files and real failures: a PNG and random bytes, a missing file, an HTTP 404, an existing file or folder in
 // the output's place, a missing folder, a full disk (a 1 MiB tmpfs). Expected values come from package.json,
 // the test's own reading of the files (writer-reference.ts) and the format's definition, never from the CLI.
+
+import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -189,6 +191,14 @@ describe('validate: exit 0 all valid, 1 any invalid, 3 none invalid but one unre
     const line = JSON.parse(run.stdout)
     expect(line).toMatchObject({ file: missing, valid: false, code: 'Io' })
     expect(line.message).toContain('ENOENT')
+  })
+
+  test('a named pipe: exit 3 at once (opening one waits for a writer that never comes), an Io line that says what it is', async () => {
+    const fifo = join(scratch(), 'pipe.safetensors')
+    execFileSync('mkfifo', [fifo])
+    const run = await cli('validate', fifo, '--json')
+    expect(run).toMatchObject({ code: 3, stderr: '' })
+    expect(JSON.parse(run.stdout)).toMatchObject({ file: fifo, valid: false, code: 'Io', message: `cannot open ${fifo}: it is a named pipe, not a file` })
   })
 
   test('an HTTP 404: exit 3; the same server serving the file: exit 0', async () => {

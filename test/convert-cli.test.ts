@@ -3,7 +3,7 @@
 // (round to nearest even written with double arithmetic), never from the library's kernels.
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
@@ -675,10 +675,10 @@ describe.skipIf(fullDiskUnavailable !== undefined)('convert: failed writes', () 
     const weightMap = Object.fromEntries(tensors.map((t, i) => [t.name, shards[i >> 1]]))
     writeFileSync(join(model, 'model.safetensors.index.json'), pythonJsonDumps({ metadata: { total_size: 64 << 20 }, weight_map: weightMap }))
     writeFileSync(join(model, 'config.json'), '{"torch_dtype": "float32"}\n')
-    // 32 MiB/s: the first 16 MiB chunk takes half a second, and the write that fails overlaps the next read.
+    // 32 MiB/s a connection: the first 16 MiB chunk takes half a second, and the write that fails overlaps the next read.
     slow = await serveFiles(
       { 'model.safetensors': input, ...Object.fromEntries([...shards, 'model.safetensors.index.json'].map((f) => [`model/${f}`, join(model, f)])) },
-      { rate: 32 << 20 },
+      { bandwidth: { perConnection: 32 << 20 } },
     )
     disk = mountTmpfs('4m')
     readOnly = mountTmpfs('1m', 'ro')
@@ -712,6 +712,19 @@ describe.skipIf(fullDiskUnavailable !== undefined)('convert: failed writes', () 
           .digest('hex')
     }
     return files
+  }
+
+  /** The files under `dir` this process still holds open (a deleted temporary file's space comes back only once closed). */
+  function openFilesUnder(dir: string): string[] {
+    return readdirSync('/proc/self/fd')
+      .map((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`)
+        } catch {
+          return ''
+        }
+      })
+      .filter((target) => target.startsWith(`${dir}/`))
   }
 
   const earlierOutput = randomBytes(1 << 20, prng(20))
@@ -775,6 +788,23 @@ describe.skipIf(fullDiskUnavailable !== undefined)('convert: failed writes', () 
       expect(snapshot(dir)).toEqual(before)
       await expectIoNaming(() => saveModel(dir, [...big, { ...big[0], name: 'v' }], { maxShardSize: 4 << 20 }), dir)
       expect(snapshot(dir)).toEqual(before)
+      expect(openFilesUnder(dir)).toEqual([])
+    } finally {
+      cleanup()
+    }
+  })
+
+  test('a model saved into a new folder that fails leaves no folder behind', async () => {
+    const { dir, cleanup } = onFullDisk('earlier.bin', earlierOutput)
+    try {
+      const big = [{ name: 'w', dtype: 'F32' as const, shape: [2 << 20], data: new Float32Array(2 << 20) }]
+      await expectIoNaming(() => convertModel(model, join(dir, 'converted', 'model'), { dtype: 'F32', maxShardSize: 4 << 20 }), join(dir, 'converted', 'model'))
+      await expectIoNaming(
+        () => saveModel(join(dir, 'saved', 'model'), [...big, { ...big[0], name: 'v' }], { maxShardSize: 4 << 20 }),
+        join(dir, 'saved', 'model'),
+      )
+      expect(ls(dir)).toEqual(['earlier.bin'])
+      expect(openFilesUnder(dir)).toEqual([])
     } finally {
       cleanup()
     }

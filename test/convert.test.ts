@@ -1,9 +1,9 @@
 // The conversion kernels and convert()/byteSwap(), against the independent reference in
 // float-reference.ts, for both wasm builds.
-import { beforeAll, describe, expect, test } from 'vitest'
-import { byteLengthOf, convertInto, DEDICATED_MIN_BYTES } from '../src/convert.ts'
+import { describe, expect, test } from 'vitest'
+import { byteLengthOf, convertInto, DEDICATED_MIN_BYTES, instantiate, kernelModule } from '../src/convert.ts'
 import { byteSwap, convert, DTYPE_INFO, type DType, SafetensorsError, type TypedArray } from '../src/node.ts'
-import { instantiate, reserveMemory, selectBackend, sharedCore } from '../src/wasm.ts'
+import { reserveMemory } from '../src/wasm.ts'
 import {
   bigintToF32,
   decodeToF32Bits,
@@ -250,20 +250,11 @@ describe('the reference agrees with values from the format specifications', () =
   })
 })
 
-// 1,000,000 random F32 bit patterns and their reference encodings, computed once for both builds.
+// 1,000,000 random F32 bit patterns and their reference encodings, computed once.
 const RANDOM_F32 = randomBytes(4_000_000, 7)
 const randomExpected: Partial<Record<'F16' | 'BF16', Uint8Array>> = {}
 
-describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
-  beforeAll(() => {
-    selectBackend(backend)
-  })
-
-  test('the selected build is in use', () => {
-    expect(sharedCore().exports.simdBuild()).toBe(backend === 'simd' ? 1 : 0)
-    expect(instantiate(0, false).exports.simdBuild()).toBe(backend === 'simd' ? 1 : 0)
-  })
-
+describe('the kernels', () => {
   describe('every code to F32', () => {
     test.each(['BF16', 'F16'] as const)('all 65,536 %s patterns', (name) => {
       checkConvert(name, 'F32', everyCode(16), name)
@@ -599,9 +590,9 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
       const first = convert(input, 'F16', 'F32')
       const second = convert(input, 'BF16', 'F32')
       expect(first.buffer).not.toBe(second.buffer)
-      expect(first.buffer).not.toBe(sharedCore().memory.buffer)
+      expect(first.buffer).not.toBe(kernelModule.shared().memory.buffer)
       // Grow the shared core well past its size: a view of it would be detached now.
-      reserveMemory(sharedCore(), sharedCore().memory.buffer.byteLength + (64 << 20))
+      reserveMemory(kernelModule.shared(), kernelModule.shared().memory.buffer.byteLength + (64 << 20))
       convert(randomBytes(1 << 16, 2), 'BF16', 'F32')
       expect(first.length).toBe(65536 * repeats)
       for (const [name, result] of [

@@ -33,6 +33,8 @@ export interface TestServer {
   ranges(): string[]
   /** Resolves once every response so far is over (finished, or its connection closed), so the log is final. */
   settled(): Promise<void>
+  /** Responses begun and not yet over (finished, or their connection closed). */
+  open(): Promise<number>
   clear(): void
   close(): Promise<void>
 }
@@ -46,6 +48,7 @@ export async function startServer(handler: Handler, options: { cors?: boolean } 
   const log: Logged[] = []
   const closed: Array<Promise<void>> = []
   let count = 0
+  let open = 0
   const server = createServer((req, res) => {
     if (options.cors) {
       res.setHeader('Access-Control-Allow-Origin', '*')
@@ -70,7 +73,8 @@ export async function startServer(handler: Handler, options: { cors?: boolean } 
       // kept as sent: a handler answers 404 to a path it does not know
     }
     log.push(entry)
-    closed.push(waitForClose(res))
+    open++
+    closed.push(waitForClose(res).then(() => void open--))
     res.on('close', () => void (entry.status = res.statusCode))
     Promise.resolve(handler(req, res, entry)).catch((error) => {
       if (!res.headersSent) res.writeHead(599)
@@ -89,6 +93,7 @@ export async function startServer(handler: Handler, options: { cors?: boolean } 
     bytesSent: () => log.reduce((s, e) => s + e.bytesSent, 0),
     ranges: () => log.filter((e) => e.method === 'GET').map((e) => e.range ?? ''),
     settled: async () => void (await Promise.all(closed)),
+    open: async () => open,
     clear: () => {
       log.length = 0
       closed.length = 0
@@ -181,8 +186,26 @@ export interface RangeOptions {
   multiRange?: 'whole' | 'first' | 'multipart'
   /** Milliseconds each response waits before its headers: a simulated round trip. */
   delay?: number
-  /** Most body bytes per second each response sends: a slow network or disk on the other side. */
-  rate?: number
+  /**
+   * Bytes per second the bodies may go out at: `perConnection` caps each response on its own (as a CDN
+   * caps each connection, nginx's limit_rate), `shared` all the responses of this handler together (a
+   * server's or a link's whole bandwidth).
+   */
+  bandwidth?: { perConnection?: number; shared?: number }
+}
+
+/** Paces writes at `rate` bytes per second: each write waits for its share of time, after the writes before it. */
+class Budget {
+  #free = 0
+  constructor(readonly rate: number) {}
+
+  async take(bytes: number): Promise<void> {
+    const now = performance.now()
+    this.#free = Math.max(now, this.#free) + (bytes / this.rate) * 1000
+    // Sent at the end of its slot: a write never goes out before the bytes before it have had their time.
+    const wait = this.#free - now
+    if (wait >= 1) await new Promise((resolve) => setTimeout(resolve, wait))
+  }
 }
 
 const BOUNDARY = '00000000000000000042'
@@ -193,7 +216,10 @@ const BOUNDARY = '00000000000000000042'
  * range past the end, HEAD, 404 for an unknown path. Faults come on top.
  */
 export function rangeHandler(lookup: (path: string, n: number) => Resource | Uint8Array | undefined, options: RangeOptions = {}): Handler {
+  const shared = options.bandwidth?.shared ? new Budget(options.bandwidth.shared) : undefined
+  const perConnection = options.bandwidth?.perConnection
   return async (req, res, log) => {
+    const budgets = [shared, perConnection ? new Budget(perConnection) : undefined].filter((b): b is Budget => b !== undefined)
     const found = lookup(log.path, log.n)
     if (!found || (req.method !== 'GET' && req.method !== 'HEAD')) {
       res.writeHead(found ? 405 : 404, { 'Content-Length': 0 })
@@ -202,6 +228,7 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
     if (options.delay) await new Promise((resolve) => setTimeout(resolve, options.delay))
     const resource = found instanceof Uint8Array ? bytesResource(found) : found
     const fault = options.fault?.(log.n, log)
+    const send = (resource: Resource, start: number, end: number) => sendBody(res, log, resource, start, end, fault, budgets)
     const { size } = resource
     const headers: Record<string, string | number> = { 'Accept-Ranges': 'bytes', 'Content-Type': 'application/octet-stream', 'Cache-Control': 'no-store' }
     if (resource.etag) headers.ETag = resource.etag
@@ -228,7 +255,7 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
         at += p.length
       }
       res.writeHead(206, { ...headers, 'Content-Type': `multipart/byteranges; boundary=${BOUNDARY}`, 'Content-Length': body.length })
-      return sendBody(res, log, bytesResource(body), 0, body.length, fault, options.rate)
+      return send(bytesResource(body), 0, body.length)
     }
     const first = several && options.multiRange === 'first' ? `bytes=${several[0].start}-${several[0].end}` : req.headers.range
     const range = stale || fault?.kind === 'ignoreRange' ? 'none' : parseRange(first, size)
@@ -240,11 +267,11 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
       if (fault?.kind === 'ignoreRange' && fault.encoding === 'gzip') {
         const gzipped = gzipSync(resource.read(0, size))
         res.writeHead(200, { ...headers, 'Content-Encoding': 'gzip', 'Content-Length': gzipped.length })
-        return sendBody(res, log, bytesResource(gzipped), 0, gzipped.length, fault, options.rate)
+        return send(bytesResource(gzipped), 0, gzipped.length)
       }
       if (!(fault?.kind === 'ignoreRange' && fault.encoding === 'chunked')) headers['Content-Length'] = size
       res.writeHead(200, headers)
-      return sendBody(res, log, resource, 0, req.method === 'HEAD' ? 0 : size, fault, options.rate)
+      return send(resource, 0, req.method === 'HEAD' ? 0 : size)
     }
     // [start, end) is what Content-Range says, [start, bodyEnd) what is sent.
     let { start, end } = range
@@ -260,7 +287,7 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
     headers['Content-Length'] = bodyEnd - start + (fault?.kind === 'extra' ? 16 : 0)
     res.writeHead(206, headers)
     if (req.method === 'HEAD') return void res.end()
-    await sendBody(res, log, resource, start, bodyEnd, fault, options.rate)
+    await send(resource, start, bodyEnd)
     if (fault?.kind === 'extra' && !res.destroyed) {
       await write(res, log, new Uint8Array(16).fill(0xee))
       res.end()
@@ -273,12 +300,15 @@ export function ignoreRangeHandler(lookup: Parameters<typeof rangeHandler>[0]): 
   return rangeHandler(lookup, { fault: () => ({ kind: 'ignoreRange' }) })
 }
 
-/** Serves `files` (URL name -> path on disk), as a static file server does; `fault` and `rate` as in rangeHandler. */
-export function serveFiles(files: Record<string, string>, options: { cors?: boolean; fault?: RangeOptions['fault']; rate?: number } = {}): Promise<TestServer> {
+/** Serves `files` (URL name -> path on disk), as a static file server does; `fault` and `bandwidth` as in rangeHandler. */
+export function serveFiles(
+  files: Record<string, string>,
+  options: { cors?: boolean; fault?: RangeOptions['fault']; bandwidth?: RangeOptions['bandwidth'] } = {},
+): Promise<TestServer> {
   return startServer(
     rangeHandler((path) => (Object.hasOwn(files, path.slice(1)) ? fileResource(files[path.slice(1)]) : undefined), {
       fault: options.fault,
-      rate: options.rate,
+      bandwidth: options.bandwidth,
     }),
     options,
   )
@@ -315,17 +345,19 @@ const CHUNK = 64 * 1024
 
 const waitForClose = (res: ServerResponse) => new Promise<void>((resolve) => (res.destroyed ? resolve() : res.on('close', () => resolve())))
 
-/** Writes `chunk`, counts it, and resolves once it is handed to the socket (or the socket is gone). */
-function write(res: ServerResponse, log: Logged, chunk: Uint8Array): Promise<void> {
+/** Writes `chunk` (once each of `budgets` allows), counts it, and resolves once it is handed to the socket (or the socket is gone). */
+async function write(res: ServerResponse, log: Logged, chunk: Uint8Array, budgets: Budget[] = []): Promise<void> {
+  for (const budget of budgets) await budget.take(chunk.length)
+  if (res.destroyed) return
   log.bytesSent += chunk.length
   return new Promise((resolve) => res.write(chunk, () => resolve()))
 }
 
 /**
- * Sends bytes [start, end) of `resource` in 64 KiB chunks, each once the last one reached the socket,
- * so the client runs between chunks as on a real network, and the count stops where the client went
- * away. A body fault strikes at its fraction of the body; 'extra' leaves the response open for more.
- * With `rate`, each chunk waits until the bytes sent so far are no more than `rate` per second.
+ * Sends bytes [start, end) of `resource` in 64 KiB chunks, each once the last one reached the socket
+ * and `budgets` allow it, so the client runs between chunks as on a real network, and the count stops
+ * where the client went away. A body fault strikes at its fraction of the body; 'extra' leaves the
+ * response open for more.
  */
 async function sendBody(
   res: ServerResponse,
@@ -334,15 +366,11 @@ async function sendBody(
   start: number,
   end: number,
   fault: Fault | undefined,
-  rate?: number,
+  budgets: Budget[],
 ): Promise<void> {
   const cutAt = fault && 'at' in fault && typeof fault.at === 'number' ? start + Math.floor((end - start) * fault.at) : end
-  const began = performance.now()
   const send = async (from: number, to: number) => {
-    for (let at = from; at < to && !res.destroyed; at += CHUNK) {
-      if (rate) await new Promise((resolve) => setTimeout(resolve, began + ((at - start) / rate) * 1000 - performance.now()))
-      await write(res, log, resource.read(at, Math.min(to, at + CHUNK)))
-    }
+    for (let at = from; at < to && !res.destroyed; at += CHUNK) await write(res, log, resource.read(at, Math.min(to, at + CHUNK)), budgets)
   }
   await send(start, cutAt)
   if (fault?.kind === 'pause') {

@@ -29,9 +29,10 @@ export interface Nginx {
   origin: string
   /**
    * A TestServer view of the URLs under `prefix`: '/ranged' (Range honoured; under /ranged/auth/ only with
-   * "Authorization: Bearer s3cret") or '/norange' (max_ranges 0: Range ignored, 200 with the whole file).
+   * "Authorization: Bearer s3cret"), '/norange' (max_ranges 0: Range ignored, 200 with the whole file) or
+   * '/capped' (Range honoured, each response at most 25 MB/s: limit_rate, as CDNs cap each connection).
    */
-  server(prefix: '/ranged' | '/norange'): TestServer
+  server(prefix: '/ranged' | '/norange' | '/capped'): TestServer
   close(): Promise<void>
 }
 
@@ -60,6 +61,7 @@ http {
     }
     location /ranged/ { alias ${root}/; }
     location /norange/ { alias ${root}/; max_ranges 0; }
+    location /capped/ { alias ${root}/; limit_rate 25m; }
     location = /status { stub_status; access_log off; }
   }
 }
@@ -121,8 +123,9 @@ export async function startNginx(binary: string, root: string): Promise<Nginx> {
         return { n, method: e.method, path: e.path, range: e.range || undefined, headers, status: e.status, bytesSent: e.bytes }
       })
   // "Writing: 1" is the status request itself: no other response is in progress.
+  const open = async () => Number(/Writing: (\d+) /.exec(await (await fetch(`${origin}/status`)).text())![1]) - 1
   const settled = async () => {
-    while (!/Writing: 1 /.test(await (await fetch(`${origin}/status`)).text())) await new Promise((resolve) => setTimeout(resolve, 10))
+    while ((await open()) > 0) await new Promise((resolve) => setTimeout(resolve, 10))
   }
   return {
     origin,
@@ -144,6 +147,7 @@ export async function startNginx(binary: string, root: string): Promise<Nginx> {
             .filter((e) => e.method === 'GET')
             .map((e) => e.range ?? ''),
         settled,
+        open,
         clear: () => void (skip += log().length),
         close: async () => {},
       }

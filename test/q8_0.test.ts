@@ -1,11 +1,10 @@
 // The Q8_0 kernel against gguf-py's bytes (test/fixtures/gguf/q8_0, made by scripts/make-q8-vectors.py) and
-// against the second implementation in q8_0-reference.ts, in both wasm builds.
+// against the second implementation in q8_0-reference.ts.
 import { readFileSync } from 'node:fs'
-import { beforeAll, describe, expect, test } from 'vitest'
-import { quantizeQ8_0, quantizeQ8_0Into } from '../src/gguf/q8_0.ts'
+import { describe, expect, test } from 'vitest'
+import { q8Module, quantizeQ8_0 } from '../src/gguf/q8_0.ts'
 import { SafetensorsError } from '../src/node.ts'
-import { reserveMemory, selectBackend, sharedCore } from '../src/wasm.ts'
-import { decodeToF32Bits, f32FromBits } from './float-reference.ts'
+import { reserveMemory } from '../src/wasm.ts'
 import { referenceQ8_0 } from './q8_0-reference.ts'
 import { mulberry32 } from './random.ts'
 
@@ -67,16 +66,17 @@ test('the reference gives gguf-py bytes on every golden block', () => {
   expectSameBlocks(referenceQ8_0(GOLDEN_VALUES), GOLDEN_Q8_0, GOLDEN_VALUES, goldenCase)
 })
 
-describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
-  beforeAll(() => {
-    selectBackend(backend)
-    return () => void selectBackend('simd')
-  })
+/** Runs the kernel on `values` copied to `offset` bytes past the heap base of the module's shared instance, in place. */
+function quantizeInWasm(values: Float32Array, offset: number): { result: number; memory: Uint8Array } {
+  const core = q8Module.shared()
+  const at = core.heapBase + offset
+  reserveMemory(core, at + values.byteLength)
+  const memory = new Uint8Array(core.memory.buffer, at, values.byteLength)
+  memory.set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength))
+  return { result: core.exports.quantizeQ8_0(at, at, values.length / 32), memory }
+}
 
-  test('runs in the build asked for', () => {
-    expect(sharedCore().exports.simdBuild()).toBe(backend === 'simd' ? 1 : 0)
-  })
-
+describe('the kernel', () => {
   test('byte-identical to gguf-py on the golden vectors', () => {
     expectSameBlocks(quantizeQ8_0(GOLDEN_VALUES), GOLDEN_Q8_0, GOLDEN_VALUES, goldenCase)
   })
@@ -86,46 +86,11 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
     expectSameBlocks(quantizeQ8_0(values), referenceQ8_0(values), values, (b) => `random block ${b}`)
   })
 
-  test.each(['F16', 'BF16'] as const)('from %s in wasm memory, in place: its F32 values quantized', (from) => {
-    const next = mulberry32(from === 'F16' ? 16 : 17)
-    const finite = (code: number) => (from === 'F16' ? (code & 0x7c00) !== 0x7c00 : (code & 0x7f80) !== 0x7f80)
-    // 4,001 blocks: whole groups of blocks and a partial one.
-    const codes = new Uint16Array(4001 * 32)
-    for (let i = 0; i < codes.length; i++) {
-      do codes[i] = next() & 0xffff
-      while (!finite(codes[i]))
-    }
-    const values = Float32Array.from(codes, (code) => f32FromBits(decodeToF32Bits(from, code)))
-    const core = sharedCore()
-    reserveMemory(core, core.heapBase + codes.byteLength)
-    new Uint16Array(core.memory.buffer, core.heapBase, codes.length).set(codes)
-    quantizeQ8_0Into(core, core.heapBase, core.heapBase, codes.length, from)
-    const result = new Uint8Array(core.memory.buffer, core.heapBase, (codes.length / 32) * 34)
-    expectSameBlocks(result, referenceQ8_0(values), values, (b) => `${from} block ${b}`)
-  })
-
-  test.each([
-    ['F16', 0x7c00, 'Infinity'],
-    ['BF16', 0xffc1, 'NaN'],
-  ] as const)('refuses a non-finite %s value past the first groups, naming it', (from, code, text) => {
-    const codes = new Uint16Array(200 * 32).fill(0x3c00)
-    codes[150 * 32 + 7] = code
-    const core = sharedCore()
-    reserveMemory(core, core.heapBase + codes.byteLength)
-    new Uint16Array(core.memory.buffer, core.heapBase, codes.length).set(codes)
-    expect(() => quantizeQ8_0Into(core, core.heapBase, core.heapBase, codes.length, from, 'lm_head.weight')).toThrow(
-      `cannot quantize lm_head.weight to Q8_0: element ${150 * 32 + 7} is ${text}, which Q8_0 cannot hold`,
-    )
-  })
-
-  test('F32 in place in wasm memory, at an odd address', () => {
+  test('in place in wasm memory, at an odd address', () => {
     const values = randomBlocks(64, 5)
-    const core = sharedCore()
-    const at = core.heapBase + 3
-    reserveMemory(core, at + values.byteLength)
-    new Uint8Array(core.memory.buffer, at, values.byteLength).set(new Uint8Array(values.buffer))
-    quantizeQ8_0Into(core, at, at, values.length, 'F32')
-    expectSameBlocks(new Uint8Array(core.memory.buffer, at, 64 * 34).slice(), referenceQ8_0(values), values, (b) => `block ${b}`)
+    const { result, memory } = quantizeInWasm(values, 3)
+    expect(result).toBe(-1)
+    expectSameBlocks(memory.slice(0, 64 * 34), referenceQ8_0(values), values, (b) => `block ${b}`)
   })
 
   test.each([
@@ -152,17 +117,18 @@ describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
   test('a refused block and those after it are left as they were, those before written', () => {
     const values = randomBlocks(8, 9)
     values[3 * 32 + 5] = Number.NaN
-    const core = sharedCore()
-    reserveMemory(core, core.heapBase + values.byteLength)
-    const memory = new Uint8Array(core.memory.buffer, core.heapBase, values.byteLength)
-    memory.set(new Uint8Array(values.buffer))
-    const before = memory.slice()
-    expect(() => quantizeQ8_0Into(core, core.heapBase, core.heapBase, values.length, 'F32', 'model.layers.0.mlp.up_proj.weight', 64)).toThrow(
-      'cannot quantize model.layers.0.mlp.up_proj.weight to Q8_0: element 165 is NaN, which Q8_0 cannot hold',
+    const { result, memory } = quantizeInWasm(values, 0)
+    expect(result).toBe(3 * 32 + 5)
+    expect(hex(memory.subarray(0, 3 * 34))).toBe(hex(referenceQ8_0(values.subarray(0, 3 * 32))))
+    expect(hex(memory.subarray(3 * 128))).toBe(hex(new Uint8Array(values.buffer, 3 * 128)))
+  })
+
+  test("the error names the caller's tensor and counts from its first value", () => {
+    const values = randomBlocks(2048, 11)
+    values[40_000] = Number.NEGATIVE_INFINITY
+    expect(() => quantizeQ8_0(values, undefined, { name: 'model.layers.0.mlp.up_proj.weight', first: 64 })).toThrow(
+      'cannot quantize model.layers.0.mlp.up_proj.weight to Q8_0: element 40064 is -Infinity, which Q8_0 cannot hold',
     )
-    const expected = referenceQ8_0(values.subarray(0, 3 * 32))
-    expect(hex(memory.subarray(0, 3 * 34))).toBe(hex(expected))
-    expect(hex(memory.subarray(3 * 128))).toBe(hex(before.subarray(3 * 128)))
   })
 })
 
@@ -193,9 +159,5 @@ describe('the API', () => {
     expect(() => quantizeQ8_0(new Float64Array(32) as unknown as Float32Array)).toThrow(TypeError)
     expect(() => quantizeQ8_0([1, 2] as unknown as Float32Array)).toThrow(TypeError)
     expect(() => quantizeQ8_0(new Float32Array(32), new Uint16Array(17) as unknown as Uint8Array)).toThrow(TypeError)
-  })
-
-  test('a source dtype the kernel does not read is a TypeError', () => {
-    expect(() => quantizeQ8_0Into(sharedCore(), 0, 0, 32, 'F64' as 'F32')).toThrow(new TypeError('Q8_0 quantizes F32, F16 or BF16, got F64'))
   })
 })

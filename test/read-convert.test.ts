@@ -1,10 +1,9 @@
 // Reads with { dtype: 'F16' } and { dtype: 'BF16' } from BF16, F8 and F64 tensors, bit-exact against the
-// independent reference, for both wasm builds and on both paths of src/file.ts: small results through the
+// independent reference, on both paths of src/file.ts: small results through the
 // shared core in chunks, large widening (and same-width) results converted in a memory of their own.
-import { beforeAll, describe, expect, test } from 'vitest'
+import { describe, expect, test } from 'vitest'
 import { DEDICATED_MIN_BYTES } from '../src/convert.ts'
 import { open } from '../src/index.ts'
-import { selectBackend } from '../src/wasm.ts'
 import { referenceConvert } from './float-reference.ts'
 import { buildFile, bytesOf, expectSameBytes, rng } from './read-helpers.ts'
 
@@ -36,12 +35,7 @@ const SMALL = [
   { name: 'f64', dtype: 'F64', bytes: doubles(), width: 8 },
 ] as const
 
-describe.each(['simd', 'scalar'] as const)('%s build', (backend) => {
-  beforeAll(() => {
-    selectBackend(backend)
-    return () => void selectBackend('simd')
-  })
-
+describe('reads converted to F16 and BF16', () => {
   const file = buildFile(SMALL.map((t) => ({ name: t.name, dtype: t.dtype, shape: [t.bytes.length / t.width], bytes: t.bytes })))
   const cases = SMALL.flatMap((t) => (['F16', 'BF16'] as const).filter((to) => to !== t.dtype).map((to) => [t.name, t.dtype, to] as const))
 

@@ -305,7 +305,7 @@ describe('the packed package in bundlers, run in each browser engine', () => {
     const pkgDir = join(consumer, 'node_modules/safetensors-wasm')
     expect(lstatSync(pkgDir).isSymbolicLink()).toBe(false)
     const { files, outside } = browserGraph(pkgDir)
-    expect(files).toEqual(expect.arrayContaining(['dist/index.js', 'dist/shared.js']))
+    expect(files).toEqual(expect.arrayContaining(['dist/index.js', 'dist/file.js', 'dist/header.wasm.js']))
     expect(outside).toEqual([])
     for (const file of files) expect(readFileSync(join(pkgDir, file), 'utf8').split('node:').length - 1, file).toBe(0)
   })

@@ -41,7 +41,7 @@ function workerdConfig(configDir: string, entry: string, workers: WorkerSpec[]):
   // embed takes a path relative to the config file (an absolute one is looked up in the import path).
   const embed = (path: string) => `embed ${JSON.stringify(relative(configDir, path))}`
   // Module names are how imports resolve: the worker imports 'safetensors-wasm', and the entry's
-  // './core-simd.wasm' resolves, relative to that name, to 'core-simd.wasm'.
+  // './header.wasm' resolves, relative to that name, to 'header.wasm'.
   const worker = (w: WorkerSpec) => {
     const modules = [
       `(name = "worker.js", esModule = ${embed(join(ROOT, 'test/workerd', w.file))})`,

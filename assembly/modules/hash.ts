@@ -1,0 +1,3 @@
+// XXH64, the cache's checksum: build/hash.wasm, used by src/checksum.ts.
+export { xxh64 } from '../hash';
+export { heapBase } from '../heap';

@@ -1,0 +1,3 @@
+// Tensor statistics: build/stats.wasm, used by src/stats.ts.
+export { statsPtr, statsReset, statsFirstPass, statsSecondPass } from '../stats';
+export { heapBase } from '../heap';

@@ -1,0 +1,23 @@
+// How open() reads through a `cache` option without importing the cache itself (src/cache.ts): the cache's
+// code comes with createCache(), so a page that never makes a cache does not carry it.
+import type { RangeCache } from './cache.ts'
+import type { HttpSource } from './http.ts'
+
+/** The method by which a cache made by createCache() wraps an HTTP source. */
+export const readThrough = Symbol('readThrough')
+
+interface ReadThrough {
+  [readThrough](http: HttpSource): HttpSource
+}
+
+/** Throws the TypeError of a `cache` option that createCache() did not make. */
+export function checkCache(cache: unknown): asserts cache is RangeCache | undefined {
+  if (cache !== undefined && typeof (cache as Partial<ReadThrough> | null)?.[readThrough] !== 'function')
+    throw new TypeError(`cache must be a RangeCache made by createCache(), not ${Object.prototype.toString.call(cache)}`)
+}
+
+/** `http` read through `cache` (when there is one). */
+export function withCache(http: HttpSource, cache: RangeCache | undefined): HttpSource {
+  checkCache(cache)
+  return cache ? (cache as unknown as ReadThrough)[readThrough](http) : http
+}
