@@ -70,7 +70,7 @@ function f8E4m3ToF16Table() {
 
 // ---- The kernels on data already in wasm memory ----
 
-/** An instance of a kernel module (build/convert.wasm, build/q8_0.wasm) with its own memory holding an input and an output region. */
+/** An instance of build/`name`.wasm (the kernels by default) with its own memory holding an input and an output region. */
 export function kernelInstance(inBytes, outBytes, name = 'convert') {
   const module = new WebAssembly.Module(readFileSync(new URL(`../build/${name}.wasm`, import.meta.url)))
   const memory = new WebAssembly.Memory({ initial: 2 + Math.ceil((inBytes + outBytes + 32) / 65536) })

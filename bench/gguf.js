@@ -1,12 +1,35 @@
-// Q8_0 quantization speed: the kernel (build/q8_0.wasm) on F32 already in wasm memory, as the GGUF converter
-// runs it, against the fastest plain JavaScript a user would write.
+// Q8_0 quantization speed: quantizeQ8_0 (src/gguf/q8_0.ts, bundled here with esbuild, as it is not a package
+// export) and the raw kernel in wasm memory, against the fastest plain JavaScript a user would write.
 // Run after `npm run build`: `node bench/gguf.js [values]`, or import { run }.
+import { readFileSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
 import { f32BitsToF16, kernelInstance } from './convert.js'
 import { compare } from './util.js'
 
+/** quantizeQ8_0 from the sources, with build/'s wasm inlined as scripts/inline-wasm.js does it. */
+async function loadQuantizer() {
+  const { build } = await import('esbuild')
+  const root = new URL('..', import.meta.url).pathname
+  const wasm = {
+    name: 'wasm',
+    setup(plugin) {
+      plugin.onResolve({ filter: /\.wasm$/ }, (args) => ({ path: `${root}build/${args.path.split('/').pop()}` }))
+      plugin.onLoad({ filter: /\.wasm$/ }, (args) => ({ contents: `export default ${JSON.stringify(readFileSync(args.path).toString('hex'))}`, loader: 'js' }))
+    },
+  }
+  const { outputFiles } = await build({
+    stdin: { contents: "export { quantizeQ8_0 } from './src/gguf/q8_0.ts'", resolveDir: root, loader: 'ts' },
+    bundle: true,
+    format: 'esm',
+    write: false,
+    plugins: [wasm],
+  })
+  return (await import(`data:text/javascript,${encodeURIComponent(outputFiles[0].text)}`)).quantizeQ8_0
+}
+
 /** Runs every measurement on `count` values (a multiple of 32); prints the table and returns the rows. */
 export async function run({ count = 16 << 20, log = console.log } = {}) {
+  const quantizeQ8_0 = await loadQuantizer()
   const blocks = count / 32
   // Weights of a typical spread: normal-ish, about 0.02.
   const values = Float32Array.from({ length: count }, () => (Math.random() + Math.random() + Math.random() - 1.5) * 0.04)
@@ -38,28 +61,32 @@ export async function run({ count = 16 << 20, log = console.log } = {}) {
       }
     }
   }
-  const instance = kernelInstance(count * 4, blocks * 34, 'q8_0')
-  const { memory, src, dst } = instance
-  const exports = /** @type {import('../src/gguf/q8_0.ts').Q8_0Exports} */ (/** @type {unknown} */ (instance.exports))
-  new Float32Array(memory.buffer, src, count).set(values)
   jsLoop(out, outInt8)
-  exports.quantizeQ8_0(src, dst, blocks)
-  const same = new Uint8Array(memory.buffer, dst, out.length).every((byte, i) => byte === out[i])
+  const same = quantizeQ8_0(values).every((byte, i) => byte === out[i])
+
+  const copy = new Float32Array(count)
+  const { exports: kernelExports, memory, src, dst } = kernelInstance(count * 4, blocks * 34, 'q8_0')
+  const exports = /** @type {import('../src/gguf/q8_0.ts').Q8_0Exports} */ (/** @type {unknown} */ (kernelExports))
+  new Float32Array(memory.buffer, src, count).set(values)
   const times = compare({
     jsNew: () => {
       const o = new Uint8Array(blocks * 34)
       jsLoop(o, new Int8Array(o.buffer))
     },
     jsInto: () => jsLoop(out, outInt8),
+    apiNew: () => quantizeQ8_0(values),
+    apiInto: () => quantizeQ8_0(values, out),
     kernel: () => exports.quantizeQ8_0(src, dst, blocks),
-    memcpy: () => out.set(new Uint8Array(values.buffer, 0, out.length)),
+    memcpy: () => copy.set(values),
   })
   const gbPerSecond = (ms) => (count * 4) / ms / 1e6
   const rows = [
     ['JS loop, new array', times.jsNew, ''],
+    ['quantizeQ8_0, new array', times.apiNew, times.jsNew / times.apiNew],
     ['JS loop, into out', times.jsInto, ''],
+    ['quantizeQ8_0, into out', times.apiInto, times.jsInto / times.apiInto],
     ['kernel F32 in wasm memory', times.kernel, times.jsInto / times.kernel],
-    ['memcpy (set) of the output size', times.memcpy, ''],
+    ['memcpy (set) of the input', times.memcpy, ''],
   ]
   log(`gguf bench: Q8_0 of ${count} F32 values, medians of 15 interleaved runs (Node ${process.version}); JS loop agrees: ${same}`)
   log('| case | ms | input GB/s | vs JS loop |')

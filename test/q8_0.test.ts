@@ -2,8 +2,9 @@
 // against the second implementation in q8_0-reference.ts.
 import { readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
-import { quantizeQ8_0, quantizeQ8_0Into } from '../src/gguf/q8_0.ts'
+import { q8Module, quantizeQ8_0 } from '../src/gguf/q8_0.ts'
 import { SafetensorsError } from '../src/node.ts'
+import { reserveMemory } from '../src/wasm.ts'
 import { referenceQ8_0 } from './q8_0-reference.ts'
 import { mulberry32 } from './random.ts'
 
@@ -65,6 +66,16 @@ test('the reference gives gguf-py bytes on every golden block', () => {
   expectSameBlocks(referenceQ8_0(GOLDEN_VALUES), GOLDEN_Q8_0, GOLDEN_VALUES, goldenCase)
 })
 
+/** Runs the kernel on `values` copied to `offset` bytes past the heap base of the module's shared instance, in place. */
+function quantizeInWasm(values: Float32Array, offset: number): { result: number; memory: Uint8Array } {
+  const core = q8Module.shared()
+  const at = core.heapBase + offset
+  reserveMemory(core, at + values.byteLength)
+  const memory = new Uint8Array(core.memory.buffer, at, values.byteLength)
+  memory.set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength))
+  return { result: core.exports.quantizeQ8_0(at, at, values.length / 32), memory }
+}
+
 describe('the kernel', () => {
   test('byte-identical to gguf-py on the golden vectors', () => {
     expectSameBlocks(quantizeQ8_0(GOLDEN_VALUES), GOLDEN_Q8_0, GOLDEN_VALUES, goldenCase)
@@ -75,12 +86,11 @@ describe('the kernel', () => {
     expectSameBlocks(quantizeQ8_0(values), referenceQ8_0(values), values, (b) => `random block ${b}`)
   })
 
-  test('in place, over several of the kernel calls (64Ki values each), as the converter quantizes', () => {
-    const values = randomBlocks(3 * 2048 + 2, 5)
-    const memory = new ArrayBuffer(values.byteLength)
-    new Float32Array(memory).set(values)
-    quantizeQ8_0Into(new Float32Array(memory), new Uint8Array(memory), 'w')
-    expectSameBlocks(new Uint8Array(memory, 0, (values.length / 32) * 34), referenceQ8_0(values), values, (b) => `block ${b}`)
+  test('in place in wasm memory, at an odd address', () => {
+    const values = randomBlocks(64, 5)
+    const { result, memory } = quantizeInWasm(values, 3)
+    expect(result).toBe(-1)
+    expectSameBlocks(memory.slice(0, 64 * 34), referenceQ8_0(values), values, (b) => `block ${b}`)
   })
 
   test.each([
@@ -104,11 +114,20 @@ describe('the kernel', () => {
     })
   })
 
-  test('a refused value is named by its tensor and its index there', () => {
+  test('a refused block and those after it are left as they were, those before written', () => {
     const values = randomBlocks(8, 9)
     values[3 * 32 + 5] = Number.NaN
-    expect(() => quantizeQ8_0Into(values, new Uint8Array(8 * 34), 'model.layers.0.mlp.up_proj.weight', 64)).toThrow(
-      'cannot quantize model.layers.0.mlp.up_proj.weight to Q8_0: element 165 is NaN, which Q8_0 cannot hold',
+    const { result, memory } = quantizeInWasm(values, 0)
+    expect(result).toBe(3 * 32 + 5)
+    expect(hex(memory.subarray(0, 3 * 34))).toBe(hex(referenceQ8_0(values.subarray(0, 3 * 32))))
+    expect(hex(memory.subarray(3 * 128))).toBe(hex(new Uint8Array(values.buffer, 3 * 128)))
+  })
+
+  test("the error names the caller's tensor and counts from its first value", () => {
+    const values = randomBlocks(2048, 11)
+    values[40_000] = Number.NEGATIVE_INFINITY
+    expect(() => quantizeQ8_0(values, undefined, { name: 'model.layers.0.mlp.up_proj.weight', first: 64 })).toThrow(
+      'cannot quantize model.layers.0.mlp.up_proj.weight to Q8_0: element 40064 is -Infinity, which Q8_0 cannot hold',
     )
   })
 })

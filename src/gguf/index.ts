@@ -17,7 +17,7 @@ import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype } from './for
 export type { GgufDtype } from './format.ts'
 
 import { modelMetadata, parseJsonObject, readModelConfig } from './metadata.ts'
-import { Q8_0_BLOCK, q8_0ByteLength, quantizeQ8_0Into } from './q8_0.ts'
+import { Q8_0_BLOCK, q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
 import { type PlannedTensor, planTensors } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
@@ -118,9 +118,11 @@ async function* tensorBytes(
       // A source that does not stream tells of its bytes only now.
       meter?.arrived(inBytes - arrived)
       if (t.type === 'Q8_0') {
-        const blocks = new Uint8Array(out.buffer, out.byteOffset, q8_0ByteLength(n))
-        quantizeQ8_0Into(new Float32Array(out.buffer, out.byteOffset, n), blocks, info.name, first)
-        out = blocks
+        // In place: the blocks are narrower than the F32 they come from.
+        out = quantizeQ8_0(new Float32Array(out.buffer, out.byteOffset, n), new Uint8Array(out.buffer, out.byteOffset, q8_0ByteLength(n)), {
+          name: info.name,
+          first,
+        })
       }
       // Q8_0 blocks lie within rows, so reordering rows after quantizing is reordering them before.
       yield t.heads > 0 ? permuteRows(out, (n * t.heads) / count, info.shape[0] / t.heads) : out.slice()

@@ -1,6 +1,7 @@
-// Q8_0 (ggml's block_q8_0) over the wasm kernel in assembly/q8_0.ts, which says which definition it follows.
-// The kernel is a module of its own (build/q8_0.wasm), so that only code converting to GGUF carries it.
+// Q8_0 (ggml's block_q8_0) over the wasm kernel in assembly/q8_0.ts, which says which definition it follows. The
+// kernel is a module of its own (build/q8_0.wasm), so that only the bundles that quantize carry it.
 import q8Wasm from '../../build/q8_0.wasm'
+import { CHUNK_ELEMENTS } from '../convert.ts'
 import { SafetensorsError } from '../errors.ts'
 import { reserveMemory, WasmModule } from '../wasm.ts'
 
@@ -11,15 +12,12 @@ export interface Q8_0Exports {
   quantizeQ8_0(src: number, dst: number, blocks: number): number
 }
 
-const q8Module = /* @__PURE__ */ new WasmModule<Q8_0Exports>(q8Wasm)
+export const q8Module = /* @__PURE__ */ new WasmModule<Q8_0Exports>(q8Wasm)
 
 /** Values per Q8_0 block. */
 export const Q8_0_BLOCK = 32
 /** Bytes per Q8_0 block: an F16 scale, then 32 int8. */
 export const Q8_0_BLOCK_BYTES = 34
-
-/** Values quantized per call: 256 KiB of F32 in wasm memory, which stays in cache. */
-const CHUNK_VALUES = 1 << 16
 
 /** The Q8_0 byte length of `count` values. @throws RangeError when `count` is not a multiple of 32. */
 export function q8_0ByteLength(count: number): number {
@@ -29,43 +27,27 @@ export function q8_0ByteLength(count: number): number {
   return (count / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES
 }
 
-/**
- * Quantizes `values` into the first q8_0ByteLength(values.length) bytes of `out`, which may be the same
- * memory (the converter quantizes in place: a chunk's values are copied into the kernel's memory before
- * anything is written, and the output is narrower). `name` and `first` (the index of `values[0]` in its
- * tensor) only go into the error.
- * @throws {@link SafetensorsError} `UnsupportedConversion` for a NaN or infinite value, which Q8_0 cannot hold.
- */
-export function quantizeQ8_0Into(values: Float32Array, out: Uint8Array, name: string, first = 0): void {
-  const instance = q8Module.shared()
-  const chunk = Math.min(values.length, CHUNK_VALUES)
-  reserveMemory(instance, instance.heapBase + chunk * 4)
-  const at = instance.heapBase
-  for (let done = 0; done < values.length; done += chunk) {
-    const count = Math.min(chunk, values.length - done)
-    new Float32Array(instance.memory.buffer, at, count).set(values.subarray(done, done + count))
-    const bad = instance.exports.quantizeQ8_0(at, at, count / Q8_0_BLOCK)
-    if (bad >= 0) {
-      const value = values[done + bad]
-      throw new SafetensorsError('UnsupportedConversion', `cannot quantize ${name} to Q8_0: element ${first + done + bad} is ${value}, which Q8_0 cannot hold`)
-    }
-    out.set(new Uint8Array(instance.memory.buffer, at, q8_0ByteLength(count)), q8_0ByteLength(done))
-  }
+/** What a refused value's error names: the tensor, and the index in it of `values[0]`. */
+export interface Q8_0Origin {
+  name: string
+  first: number
 }
 
 /**
  * Quantizes F32 values to Q8_0 as llama.cpp's converter (gguf-py's `quants.quantize`) does, byte for byte:
- * per block of 32 values an F16 scale d = max|x| / 127 (little-endian, rounded to nearest even), then the 32
- * values x / d rounded half away from zero, as int8.
+ * per block of 32 values an F16 scale d = max|x| / 127 (little-endian, rounded to nearest even), then each
+ * value times 1 / d (both in F32, as gguf-py computes them) rounded half away from zero, as int8.
  * @param values - the values; their count must be a multiple of 32
  * @param out - where to write the result: a Uint8Array of at least `values.length / 32 * 34` bytes, of
  * which the result is a view; its bytes are unspecified after an error
+ * @param origin - what an error names (the converter's tensor); by default "values" from index 0
  * @returns the Q8_0 blocks, `values.length / 32 * 34` bytes
- * @throws {@link SafetensorsError} `UnsupportedConversion` for a NaN or infinite value, naming its index.
+ * @throws {@link SafetensorsError} `UnsupportedConversion` for a NaN or infinite value, which Q8_0 cannot
+ * hold, naming its index.
  * @throws RangeError when `values.length` is not a multiple of 32 or `out` is too short.
  * @throws TypeError when `values` is not a Float32Array or `out` not a Uint8Array.
  */
-export function quantizeQ8_0(values: Float32Array, out?: Uint8Array): Uint8Array {
+export function quantizeQ8_0(values: Float32Array, out?: Uint8Array, origin: Q8_0Origin = { name: 'values', first: 0 }): Uint8Array {
   if (!(values instanceof Float32Array)) throw new TypeError(`values must be a Float32Array, got ${Object.prototype.toString.call(values)}`)
   if (out !== undefined && !(out instanceof Uint8Array)) throw new TypeError(`out must be a Uint8Array, got ${Object.prototype.toString.call(out)}`)
   const bytes = q8_0ByteLength(values.length)
@@ -73,6 +55,21 @@ export function quantizeQ8_0(values: Float32Array, out?: Uint8Array): Uint8Array
     throw new RangeError(`out must hold ${bytes} bytes for ${values.length} values, got ${out.length}`)
   }
   const result = out?.subarray(0, bytes) ?? new Uint8Array(bytes)
-  quantizeQ8_0Into(values, result, 'values')
+  const core = q8Module.shared()
+  const chunk = Math.min(values.length, CHUNK_ELEMENTS)
+  reserveMemory(core, core.heapBase + chunk * 4)
+  for (let first = 0; first < values.length; first += chunk) {
+    const count = Math.min(chunk, values.length - first)
+    new Float32Array(core.memory.buffer, core.heapBase, count).set(values.subarray(first, first + count))
+    const bad = core.exports.quantizeQ8_0(core.heapBase, core.heapBase, count / Q8_0_BLOCK)
+    if (bad >= 0) {
+      const at = origin.first + first + bad
+      throw new SafetensorsError(
+        'UnsupportedConversion',
+        `cannot quantize ${origin.name} to Q8_0: element ${at} is ${values[first + bad]}, which Q8_0 cannot hold`,
+      )
+    }
+    result.set(new Uint8Array(core.memory.buffer, core.heapBase, q8_0ByteLength(count)), q8_0ByteLength(first))
+  }
   return result
 }
