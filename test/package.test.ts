@@ -34,7 +34,9 @@ describe('the packed package', () => {
   })
 
   test('the tarball holds the entries, the wasm, the types, the README, the guides, the license and the changelog, nothing else', () => {
-    const modules = readdirSync(join(ROOT, 'src'))
+    // The modules of src/ and of its folders (src/gguf/).
+    const modules = readdirSync(join(ROOT, 'src'), { recursive: true, encoding: 'utf8' })
+      .map((f) => f.split('\\').join('/'))
       .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts') && f !== 'cli.ts')
       .map((f) => `dist/types/${f.replace(/\.ts$/, '.d.ts')}`)
     const expected = [
