@@ -376,6 +376,18 @@ describe('errors', () => {
     }
   })
 
+  test('the CLI names the input, not the output, when the model or its config.json is missing', async () => {
+    const out = join(dir, 'never.gguf')
+    const nowhere = join(dir, 'no-such-model')
+    const missing = await cli('convert', nowhere, out)
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toMatch(new RegExp(`^${nowhere}: Io: .*${nowhere}`))
+    const folder = modelCopy('qwen2', 'cli-no-config', (f) => rmSync(join(f, 'config.json')))
+    const noConfig = await cli('convert', folder, out)
+    expect(noConfig.code).toBe(1)
+    expect(noConfig.stderr).toBe(`${folder}: Io: ${join(folder, 'config.json')} is missing, and a GGUF needs it\n`)
+  })
+
   test('a tensor that maps to no GGUF name: UnsupportedConversion naming it, as llama.cpp fails', async () => {
     const folder = modelCopy('mistral', 'extra-tensor', (f) => {
       const bytes = readFileSync(join(f, 'model.safetensors'))
