@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { GGMLQuantizationType, type GGUFParseOutput, type GGUFTypedMetadata, GGUFValueType, gguf } from '@huggingface/gguf'
 import { afterAll, describe, expect, test } from 'vitest'
-import { ggufStream, writeGguf } from '../src/node.ts'
+import { ggufStream, type ModelFolder, memorySource, writeGguf } from '../src/node.ts'
 import { referenceConvert } from './float-reference.ts'
 import { type RangeOptions, serveFiles } from './http-server.ts'
 import { referenceQ8_0 } from './q8_0-reference.ts'
@@ -282,16 +282,21 @@ test('Qwen2 keeps its q/k/v biases, unpermuted; Llama and Mistral have their q a
   expect(qwen.length).toBeGreaterThan(0)
 })
 
-test('ggufStream: the same bytes as writeGguf, from a model given as File objects (as a page gets them)', async () => {
+test('ggufStream: the same bytes as writeGguf, from a model given as File objects (as a page gets them) and as a ModelFolder (as r2Model gives one)', async () => {
   const folder = join(FIXTURES, 'qwen2')
-  const files = ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'].map(
-    (name) => new File([readFileSync(join(folder, name))], name),
-  )
-  const stream = await ggufStream(files, { dtype: 'BF16' })
-  const bytes = new Uint8Array(await new Response(stream).arrayBuffer())
+  const names = ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']
   const out = join(dir, 'qwen2-files.gguf')
   await writeGguf(folder, out, { dtype: 'BF16' })
-  expectSameBytes(bytes, readFileSync(out), 'the stream against the file')
+  const files = names.map((name) => new File([readFileSync(join(folder, name))], name))
+  const fromFiles = new Uint8Array(await new Response(await ggufStream(files, { dtype: 'BF16' })).arrayBuffer())
+  expectSameBytes(fromFiles, readFileSync(out), 'the stream of the files against the file')
+  const storage: ModelFolder = {
+    where: 'a test folder',
+    find: async (name) => (names.includes(name) ? memorySource(readFileSync(join(folder, name))) : undefined),
+    open: (name) => memorySource(readFileSync(join(folder, name))),
+  }
+  const fromStorage = new Uint8Array(await new Response(await ggufStream(storage, { dtype: 'BF16' })).arrayBuffer())
+  expectSameBytes(fromStorage, readFileSync(out), 'the stream of the ModelFolder against the file')
 })
 
 /** A copy of a test model in a folder of its own, changed by `change`. */
@@ -369,6 +374,18 @@ describe('errors', () => {
       const error = await expectError(() => ggufStream(folder), 'Io')
       expect(error.message).toContain(name)
     }
+  })
+
+  test('the CLI names the input, not the output, when the model or its config.json is missing', async () => {
+    const out = join(dir, 'never.gguf')
+    const nowhere = join(dir, 'no-such-model')
+    const missing = await cli('convert', nowhere, out)
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toMatch(new RegExp(`^${nowhere}: Io: .*${nowhere}`))
+    const folder = modelCopy('qwen2', 'cli-no-config', (f) => rmSync(join(f, 'config.json')))
+    const noConfig = await cli('convert', folder, out)
+    expect(noConfig.code).toBe(1)
+    expect(noConfig.stderr).toBe(`${folder}: Io: ${join(folder, 'config.json')} is missing, and a GGUF needs it\n`)
   })
 
   test('a tensor that maps to no GGUF name: UnsupportedConversion naming it, as llama.cpp fails', async () => {

@@ -34,7 +34,9 @@ describe('the packed package', () => {
   })
 
   test('the tarball holds the modules, the wasm, the types, the README, the guides, the license and the changelog, nothing else', () => {
-    const modules = readdirSync(join(ROOT, 'src'))
+    // The modules of src/ and of its folders (src/gguf/), which dist/ keeps.
+    const modules = readdirSync(join(ROOT, 'src'), { recursive: true, encoding: 'utf8' })
+      .map((f) => f.split('\\').join('/'))
       .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
       .map((f) => f.replace(/\.ts$/, ''))
     // One wasm module a file of assembly/modules/: as a file (workerd) and inlined in a module (the rest).

@@ -6,8 +6,9 @@ import { getEventListeners } from 'node:events'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { convertFile, convertStream, createCache, open, openModel, SafetensorsError, validateStream } from '../src/node.ts'
+import { convertFile, convertStream, createCache, ggufStream, open, openModel, SafetensorsError, validateStream } from '../src/node.ts'
 import { rangeHandler, startServer, type TestServer } from './http-server.ts'
 import { buildFile, rng } from './read-helpers.ts'
 import { shortRetryDelays } from './retry-delays.ts'
@@ -173,6 +174,12 @@ describe('no listener is left on a caller signal', () => {
     const file = await open(`${base}ok/model.safetensors`, { cache })
     await expectNoListenersLeft('ok', (signal) => file.getTensor('a', { signal }))
     await expectNoListenersLeft('ok', (signal) => open(`${base}ok/model.safetensors`, { cache, signal }))
+  }, 60_000)
+
+  test('ggufStream of a model folder: read to the end, cancelled (100 calls each)', async () => {
+    const model = fileURLToPath(new URL('./fixtures/gguf/qwen2/', import.meta.url))
+    await expectNoListenersLeft('ok', async (signal) => drain(await ggufStream(model, { signal, dtype: 'Q8_0' })), 100)
+    await expectNoListenersLeft('ok', async (signal) => (await ggufStream(model, { signal })).cancel(), 100)
   }, 60_000)
 
   test('convertFile (100 calls: each writes and syncs a file)', async () => {

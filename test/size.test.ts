@@ -36,6 +36,7 @@ interface App {
 const WRITER = ['writer.js', 'layout.js']
 const CACHE = ['cache.js', 'cache-storage.js', 'cache-folder.js', 'checksum.js', 'hash.wasm.js']
 const STATS = ['stats.js', 'stats.wasm.js']
+const GGUF = ['gguf/index.js', 'gguf/format.js', 'gguf/metadata.js', 'gguf/tensors.js', 'gguf/tokenizer.js', 'gguf/q8_0.js', 'q8_0.wasm.js']
 
 const APPS: App[] = [
   {
@@ -52,7 +53,7 @@ export async function first(source) {
     // stream.js stays: file.stream() is a method of the SafetensorsFile that open() returns, so the code of
     // tensor streams comes with it (the other stream functions do not).
     present: ['file.js', 'http.js', 'header.js', 'header.wasm.js', 'convert.wasm.js'],
-    absent: [...WRITER, ...CACHE, ...STATS, 'model.js'],
+    absent: [...WRITER, ...CACHE, ...STATS, ...GGUF, 'model.js'],
   },
   {
     name: 'parseHeader',
@@ -60,16 +61,17 @@ export async function first(source) {
     target: 15_000,
     budget: 15_000,
     present: ['header.js', 'header.wasm.js'],
-    absent: [...WRITER, ...CACHE, 'stream.js', ...STATS, 'file.js', 'http.js', 'convert.js', 'convert.wasm.js'],
+    absent: [...WRITER, ...CACHE, 'stream.js', ...STATS, ...GGUF, 'file.js', 'http.js', 'convert.js', 'convert.wasm.js'],
   },
   {
     name: 'the whole API',
     source: "export * from 'safetensors-wasm'\n",
     target: 35_000,
-    // Not met yet: 36,982 once parallel downloads came.
-    budget: 37_300,
+    // Not met yet: 36,982 once parallel downloads came, 42,472 with the GGUF converter (its tokenizer and
+    // metadata code, and the Q8_0 kernel: 5.5 kB).
+    budget: 42_800,
     // All but cache-folder.js, the Node cache's storage, which the browser entry does not reach.
-    present: [...WRITER, ...CACHE.filter((module) => module !== 'cache-folder.js'), 'stream.js', ...STATS, 'model.js', 'convert.wasm.js'],
+    present: [...WRITER, ...CACHE.filter((module) => module !== 'cache-folder.js'), 'stream.js', ...STATS, ...GGUF, 'model.js', 'convert.wasm.js'],
     absent: [],
   },
 ]

@@ -56,7 +56,8 @@ async function readBeside(located: Located, name: string, required: boolean, opt
     }
   } catch (error) {
     if (!isMissingFile(error)) throw error
-    if (required) throw new SafetensorsError('Io', `${where} is missing, and a GGUF needs it`, { cause: error })
+    // Without the system's error as its cause: it is about the input, not a file being written.
+    if (required) throw new SafetensorsError('Io', `${where} is missing, and a GGUF needs it`)
   }
 }
 
@@ -149,15 +150,16 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
     const bytes = await readBeside(located, name, required, read)
     return bytes && parseJsonObject(bytes, name)
   }
-  const config = readModelConfig((await json('config.json', true))!)
-  const tokenizer = await json('tokenizer.json', true)
-  const tokenizerConfig = await json('tokenizer_config.json', false)
-  const jinja = await readBeside(located, 'chat_template.jinja', false, read)
-  const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(tokenizer, tokenizerConfig, jinja && new TextDecoder().decode(jinja), config)]
+  // The weights first: a missing model says so before anything about the files beside it.
   const model = await openLocated(located, read)
   let tensors: PlannedTensor[]
   let header: EncodedHeader
   try {
+    const config = readModelConfig((await json('config.json', true))!)
+    const tokenizer = await json('tokenizer.json', true)
+    const tokenizerConfig = await json('tokenizer_config.json', false)
+    const jinja = await readBeside(located, 'chat_template.jinja', false, read)
+    const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(tokenizer, tokenizerConfig, jinja && new TextDecoder().decode(jinja), config)]
     tensors = planTensors(model, config, dtype)
     header = encodeHeader(metadata, tensors)
   } catch (error) {
