@@ -1,6 +1,6 @@
-// config.json of a Hugging Face model folder, as convertModel copies it: the dtype it names (torch_dtype,
-// or dtype as transformers writes it since 4.56) becomes the converted weights' dtype, and every other byte
-// stays. Parsing and writing it again would not do: JSON.parse turns 10000.0 into 10000 and 1e-05 into
+// The JSON files of a Hugging Face model folder (read as objects, errors naming the file), and config.json as
+// convertModel copies it: the dtype it names (torch_dtype, or dtype as transformers writes it since 4.56)
+// becomes the converted weights' dtype, and every other byte stays. Parsing and writing it again would not do: JSON.parse turns 10000.0 into 10000 and 1e-05 into
 // 0.00001, and transformers checks the types of some fields (rope_scaling's factor must be a float).
 import type { ConvertTarget } from './convert.ts'
 import { SafetensorsError } from './errors.ts'
@@ -16,13 +16,33 @@ type Frame = { rewrite: boolean; key: string; atKey: boolean } | undefined
 /** The largest config.json rewritten (the Hub's largest are tens of kilobytes). */
 const MAX_CONFIG_BYTES = 16 << 20
 
-function configError(where: string, message: string): SafetensorsError {
+/** The error for a model's JSON file (config.json, tokenizer.json) that is not what it should be. */
+export function jsonFileError(where: string, message: string): SafetensorsError {
   return new SafetensorsError('InvalidHeaderDeserialization', `${where}: ${message}`)
+}
+
+/** The text and value of a JSON file that must hold an object; InvalidHeaderDeserialization naming `where` otherwise. */
+export function readJsonObject(bytes: Uint8Array, where: string): { text: string; value: Record<string, unknown> } {
+  let text: string
+  let value: unknown
+  try {
+    // A byte order mark stays, and JSON.parse refuses it, as Python's json.load does.
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes)
+  } catch {
+    throw jsonFileError(where, 'not UTF-8 text')
+  }
+  try {
+    value = JSON.parse(text)
+  } catch (error) {
+    throw jsonFileError(where, `not JSON: ${(error as Error).message}`)
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw jsonFileError(where, 'not a JSON object')
+  return { text, value: value as Record<string, unknown> }
 }
 
 /** Checked before the file is read, so that its size bounds the memory a rewrite takes. */
 export function checkConfigSize(where: string, size: number): void {
-  if (size > MAX_CONFIG_BYTES) throw configError(where, `it is ${size} bytes, above the limit of ${MAX_CONFIG_BYTES} for a config.json`)
+  if (size > MAX_CONFIG_BYTES) throw jsonFileError(where, `it is ${size} bytes, above the limit of ${MAX_CONFIG_BYTES} for a config.json`)
 }
 
 /**
@@ -32,20 +52,7 @@ export function checkConfigSize(where: string, size: number): void {
  * naming `where` when the bytes are not UTF-8 text of a JSON object.
  */
 export function withDtype(bytes: Uint8Array, dtype: ConvertTarget, where: string): Uint8Array {
-  let text: string
-  let parsed: unknown
-  try {
-    // A byte order mark stays, and JSON.parse refuses it, as Python's json.load does.
-    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes)
-  } catch {
-    throw configError(where, 'not UTF-8 text')
-  }
-  try {
-    parsed = JSON.parse(text)
-  } catch (error) {
-    throw configError(where, `not JSON: ${(error as Error).message}`)
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw configError(where, 'not a JSON object')
+  const { text } = readJsonObject(bytes, where)
   // The text is valid JSON: a walk over its strings and brackets finds every key and value.
   const name = JSON.stringify(TORCH_DTYPE[dtype])
   const open: Frame[] = []

@@ -8,6 +8,7 @@ import type { DType } from '../dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import { toRangeSource } from '../file.ts'
 import { type Located, locate, type ModelFiles, type ModelFolder, type OpenModelOptions, openLocated } from '../model.ts'
+import { readJsonObject } from '../model-config.ts'
 import { readSmallFile } from '../model-index.ts'
 import { type ProgressCallback, ProgressMeter } from '../progress.ts'
 import { isMissingFile, readInto } from '../source.ts'
@@ -16,7 +17,7 @@ import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype } from './for
 
 export type { GgufDtype } from './format.ts'
 
-import { modelMetadata, parseJsonObject, readModelConfig } from './metadata.ts'
+import { modelMetadata, readModelConfig } from './metadata.ts'
 import { Q8_0_BLOCK, q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
 import { type PlannedTensor, planTensors } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
@@ -148,7 +149,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
   const located = await locate(input)
   const json = async (name: string, required: boolean) => {
     const bytes = await readBeside(located, name, required, read)
-    return bytes && parseJsonObject(bytes, name)
+    return bytes && readJsonObject(bytes, name).value
   }
   // The weights first: a missing model says so before anything about the files beside it.
   const model = await openLocated(located, read)

@@ -1,6 +1,7 @@
 // config.json to the GGUF architecture and its hyperparameters, as llama.cpp's convert_hf_to_gguf.py writes
 // them for the architectures it shares with this converter (LlamaModel, Qwen2Model).
 import { SafetensorsError } from '../errors.ts'
+import { jsonFileError } from '../model-config.ts'
 import { ALIGNMENT, type GgufDtype, type KeyValue } from './format.ts'
 
 /**
@@ -25,28 +26,12 @@ export interface ModelConfig {
   vocabSize: number
 }
 
-export function jsonError(where: string, message: string): SafetensorsError {
-  return new SafetensorsError('InvalidHeaderDeserialization', `${where}: ${message}`)
-}
-
-/** A JSON object from a file's bytes; anything else is InvalidHeaderDeserialization naming `where`. */
-export function parseJsonObject(bytes: Uint8Array, where: string): Record<string, unknown> {
-  let value: unknown
-  try {
-    value = JSON.parse(new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes))
-  } catch (error) {
-    throw jsonError(where, `not UTF-8 JSON: ${(error as Error).message}`)
-  }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw jsonError(where, 'not a JSON object')
-  return value as Record<string, unknown>
-}
-
 /** config.json's `key` of `object`: a number (a positive integer below 2^32 when `integer`), or undefined when absent (a failure when `required`). */
 function numberAt(object: Record<string, unknown>, key: string, integer: boolean, required = false): number | undefined {
   const value = object[key] ?? undefined
   if (value === undefined && !required) return undefined
   if (typeof value !== 'number' || (integer && !(Number.isInteger(value) && value > 0 && value < 2 ** 32)))
-    throw jsonError('config.json', `${key} is ${JSON.stringify(value)}, not a ${integer ? 'positive integer' : 'number'}`)
+    throw jsonFileError('config.json', `${key} is ${JSON.stringify(value)}, not a ${integer ? 'positive integer' : 'number'}`)
   return value
 }
 

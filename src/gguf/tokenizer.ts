@@ -2,8 +2,9 @@
 // BPE tokenizers (GPT-2, Llama 3, Qwen2, and those trained alike), as llama.cpp's convert_hf_to_gguf.py
 // (get_vocab_base, _set_vocab_gpt2) and gguf-py's SpecialVocab write them.
 import { SafetensorsError } from '../errors.ts'
+import { jsonFileError } from '../model-config.ts'
 import type { KeyValue } from './format.ts'
-import { jsonError, type ModelConfig } from './metadata.ts'
+import type { ModelConfig } from './metadata.ts'
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON of a shape checked where it matters; any other shape fails in one place (tokenizerMetadata)
 type Json = any
@@ -57,7 +58,7 @@ export function tokenizerMetadata(tokenizer: Json, tokenizerConfig: Json, chatTe
     const types = new Int32Array(size).fill(UNUSED)
     const place = (token: string, id: unknown, type: number) => {
       if (!Number.isInteger(id) || (id as number) < 0 || (id as number) >= size)
-        throw jsonError('tokenizer.json', `token ${JSON.stringify(token)} has the id ${id}, not below vocab_size ${size}`)
+        throw jsonFileError('tokenizer.json', `token ${JSON.stringify(token)} has the id ${id}, not below vocab_size ${size}`)
       tokens[id as number] = token
       types[id as number] = type
     }
@@ -108,6 +109,6 @@ export function tokenizerMetadata(tokenizer: Json, tokenizerConfig: Json, chatTe
     return kv
   } catch (error) {
     if (error instanceof SafetensorsError) throw error
-    throw jsonError('tokenizer.json', `not a tokenizer of the expected shape (${(error as Error).message})`)
+    throw jsonFileError('tokenizer.json', `not a tokenizer of the expected shape (${(error as Error).message})`)
   }
 }
