@@ -3,7 +3,7 @@
 // beside it. The first keeps one file per source module, and every module but the Node entry is free of side
 // effects (package.json "sideEffects"), so that a bundler drops whole modules a page does not use, with the
 // wasm they carry.
-import { copyFileSync, mkdirSync, readdirSync } from 'node:fs'
+import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { basename } from 'node:path'
 import { inlineWasm, wasmFromBuild } from './scripts/inline-wasm.js'
 
@@ -46,11 +46,20 @@ const entryTypes = {
   },
 }
 
+// src/api.ts imports src/wasm-code.ts first so that a consumer's bundle puts the wasm ahead of the JS; rollup
+// would drop that import (the module only re-exports), so it keeps the module as it is.
+const wasmFirst = {
+  name: 'wasm-first',
+  load(id) {
+    return id.endsWith('/build/js/wasm-code.js') ? { code: readFileSync(id, 'utf8'), moduleSideEffects: 'no-treeshake' } : null
+  },
+}
+
 export default [
   {
     input: { index: 'build/js/index.js', node: 'build/js/node.js', cli: 'build/js/cli.js' },
     external: [/^node:/],
-    plugins: [inlineWasm, requireEntry, entryTypes],
+    plugins: [wasmFirst, inlineWasm, requireEntry, entryTypes],
     // build/header.wasm becomes dist/header.wasm.js, assembly/boundary.ts?constants dist/boundary.js, beside
     // the modules of build/js.
     output: {

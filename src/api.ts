@@ -1,5 +1,8 @@
 // The public API that every package entry shares; the Node entry adds local files (src/node.ts).
 
+// First, so that a bundle puts the wasm ahead of the JS (src/wasm-code.ts says why).
+import './wasm-code.ts'
+
 export { type CacheOptions, createCache, type RangeCache } from './cache.ts'
 export { byteSwap, type ConvertTarget, convert } from './convert.ts'
 export { DTYPE_INFO, DTYPES, type DType, type DTypeInfo, type Float16Array, type Float16ArrayBase, type TypedArray } from './dtypes.ts'

@@ -1,6 +1,6 @@
 // XXH64 of bytes, computed in the wasm core (assembly/hash.ts): the persistent cache's checksum.
-import hashWasm from '../build/hash.wasm'
 import { reserveMemory, WasmModule } from './wasm.ts'
+import { hashWasm } from './wasm-code.ts'
 
 /** The hash module's function (assembly/modules/hash.ts): the u64 comes back as a signed bigint. */
 interface HashExports {

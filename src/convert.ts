@@ -1,9 +1,9 @@
 // convert() and byteSwap(): the wasm kernels (assembly/convert.ts) on plain arrays, and convertInto()
 // for code that already has its bytes in wasm memory. The memory model is docs/memory.md.
-import kernelsWasm from '../build/convert.wasm'
 import { canConvert, DTYPE_INFO, type DType, dtypeIndex, isDType, type TypedArray } from './dtypes.ts'
 import { SafetensorsError } from './errors.ts'
 import { reserveMemory, type WasmInstance, WasmModule } from './wasm.ts'
+import { kernelsWasm } from './wasm-code.ts'
 
 /** Reverses the bytes of each of `count` elements at `ptr`, in place. */
 export type SwapKernel = (ptr: number, count: number) => void

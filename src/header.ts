@@ -3,11 +3,11 @@
 // scanner's codes are defined once, in assembly/boundary.ts, and imported from there by name.
 // runScanner and syntaxMessage serve the index scanner too (src/model-index.ts).
 import * as boundary from '../assembly/boundary.ts?constants'
-import scannerWasm from '../build/header.wasm'
 import { DTYPE_INFO, DTYPES, type DType } from './dtypes.ts'
 import { type ErrorCode, SafetensorsError } from './errors.ts'
 import { type RangeSource, readInto } from './source.ts'
 import { reserveMemory, type WasmInstance, WasmModule } from './wasm.ts'
+import { scannerWasm } from './wasm-code.ts'
 
 /** The scanner module's functions (assembly/modules/header.ts). */
 export interface ScannerExports {

@@ -1,6 +1,6 @@
 // tensorStats: summary statistics and a histogram of F32 data, computed in wasm (assembly/stats.ts).
-import statsWasm from '../build/stats.wasm'
 import { reserveMemory, WasmModule } from './wasm.ts'
+import { statsWasm } from './wasm-code.ts'
 
 /** The statistics module's functions (assembly/modules/stats.ts). */
 interface StatsExports {
