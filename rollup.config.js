@@ -47,7 +47,7 @@ const entryTypes = {
 }
 
 // src/api.ts imports src/wasm-code.ts first so that a consumer's bundle puts the wasm ahead of the JS; rollup
-// would drop that import (the module only re-exports), so it keeps the module as it is.
+// drops an import that takes no binding from a module without side effects, so this one is kept as it is.
 const wasmFirst = {
   name: 'wasm-first',
   load(id) {
