@@ -18,7 +18,8 @@ import { prng } from './random.ts'
 import { ELEMENTS, generation, saveOptions, shardCount, TENSORS } from './save-child.js'
 
 // Every function of node:fs/promises, and every method of the handles its open() gives, counts as one
-// operation while `faults.armed`; operation number `faults.failAt` throws EIO instead of running.
+// operation while `faults.armed`; operation number `faults.failAt` throws EIO instead of running (a close
+// closes and then throws).
 const faults = vi.hoisted(() => ({ armed: false, count: 0, failAt: 0, failing: '', failingPaths: [] as string[], log: [] as string[], linkFails: false }))
 vi.mock('node:fs/promises', async (importOriginal) => {
   const real = await importOriginal<typeof import('node:fs/promises')>()
@@ -41,7 +42,14 @@ vi.mock('node:fs/promises', async (importOriginal) => {
         if (typeof value !== 'function') return value
         if (!HANDLE_METHODS.has(String(key))) return value.bind(target)
         return async (...args: unknown[]) => {
-          step(`${String(key)} ${name(path)}`, [String(path)])
+          try {
+            step(`${String(key)} ${name(path)}`, [String(path)])
+          } catch (error) {
+            // As on POSIX, a close that reports EIO has still released the descriptor (else the garbage
+            // collector closes it later, with a warning for each one).
+            if (key === 'close') await value.apply(target, args)
+            throw error
+          }
           return value.apply(target, args)
         }
       },
