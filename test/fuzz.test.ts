@@ -6,7 +6,7 @@
 //   FUZZ_SEED=123 FUZZ_ONLY=4567                              # replay one mutant from a failure report
 import { expect, test } from 'vitest'
 import { parseHeader, SafetensorsError } from '../src/index.ts'
-import { escapeBytes } from './helpers.ts'
+import { escapeBytes, plainTensors } from './helpers.ts'
 import { build, EVERY_OUTCOME, latin1ToBytes, mutant, seeds } from './mutants.ts'
 import { type RefResult, type RefTensor, referenceValidate } from './reference-validator.ts'
 
@@ -24,13 +24,7 @@ function runLibrary(bytes: Uint8Array): Outcome {
     return {
       ok: true,
       metadata: h.metadata,
-      tensors: h.tensors.map((t) => ({
-        name: t.name,
-        dtype: t.dtype,
-        shape: Array.from(t.shape),
-        dataOffsets: [t.dataOffsets[0], t.dataOffsets[1]],
-        byteLength: t.byteLength,
-      })),
+      tensors: plainTensors(h),
     }
   } catch (e) {
     if (e instanceof SafetensorsError) return { ok: false, code: e.code, message: e.message }

@@ -4,7 +4,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
 import { parseHeader, SafetensorsError } from '../src/index.ts'
-import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenFiles, goldenName, realFixtures } from './helpers.ts'
+import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenFiles, goldenName, plainTensors, realFixtures } from './helpers.ts'
 
 interface Golden {
   headerSize: number
@@ -24,13 +24,7 @@ function plain(h: ReturnType<typeof parseHeader>) {
     dataStart: h.dataStart,
     fileSize: h.fileSize,
     metadata: h.metadata,
-    tensors: h.tensors.map((t) => ({
-      name: t.name,
-      dtype: t.dtype,
-      shape: Array.from(t.shape),
-      dataOffsets: [t.dataOffsets[0], t.dataOffsets[1]],
-      byteLength: t.byteLength,
-    })),
+    tensors: plainTensors(h),
   }
 }
 

@@ -3,6 +3,7 @@
 import { readdirSync } from 'node:fs'
 import { join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import type { Header } from '../src/index.ts'
 
 export const FIXTURES_REAL = fileURLToPath(new URL('./fixtures/real/', import.meta.url))
 export const FIXTURES_GOLDEN = fileURLToPath(new URL('./fixtures/golden/', import.meta.url))
@@ -10,6 +11,17 @@ export const FIXTURES_GOLDEN = fileURLToPath(new URL('./fixtures/golden/', impor
 export const FIXTURES_NUMBERS = fileURLToPath(new URL('./fixtures/numbers/', import.meta.url))
 
 const encoder = new TextEncoder()
+
+/** A parsed header's tensors as plain data (arrays for shape and offsets), as a reference or golden file has them. */
+export function plainTensors(header: Header) {
+  return header.tensors.map((t) => ({
+    name: t.name,
+    dtype: t.dtype,
+    shape: Array.from(t.shape),
+    dataOffsets: [t.dataOffsets[0], t.dataOffsets[1]] as [number, number],
+    byteLength: t.byteLength,
+  }))
+}
 
 /** UTF-8 bytes of a string. */
 export function utf8(s: string): Uint8Array {
