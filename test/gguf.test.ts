@@ -5,7 +5,7 @@
 // and converted by test/float-reference.ts, with the Q/K permutation written here from its definition
 // (llama.cpp's convert_hf_to_gguf.py: reshape(heads, 2, rows / heads / 2, cols).swapaxes(1, 2)).
 // Whether llama.cpp runs the files is test/gguf-llama.test.ts.
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -288,7 +288,10 @@ test('ggufStream: the same bytes as writeGguf, from a model given as File object
   const out = join(dir, 'qwen2-files.gguf')
   await writeGguf(folder, out, { dtype: 'BF16' })
   const files = names.map((name) => new File([readFileSync(join(folder, name))], name))
-  const fromFiles = new Uint8Array(await new Response(await ggufStream(files, { dtype: 'BF16' })).arrayBuffer())
+  const stream = await ggufStream(files, { dtype: 'BF16' })
+  // Known before the first byte, as a Worker's FixedLengthStream needs it (test/r2/workers.test.ts stores one in R2).
+  expect(stream.byteLength).toBe(statSync(out).size)
+  const fromFiles = new Uint8Array(await new Response(stream).arrayBuffer())
   expectSameBytes(fromFiles, readFileSync(out), 'the stream of the files against the file')
   const storage: ModelFolder = {
     where: 'a test folder',

@@ -177,13 +177,19 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
   return { tensors, fileSize: header.fileSize, stream }
 }
 
+/** What {@link ggufStream} resolves with: the GGUF's bytes, and their number, known before the first. */
+export type GgufStream = ReadableStream<Uint8Array> & {
+  /** The GGUF's size in bytes: what a Worker's `new FixedLengthStream(n)` needs to store the stream in R2. */
+  readonly byteLength: number
+}
+
 /**
  * A model (what {@link openModel} takes: a folder, an index path or URL, the files picked in a page, a
  * {@link ModelFolder} such as {@link r2Model}) as a GGUF v3 file for llama.cpp, streamed in bounded memory:
  * LlamaForCausalLM and MistralForCausalLM (as `llama`, q_proj and k_proj reordered as llama.cpp's converter
  * does) and Qwen2ForCausalLM (`qwen2`); the hyperparameters from config.json; a byte-level BPE tokenizer
  * from tokenizer.json, tokenizer_config.json and chat_template.jinja. Resolves once all of them and every
- * shard's header are read and checked, before any tensor byte.
+ * shard's header are read and checked, before any tensor byte; the stream's `byteLength` is the file's size.
  * @throws {@link SafetensorsError} `UnsupportedConversion` for another architecture (the message names it and
  * the supported ones), a RoPE scaling, a tokenizer that is not byte-level BPE or whose pre-tokenizer
  * llama.cpp does not implement, a tensor that maps to no GGUF tensor or is not floating-point (named);
@@ -193,6 +199,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
  * @throws TypeError for a `dtype` other than F32, F16, BF16 or Q8_0, an `onProgress` that is not a function,
  * or an input openModel does not take.
  */
-export async function ggufStream(input: string | URL | ModelFiles | ModelFolder, options: GgufOptions = {}): Promise<ReadableStream<Uint8Array>> {
-  return (await planGguf(input, options)).stream
+export async function ggufStream(input: string | URL | ModelFiles | ModelFolder, options: GgufOptions = {}): Promise<GgufStream> {
+  const { stream, fileSize } = await planGguf(input, options)
+  return Object.defineProperty(stream, 'byteLength', { value: fileSize, enumerable: true }) as GgufStream
 }

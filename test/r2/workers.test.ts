@@ -1,11 +1,13 @@
 // The R2 versions of the three Workers (test/r2/*.js, shown verbatim in docs/streams-and-workers.md) run
 // in Miniflare (workerd with a local R2) with an R2 binding seeded from the fixtures. They import the
 // package by name, which resolves through its `workerd` export condition (dist/workerd.js: npm run build).
-import { readdirSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Miniflare } from 'miniflare'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { writeGguf } from '../../src/node.ts'
 import { referenceConvert } from '../float-reference.ts'
 import { FIXTURES_REAL } from '../helpers.ts'
 import { headerOf, tensorBytes } from '../read-helpers.ts'
@@ -15,6 +17,7 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const ENTRY = join(ROOT, 'dist/workerd.js')
 const SHARDS = join(FIXTURES_REAL, 'sharded', 'fluxml__safetensors.jl')
 const WORKERS = ['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js']
+const QWEN2 = join(ROOT, 'test/fixtures/gguf/qwen2')
 
 interface Bucket {
   put(key: string, value: Uint8Array): Promise<unknown>
@@ -53,10 +56,13 @@ describe('R2 Workers (Miniflare)', () => {
   const upload = (bytes: Uint8Array<ArrayBuffer>) => ({ method: 'POST', body: bytes, headers: { 'content-length': String(bytes.length) } })
 
   beforeAll(async () => {
-    mf = new Miniflare({ workers: [worker('tensor-endpoint.js', { PREFIX: 'sharded/' }), worker('upload-gateway.js'), worker('convert-proxy.js')] })
+    mf = new Miniflare({
+      workers: [worker('tensor-endpoint.js', { PREFIX: 'sharded/' }), worker('upload-gateway.js'), worker('convert-proxy.js'), worker('gguf-to-r2.js')],
+    })
     bucket = (await mf.getR2Bucket('BUCKET', 'tensor-endpoint')) as unknown as Bucket
     for (const name of readdirSync(SHARDS)) await bucket.put(`sharded/${name}`, new Uint8Array(readFileSync(join(SHARDS, name))))
     await bucket.put(FIXTURE, fixture())
+    for (const name of readdirSync(QWEN2)) await bucket.put(`gguf/qwen2/${name}`, new Uint8Array(readFileSync(join(QWEN2, name))))
   }, 60_000)
 
   afterAll(async () => {
@@ -106,6 +112,28 @@ describe('R2 Workers (Miniflare)', () => {
     expect(response.status, await response.clone().text()).toBe(200)
     expectConvertedToF16(fixture(), new Uint8Array(await response.arrayBuffer()))
     expect((await call('convert-proxy', 'no-such.safetensors')).status).toBe(404)
+  })
+
+  test('GGUF into R2: the model under a prefix stored as the same GGUF writeGguf writes in Node, through a FixedLengthStream', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gguf-r2-'))
+    try {
+      await writeGguf(QWEN2, join(dir, 'model.gguf'), { dtype: 'Q8_0' })
+      const response = await call('gguf-to-r2', 'gguf/qwen2/?dtype=Q8_0', { method: 'POST' })
+      expect(response.status, await response.clone().text()).toBe(200)
+      const expected = readFileSync(join(dir, 'model.gguf'))
+      expect(await response.json()).toEqual({ key: 'gguf/qwen2/model.gguf', size: expected.length })
+      const stored = await bucket.get('gguf/qwen2/model.gguf')
+      expect(Buffer.compare(new Uint8Array(await stored!.arrayBuffer()), expected)).toBe(0)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+    const missing = await call('gguf-to-r2', 'no-model/', { method: 'POST' })
+    expect(missing.status).toBe(422)
+    expect(await missing.text()).toContain('no-model/')
+  })
+
+  test('docs/gguf.md shows gguf-to-r2.js as tested', () => {
+    expect(readFileSync(join(ROOT, 'docs/gguf.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/r2/gguf-to-r2.js'), 'utf8')}`)
   })
 
   test.each(WORKERS)('docs/streams-and-workers.md, "Models in R2", shows %s as tested', (file) => {

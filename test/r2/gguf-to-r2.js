@@ -1,0 +1,20 @@
+// A GGUF maker over R2: POST /<prefix>?dtype=Q8_0 converts the model under <prefix> in env.BUCKET to GGUF
+// and stores it as <prefix>model.gguf, streamed from the shards' reads into the put: R2 takes a stream of a
+// known length, which ggufStream gives before its first byte.
+import { ggufStream, r2Model, SafetensorsError } from 'safetensors-wasm'
+
+export default {
+  async fetch(request, env) {
+    const prefix = decodeURIComponent(new URL(request.url).pathname.slice(1))
+    let gguf
+    try {
+      gguf = await ggufStream(r2Model(env.BUCKET, prefix), { dtype: new URL(request.url).searchParams.get('dtype') ?? 'F16' })
+    } catch (error) {
+      if (!(error instanceof SafetensorsError || error instanceof TypeError)) throw error
+      return new Response(error.message, { status: error instanceof TypeError ? 400 : 422 })
+    }
+    const { readable, writable } = new FixedLengthStream(gguf.byteLength)
+    const [stored] = await Promise.all([env.BUCKET.put(`${prefix}model.gguf`, readable), gguf.pipeTo(writable)])
+    return Response.json({ key: stored.key, size: stored.size })
+  },
+}
