@@ -1,7 +1,8 @@
 // The JSON files of a Hugging Face model folder (read as objects, errors naming the file), and config.json as
 // convertModel copies it: the dtype it names (torch_dtype, or dtype as transformers writes it since 4.56)
-// becomes the converted weights' dtype, and every other byte stays. Parsing and writing it again would not do: JSON.parse turns 10000.0 into 10000 and 1e-05 into
-// 0.00001, and transformers checks the types of some fields (rope_scaling's factor must be a float).
+// becomes the converted weights' dtype, and every other byte stays. Parsing and writing it again would not
+// do: JSON.parse turns 10000.0 into 10000 and 1e-05 into 0.00001, and transformers checks the types of some
+// fields (rope_scaling's factor must be a float).
 import type { ConvertTarget } from './convert.ts'
 import { SafetensorsError } from './errors.ts'
 

@@ -5,10 +5,11 @@ import { ggufStream, r2Model, SafetensorsError } from 'safetensors-wasm'
 
 export default {
   async fetch(request, env) {
-    const prefix = decodeURIComponent(new URL(request.url).pathname.slice(1))
+    const url = new URL(request.url)
+    const prefix = decodeURIComponent(url.pathname.slice(1))
     let gguf
     try {
-      gguf = await ggufStream(r2Model(env.BUCKET, prefix), { dtype: new URL(request.url).searchParams.get('dtype') ?? 'F16' })
+      gguf = await ggufStream(r2Model(env.BUCKET, prefix), { dtype: url.searchParams.get('dtype') ?? 'F16' })
     } catch (error) {
       if (!(error instanceof SafetensorsError || error instanceof TypeError)) throw error
       return new Response(error.message, { status: error instanceof TypeError ? 400 : 422 })
