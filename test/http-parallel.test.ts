@@ -59,13 +59,11 @@ test('a cap per connection: connections are added while they pay, up to `connect
   // 1 connection: 24 MiB at 8 MB/s is 3.1 s; 6 of them: about 0.5 s, plus the ramp.
   const url = await serve({ bandwidth: { perConnection: 8e6 } })
   const file = await open(url, { connections: 6 })
-  const start = performance.now()
   const { result, most } = await mostOpen(() => file.getTensor('weight'))
-  const ms = performance.now() - start
   expectSameBytes(bytesOf(result.data), WEIGHT)
+  // What that gains in time is measured by npm run bench (bench/download.js, nginx's per-connection cap).
   expect(most, 'connections used at once').toBeGreaterThanOrEqual(4)
   expect(most).toBeLessThanOrEqual(6)
-  expect(ms, 'against 3.1 s on one connection').toBeLessThan(2200)
   await server!.settled()
   // Every data request is one 1 MiB chunk (or the part of one the tensor covers), each asked once.
   const ranges = server!.ranges().slice(1)
