@@ -327,7 +327,7 @@ async function convertCommand(input: string, output: string, dtypeText: string |
   const intoFolder = model || maxShardSize !== undefined
   if (intoFolder && /\.safetensors$/i.test(output)) {
     throw new UsageError(
-      `${output}: this writes a folder of shards and an index, which a name ending in .safetensors would pass off as a file; give a folder name`,
+      `${output}: this writes a folder of the model's files, which a name ending in .safetensors would pass off as a file; give a folder name`,
     )
   }
   const wrong = await outputInTheWay(output, intoFolder)
@@ -401,7 +401,7 @@ async function outputInTheWay(output: string, intoFolder: boolean): Promise<stri
   const found = await stat(output).catch(() => undefined)
   if (!found || found.isDirectory() === intoFolder) return undefined
   return intoFolder
-    ? 'exists and is not a folder (a model is written as a folder of shards and an index)'
+    ? 'exists and is not a folder (a model is written as a folder of its files)'
     : `is a folder (name the file to write, such as ${join(output, 'model.safetensors')})`
 }
 
@@ -424,7 +424,8 @@ function writeFailure(error: unknown, readsInput: (path: string) => boolean): st
 
 /** One line from the files written, read back: "out: wrote 36 tensors (3 F16, 3 I64), 1,234 bytes in 6 shards and model.safetensors.index.json, 0.12 s". */
 async function describeWritten(output: string, folder: string, names: string[], intoFolder: boolean, seconds: number): Promise<string> {
-  const shards = names.filter((name) => name.endsWith('.safetensors'))
+  // One file is named as the output is, whatever its extension; a folder's shards are its .safetensors.
+  const shards = intoFolder ? names.filter((name) => name.endsWith('.safetensors')) : names
   // The index, if any: a model's other files (config.json, ...) come after it.
   const index = names.find((name) => name.endsWith('.index.json'))
   const tensors: TensorInfo[] = []

@@ -232,7 +232,7 @@ function shardNames(shards: Planned[]): Array<{ file: string; names: string[] }>
  * total_size and weight_map describe the new shards; its other metadata is kept. The other files of a
  * local model's folder come along (see otherFiles), config.json naming the new dtype. All files appear at
  * once, when every one is complete. Resolves to the names of the files written in `folder`: the shards,
- * the index, then the other files.
+ * the index (none for a model of one file, unless resharded into several), then the other files.
  * @throws {@link SafetensorsError} any code of {@link open} (or {@link openModel}) for the input;
  * `InvalidHeaderDeserialization` for a config.json that is not a JSON object; `UnsupportedConversion`;
  * `Io` when the output cannot be written (the message names it), with the target left untouched; `Aborted`.
@@ -253,13 +253,15 @@ export async function convertModel(index: string | URL, folder: string, options:
         ? inputs.map(([file, source]) => ({ file, tensors: listed.filter((t) => t.source === source), metadata: source.metadata }))
         : reshard(listed, options.maxShardSize)
     const { total_size: _, ...metadata } = model.metadata ?? {}
-    const others = await otherFiles(index, model.shards.keys())
+    const entry = await localEntry(index)
+    const others = entry ? await otherFiles(entry, model.shards.keys()) : []
     // Rewritten before any tensor is converted: a broken config.json fails at once.
     const config = others.find((f) => basename(f) === 'config.json')
     const configBytes = config !== undefined && options.dtype !== undefined ? await readConfig(config, options.dtype) : undefined
     startProgress(meter, listed)
-    // The same layout keeps the index's name too, and always has one.
-    const indexName = options.maxShardSize !== undefined ? undefined : String(index).endsWith('.json') ? basename(String(index)) : DEFAULT_INDEX
+    // The same layout keeps the index's name too, and a model of one file stays one, with no index beside it.
+    const entryName = entry?.name ?? basename(String(index))
+    const indexName = options.maxShardSize === undefined && entryName.endsWith('.json') ? entryName : undefined
     const written = await writeModel(folder, { shards: shardNames(shards), index: indexName }, async (set) => {
       const totalSize = await writeShards(folder, set, shards, options, meter)
       for (const from of others)
@@ -272,21 +274,24 @@ export async function convertModel(index: string | URL, folder: string, options:
   }
 }
 
+/** A local model's index or single file, as openModel found it (the path, or the entry in its folder); none over HTTP. */
+async function localEntry(index: string | URL): Promise<{ file: string; name: string } | undefined> {
+  const url = index instanceof URL ? index : /^https?:\/\//i.test(index) ? new URL(index) : undefined
+  if (url && url.protocol !== 'file:') return undefined
+  return await nodeFiles.locateModel(url ? fileURLToPath(url) : String(index), [SINGLE_FILE, DEFAULT_INDEX])
+}
+
 /**
  * The paths of the files of a local model's folder other than its weights: config.json,
  * generation_config.json, the tokenizer's files, README.md and whatever else is there. Files only, not
  * subfolders: transformers reads a model's files from its folder alone, and what subfolders hold
  * (original/ or onnx/ weights in other formats, .cache/, .git/) is not the model being converted. Not
  * other SafeTensors files either: they would be weights in the old dtype beside the new ones, and a stale
- * model.safetensors is loaded in place of the index. None over HTTP, where a folder cannot be listed.
+ * model.safetensors is loaded in place of the index. Local models only: over HTTP a folder cannot be listed.
  */
-async function otherFiles(index: string | URL, shards: Iterable<string>): Promise<string[]> {
-  const url = index instanceof URL ? index : /^https?:\/\//i.test(index) ? new URL(index) : undefined
-  if (url && url.protocol !== 'file:') return []
-  const found = await nodeFiles.locateModel(url ? fileURLToPath(url) : String(index), [SINGLE_FILE, DEFAULT_INDEX])
-  if (!found) return []
-  const folder = dirname(found.file)
-  const weights = new Set([found.name, ...shards])
+async function otherFiles(entry: { file: string; name: string }, shards: Iterable<string>): Promise<string[]> {
+  const folder = dirname(entry.file)
+  const weights = new Set([entry.name, ...shards])
   const names = await readdir(folder).catch((cause) => {
     throw fileError('list', folder, cause)
   })

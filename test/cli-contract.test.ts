@@ -243,7 +243,7 @@ describe('convert: errors name the output in one line', () => {
     writeFileSync(out, 'keep me')
     const run = await cli('convert', SHARDED, out, '--dtype', 'BF16')
     expect(run).toMatchObject({ code: 1, stdout: '' })
-    expect(expectOneLine(run.stderr)).toBe(`${out}: Io: exists and is not a folder (a model is written as a folder of shards and an index)`)
+    expect(expectOneLine(run.stderr)).toBe(`${out}: Io: exists and is not a folder (a model is written as a folder of its files)`)
     expect(readFileSync(out, 'utf8')).toBe('keep me')
     expect(ls(dir)).toEqual(['taken'])
   })
@@ -326,6 +326,39 @@ describe('convert: what it wrote, in one line', () => {
     })
   })
 
+  test('a file named without .safetensors: the same line, for the file written', async () => {
+    const out = join(scratch(), 'converted')
+    const summary = await summaryOf(FILE, out, '--dtype', 'F16')
+    const written = dtypesOf(out)
+    expect(written.size).toBeGreaterThan(0)
+    expect(summary).toEqual({
+      path: out,
+      tensors: written.size,
+      dtypes: tally(written.values()),
+      bytes: statSync(out).size,
+      shards: undefined,
+      index: undefined,
+    })
+  })
+
+  test('a folder holding only model.safetensors: a folder holding only the converted model.safetensors, no index', async () => {
+    const input = join(scratch(), 'one-file-model')
+    mkdirSync(input)
+    writeFileSync(join(input, 'model.safetensors'), readFileSync(FILE))
+    const out = join(scratch(), 'converted')
+    const summary = await summaryOf(input, out, '--dtype', 'F16')
+    expect(readdirSync(out)).toEqual(['model.safetensors'])
+    const written = dtypesOf(join(out, 'model.safetensors'))
+    expect(summary).toEqual({
+      path: out,
+      tensors: written.size,
+      dtypes: tally(written.values()),
+      bytes: statSync(join(out, 'model.safetensors')).size,
+      shards: 1,
+      index: undefined,
+    })
+  })
+
   test('a sharded model: tensors, the shards’ bytes, how many shards and the index', async () => {
     const out = join(scratch(), 'model')
     const summary = await summaryOf(SHARDED, out, '--dtype', 'F16')
@@ -352,7 +385,7 @@ describe('convert never makes a folder of a path ending in .safetensors', () => 
     const run = await cli('convert', input, out, ...options)
     expect(run).toMatchObject({ code: 2, stdout: '' })
     expect(lines(run.stderr)[0]).toBe(
-      `${out}: this writes a folder of shards and an index, which a name ending in .safetensors would pass off as a file; give a folder name`,
+      `${out}: this writes a folder of the model's files, which a name ending in .safetensors would pass off as a file; give a folder name`,
     )
     expect(ls(dir)).toEqual([])
   })
