@@ -82,7 +82,7 @@ class ChunkPipeline {
     // Elements per chunk: as many as the slot holds, a multiple of 8 so F4 and F6 chunks are whole bytes.
     const perChunk = Math.floor((SLOT_BYTES * 8) / Math.max(DTYPE_INFO[from].bits, DTYPE_INFO[to].bits) / 8) * 8
     // Over HTTP, the tensor's chunks are fetched ahead in parallel (src/downloads.ts).
-    const input = sequentialReader(file.source, start, info.byteLength, this.#reads.signal)
+    const input = sequentialReader([{ source: file.source, offset: start, length: info.byteLength }], this.#reads.signal)
     try {
       for (let first = 0; first < elements; first += perChunk) {
         const count = Math.min(perChunk, elements - first)

@@ -239,67 +239,99 @@ export interface SequentialReader {
   close(): void
 }
 
+/** Bytes [offset, offset + length) of `source`: one of the ranges a sequential read takes in turn. */
+export interface SourceRange {
+  source: RangeSource
+  offset: number
+  length: number
+}
+
+/** A piece of a sequential read: a range, or a chunk of one; `fetched` once it is asked for ahead of the consumer. */
+interface Piece {
+  source: RangeSource
+  start: number
+  end: number
+  parallel: ParallelReads | undefined
+  fetched?: Promise<Uint8Array>
+}
+
 /**
- * Bytes [offset, offset + length) of `source`, taken front to back by `read(target)` calls: a stream's or
- * a conversion's input. Over a source with ParallelReads, chunks are fetched ahead of the consumer through
- * the pool, at most `pool.level + READY_CHUNKS` of them (in flight or waiting to be taken), so memory stays
- * a few chunks whatever the length; over any other source each read is one readInto. `close()` aborts
- * what is in flight.
+ * The bytes of `ranges`, one after the other, taken front to back by `read(target)` calls: a stream's, a
+ * conversion's or a GGUF's input. Over sources with ParallelReads, chunks are fetched ahead of the
+ * consumer through their file's pool, across the ends of ranges (tensors), at most `pool.level +
+ * READY_CHUNKS` of them (in flight or waiting to be taken), so memory stays a few chunks whatever the
+ * length. A single range of at most one chunk, or a range of any other source, is read by readInto into
+ * the caller's target. `close()` aborts what is in flight.
  */
-export function sequentialReader(source: RangeSource, offset: number, length: number, signal: AbortSignal | undefined): SequentialReader {
-  const parallel = (source as { parallel?: ParallelReads }).parallel
-  let position = offset
-  if (!parallel || length <= parallel.chunkBytes) {
-    return {
-      read: async (target, onBytes) => {
-        await readInto(source, position, target, signal, onBytes)
-        position += target.length
-      },
-      close: () => {},
-    }
+export function sequentialReader(ranges: readonly SourceRange[], signal: AbortSignal | undefined): SequentialReader {
+  const pieces: Piece[] = []
+  for (const { source, offset, length } of ranges) {
+    const parallel = (source as { parallel?: ParallelReads }).parallel
+    if (!parallel) pieces.push({ source, start: offset, end: offset + length, parallel })
+    else for (const [start, end] of chunksOf(offset, length, parallel.chunkBytes)) pieces.push({ source, start, end, parallel })
   }
-  const { pool, chunkBytes } = parallel
-  const chunks = chunksOf(offset, length, chunkBytes)
-  const { controllers, abortAll, release } = chunkControllers(chunks.length, signal)
-  const fetched: Array<Promise<Uint8Array>> = []
+  // One chunk alone gains nothing from a slot, and would cost a copy.
+  if (pieces.length === 1) pieces[0].parallel = undefined
+  const { controllers, abortAll, release } = chunkControllers(pieces.length, signal)
   // The buffers of chunks taken, for the chunks fetched next: a read allocates as many chunks as it holds
   // at once, not its length in chunks (measured: a CLI conversion of a 256 MiB tensor from a capped URL
   // spent a median 400 ms collecting garbage with a new buffer per chunk, 310 ms with these).
   const spare: Uint8Array[] = []
-  const fetchAhead = (upTo: number) => {
-    while (fetched.length < Math.min(chunks.length, upTo)) {
-      const [start, end] = chunks[fetched.length]
-      const { signal } = controllers[fetched.length]
-      const bytes = pool.run(async () => {
-        const buffer = (spare.pop() ?? new Uint8Array(chunkBytes)).subarray(0, end - start)
-        await readInto(source, start, buffer, signal, (n) => pool.arrived(n))
+  let current = 0
+  /** Bytes of pieces[current] taken. */
+  let taken = 0
+  /** The next piece to consider fetching, and how many fetched pieces are not taken yet. */
+  let next = 0
+  let ahead = 0
+  const fetchAhead = () => {
+    for (next = Math.max(next, current); next < pieces.length; next++) {
+      const piece = pieces[next]
+      if (!piece.parallel) continue
+      const { pool, chunkBytes } = piece.parallel
+      // Every slot busy, and two chunks ready beyond them: the consumer takes a chunk while the next ones come.
+      if (ahead >= pool.level + READY_CHUNKS) return
+      const { signal } = controllers[next]
+      const length = piece.end - piece.start
+      piece.fetched = pool.run(async () => {
+        const kept = spare.pop()
+        const buffer = (kept && kept.length >= length ? kept : new Uint8Array(Math.max(chunkBytes, length))).subarray(0, length)
+        await readInto(piece.source, piece.start, buffer, signal, (n) => pool.arrived(n))
         return buffer
       }, signal)
       // Fetched ahead for a consumer that may stop first: its failure is nobody's to handle then.
-      bytes.catch(() => {})
-      fetched.push(bytes)
+      piece.fetched.catch(() => {})
+      ahead++
     }
   }
-  let current = 0
-  pool.begin()
+  for (const pool of new Set(pieces.map((piece) => piece.parallel?.pool))) pool?.begin()
   return {
     async read(target, onBytes) {
       for (let into = 0; into < target.length; ) {
-        // Every slot busy, and two chunks ready beyond them: the consumer takes a chunk while the next ones come.
-        fetchAhead(current + pool.level + READY_CHUNKS)
-        const [start, end] = chunks[current]
-        const bytes = await fetched[current]
-        const take = Math.min(target.length - into, end - position)
-        target.set(bytes.subarray(position - start, position - start + take), into)
+        const piece = pieces[current]
+        if (!piece) throw new RangeError(`read of ${target.length - into} bytes past the end of the ranges`)
+        const take = Math.min(target.length - into, piece.end - piece.start - taken)
+        let bytes: Uint8Array | undefined
+        if (piece.parallel) {
+          fetchAhead()
+          bytes = await piece.fetched!
+          target.set(bytes.subarray(taken, taken + take), into)
+          onBytes?.(take)
+        } else {
+          await readInto(piece.source, piece.start + taken, target.subarray(into, into + take), signal, onBytes)
+        }
         into += take
-        position += take
-        onBytes?.(take)
-        if (position === end) {
-          spare.push(new Uint8Array(bytes.buffer))
+        taken += take
+        if (taken === piece.end - piece.start) {
+          if (bytes) {
+            spare.push(new Uint8Array(bytes.buffer))
+            piece.fetched = undefined
+            ahead--
+          }
           current++
+          taken = 0
         }
       }
-      if (position === offset + length) release()
+      if (current === pieces.length) release()
     },
     close() {
       release()

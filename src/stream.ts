@@ -185,7 +185,7 @@ export function tensorStream(file: SafetensorsFile, info: TensorInfo, runs: Slic
     options.signal,
     `reading tensor ${JSON.stringify(info.name)}`,
     async function* (signal) {
-      if (runs.length === 1) input = sequentialReader(file.source, start + runs[0][0], runs[0][1], signal)
+      if (runs.length === 1) input = sequentialReader([{ source: file.source, offset: start + runs[0][0], length: runs[0][1] }], signal)
       const cursor = { next: 0 }
       let converter: ChunkConverter | undefined
       for (let done = 0; done < total; ) {

@@ -13,7 +13,7 @@ import { GGMLQuantizationType, type GGUFParseOutput, type GGUFTypedMetadata, GGU
 import { afterAll, describe, expect, test } from 'vitest'
 import { ggufStream, type ModelFolder, memorySource, writeGguf } from '../src/node.ts'
 import { referenceConvert } from './float-reference.ts'
-import { type RangeOptions, serveFiles } from './http-server.ts'
+import { mostOpen, type RangeOptions, serveFiles } from './http-server.ts'
 import { referenceQ8_0 } from './q8_0-reference.ts'
 import { expectError, expectSameBytes } from './read-helpers.ts'
 import { cli } from './run-cli.ts'
@@ -463,8 +463,8 @@ describe('over HTTP, from the index URL', () => {
     'model-00001-of-00002.safetensors',
     'model-00002-of-00002.safetensors',
   ]
-  const served = (names: string[], fault?: RangeOptions['fault']) =>
-    serveFiles(Object.fromEntries(names.map((name) => [`llama/${name}`, join(folder, name)])), { fault })
+  const served = (names: string[], fault?: RangeOptions['fault'], bandwidth?: RangeOptions['bandwidth']) =>
+    serveFiles(Object.fromEntries(names.map((name) => [`llama/${name}`, join(folder, name)])), { fault, bandwidth })
 
   test('the same bytes as from the folder, through ggufStream and the CLI', async () => {
     const local = join(dir, 'http-local.gguf')
@@ -478,6 +478,23 @@ describe('over HTTP, from the index URL', () => {
       const run = await cli('convert', index, out, '--dtype', 'q8_0')
       expect(run.code, run.stderr).toBe(0)
       expectSameBytes(readFileSync(out), readFileSync(local), 'the CLI over HTTP against the folder')
+    } finally {
+      await server.close()
+    }
+  })
+
+  test('the tensors are read ahead, across their ends and the shards’: requests overlap, where one tensor at a time left one open', async () => {
+    const local = join(dir, 'http-ahead.gguf')
+    await writeGguf(folder, local, { dtype: 'F16' })
+    // 1 MB/s a connection: each tensor's request lasts long enough for the next to start beside it.
+    const server = await served(NAMES, undefined, { perConnection: 1e6 })
+    try {
+      // Once the headers are read: only tensor data is left.
+      const stream = await ggufStream(`${server.url}llama/model.safetensors.index.json`, { dtype: 'F16' })
+      await server.settled()
+      const { result, most } = await mostOpen(server, async () => new Uint8Array(await new Response(stream).arrayBuffer()))
+      expectSameBytes(result, readFileSync(local), 'read ahead over HTTP against the folder')
+      expect(most, 'requests open at once').toBeGreaterThanOrEqual(2)
     } finally {
       await server.close()
     }

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, expect, test } from 'vitest'
 import { DOWNLOAD } from '../src/downloads.ts'
 import { convertFile, createCache, open } from '../src/node.ts'
-import { type RangeOptions, rangeHandler, startServer, type TestServer } from './http-server.ts'
+import { mostOpen, type RangeOptions, rangeHandler, startServer, type TestServer } from './http-server.ts'
 import { buildFile, bytesOf, expectSameBytes, headerOf, rng } from './read-helpers.ts'
 
 const MiB = 1 << 20
@@ -37,29 +37,11 @@ async function serve(options: RangeOptions = {}): Promise<string> {
   return `${server.origin}/model.safetensors`
 }
 
-/** Runs `read` while counting the responses open at the server every few ms; the most seen at once. */
-async function mostOpen<T>(read: () => Promise<T>): Promise<{ result: T; most: number }> {
-  let most = 0
-  let reading = true
-  const sampling = (async () => {
-    while (reading) {
-      most = Math.max(most, await server!.open())
-      await new Promise((resolve) => setTimeout(resolve, 2))
-    }
-  })()
-  try {
-    return { result: await read(), most }
-  } finally {
-    reading = false
-    await sampling
-  }
-}
-
 test('a cap per connection: connections are added while they pay, up to `connections`, and the bytes are exact', async () => {
   // 1 connection: 24 MiB at 8 MB/s is 3.1 s; 6 of them: about 0.5 s, plus the ramp.
   const url = await serve({ bandwidth: { perConnection: 8e6 } })
   const file = await open(url, { connections: 6 })
-  const { result, most } = await mostOpen(() => file.getTensor('weight'))
+  const { result, most } = await mostOpen(server!, () => file.getTensor('weight'))
   expectSameBytes(bytesOf(result.data), WEIGHT)
   // What that gains in time is measured by npm run bench (bench/download.js, nginx's per-connection cap).
   expect(most, 'connections used at once').toBeGreaterThanOrEqual(4)
@@ -74,7 +56,7 @@ test('a cap per connection: connections are added while they pay, up to `connect
 test('one budget for all connections: more connections bring nothing, so the read stays at few', async () => {
   const url = await serve({ bandwidth: { shared: 16e6 } })
   const file = await open(url, { connections: 8 })
-  const { result, most } = await mostOpen(() => file.getTensor('weight'))
+  const { result, most } = await mostOpen(server!, () => file.getTensor('weight'))
   expectSameBytes(bytesOf(result.data), WEIGHT)
   // It starts at 2 and tries a third; noise may keep one or two more for a while, never all 8.
   expect(most).toBeLessThanOrEqual(5)
@@ -145,7 +127,7 @@ test('a read through the cache goes parallel too, and the next read comes from t
   try {
     const url = await serve({ bandwidth: { perConnection: 50e6 } })
     const cache = await createCache({ dir })
-    const first = await mostOpen(async () => (await open(url, { cache })).getTensor('weight'))
+    const first = await mostOpen(server!, async () => (await open(url, { cache })).getTensor('weight'))
     expectSameBytes(bytesOf(first.result.data), WEIGHT)
     expect(first.most).toBeGreaterThan(1)
     await server!.settled()
@@ -165,7 +147,7 @@ test('convertFile from a URL reads in parallel and writes the same file as from 
   try {
     const url = await serve({ bandwidth: { perConnection: 50e6 } })
     writeFileSync(join(dir, 'in.safetensors'), FILE)
-    const { most } = await mostOpen(() => convertFile(url, join(dir, 'from-url.safetensors')))
+    const { most } = await mostOpen(server!, () => convertFile(url, join(dir, 'from-url.safetensors')))
     await convertFile(join(dir, 'in.safetensors'), join(dir, 'from-file.safetensors'))
     expectSameBytes(readFileSync(join(dir, 'from-url.safetensors')), readFileSync(join(dir, 'from-file.safetensors')))
     expect(most).toBeGreaterThan(1)

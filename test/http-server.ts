@@ -107,6 +107,24 @@ export async function startServer(handler: Handler, options: { cors?: boolean } 
   }
 }
 
+/** Runs `read` while counting the responses open at `server` every few ms; the most seen at once. */
+export async function mostOpen<T>(server: TestServer, read: () => Promise<T>): Promise<{ result: T; most: number }> {
+  let most = 0
+  let reading = true
+  const sampling = (async () => {
+    while (reading) {
+      most = Math.max(most, await server.open())
+      await new Promise((resolve) => setTimeout(resolve, 2))
+    }
+  })()
+  try {
+    return { result: await read(), most }
+  } finally {
+    reading = false
+    await sampling
+  }
+}
+
 /** What a URL serves: its bytes (read a chunk at a time, so a 5 GiB sparse file costs nothing) and validators. */
 export interface Resource {
   size: number

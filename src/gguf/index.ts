@@ -4,6 +4,7 @@
 // out first; then each tensor a chunk at a time, through one wasm memory sized once: read, converted or
 // quantized there in place, and copied out with its rows in llama.cpp's order.
 import { byteLengthOf } from '../convert.ts'
+import { sequentialReader } from '../downloads.ts'
 import type { DType } from '../dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import { toRangeSource } from '../file.ts'
@@ -11,7 +12,7 @@ import { type Located, locate, type ModelFiles, type ModelFolder, type OpenModel
 import { readJsonObject } from '../model-config.ts'
 import { readSmallFile } from '../model-index.ts'
 import { type ProgressCallback, ProgressMeter } from '../progress.ts'
-import { isMissingFile, readInto } from '../source.ts'
+import { isMissingFile } from '../source.ts'
 import { ChunkConverter, pulledStream } from '../stream.ts'
 import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype } from './format.ts'
 
@@ -102,35 +103,42 @@ async function* tensorBytes(
   const converter = new ChunkConverter(
     Math.max(0, ...tensors.map((t) => Math.max(byteLengthOf(t.info.dtype, chunkElements(t)), byteLengthOf(middleOf(t), chunkElements(t))))),
   )
-  for (const [index, t] of tensors.entries()) {
-    const { file, info } = t
-    const count = elementsOf(t)
-    const per = chunkElements(t)
-    for (let first = 0; first < count; first += per) {
-      const n = Math.min(per, count - first)
-      const inBytes = byteLengthOf(info.dtype, n)
-      let arrived = 0
-      const onBytes = (bytes: number) => {
-        arrived += bytes
-        meter?.arrived(bytes)
+  // Over HTTP the next chunks, of this tensor and the ones after it, are fetched in parallel while this one is converted and taken.
+  const input = sequentialReader(
+    tensors.map(({ file, info }) => ({ source: file.source, offset: file.header.dataStart + info.dataOffsets[0], length: info.byteLength })),
+    signal,
+  )
+  try {
+    for (const [index, t] of tensors.entries()) {
+      const { file, info } = t
+      const count = elementsOf(t)
+      const per = chunkElements(t)
+      for (let first = 0; first < count; first += per) {
+        const n = Math.min(per, count - first)
+        const inBytes = byteLengthOf(info.dtype, n)
+        let arrived = 0
+        const onBytes = (bytes: number) => {
+          arrived += bytes
+          meter?.arrived(bytes)
+        }
+        let out = await converter.convert(info.dtype, middleOf(t), file.byteOrder, inBytes, (target) => input.read(target, onBytes))
+        // A source that does not stream tells of its bytes only now.
+        meter?.arrived(inBytes - arrived)
+        if (t.type === 'Q8_0') {
+          // In place: the blocks are narrower than the F32 they come from.
+          out = quantizeQ8_0(new Float32Array(out.buffer, out.byteOffset, n), new Uint8Array(out.buffer, out.byteOffset, q8_0ByteLength(n)), {
+            name: info.name,
+            first,
+          })
+        }
+        // Q8_0 blocks lie within rows, so reordering rows after quantizing is reordering them before.
+        yield t.heads > 0 ? permuteRows(out, (n * t.heads) / count, info.shape[0] / t.heads) : out.slice()
       }
-      let out = await converter.convert(info.dtype, middleOf(t), file.byteOrder, inBytes, (target) =>
-        readInto(file.source, file.header.dataStart + info.dataOffsets[0] + byteLengthOf(info.dtype, first), target, signal, onBytes),
-      )
-      // A source that does not stream tells of its bytes only now.
-      meter?.arrived(inBytes - arrived)
-      if (t.type === 'Q8_0') {
-        // In place: the blocks are narrower than the F32 they come from.
-        out = quantizeQ8_0(new Float32Array(out.buffer, out.byteOffset, n), new Uint8Array(out.buffer, out.byteOffset, q8_0ByteLength(n)), {
-          name: info.name,
-          first,
-        })
-      }
-      // Q8_0 blocks lie within rows, so reordering rows after quantizing is reordering them before.
-      yield t.heads > 0 ? permuteRows(out, (n * t.heads) / count, info.shape[0] / t.heads) : out.slice()
+      const size = header.sizes[index]
+      if (alignUp(size) > size) yield new Uint8Array(alignUp(size) - size)
     }
-    const size = header.sizes[index]
-    if (alignUp(size) > size) yield new Uint8Array(alignUp(size) - size)
+  } finally {
+    input.close()
   }
 }
 
