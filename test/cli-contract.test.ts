@@ -312,23 +312,13 @@ describe('convert: what it wrote, in one line', () => {
     return { path, tensors: number(tensors), dtypes: tallyText(dtypes), bytes: number(bytes), shards: shards && number(shards), index }
   }
 
-  test('a file: its tensors by dtype and its size, as the written file says', async () => {
-    const out = join(scratch(), 'out.safetensors')
-    const summary = await summaryOf(FILE, out, '--dtype', 'bf16')
-    const written = dtypesOf(out)
-    expect(summary).toEqual({
-      path: out,
-      tensors: written.size,
-      dtypes: tally(written.values()),
-      bytes: statSync(out).size,
-      shards: undefined,
-      index: undefined,
-    })
-  })
-
-  test('a file named without .safetensors: the same line, for the file written', async () => {
-    const out = join(scratch(), 'converted')
-    const summary = await summaryOf(FILE, out, '--dtype', 'F16')
+  test.each([
+    ['out.safetensors', 'bf16'],
+    // Named without .safetensors: the line still counts the file written.
+    ['converted', 'F16'],
+  ])('a file (%s): its tensors by dtype and its size, as the written file says', async (name, dtype) => {
+    const out = join(scratch(), name)
+    const summary = await summaryOf(FILE, out, '--dtype', dtype)
     const written = dtypesOf(out)
     expect(written.size).toBeGreaterThan(0)
     expect(summary).toEqual({
