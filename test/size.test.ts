@@ -67,8 +67,8 @@ export async function first(source) {
     source: "export * from 'safetensors-wasm'\n",
     target: 35_000,
     // Not met yet: 36,982 once parallel downloads came, 42,472 with the GGUF converter (its tokenizer and
-    // metadata code, and the Q8_0 kernel: 5.5 kB), 41,063 with the wasm ahead of the JS (src/wasm-code.ts).
-    budget: 41_300,
+    // metadata code, and the Q8_0 kernel: 5.5 kB), 41,063 with the wasm ahead of the JS (src/wasm-code.ts), 41,314 with GGUF's read-ahead over HTTP.
+    budget: 41_400,
     // All but cache-folder.js, the Node cache's storage, which the browser entry does not reach.
     present: [
       ...WRITER,
