@@ -293,8 +293,9 @@ export function sequentialReader(ranges: readonly SourceRange[], signal: AbortSi
       const { signal } = controllers[next]
       const length = piece.end - piece.start
       piece.fetched = pool.run(async () => {
+        // A spare from a source that cuts smaller chunks (a cache's blocks) may be too short for this one.
         const kept = spare.pop()
-        const buffer = (kept && kept.length >= length ? kept : new Uint8Array(Math.max(chunkBytes, length))).subarray(0, length)
+        const buffer = (kept && kept.length >= length ? kept : new Uint8Array(chunkBytes)).subarray(0, length)
         await readInto(piece.source, piece.start, buffer, signal, (n) => pool.arrived(n))
         return buffer
       }, signal)
