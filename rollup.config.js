@@ -9,11 +9,13 @@ import { inlineWasm, wasmFromBuild } from './scripts/inline-wasm.js'
 
 const WASM = readdirSync('build').filter((file) => file.endsWith('.wasm'))
 
+// The workerd build's .wasm files, shipped in dist/ beside the chunk that imports them (the shared chunk).
+// Imported for their bindings only: no entry imports one for its side effects.
 const shipWasm = {
   name: 'ship-wasm',
   resolveId(source) {
     const id = wasmFromBuild(source)
-    return id && { id, external: true }
+    return id && { id, external: true, moduleSideEffects: false }
   },
   writeBundle() {
     mkdirSync('dist', { recursive: true })
@@ -21,15 +23,18 @@ const shipWasm = {
   },
 }
 
-// require('safetensors-wasm') from CommonJS: Node >= 20.19 loads ES modules synchronously (require(esm)), so a
-// CommonJS file that requires the ES entry gives CJS callers the very same module instance (no second copy of
-// the library, SafetensorsError stays one class). Its types re-export the entry's, so TypeScript's node16
-// resolution from CJS sees a CommonJS module rather than an ES one it could only import().
+// require('safetensors-wasm') and require('safetensors-wasm/gguf') from CommonJS: Node >= 20.19 loads ES modules
+// synchronously (require(esm)), so a CommonJS file that requires the ES entry gives CJS callers the very same
+// module instance (no second copy of the library, SafetensorsError stays one class). Its types re-export the
+// entry's, so TypeScript's node16 resolution from CJS sees a CommonJS module rather than an ES one it could
+// only import().
 const requireEntry = {
   name: 'require-entry',
   generateBundle() {
-    this.emitFile({ type: 'asset', fileName: 'node.cjs', source: "module.exports = require('./node.js')\n" })
-    this.emitFile({ type: 'asset', fileName: 'types/node.d.cts', source: "export * from './node.js'\n" })
+    for (const entry of ['node', 'gguf-node']) {
+      this.emitFile({ type: 'asset', fileName: `${entry}.cjs`, source: `module.exports = require('./${entry}.js')\n` })
+      this.emitFile({ type: 'asset', fileName: `types/${entry}.d.cts`, source: `export * from './${entry}.js'\n` })
+    }
   },
 }
 
@@ -46,18 +51,24 @@ const entryTypes = {
   },
 }
 
-// src/api.ts imports src/wasm-code.ts first so that a consumer's bundle puts the wasm ahead of the JS; rollup
+// src/api.ts imports src/core/wasm-code.ts first so that a consumer's bundle puts the wasm ahead of the JS; rollup
 // drops an import that takes no binding from a module without side effects, so this one is kept as it is.
 const wasmFirst = {
   name: 'wasm-first',
   load(id) {
-    return id.endsWith('/build/js/wasm-code.js') ? { code: readFileSync(id, 'utf8'), moduleSideEffects: 'no-treeshake' } : null
+    return id.endsWith('/build/js/core/wasm-code.js') ? { code: readFileSync(id, 'utf8'), moduleSideEffects: 'no-treeshake' } : null
   },
 }
 
 export default [
   {
-    input: { index: 'build/js/index.js', node: 'build/js/node.js', cli: 'build/js/cli.js' },
+    input: {
+      index: 'build/js/index.js',
+      node: 'build/js/node.js',
+      gguf: 'build/js/gguf.js',
+      'gguf-node': 'build/js/gguf-node.js',
+      cli: 'build/js/cli.js',
+    },
     external: [/^node:/],
     plugins: [wasmFirst, inlineWasm, requireEntry, entryTypes],
     // build/header.wasm becomes dist/header.wasm.js, assembly/boundary.ts?constants dist/boundary.js, beside
@@ -72,10 +83,25 @@ export default [
     },
   },
   {
-    input: 'build/js/index.js',
+    // The two entries of workerd share their code in one chunk, so that a Worker importing both has one
+    // copy of the library (and of SafetensorsError). The GGUF entry is a folder deeper than the main one,
+    // as its name is ('safetensors-wasm/gguf'), so that a Worker's modules named after the package
+    // resolve the chunk's and the wasm files' relative paths to the same modules from either entry.
+    input: { workerd: 'build/js/index.js', 'gguf/workerd': 'build/js/gguf.js' },
     external: [/^node:/],
     // shipWasm first: its .wasm files take the imports that inlineWasm would inline.
     plugins: [shipWasm, inlineWasm],
-    output: { file: 'dist/workerd.js', format: 'es', paths: (id) => (id.endsWith('.wasm') ? `./${basename(id)}` : id) },
+    output: {
+      dir: 'dist',
+      format: 'es',
+      entryFileNames: '[name].js',
+      // One chunk of what the entries share, and one per module loaded on demand (only a dynamic import() takes it).
+      chunkFileNames: 'workerd-[name].js',
+      manualChunks: (id, { getModuleInfo }) => {
+        const { isEntry, importers, dynamicImporters } = getModuleInfo(id)
+        return isEntry || (importers.length === 0 && dynamicImporters.length > 0) ? undefined : 'shared'
+      },
+      paths: (id) => (id.endsWith('.wasm') ? `./${basename(id)}` : id),
+    },
   },
 ]

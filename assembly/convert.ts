@@ -5,7 +5,7 @@
 // and an element count, and inlines a kernel compiled for each pair. Nothing is allocated. The vector
 // loops leave the remaining elements to the scalar loop after them.
 //
-// In-place contract (src/convert.ts and README.md, "Memory model" rely on it): every kernel walks the
+// In-place contract (src/core/convert.ts and README.md, "Memory model" rely on it): every kernel walks the
 // elements front to back and loads a block's input before it stores that block's output. That makes a
 // kernel correct on overlapping buffers laid out as JS lays them out: when the output is wider than the
 // input, the input sits at the end of the output region (src = dst + outBytes - inBytes), so each store
@@ -43,7 +43,7 @@ const SIGN: u32 = 0x80000000;
 }
 
 // Exponent bits, mantissa bits and bias of the formats decoded from their fields: F16, F8, F6, F4. A
-// mirror of DTYPE_INFO's `float` in src/dtypes.ts, kept here as constants so that they fold into the
+// mirror of DTYPE_INFO's `float` in src/core/dtypes.ts, kept here as constants so that they fold into the
 // loops; test/convert.test.ts checks every code of each format against an independent reference.
 @inline function expBitsOf(kind: u32): u32 {
   return kind == F8_E8M0 ? 8 : kind == F8_E4M3 || kind == F8_E4M3FNUZ ? 4 : kind == F8_E5M2 || kind == F8_E5M2FNUZ || kind == F16 ? 5 : kind == F6_E3M2 ? 3 : 2;

@@ -1,4 +1,4 @@
-// The dtype table is written by JS at load time from src/dtypes.ts, the one place dtype facts live.
+// The dtype table is written by JS at load time from src/core/dtypes.ts, the one place dtype facts live.
 // Entry i (16 bytes): name length, bits per element, two unused bytes, the name (up to 12 bytes).
 
 const TABLE = memory.data(32 * 16, 8);
@@ -21,7 +21,7 @@ export function matchDtype(text: usize, length: u32): i32 {
   return load<u8>(TABLE + (<usize>index << 4), 1);
 }
 
-// Indices in DTYPES (src/dtypes.ts): the scanner reports them and the kernels are keyed by them.
+// Indices in DTYPES (src/core/dtypes.ts): the scanner reports them and the kernels are keyed by them.
 // test/boundary.test.ts checks them against DTYPES through convertKernel.
 export const BOOL: u32 = 0;
 export const F4: u32 = 1;

@@ -1,4 +1,4 @@
-// XXH64 (xxHash, 64-bit): the checksum of every range the persistent cache stores (src/cache.ts), and of
+// XXH64 (xxHash, 64-bit): the checksum of every range the persistent cache stores (src/cache/cache.ts), and of
 // the cache's entry names. One export, xxh64(ptr, len, seed), over bytes in linear memory.
 //
 // No vector loop, because none is faster here (Node 20, x86-64, 16 MiB input):

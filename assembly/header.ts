@@ -488,6 +488,47 @@ function nextItem(close: u32): bool {
   return false;
 }
 
+// Where the key of the member being read began: its opening quote, and its first UTF-16 code unit.
+let keyAt: u32 = 0;
+let key16At: u32 = 0;
+
+// The objects parseMembers reads, each with its member function.
+const MEMBERS_HEADER = 0;
+const MEMBERS_TENSOR = 1;
+const MEMBERS_METADATA = 2;
+const MEMBERS_INDEX = 3;
+const MEMBERS_WEIGHTS = 4;
+
+// Reads the object whose '{' is at pos, one member at a time: scans its key (left in strStart, strEnd,
+// strEscaped, with keyAt and key16At), consumes the colon, and calls the member function of `kind` with pos at the value,
+// which it reads. Leaves pos after the '}'. Every object of a header or an index is read through here,
+// but for the values the schema ignores (skipValue).
+function parseMembers(kind: i32, object: u32): bool {
+  pos++;
+  skipWs();
+  if (byte(pos) == 0x7d) {
+    pos++;
+    return true;
+  }
+  do {
+    if (byte(pos) != 0x22) return syntax(R_EXPECTED_KEY);
+    keyAt = pos;
+    key16At = pos + 1 - delta;
+    if (!scanString()) return false;
+    skipWs();
+    if (byte(pos) != 0x3a) return syntax(R_EXPECTED_COLON);
+    pos++;
+    skipWs();
+    let ok = kind == MEMBERS_TENSOR ? tensorMember(object)
+      : kind == MEMBERS_METADATA ? metadataMember(object)
+      : kind == MEMBERS_HEADER ? headerMember(object)
+      : kind == MEMBERS_WEIGHTS ? weightMember(object)
+      : indexMember(object);
+    if (!ok) return false;
+  } while (nextItem(0x7d));
+  return status == OK;
+}
+
 function parseShape(record: usize): bool {
   if (byte(pos) != 0x5b) return syntax(R_SHAPE_NOT_ARRAY);
   if (!reserve(8)) return false;
@@ -532,6 +573,25 @@ function parseDtype(record: usize): bool {
   return true;
 }
 
+// The tensor whose object is being read, and the fields it has had so far.
+let tensorRecord: usize = 0;
+let tensorFields: u32 = 0;
+
+// A member of a tensor object: "dtype", "shape", "data_offsets", or a field the schema ignores.
+function tensorMember(object: u32): bool {
+  let field: u32 = 0;
+  if (lastStringIs(LIT_DTYPE, 5)) field = F_DTYPE;
+  else if (lastStringIs(LIT_SHAPE, 5)) field = F_SHAPE;
+  else if (lastStringIs(LIT_OFFSETS, 12)) field = F_OFFSETS;
+  else if (status != OK || !addKey(object, strStart, strEnd, strEscaped)) return false;
+  if (tensorFields & field) return fail(INVALID_HEADER_DESERIALIZATION, R_DUPLICATE_KEY, keyAt);
+  tensorFields |= field;
+  return field == F_DTYPE ? parseDtype(tensorRecord)
+    : field == F_SHAPE ? parseShape(tensorRecord)
+    : field == F_OFFSETS ? parseOffsets(tensorRecord)
+    : skipValue(2);
+}
+
 // The value of a tensor key: {"dtype", "shape", "data_offsets", and fields ignored}.
 function parseTensor(keyStart: u32, keyEnd: u32, keyEscaped: bool, key16Start: u32): bool {
   if (byte(pos) != 0x7b) return syntax(R_TENSOR_NOT_OBJECT);
@@ -546,41 +606,21 @@ function parseTensor(keyStart: u32, keyEnd: u32, keyEscaped: bool, key16Start: u
   store<u32>(record, key16Start, TENSOR_KEY16_START);
   store<u32>(record, keyEnd - delta, TENSOR_KEY16_END);
   tensorCount++;
-  let object = ++objects;
-  let seen: u32 = 0;
-  pos++;
-  skipWs();
-  if (byte(pos) != 0x7d) {
-    do {
-      if (byte(pos) != 0x22) return syntax(R_EXPECTED_KEY);
-      let keyAt = pos;
-      if (!scanString()) return false;
-      let field: u32 = 0;
-      if (lastStringIs(LIT_DTYPE, 5)) field = F_DTYPE;
-      else if (lastStringIs(LIT_SHAPE, 5)) field = F_SHAPE;
-      else if (lastStringIs(LIT_OFFSETS, 12)) field = F_OFFSETS;
-      else if (status != OK || !addKey(object, strStart, strEnd, strEscaped)) return false;
-      if (seen & field) return fail(INVALID_HEADER_DESERIALIZATION, R_DUPLICATE_KEY, keyAt);
-      seen |= field;
-      skipWs();
-      if (byte(pos) != 0x3a) return syntax(R_EXPECTED_COLON);
-      pos++;
-      skipWs();
-      let ok = field == F_DTYPE ? parseDtype(record)
-        : field == F_SHAPE ? parseShape(record)
-        : field == F_OFFSETS ? parseOffsets(record)
-        : skipValue(2);
-      if (!ok) return false;
-    } while (nextItem(0x7d));
-    if (status != OK) return false;
-  } else {
-    pos++;
-  }
-  if (seen != (F_DTYPE | F_SHAPE | F_OFFSETS)) {
-    store<u64>(RESULT, <u64>seen, RESULT_A);
+  tensorRecord = record;
+  tensorFields = 0;
+  if (!parseMembers(MEMBERS_TENSOR, ++objects)) return false;
+  if (tensorFields != (F_DTYPE | F_SHAPE | F_OFFSETS)) {
+    store<u64>(RESULT, <u64>tensorFields, RESULT_A);
     return fail(INVALID_HEADER_DESERIALIZATION, R_MISSING_FIELD, objectAt);
   }
   return true;
+}
+
+// A member of __metadata__: a string value.
+function metadataMember(object: u32): bool {
+  if (!addKey(object, strStart, strEnd, strEscaped)) return false;
+  if (byte(pos) != 0x22) return syntax(R_METADATA_VALUE_NOT_STRING);
+  return scanString();
 }
 
 // `null` or an object of string values; JS parses the span itself once it is known to be valid.
@@ -593,52 +633,25 @@ function parseMetadata(): bool {
   if (c != 0x7b) return syntax(R_METADATA_NOT_OBJECT);
   store<u32>(RESULT, pos, RESULT_METADATA_START);
   store<u32>(RESULT, pos - delta, RESULT_METADATA_START16);
-  let object = ++objects;
-  pos++;
-  skipWs();
-  if (byte(pos) != 0x7d) {
-    do {
-      if (!objectKey(object)) return false;
-      skipWs();
-      if (byte(pos) != 0x22) return syntax(R_METADATA_VALUE_NOT_STRING);
-      if (!scanString()) return false;
-    } while (nextItem(0x7d));
-    if (status != OK) return false;
-  } else {
-    pos++;
-  }
+  if (!parseMembers(MEMBERS_METADATA, ++objects)) return false;
   store<u32>(RESULT, pos, RESULT_METADATA_END);
   store<u32>(RESULT, pos - delta, RESULT_METADATA_END16);
   return true;
 }
 
+// A member of the header: __metadata__, or a tensor.
+function headerMember(object: u32): bool {
+  let keyStart = strStart, keyEnd = strEnd, keyEscaped = strEscaped;
+  let isMetadata = lastStringIs(LIT_METADATA, 12);
+  if (status != OK) return false;
+  if (isMetadata) return addKey(object, keyStart, keyEnd, keyEscaped) && parseMetadata();
+  return parseTensor(keyStart, keyEnd, keyEscaped, key16At);
+}
+
 function parseDocument(): bool {
   skipWs();
   if (byte(pos) != 0x7b) return syntax(R_EXPECTED_OBJECT);
-  pos++;
-  skipWs();
-  if (byte(pos) == 0x7d) {
-    pos++;
-  } else {
-    do {
-      if (byte(pos) != 0x22) return syntax(R_EXPECTED_KEY);
-      let key16Start = pos + 1 - delta;
-      if (!scanString()) return false;
-      let keyStart = strStart, keyEnd = strEnd, keyEscaped = strEscaped;
-      let isMetadata = lastStringIs(LIT_METADATA, 12);
-      if (status != OK) return false;
-      skipWs();
-      if (byte(pos) != 0x3a) return syntax(R_EXPECTED_COLON);
-      pos++;
-      skipWs();
-      if (isMetadata) {
-        if (!addKey(TOP_OBJECT, keyStart, keyEnd, keyEscaped) || !parseMetadata()) return false;
-      } else if (!parseTensor(keyStart, keyEnd, keyEscaped, key16Start)) {
-        return false;
-      }
-    } while (nextItem(0x7d));
-    if (status != OK) return false;
-  }
+  if (!parseMembers(MEMBERS_HEADER, TOP_OBJECT)) return false;
   skipWs();
   if (pos != n) return syntax(R_TRAILING);
   return true;
@@ -880,55 +893,68 @@ export function scanHeader(input: usize, length: u32, fileSize: f64): i32 {
   return finish();
 }
 
+// The shard name of the weight_map entry read last, and whether the index has had a weight_map.
+let lastShardStart: u32 = 0;
+let lastShardLength: u32 = 0;
+let lastShardEscaped = false;
+let hasWeightMap = false;
+
+// A member of weight_map: a tensor name and its shard's file name.
+function weightMember(object: u32): bool {
+  let keyStart = strStart, keyEnd = strEnd, keyEscaped = strEscaped, key16End = (strEnd - delta) | (strEscaped ? ESCAPED : 0);
+  if (byte(pos) != 0x22) {
+    store<u64>(RESULT, keyStart, RESULT_A);
+    store<u64>(RESULT, keyEnd, RESULT_B);
+    return syntax(R_SHARD_NOT_STRING);
+  }
+  let shard16Start = pos + 1 - delta;
+  if (!scanString() || !reserve(WEIGHT_SIZE)) return false;
+  let length = strEnd - strStart;
+  // Entries of one shard mostly come together: JS decodes a shard name once per run.
+  let newShard = tensorCount == 0 || length != lastShardLength || strEscaped != lastShardEscaped || memory.compare(base + strStart, base + lastShardStart, length) != 0;
+  lastShardStart = strStart;
+  lastShardLength = length;
+  lastShardEscaped = strEscaped;
+  store<u32>(top, TAG_WEIGHT, ENTRY_TAG);
+  store<u32>(top, object, ENTRY_OBJECT);
+  store<u32>(top, keyStart, ENTRY_KEY_START);
+  store<u32>(top, keyEnd | (keyEscaped ? ESCAPED : 0), ENTRY_KEY_END);
+  store<u32>(top, key16At, WEIGHT_KEY16_START);
+  store<u32>(top, key16End, WEIGHT_KEY16_END);
+  store<u32>(top, shard16Start, WEIGHT_SHARD16_START);
+  store<u32>(top, (strEnd - delta) | (strEscaped ? ESCAPED : 0), WEIGHT_SHARD16_END);
+  store<u32>(top, newShard ? 1 : 0, WEIGHT_NEW_SHARD);
+  top += WEIGHT_SIZE;
+  tensorCount++;
+  return true;
+}
+
 // The weight_map object: string keys (tensor names) to string values (shard file names), one log entry
 // each, contiguous from RESULT_WEIGHTS; RESULT_TENSOR_COUNT counts them.
 function parseWeightMap(): bool {
   if (byte(pos) != 0x7b) return syntax(R_WEIGHT_MAP_NOT_OBJECT);
-  let object = ++objects;
   // A second weight_map is a repeated key, which dedupe reports: its entries count for the table's size.
   store<u32>(RESULT, <u32>top, RESULT_WEIGHTS);
-  pos++;
-  skipWs();
-  if (byte(pos) == 0x7d) {
-    pos++;
-    return true;
+  return parseMembers(MEMBERS_WEIGHTS, ++objects);
+}
+
+// A member of the index: weight_map, metadata (an object), or a key holding any JSON.
+function indexMember(object: u32): bool {
+  let isWeightMap = lastStringIs(LIT_WEIGHT_MAP, 10);
+  let isMetadata = lastStringIs(LIT_INDEX_METADATA, 8);
+  if (status != OK || !addKey(object, strStart, strEnd, strEscaped)) return false;
+  if (isWeightMap) {
+    hasWeightMap = true;
+    return parseWeightMap();
   }
-  let lastStart: u32 = 0, lastLength: u32 = 0, lastEscaped = false;
-  do {
-    if (byte(pos) != 0x22) return syntax(R_EXPECTED_KEY);
-    let key16Start = pos + 1 - delta;
-    if (!scanString()) return false;
-    let keyStart = strStart, keyEnd = strEnd, keyEscaped = strEscaped, key16End = (strEnd - delta) | (strEscaped ? ESCAPED : 0);
-    skipWs();
-    if (byte(pos) != 0x3a) return syntax(R_EXPECTED_COLON);
-    pos++;
-    skipWs();
-    if (byte(pos) != 0x22) {
-      store<u64>(RESULT, keyStart, RESULT_A);
-      store<u64>(RESULT, keyEnd, RESULT_B);
-      return syntax(R_SHARD_NOT_STRING);
-    }
-    let shard16Start = pos + 1 - delta;
-    if (!scanString() || !reserve(WEIGHT_SIZE)) return false;
-    let length = strEnd - strStart;
-    // Entries of one shard mostly come together: JS decodes a shard name once per run.
-    let newShard = tensorCount == 0 || length != lastLength || strEscaped != lastEscaped || memory.compare(base + strStart, base + lastStart, length) != 0;
-    lastStart = strStart;
-    lastLength = length;
-    lastEscaped = strEscaped;
-    store<u32>(top, TAG_WEIGHT, ENTRY_TAG);
-    store<u32>(top, object, ENTRY_OBJECT);
-    store<u32>(top, keyStart, ENTRY_KEY_START);
-    store<u32>(top, keyEnd | (keyEscaped ? ESCAPED : 0), ENTRY_KEY_END);
-    store<u32>(top, key16Start, WEIGHT_KEY16_START);
-    store<u32>(top, key16End, WEIGHT_KEY16_END);
-    store<u32>(top, shard16Start, WEIGHT_SHARD16_START);
-    store<u32>(top, (strEnd - delta) | (strEscaped ? ESCAPED : 0), WEIGHT_SHARD16_END);
-    store<u32>(top, newShard ? 1 : 0, WEIGHT_NEW_SHARD);
-    top += WEIGHT_SIZE;
-    tensorCount++;
-  } while (nextItem(0x7d));
-  return status == OK;
+  if (!isMetadata) return skipValue(1);
+  if (byte(pos) != 0x7b) return syntax(R_INDEX_METADATA_NOT_OBJECT);
+  store<u32>(RESULT, pos, RESULT_METADATA_START);
+  store<u32>(RESULT, pos - delta, RESULT_METADATA_START16);
+  if (!skipValue(1)) return false;
+  store<u32>(RESULT, pos, RESULT_METADATA_END);
+  store<u32>(RESULT, pos - delta, RESULT_METADATA_END16);
+  return true;
 }
 
 // The index: an object with a weight_map object and, if present, a metadata object; other keys hold any
@@ -936,38 +962,8 @@ function parseWeightMap(): bool {
 function parseIndexDocument(): bool {
   skipWs();
   if (byte(pos) != 0x7b) return syntax(R_INDEX_NOT_OBJECT);
-  pos++;
-  skipWs();
-  let hasWeightMap = false;
-  if (byte(pos) == 0x7d) {
-    pos++;
-  } else {
-    do {
-      if (byte(pos) != 0x22) return syntax(R_EXPECTED_KEY);
-      if (!scanString()) return false;
-      let isWeightMap = lastStringIs(LIT_WEIGHT_MAP, 10);
-      let isMetadata = lastStringIs(LIT_INDEX_METADATA, 8);
-      if (status != OK || !addKey(TOP_OBJECT, strStart, strEnd, strEscaped)) return false;
-      skipWs();
-      if (byte(pos) != 0x3a) return syntax(R_EXPECTED_COLON);
-      pos++;
-      skipWs();
-      if (isWeightMap) {
-        if (!parseWeightMap()) return false;
-        hasWeightMap = true;
-      } else if (isMetadata) {
-        if (byte(pos) != 0x7b) return syntax(R_INDEX_METADATA_NOT_OBJECT);
-        store<u32>(RESULT, pos, RESULT_METADATA_START);
-        store<u32>(RESULT, pos - delta, RESULT_METADATA_START16);
-        if (!skipValue(1)) return false;
-        store<u32>(RESULT, pos, RESULT_METADATA_END);
-        store<u32>(RESULT, pos - delta, RESULT_METADATA_END16);
-      } else if (!skipValue(1)) {
-        return false;
-      }
-    } while (nextItem(0x7d));
-    if (status != OK) return false;
-  }
+  hasWeightMap = false;
+  if (!parseMembers(MEMBERS_INDEX, TOP_OBJECT)) return false;
   skipWs();
   if (pos != n) return syntax(R_TRAILING);
   if (!hasWeightMap) return fail(INVALID_HEADER_DESERIALIZATION, R_WEIGHT_MAP_MISSING, 0);

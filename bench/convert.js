@@ -74,7 +74,7 @@ function f8E4m3ToF16Table() {
 export function kernelInstance(inBytes, outBytes, name = 'convert') {
   const module = new WebAssembly.Module(readFileSync(new URL(`../build/${name}.wasm`, import.meta.url)))
   const memory = new WebAssembly.Memory({ initial: 2 + Math.ceil((inBytes + outBytes + 32) / 65536) })
-  /** The core's exports, as src/convert.ts types them. @type {import('../src/convert.ts').KernelExports} */
+  /** The core's exports, as src/core/convert.ts types them. @type {import('../src/core/convert.ts').KernelExports} */
   const exports = /** @type {any} */ (new WebAssembly.Instance(module, { env: { memory } }).exports)
   const src = (exports.heapBase() + 15) & ~15
   const dst = (src + inBytes + 15) & ~15

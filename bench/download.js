@@ -1,5 +1,5 @@
 // Downloads at the speed of the pipe (issue 21): one 256 MiB tensor over loopback HTTP, read by getTensor
-// (parallel chunks, src/downloads.ts) and converted by the CLI to F16, against one fetch() of the whole
+// (parallel chunks, src/sources/downloads.ts) and converted by the CLI to F16, against one fetch() of the whole
 // file measured in the same run, on three servers:
 // - nginx with limit_rate 25m per connection (as CDNs cap each connection): targets getTensor >= 3.5x
 //   faster than the fetch, CLI convert in at most a third of the fetch's time;

@@ -1,4 +1,4 @@
-// The imports of src/ that the builds make (src/wasm-modules.d.ts), for rollup.config.js and for vitest,
+// The imports of src/ that the builds make (src/core/wasm-modules.d.ts), for rollup.config.js and for vitest,
 // which runs src/ as it is: a .wasm file as a module whose default export is its bytes in hex (hex rather
 // than base64: gzip packs a module's hex to about its own gzipped size, base64 to 1.4 times it), and
 // assembly/boundary.ts?constants as a module that exports that file's constants by name, one binding each,

@@ -1,22 +1,34 @@
 // The public API that every package entry shares; the Node entry adds local files (src/node.ts).
 
-// First, so that a bundle puts the wasm ahead of the JS (src/wasm-code.ts says why).
-import './wasm-code.ts'
+// First, so that a bundle puts the wasm ahead of the JS (src/core/wasm-code.ts says why).
+import './core/wasm-code.ts'
 
-export { type CacheOptions, createCache, type RangeCache } from './cache.ts'
-export { byteSwap, type ConvertTarget, convert } from './convert.ts'
-export { DTYPE_INFO, DTYPES, type DType, type DTypeInfo, type Float16Array, type Float16ArrayBase, type TypedArray } from './dtypes.ts'
-export { type ErrorCode, SafetensorsError } from './errors.ts'
-export { type DataFor, type OpenOptions, open, type ReadOptions, SafetensorsFile, type Source, type Tensor } from './file.ts'
-export { type GgufDtype, type GgufOptions, type GgufStream, ggufStream } from './gguf/index.ts'
-export { Header, MAX_HEADER_SIZE, parseHeader, readHeader, readHeaderSize, type TensorInfo } from './header.ts'
-export { type HttpOptions, httpSource } from './http.ts'
-export { type Layout, type LayoutEntry, planLayout, type TensorDeclaration } from './layout.ts'
-export { type ModelFiles, type ModelFolder, type ModelIndex, type OpenModelOptions, openModel, SafetensorsModel } from './model.ts'
-export type { Progress, ProgressCallback } from './progress.ts'
-export { type R2Bucket, type R2Object, type R2ObjectBody, type R2SourceOptions, r2Model, r2Source } from './r2.ts'
-export type { SliceRange } from './slice.ts'
-export { blobSource, memorySource, type OnBytes, type RangeSource } from './source.ts'
-export { type TensorStats, tensorStats } from './stats.ts'
-export { type ConvertStreamOptions, convertStream, type StreamOptions, type ValidateStreamOptions, validateStream } from './stream.ts'
-export { SafetensorsWriter, serialize, streamSink, type TensorCollection, type TensorInput, type WriteOptions, type WriterSink } from './writer.ts'
+export { type CacheOptions, createCache } from './cache/cache.ts'
+export type { RangeCache } from './cache/hook.ts'
+export { byteSwap, type ConvertTarget, convert } from './core/convert.ts'
+export { DTYPE_INFO, DTYPES, type DType, type DTypeInfo, type Float16Array, type Float16ArrayBase, type TypedArray } from './core/dtypes.ts'
+export { type TensorStats, tensorStats } from './core/stats.ts'
+export { type ErrorCode, type ErrorFacts, SafetensorsError } from './errors.ts'
+export { Header, MAX_HEADER_SIZE, type Metadata, parseHeader, readHeaderSize, type TensorInfo } from './format/header.ts'
+export { type Layout, type LayoutEntry, planLayout, type TensorDeclaration } from './format/layout.ts'
+export type { ModelIndex } from './format/model-index.ts'
+export type { SliceRange } from './format/slice.ts'
+export { type DataFor, type OpenOptions, open, type ReadOptions, readHeader, SafetensorsFile, type Source, type Tensor } from './read/file.ts'
+export { type OpenModelOptions, openModel, SafetensorsModel } from './read/model.ts'
+export type { StreamOptions } from './read/tensor-stream.ts'
+export { type ValidateStreamOptions, validateStream } from './read/validate-stream.ts'
+export { type HttpOptions, httpSource } from './sources/http/source.ts'
+export type { Progress, ProgressCallback } from './sources/progress.ts'
+export { type R2Bucket, type R2Object, type R2ObjectBody, type R2SourceOptions, r2Model, r2Source } from './sources/r2.ts'
+export { blobSource, type ModelFiles, type ModelFolder, memorySource, type OnBytes, type RangeSource } from './sources/source.ts'
+export { type ConvertStreamOptions, convertStream } from './write/convert-stream.ts'
+export {
+  SafetensorsWriter,
+  serialize,
+  streamSink,
+  type TensorCollection,
+  type TensorInput,
+  type WriteOptions,
+  type WriterOptions,
+  type WriterSink,
+} from './write/writer.ts'

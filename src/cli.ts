@@ -5,12 +5,13 @@
 import { readFileSync } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
+import { type GgufDtype, writeGguf } from './gguf-node.ts'
+import { systemMessage } from './node/atomic-files.ts'
 import {
   type ConvertTarget,
   convertFile,
   convertModel,
   type DType,
-  type GgufDtype,
   type Header,
   open,
   openModel,
@@ -20,7 +21,6 @@ import {
   type SafetensorsModel,
   type TensorInfo,
   tensorStats,
-  writeGguf,
 } from './node.ts'
 
 const USAGE = `usage:
@@ -364,12 +364,13 @@ async function converting<T>(
   try {
     return await run()
   } catch (error) {
-    // Reading opens the input: a file, or a model's index and the shards beside it.
+    // An error names the local file it is about (error.path): the input's (a file, or a model's index and the
+    // shards beside it), or else the output's.
     const inputFolder = model ? resolve(/\.(index\.json|safetensors)$/.test(input) ? dirname(input) : input) : undefined
     const readsInput = (path: string) => resolve(path) === resolve(input) || dirname(resolve(path)) === inputFolder
-    const onOutput = writeFailure(error, readsInput)
-    if (onOutput) {
-      fail(output, 'Io', onOutput)
+    if (error instanceof SafetensorsError && error.code === 'Io' && error.path !== undefined && !readsInput(error.path)) {
+      // In the system's words, without its paths: they name temporary files.
+      fail(output, 'Io', `cannot write: ${error.cause === undefined ? error.message : systemMessage(error.cause)}`)
       return undefined
     }
     if (error instanceof SafetensorsError) {
@@ -403,23 +404,6 @@ async function outputInTheWay(output: string, intoFolder: boolean): Promise<stri
   return intoFolder
     ? 'exists and is not a folder (a model is written as a folder of its files)'
     : `is a folder (name the file to write, such as ${join(output, 'model.safetensors')})`
-}
-
-/** System calls that reading never makes: a failure in one of them is the output's. */
-const WRITING_CALLS = new Set(['mkdir', 'write', 'fsync', 'rename', 'unlink', 'rmdir', 'scandir'])
-
-/**
- * Why writing failed, when `error` comes from the output's side: a system call only writing makes, or an
- * open of a file that is not the input's. In the system's words, without its paths: they name temporary files.
- */
-function writeFailure(error: unknown, readsInput: (path: string) => boolean): string | undefined {
-  let system: NodeJS.ErrnoException | undefined
-  for (let e = error; e instanceof Error && !system; e = e.cause) if (typeof (e as NodeJS.ErrnoException).syscall === 'string') system = e
-  if (!system?.syscall) return undefined
-  const opensOutput = system.syscall === 'open' && system.path !== undefined && !readsInput(system.path)
-  if (!opensOutput && !WRITING_CALLS.has(system.syscall)) return undefined
-  const words = /^[A-Z0-9_]+: ([^,]+)/.exec(system.message)?.[1] ?? system.message
-  return `cannot write: ${words} (${system.code})`
 }
 
 /** One line from the files written, read back: "out: wrote 36 tensors (3 F16, 3 I64), 1,234 bytes in 6 shards and model.safetensors.index.json, 0.12 s". */

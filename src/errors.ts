@@ -44,18 +44,47 @@ export type ErrorCode =
   | 'Io'
   | 'Aborted'
 
+/** The facts an error carries besides its code and message, as fields; each is set where it applies. */
+export interface ErrorFacts {
+  /** The cause, as in `Error`: the platform's error, or the error this one wraps. */
+  cause?: unknown
+  /** The status of the HTTP response that failed (404, 503, ...). */
+  status?: number
+  /** The http(s) URL read. */
+  url?: string
+  /** The local file or folder read or written (never a temporary file beside it). */
+  path?: string
+}
+
 /**
  * What this library throws for bad data, files or network: `instanceof SafetensorsError` works in every
- * entry, and the message names the tensor, offset, byte position, path or URL involved. A mistake of the
- * calling code (an argument of the wrong type, an option out of range) is a TypeError or RangeError instead.
+ * entry, and the message names the tensor, offset, byte position, path or URL involved; `status`, `url` and
+ * `path` carry an HTTP status, the URL and the local path as fields, kept by every layer that rethrows. A
+ * mistake of the calling code (an argument of the wrong type, an option out of range) is a TypeError or
+ * RangeError instead.
  */
 export class SafetensorsError extends Error {
   /** What went wrong, as one of the {@link ErrorCode}s. */
   readonly code: ErrorCode
+  /** The HTTP status of the response that failed, when a response did. */
+  readonly status?: number
+  /** The http(s) URL whose read failed, when one did. */
+  readonly url?: string
+  /** The local file or folder involved, when one is. */
+  readonly path?: string
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
+  constructor(code: ErrorCode, message: string, facts?: ErrorFacts) {
+    // Error takes the cause from the facts, and nothing else.
+    super(message, facts)
     this.name = 'SafetensorsError'
     this.code = code
+    this.status = facts?.status
+    this.url = facts?.url
+    this.path = facts?.path
   }
+}
+
+/** `error` again, its message led by `context` (the shard or file it is about): the same code and facts. */
+export function inContext(error: SafetensorsError, context: string): SafetensorsError {
+  return new SafetensorsError(error.code, `${context}: ${error.message}`, { cause: error, status: error.status, url: error.url, path: error.path })
 }

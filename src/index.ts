@@ -1,7 +1,7 @@
 /**
  * The portable entry (browsers, workerd, and the `default` condition): nothing in its module graph needs
  * Node; local files come with the Node entry (src/node.ts). Its modules have no side effects, so a bundler
- * keeps only those a page uses, with their wasm (src/wasm.ts).
+ * keeps only those a page uses, with their wasm (src/core/wasm.ts).
  * @packageDocumentation
  */
 

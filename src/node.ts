@@ -3,13 +3,10 @@
  * files: paths in open() and openModel(), and the functions that write to disk.
  * @packageDocumentation
  */
-import { registerLocalFiles } from './local-files.ts'
-import { nodeFiles } from './node-source.ts'
+import './node/platform.ts'
 
-registerLocalFiles(nodeFiles)
-
-export { type ConvertFileOptions, convertFile, convertModel } from './convert-file.ts'
-export { type GgufWritten, writeGguf } from './gguf/node.ts'
 export * from './index.ts'
-export { fileSource } from './node-source.ts'
-export { fileSink, type SaveModelOptions, saveModel, writeFile } from './node-writer.ts'
+export { fileSink, writeFile } from './node/atomic-files.ts'
+export { type ConvertFileOptions, convertFile, convertModel } from './node/convert-file.ts'
+export { fileSource } from './node/file-source.ts'
+export { type SaveModelOptions, saveModel } from './node/save-model.ts'

@@ -1,13 +1,13 @@
 // The facts the wasm core and src/ must agree on, which AssemblyScript cannot import from TypeScript:
-// the scanner's status and reason codes (defined in assembly/boundary.ts, named in src/header.ts), and which
+// the scanner's status and reason codes (defined in assembly/boundary.ts, named in src/format/header.ts), and which
 // conversions the kernels, keyed by DTYPES indices (assembly/dtypes.ts), have. The float layouts the kernels
 // are compiled with are checked by test/convert.test.ts, on every code of each format.
 import { readdirSync, readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
 import * as boundary from '../assembly/boundary.ts?constants'
-import { kernelModule } from '../src/convert.ts'
-import { canConvert, DTYPES } from '../src/dtypes.ts'
-import { REASON_TEXT, STATUS_ERRORS } from '../src/header.ts'
+import { kernelModule } from '../src/core/convert.ts'
+import { canConvert, DTYPES } from '../src/core/dtypes.ts'
+import { REASON_TEXT, STATUS_ERRORS } from '../src/format/header.ts'
 
 describe('the wasm modules and src/', () => {
   const source = readFileSync(new URL('../assembly/boundary.ts', import.meta.url), 'utf8')

@@ -6,8 +6,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { simulateHostByteOrder } from '../src/byte-order.ts'
-import * as convertModule from '../src/convert.ts'
+import { simulateHostByteOrder } from '../src/core/byte-order.ts'
+import * as convertModule from '../src/core/convert.ts'
 import { open } from '../src/node.ts'
 import { DTYPE_BITS } from './dtype-table.ts'
 import { bf16ToNumber, buildFile, bytesOf, countingSource, expectSameBytes, type TensorSpec } from './read-helpers.ts'
@@ -33,7 +33,7 @@ function bf16Series(n: number): { bits: Uint16Array; f32: Float32Array } {
   return { bits, f32 }
 }
 // A mid-sized result (1.2 MB), and one above the size where results get a wasm memory of their own
-// (src/convert.ts DEDICATED_MIN_BYTES, 32 MiB when this was written), so both conversion paths run.
+// (src/core/convert.ts DEDICATED_MIN_BYTES, 32 MiB when this was written), so both conversion paths run.
 const DEDICATED = (convertModule as { DEDICATED_MIN_BYTES?: number }).DEDICATED_MIN_BYTES ?? 32 << 20
 const mid = bf16Series(300_000)
 const huge = bf16Series(Math.ceil((DEDICATED + (4 << 20)) / 4))

@@ -1,9 +1,9 @@
 // The conversion kernels and convert()/byteSwap(), against the independent reference in
 // float-reference.ts, for both wasm builds.
 import { describe, expect, test } from 'vitest'
-import { byteLengthOf, convertInto, DEDICATED_MIN_BYTES, instantiate, kernelModule } from '../src/convert.ts'
+import { byteLengthOf, convertInto, DEDICATED_MIN_BYTES, instantiate, kernelModule } from '../src/core/convert.ts'
+import { reserveMemory } from '../src/core/wasm.ts'
 import { byteSwap, convert, DTYPE_INFO, type DType, SafetensorsError, type TypedArray } from '../src/node.ts'
-import { reserveMemory } from '../src/wasm.ts'
 import {
   bigintToF32,
   decodeToF32Bits,

@@ -1,9 +1,9 @@
-// src/file.ts read paths: conversion chunk by chunk as the bytes of a read arrive (so the transfer and
+// src/read/file.ts read paths: conversion chunk by chunk as the bytes of a read arrive (so the transfer and
 // the conversion overlap), and `out` (the result written into the caller's buffer). The expected values
 // are a plain read of the same bytes from memory, where the whole tensor is converted at once, and the
 // independent reference of test/float-reference.ts on a sample.
 import { describe, expect, test } from 'vitest'
-import { open, type RangeSource } from '../src/node.ts'
+import { open, type RangeSource, type Source } from '../src/node.ts'
 import { referenceConvert } from './float-reference.ts'
 import { buildFile, bytesOf, countingSource, expectSameBytes, rng } from './read-helpers.ts'
 
@@ -101,5 +101,20 @@ describe('out', () => {
     await expect(f.getTensor('w', { dtype: 'F16', out: new Uint8Array(new ArrayBuffer(2001), 1) })).rejects.toThrow(RangeError)
     await expect(f.getTensor('w', { out: [] as unknown as ArrayBuffer })).rejects.toThrow(TypeError)
     expect(counting.reads).toEqual([])
+  })
+})
+
+describe("the open's signal", () => {
+  const bytes = buildFile([{ name: 'w', dtype: 'U8', shape: [4], bytes: new Uint8Array([1, 2, 3, 4]) }])
+  test.each([
+    ['bytes', (): Source => bytes],
+    ['a Blob', (): Source => new Blob([bytes.slice()])],
+    ['a RangeSource', (): Source => countingSource(bytes).source],
+  ])('aborts the open of %s, and no read of the file it opened', async (_, source) => {
+    await expect(open(source(), { signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'Aborted' })
+    const controller = new AbortController()
+    const file = await open(source(), { signal: controller.signal })
+    controller.abort()
+    expect(bytesOf((await file.getTensor('w')).data)).toEqual(new Uint8Array([1, 2, 3, 4]))
   })
 })

@@ -7,9 +7,9 @@
 // Every test runs twice: the 1 MiB tensor read in one request, and in parallel chunks of 256 KiB (the
 // chunk size lowered through DOWNLOAD), each chunk resumed and retried on its own.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { DOWNLOAD } from '../src/downloads.ts'
 import { open } from '../src/index.ts'
-import { RETRY_DELAY } from '../src/retry.ts'
+import { DOWNLOAD } from '../src/sources/downloads.ts'
+import { RETRY_DELAY } from '../src/sources/retry.ts'
 import { bytesResource, type Fault, faultAt, type Logged, type RangeOptions, type Resource, rangeHandler, startServer, type TestServer } from './http-server.ts'
 import { buildFile, bytesOf, expectError, expectSameBytes, headerOf, rng } from './read-helpers.ts'
 import { shortRetryDelays } from './retry-delays.ts'
@@ -300,6 +300,8 @@ describe.each(MODES)('%s', (_, chunkBytes) => {
       const e = await expectError(() => Promise.reject(error), 'Io')
       expect(e.message).toMatch(says)
       expect(e.message).toContain(url)
+      // The facts as fields: the URL, and the status of a response that failed.
+      expect({ url: e.url, status: e.status }).toEqual({ url, status: fault.kind === 'status' ? fault.status : undefined })
       if (fault.kind === 'status') expect(e.message, 'the status, not a changed file').not.toMatch(/changed/)
       for (const requests of await chunkRequests()) expect(requests.length, 'no chunk asked again').toBe(1)
     })
@@ -313,8 +315,27 @@ describe.each(MODES)('%s', (_, chunkBytes) => {
       const e = await expectError(() => open(url), 'Io')
       expect(e.message).toMatch(says)
       expect(e.message).toContain(url)
+      expect({ url: e.url, status: e.status }).toEqual({ url, status: fault.kind === 'status' ? fault.status : undefined })
       await server!.settled()
       expect(server!.log.length).toBe(1)
+    })
+
+    test('a host that does not resolve: Io at once (no retry can change it), with the URL', async () => {
+      // .invalid never resolves (RFC 2606): the resolver says so at once.
+      const url = 'http://no-such-host.invalid/model.safetensors'
+      const start = performance.now()
+      const e = await expectError(() => open(url), 'Io')
+      expect(since(start)).toBeLessThan(1000)
+      expect(e.url).toBe(url)
+      expect(e.message).toMatch(/does not resolve/)
+    })
+
+    test('the last of the retries of a transient failure keeps the status and the URL', async () => {
+      const url = await serve({ fault: faultAt({ kind: 'status', status: 503 }, 1, Infinity) })
+      const { error } = await readBig(url, { retries: 1 })
+      const e = await expectError(() => Promise.reject(error), 'Io')
+      expect({ url: e.url, status: e.status }).toEqual({ url, status: 503 })
+      expect(e.message).toMatch(/HTTP 503 .*after 1 retries/)
     })
 
     // [what, the first version, the second, whether the server honours If-Range, If-Range sent on request 2]
@@ -392,19 +413,19 @@ describe.each(MODES)('%s', (_, chunkBytes) => {
     test('a server that stalls mid-body: aborting ends getTensor with Aborted, at once', async () => {
       const url = await serve({ fault: faultAt({ kind: 'stall', at: 0.5 }, 1) })
       const controller = new AbortController()
-      const file = await open(url, { signal: controller.signal })
+      const file = await open(url)
       setTimeout(() => controller.abort(), 50)
       const start = performance.now()
-      await expectError(() => file.getTensor('big'), 'Aborted')
+      await expectError(() => file.getTensor('big', { signal: controller.signal }), 'Aborted')
       expect(since(start)).toBeLessThan(500)
     })
 
     test.each([Infinity, 2 ** 31])('idleTimeout: %s never counts a stall (a timer that long would fire at once)', async (idleTimeout) => {
       const url = await serve({ fault: faultAt({ kind: 'stall', at: 0.5 }, 1) })
       const controller = new AbortController()
-      const file = await open(url, { signal: controller.signal, idleTimeout })
+      const file = await open(url, { idleTimeout })
       setTimeout(() => controller.abort(), 300)
-      await expectError(() => file.getTensor('big'), 'Aborted')
+      await expectError(() => file.getTensor('big', { signal: controller.signal }), 'Aborted')
       for (const requests of await chunkRequests()) expect(requests.length, 'no retry').toBe(1)
     })
 
@@ -419,12 +440,18 @@ describe.each(MODES)('%s', (_, chunkBytes) => {
       for (const requests of await chunkRequests()) expect(requests.length).toBe(1)
     })
 
-    test('aborting after open(): the next read fails with Aborted and sends no request', async () => {
+    test("the open's signal aborts the open only: aborted after open(), the file's reads go on", async () => {
       const url = await serve({})
       const controller = new AbortController()
       const file = await open(url, { signal: controller.signal })
       controller.abort()
-      await expectError(() => file.getTensor('big'), 'Aborted')
+      expect((await file.getTensor('big')).data.byteLength).toBe(L)
+    })
+
+    test("a read's own signal, aborted before it starts: Aborted, and no request sent", async () => {
+      const url = await serve({})
+      const file = await open(url)
+      await expectError(() => file.getTensor('big', { signal: AbortSignal.abort() }), 'Aborted')
       expect(await dataRequests()).toEqual([])
     })
 

@@ -1,4 +1,4 @@
-// Large reads over several connections at once (src/downloads.ts), against the tests' server with a
+// Large reads over several connections at once (src/sources/downloads.ts), against the tests' server with a
 // bandwidth budget per connection (as CDNs cap each one) or one shared by all. Chunks are 1 MiB and the
 // measurement windows short here, so that a 24 MiB tensor is many chunks and the concurrency has time to
 // move; the budgets are low enough that this process (server and client, on a shared machine) keeps up. The server counts the responses open at each moment: how many connections a read really used.
@@ -7,8 +7,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, expect, test } from 'vitest'
-import { DOWNLOAD } from '../src/downloads.ts'
 import { convertFile, createCache, open } from '../src/node.ts'
+import { DOWNLOAD } from '../src/sources/downloads.ts'
 import { mostOpen, type RangeOptions, rangeHandler, startServer, type TestServer } from './http-server.ts'
 import { buildFile, bytesOf, expectSameBytes, headerOf, rng } from './read-helpers.ts'
 

@@ -1,4 +1,4 @@
-// The index scanner (src/model-index.ts over assembly/header.ts scanIndex) against a reference written
+// The index scanner (src/format/model-index.ts over assembly/header.ts scanIndex) against a reference written
 // here from the rules: the strict JSON parser of the reference validator (every object's keys distinct
 // after decoding, no lone surrogate, at most 64 levels), then the index's schema. Mutants of real and
 // synthetic indexes must get the same verdict, and where valid the same metadata, shards and entries.
@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { SafetensorsError } from '../src/errors.ts'
-import { parseIndex } from '../src/model-index.ts'
+import { parseIndex } from '../src/format/model-index.ts'
 import { openModel } from '../src/node.ts'
 import { escapeBytes, FIXTURES_NUMBERS, FIXTURES_REAL, utf8 } from './helpers.ts'
 import { rangeHandler, startServer } from './http-server.ts'

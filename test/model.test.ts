@@ -206,6 +206,44 @@ describe('over HTTP', () => {
   test('a missing index is an Io error', async () => {
     await expectError(() => openModel(`${server.origin}/sharded/nothing.safetensors.index.json`), 'Io')
   })
+
+  test("a shard's failure keeps its facts through the model's context: its URL and HTTP status, after one request", async () => {
+    const index = JSON.parse(readFileSync(join(SHARDS, 'model.safetensors.index.json'), 'utf8'))
+    const folder = join(tmp, 'lost-shard')
+    mkdirSync(folder, { recursive: true })
+    const [gone, ...kept] = SHARD_FILES
+    writeFileSync(join(folder, 'model.safetensors.index.json'), JSON.stringify(index))
+    for (const shard of kept) copyFileSync(join(SHARDS, shard), join(folder, shard))
+    const e = await expectError(() => openModel(`${server.origin}/tmp/lost-shard/model.safetensors.index.json`), 'Io')
+    const url = `${server.origin}/tmp/lost-shard/${gone}`
+    expect({ status: e.status, url: e.url }).toEqual({ status: 404, url })
+    expect(e.message).toMatch(new RegExp(`^shard ${gone}: .*HTTP 404`))
+    expect(server.log.filter((entry) => entry.path.endsWith(gone)).length).toBe(1)
+  })
+})
+
+describe('the local path of a failure, as a field', () => {
+  test('a missing file: path', async () => {
+    const missing = join(tmp, 'no-such-folder', 'model.safetensors')
+    const e = await expectError(() => openModel(missing), 'Io')
+    expect(e.path).toBe(missing)
+    expect(e.url).toBeUndefined()
+  })
+
+  test('a missing shard of a local model: its path, in the model context', async () => {
+    const folder = join(tmp, 'lost-local-shard')
+    mkdirSync(folder, { recursive: true })
+    copyFileSync(join(SHARDS, 'model.safetensors.index.json'), join(folder, 'model.safetensors.index.json'))
+    const e = await expectError(() => openModel(folder), 'Io')
+    expect(e.path).toMatch(new RegExp(`^${folder}/model-\\d{5}-of-\\d{5}\\.safetensors$`))
+  })
+
+  test('a folder with no model in it: the folder', async () => {
+    const folder = join(tmp, 'empty-folder')
+    mkdirSync(folder, { recursive: true })
+    const e = await expectError(() => openModel(folder), 'Io')
+    expect(e.path).toBe(folder)
+  })
 })
 
 // A folder holding only model.safetensors is the commonest layout on the Hub; transformers loads it before

@@ -34,7 +34,7 @@ describe('the packed package', () => {
   })
 
   test('the tarball holds the modules, the wasm, the types, the README, the guides, the license and the changelog, nothing else', () => {
-    // The modules of src/ and of its folders (src/gguf/), which dist/ keeps.
+    // The modules of src/ and of its folders, which dist/ keeps.
     const modules = readdirSync(join(ROOT, 'src'), { recursive: true, encoding: 'utf8' })
       .map((f) => f.split('\\').join('/'))
       .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
@@ -50,7 +50,10 @@ describe('the packed package', () => {
       ...modules.filter((m) => m !== 'api').map((m) => `dist/${m}.js`),
       'dist/boundary.js',
       ...wasm,
-      ...['node.cjs', 'workerd.js', 'index.d.ts', 'node.d.ts', 'types/node.d.cts'].map((f) => `dist/${f}`),
+      // The entries' CommonJS files, entry types and workerd bundles (one chunk shared by its two entries).
+      ...['node.cjs', 'gguf-node.cjs', 'workerd.js', 'gguf/workerd.js', 'workerd-shared.js', 'workerd-multipart.js'].map((f) => `dist/${f}`),
+      ...['index', 'node', 'gguf', 'gguf-node'].map((entry) => `dist/${entry}.d.ts`),
+      ...['node', 'gguf-node'].map((entry) => `dist/types/${entry}.d.cts`),
       ...modules.filter((m) => m !== 'cli').map((m) => `dist/types/${m}.d.ts`),
     ]
     expect(consumer.pack.files.map((f) => f.path).sort()).toEqual(expected.sort())
@@ -94,6 +97,14 @@ describe('the packed package', () => {
   // The same consumer under each resolution. @ts-expect-error lines fail the check if the types were `any`
   // or if an entry exposed what it should not.
   const consumerSource = `import { open, parseHeader, SafetensorsError, type DType, type Tensor } from 'safetensors-wasm'
+import { ggufStream, type GgufOptions } from 'safetensors-wasm/gguf'
+
+export async function gguf(files: File[]): Promise<number> {
+  const options: GgufOptions = { dtype: 'Q8_0' }
+  // @ts-expect-error not a GGUF type
+  await ggufStream(files, { dtype: 'Q4_K' })
+  return (await ggufStream(files, options)).byteLength
+}
 
 export async function firstAsF32(bytes: Uint8Array): Promise<Float32Array> {
   const [first] = parseHeader(bytes).tensors
@@ -107,7 +118,7 @@ export async function firstAsF32(bytes: Uint8Array): Promise<Float32Array> {
   return tensor.data
 }
 `
-  const nodeOnly = "export { writeFile, fileSink } from 'safetensors-wasm'\n"
+  const nodeOnly = "export { writeFile, fileSink } from 'safetensors-wasm'\nexport { writeGguf } from 'safetensors-wasm/gguf'\n"
   const float16Source = `
 export async function half(bytes: Uint8Array, name: string): Promise<globalThis.Float16Array> {
   const file = await open(bytes)
@@ -131,7 +142,7 @@ export async function half(bytes: Uint8Array, name: string): Promise<globalThis.
     {
       name: 'bundler',
       file: 'consumer.ts',
-      source: `${consumerSource}// @ts-expect-error the default entry has no local files\n${nodeOnly}`,
+      source: `${consumerSource}// @ts-expect-error the default entry has no local files\nexport { writeFile, fileSink } from 'safetensors-wasm'\n// @ts-expect-error nor writeGguf\nexport { writeGguf } from 'safetensors-wasm/gguf'\n// @ts-expect-error GGUF is an entry of its own\nexport { ggufStream as fromMain } from 'safetensors-wasm'\n`,
       flags: ['--moduleResolution', 'bundler', '--module', 'esnext'],
     },
     // Where the consumer's lib has Float16Array, an opted-in F16 read is typed as that very global.
@@ -157,5 +168,28 @@ import('safetensors-wasm').then((esm) => console.log(JSON.stringify({ names: h.t
     const { stdout } = await run(process.execPath, ['-e', script, FIXTURES_REAL + fixture], { cwd: consumer.dir })
     const golden = JSON.parse(readFileSync(FIXTURES_GOLDEN + goldenName(fixture), 'utf8'))
     expect(JSON.parse(stdout)).toEqual({ names: golden.tensors.map((t: { name: string }) => t.name), metadata: golden.metadata, same: true })
+  })
+
+  test('safetensors-wasm/gguf from ES modules and CommonJS: one library with the main entry, writeGguf writes the file', async () => {
+    const model = join(ROOT, 'test/fixtures/gguf/qwen2')
+    const script = `const main = require('safetensors-wasm')
+const gguf = require('safetensors-wasm/gguf')
+const out = require('node:path').join(require('node:os').tmpdir(), 'package-test-' + process.pid + '.gguf')
+;(async () => {
+  const esm = await import('safetensors-wasm/gguf')
+  const written = await gguf.writeGguf(process.argv[1], out, { dtype: 'F16' })
+  const bytes = require('node:fs').readFileSync(out)
+  require('node:fs').rmSync(out)
+  const error = await esm.ggufStream(require('node:os').tmpdir()).catch((e) => e)
+  console.log(JSON.stringify({
+    same: esm.ggufStream === gguf.ggufStream,
+    magic: bytes.subarray(0, 4).toString('latin1'),
+    size: bytes.length === written.bytes,
+    mainHasGguf: 'ggufStream' in main,
+    sameError: error instanceof main.SafetensorsError,
+  }))
+})()`
+    const { stdout } = await run(process.execPath, ['-e', script, model], { cwd: consumer.dir })
+    expect(JSON.parse(stdout)).toEqual({ same: true, magic: 'GGUF', size: true, mainHasGguf: false, sameError: true })
   })
 })

@@ -2,9 +2,9 @@
 // against the second implementation in q8_0-reference.ts.
 import { readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
+import { reserveMemory } from '../src/core/wasm.ts'
 import { q8Module, quantizeQ8_0 } from '../src/gguf/q8_0.ts'
 import { SafetensorsError } from '../src/node.ts'
-import { reserveMemory } from '../src/wasm.ts'
 import { referenceQ8_0 } from './q8_0-reference.ts'
 import { mulberry32 } from './random.ts'
 

@@ -1,8 +1,8 @@
 // Reads with { dtype: 'F16' } and { dtype: 'BF16' } from BF16, F8 and F64 tensors, bit-exact against the
-// independent reference, on both paths of src/file.ts: small results through the
+// independent reference, on both paths of src/read/file.ts: small results through the
 // shared core in chunks, large widening (and same-width) results converted in a memory of their own.
 import { describe, expect, test } from 'vitest'
-import { DEDICATED_MIN_BYTES } from '../src/convert.ts'
+import { DEDICATED_MIN_BYTES } from '../src/core/convert.ts'
 import { open } from '../src/index.ts'
 import { referenceConvert } from './float-reference.ts'
 import { buildFile, bytesOf, expectSameBytes, rng } from './read-helpers.ts'

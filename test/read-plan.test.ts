@@ -1,4 +1,4 @@
-// Slices read by cost (src/read-plan.ts) and HTTP multi-range reads (src/http.ts): gaps just under and
+// Slices read by cost (src/sources/read-plan.ts) and HTTP multi-range reads (src/sources/http/source.ts): gaps just under and
 // over the merge threshold, the column block of a 16384x1024 BF16 weight at a 10 ms round trip against
 // a whole read, and servers that answer several ranges with parts (the tests' own, nginx), refuse them
 // (200, or the first range alone), drop the answer half-way, or change the file in between. Expected

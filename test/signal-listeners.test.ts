@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { convertFile, convertStream, createCache, ggufStream, open, openModel, SafetensorsError, validateStream } from '../src/node.ts'
+import { ggufStream } from '../src/gguf-node.ts'
+import { convertFile, convertStream, createCache, open, openModel, SafetensorsError, validateStream } from '../src/node.ts'
 import { rangeHandler, startServer, type TestServer } from './http-server.ts'
 import { buildFile, rng } from './read-helpers.ts'
 import { shortRetryDelays } from './retry-delays.ts'
@@ -132,7 +133,7 @@ describe('no listener is left on a caller signal', () => {
     controller.abort()
     expect(await pending).toBe('Aborted')
     expect(listenersOn(controller.signal)).toBe(0)
-    // The open's own signal, which every read of the file listens to while it runs.
+    // The open's own signal, which only the open listens to.
     const opened = new AbortController().signal
     const withSignal = await open(`${base}ok/model.safetensors`, { signal: opened })
     for (let i = 0; i < CALLS; i++) await withSignal.getTensor('b')

@@ -1,7 +1,7 @@
-// The wasm modules' loading (src/wasm.ts): a shared instance is reused across calls but not kept once a call made
+// The wasm modules' loading (src/core/wasm.ts): a shared instance is reused across calls but not kept once a call made
 // it huge, and a runtime without WebAssembly SIMD is told so.
 import { expect, test, vi } from 'vitest'
-import { parseHeader, scannerModule } from '../src/header.ts'
+import { parseHeader, scannerModule } from '../src/format/header.ts'
 import { makeFile } from './helpers.ts'
 
 const small = makeFile('{"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}', 2)
@@ -25,7 +25,7 @@ test('after a huge header the shared core is dropped, so its memory can be colle
   expect(parseHeader(small).tensors).toHaveLength(1)
 })
 
-// Every supported runtime has WebAssembly SIMD, and there is no scalar build to fall back on (src/wasm.ts,
+// Every supported runtime has WebAssembly SIMD, and there is no scalar build to fall back on (src/core/wasm.ts,
 // compile): a runtime without it refuses to compile the module, as simulated here with the CompileError V8
 // gives for a SIMD opcode it does not know, and the caller gets a TypeError that says what the module needs.
 test('a runtime without WebAssembly SIMD gets a TypeError saying so', async () => {

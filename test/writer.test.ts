@@ -1303,3 +1303,33 @@ describe('saveModel', () => {
     await model.close()
   })
 })
+
+describe('keepOrder belongs to SafetensorsWriter.create', () => {
+  const tensors = { b: { dtype: 'U8' as const, shape: [1], data: new Uint8Array([2]) }, a: { dtype: 'F32' as const, shape: [1], data: new Float32Array([1]) } }
+
+  test('serialize, writeFile and saveModel refuse it (TypeError) and write nothing', async () => {
+    const dir = tempDir()
+    const options = { keepOrder: true } as Parameters<typeof serialize>[1]
+    expect(() => serialize(tensors, options)).toThrow(/serialize: keepOrder is an option of SafetensorsWriter.create only/)
+    await expect(writeFile(join(dir, 'x.safetensors'), tensors, options)).rejects.toThrow(TypeError)
+    await expect(saveModel(join(dir, 'model'), tensors, options)).rejects.toThrow(TypeError)
+    expect(readdirSync(dir)).toEqual([])
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  test('SafetensorsWriter.create keeps the declared order with it, the reference order without', async () => {
+    const layoutOf = async (keepOrder: boolean) => {
+      const chunks: Uint8Array[] = []
+      const sink: WriterSink = { seekable: false, write: async (bytes) => void chunks.push(bytes.slice()), commit: async () => {}, abort: async () => {} }
+      const writer = SafetensorsWriter.create(
+        sink,
+        Object.entries(tensors).map(([name, t]) => ({ name, dtype: t.dtype, shape: t.shape })),
+        { keepOrder },
+      )
+      return writer.entries.map((e) => e.name)
+    }
+    expect(await layoutOf(true)).toEqual(['b', 'a'])
+    // F32 ranks before U8 in the reference writer's order.
+    expect(await layoutOf(false)).toEqual(['a', 'b'])
+  })
+})

@@ -1,3 +1,3 @@
-// XXH64, the cache's checksum: build/hash.wasm, used by src/checksum.ts.
+// XXH64, the cache's checksum: build/hash.wasm, used by src/core/checksum.ts.
 export { xxh64 } from '../hash';
 export { heapBase } from '../heap';

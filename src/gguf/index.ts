@@ -3,17 +3,17 @@
 // header) is read and checked first, so the header, whose offsets follow from the shapes and types, goes
 // out first; then each tensor a chunk at a time, through one wasm memory sized once: read, converted or
 // quantized there in place, and copied out with its rows in llama.cpp's order.
-import { byteLengthOf } from '../convert.ts'
-import { sequentialReader } from '../downloads.ts'
-import type { DType } from '../dtypes.ts'
+import { byteLengthOf } from '../core/convert.ts'
+import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
-import { toRangeSource } from '../file.ts'
-import { type Located, locate, type ModelFiles, type ModelFolder, type OpenModelOptions, openLocated } from '../model.ts'
-import { readJsonObject } from '../model-config.ts'
-import { readSmallFile } from '../model-index.ts'
-import { type ProgressCallback, ProgressMeter } from '../progress.ts'
-import { isMissingFile } from '../source.ts'
-import { ChunkConverter, pulledStream } from '../stream.ts'
+import { readJsonObject } from '../format/model-config.ts'
+import { toRangeSource } from '../read/file.ts'
+import { type Located, locate, type OpenModelOptions, openLocated } from '../read/model.ts'
+import { readSmallFile } from '../read/small-file.ts'
+import { ChunkConverter, pulledStream } from '../read/streams.ts'
+import { sequentialReader } from '../sources/downloads.ts'
+import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
+import { isMissingFile, type ModelFiles, type ModelFolder } from '../sources/source.ts'
 import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype } from './format.ts'
 
 export type { GgufDtype } from './format.ts'
@@ -23,7 +23,7 @@ import { Q8_0_BLOCK, q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
 import { type PlannedTensor, planTensors } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
-/** Options of {@link ggufStream}: those of {@link openModel} for reading the model, and what the GGUF holds. */
+/** Options of {@link ggufStream}: those of {@link index!openModel} for reading the model, and what the GGUF holds. */
 export interface GgufOptions extends OpenModelOptions {
   /**
    * The type of the weights: norms and other 1-D tensors are F32 whatever it is, and under Q8_0 a tensor
@@ -48,19 +48,23 @@ const CHUNK_ELEMENTS = 1 << 20
 async function readBeside(located: Located, name: string, required: boolean, options: OpenModelOptions): Promise<Uint8Array | undefined> {
   const found = await located.beside(name)
   const where = found instanceof URL || typeof found === 'string' ? String(found) : name
-  try {
-    if (found === undefined) throw new SafetensorsError('Io', `${where} is missing`, { cause: { code: 'ENOENT' } })
-    const source = await toRangeSource(found, options)
+  let missing: SafetensorsError | undefined
+  if (found !== undefined) {
     try {
-      return await readSmallFile(source, where, options.signal, name)
-    } finally {
-      await source.close?.()
+      const source = await toRangeSource(found, options)
+      try {
+        return await readSmallFile(source, where, options.signal, name)
+      } finally {
+        await source.close?.()
+      }
+    } catch (error) {
+      if (!isMissingFile(error)) throw error
+      missing = error as SafetensorsError
     }
-  } catch (error) {
-    if (!isMissingFile(error)) throw error
-    // Without the system's error as its cause: it is about the input, not a file being written.
-    if (required) throw new SafetensorsError('Io', `${where} is missing, and a GGUF needs it`)
   }
+  // Without the system's error as its cause: it is about the input, not a file being written.
+  if (required)
+    throw new SafetensorsError('Io', `${where} is missing, and a GGUF needs it`, { status: missing?.status, url: missing?.url, path: missing?.path })
 }
 
 const elementsOf = (t: PlannedTensor) => t.dims.reduce((a, b) => a * b, 1)
@@ -192,18 +196,18 @@ export type GgufStream = ReadableStream<Uint8Array> & {
 }
 
 /**
- * A model (what {@link openModel} takes: a folder, an index path or URL, the files picked in a page, a
- * {@link ModelFolder} such as {@link r2Model}) as a GGUF v3 file for llama.cpp, streamed in bounded memory:
+ * A model (what {@link index!openModel} takes: a folder, an index path or URL, the files picked in a page, a
+ * {@link index!ModelFolder} such as {@link index!r2Model}) as a GGUF v3 file for llama.cpp, streamed in bounded memory:
  * LlamaForCausalLM and MistralForCausalLM (as `llama`, q_proj and k_proj reordered as llama.cpp's converter
  * does) and Qwen2ForCausalLM (`qwen2`); the hyperparameters from config.json; a byte-level BPE tokenizer
  * from tokenizer.json, tokenizer_config.json and chat_template.jinja. Resolves once all of them and every
  * shard's header are read and checked, before any tensor byte; the stream's `byteLength` is the file's size.
- * @throws {@link SafetensorsError} `UnsupportedConversion` for another architecture (the message names it and
+ * @throws {@link index!SafetensorsError} `UnsupportedConversion` for another architecture (the message names it and
  * the supported ones), a RoPE scaling, a tokenizer that is not byte-level BPE or whose pre-tokenizer
  * llama.cpp does not implement, a tensor that maps to no GGUF tensor or is not floating-point (named);
  * `InvalidHeaderDeserialization` for a config.json or tokenizer file that is not the JSON it should be (a
  * missing hyperparameter named); `Io` for a missing config.json or tokenizer.json (named) and a read that
- * fails; any code of {@link openModel}; `Aborted`. After it resolves, the same codes come as the stream's error.
+ * fails; any code of {@link index!openModel}; `Aborted`. After it resolves, the same codes come as the stream's error.
  * @throws TypeError for a `dtype` other than F32, F16, BF16 or Q8_0, an `onProgress` that is not a function,
  * or an input openModel does not take.
  */

@@ -1,7 +1,7 @@
 // config.json to the GGUF architecture and its hyperparameters, as llama.cpp's convert_hf_to_gguf.py writes
 // them for the architectures it shares with this converter (LlamaModel, Qwen2Model).
 import { SafetensorsError } from '../errors.ts'
-import { jsonFileError } from '../model-config.ts'
+import { jsonFileError } from '../format/model-config.ts'
 import { ALIGNMENT, type GgufDtype, type KeyValue } from './format.ts'
 
 /**

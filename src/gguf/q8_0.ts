@@ -1,9 +1,9 @@
 // Q8_0 (ggml's block_q8_0) over the wasm kernel in assembly/q8_0.ts, which says which definition it follows. The
 // kernel is a module of its own (build/q8_0.wasm), so that only the bundles that quantize carry it.
-import { CHUNK_ELEMENTS } from '../convert.ts'
+import { CHUNK_ELEMENTS } from '../core/convert.ts'
+import { reserveMemory, WasmModule } from '../core/wasm.ts'
+import { q8Wasm } from '../core/wasm-code.ts'
 import { SafetensorsError } from '../errors.ts'
-import { reserveMemory, WasmModule } from '../wasm.ts'
-import { q8Wasm } from '../wasm-code.ts'
 
 /** The Q8_0 module's functions (assembly/modules/q8_0.ts). */
 export interface Q8_0Exports {

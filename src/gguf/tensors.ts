@@ -1,11 +1,11 @@
 // Which tensors a GGUF holds and how: Hugging Face names to llama.cpp's (gguf-py's tensor_mapping.py for
 // the llama and qwen2 architectures), dims in ggml's order, the type of each, and the heads whose q_proj
 // and k_proj rows llama.cpp's rotary embedding wants reordered.
-import { DTYPE_INFO } from '../dtypes.ts'
+import { DTYPE_INFO } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
-import type { SafetensorsFile } from '../file.ts'
-import type { TensorInfo } from '../header.ts'
-import type { SafetensorsModel } from '../model.ts'
+import type { TensorInfo } from '../format/header.ts'
+import type { SafetensorsFile } from '../read/file.ts'
+import type { SafetensorsModel } from '../read/model.ts'
 import type { GgufDtype, TensorEntry } from './format.ts'
 import type { ModelConfig } from './metadata.ts'
 import { Q8_0_BLOCK } from './q8_0.ts'

@@ -2,7 +2,7 @@
 // BPE tokenizers (GPT-2, Llama 3, Qwen2, and those trained alike), as llama.cpp's convert_hf_to_gguf.py
 // (get_vocab_base, _set_vocab_gpt2) and gguf-py's SpecialVocab write them.
 import { SafetensorsError } from '../errors.ts'
-import { jsonFileError } from '../model-config.ts'
+import { jsonFileError } from '../format/model-config.ts'
 import type { KeyValue } from './format.ts'
 import type { ModelConfig } from './metadata.ts'
 

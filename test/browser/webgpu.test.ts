@@ -191,10 +191,10 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'safetensors-webgpu-'))
   writeFileSync(join(dir, 'model.safetensors'), file)
   const model = rangeHandler((path) => (path === MODEL ? fileResource(join(dir, 'model.safetensors')) : undefined))
-  // The page and the bundle (dist/index.js and the modules it imports) come from the same origin as the
+  // The page and the bundle (dist/index.js and the modules it imports, in dist/ and its folders) come from the same origin as the
   // file: a secure context (127.0.0.1), and no CORS.
   server = await startServer((req, res, log) => {
-    const script = /^\/dist\/(?:gguf\/)?[\w.-]+\.js$/.test(log.path) && join(DIST, log.path.slice('/dist/'.length))
+    const script = /^\/dist\/(?:[\w-]+\/)*[\w.-]+\.js$/.test(log.path) && join(DIST, log.path.slice('/dist/'.length))
     if (log.path !== '/' && !(script && existsSync(script))) return model(req, res, log)
     res.writeHead(200, { 'Content-Type': script ? 'text/javascript' : 'text/html', 'Cache-Control': 'no-store' })
     res.end(

@@ -5,6 +5,7 @@
 // HTTP Range from a loopback server; what it must read is worked out here from the fixture's bytes. One
 // line per bundler and engine in the log says what ran and how it went.
 import { execFile } from 'node:child_process'
+import { createHash } from 'node:crypto'
 import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, extname, join, relative, resolve, sep } from 'node:path'
@@ -14,13 +15,16 @@ import { chromium } from 'playwright'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { remote } from 'webdriverio'
 import { type Engine, missing } from '../../scripts/browser-engines.js'
+import { writeGguf } from '../../src/gguf-node.ts'
 import { chromiumChoice } from '../browser/chromium.ts'
 import { launchFirefox, startWebKit } from '../browser/engines.ts'
 import { rangeHandler, startServer, type TestServer } from '../http-server.ts'
 import { headerOf } from '../read-helpers.ts'
+import { tempDir } from '../writer-reference.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const PAGE = join(ROOT, 'test/consumers/page')
+const GGUF_MODEL = join(ROOT, 'test/fixtures/gguf/qwen2')
 const run = promisify(execFile)
 
 // The URL paths the page fetches (see page/checks.js) and the files behind them.
@@ -31,6 +35,8 @@ const FIXTURES = new Map([
     '/fixtures/invalid.safetensors',
     new Uint8Array(readFileSync(join(ROOT, 'test/fixtures/real/invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors'))),
   ],
+  // A model for the GGUF entry: its weights, config and tokenizer.
+  ...readdirSync(GGUF_MODEL).map((file): [string, Uint8Array] => [`/fixtures/qwen2/${file}`, new Uint8Array(readFileSync(join(GGUF_MODEL, file)))]),
 ])
 
 interface Bundler {
@@ -227,8 +233,32 @@ function browserGraph(pkgDir: string): { files: string[]; outside: string[] } {
   return { files: files.map((f) => relative(pkgDir, f)), outside }
 }
 
-/** What checks.js must report, worked out from the fixture's bytes (JSON header, raw BF16 bits). */
-function expectedResults(where: 'page' | 'worker') {
+let written: Promise<{ bytes: number; byteLength: number; sha256: string }> | undefined
+/** The GGUF the Node entry writes of the test model, once: its length and SHA-256, as checks.js reports one. */
+function expectedGguf() {
+  written ??= (async () => {
+    const dir = tempDir('st-bundlers-gguf-')
+    try {
+      const { bytes } = await writeGguf(GGUF_MODEL, join(dir, 'model.gguf'), { dtype: 'F16' })
+      return {
+        bytes,
+        byteLength: bytes,
+        sha256: createHash('sha256')
+          .update(readFileSync(join(dir, 'model.gguf')))
+          .digest('hex'),
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })()
+  return written
+}
+
+/**
+ * What checks.js must report, worked out from the fixture's bytes (JSON header, raw BF16 bits); and for the
+ * GGUF, the file the Node entry writes of the same model (llama.cpp judges that file: test/gguf-llama.test.ts).
+ */
+function expectedResults(where: 'page' | 'worker', gguf: { bytes: number; byteLength: number; sha256: string }) {
   const bytes = FIXTURES.get(FIXTURE)!
   const { dataStart, tensors } = headerOf(bytes)
   const rawBits = (name: string) => {
@@ -254,6 +284,7 @@ function expectedResults(where: 'page' | 'worker') {
       bf16.map((name) => [name, { dtype: 'F32', shape: tensors[name].shape, float32: true, bits: rawBits(name).map(f32Bits), raw: rawBits(name) }]),
     ),
     slice: { shape: [2, 3], bits: slice },
+    gguf,
     errors: {
       missingTensor: safetensorsError('TensorNotFound', expect.stringContaining('"missing"')),
       sliceOutOfRange: safetensorsError('SliceOutOfRange', expect.stringContaining('bfloat16_357')),
@@ -305,7 +336,7 @@ describe('the packed package in bundlers, run in each browser engine', () => {
     const pkgDir = join(consumer, 'node_modules/safetensors-wasm')
     expect(lstatSync(pkgDir).isSymbolicLink()).toBe(false)
     const { files, outside } = browserGraph(pkgDir)
-    expect(files).toEqual(expect.arrayContaining(['dist/index.js', 'dist/file.js', 'dist/header.wasm.js']))
+    expect(files).toEqual(expect.arrayContaining(['dist/index.js', 'dist/read/file.js', 'dist/header.wasm.js']))
     expect(outside).toEqual([])
     for (const file of files) expect(readFileSync(join(pkgDir, file), 'utf8').split('node:').length - 1, file).toBe(0)
   })
@@ -330,14 +361,19 @@ describe('the packed package in bundlers, run in each browser engine', () => {
     const ms = Math.round(performance.now() - started)
 
     expect(page.results).not.toHaveProperty('error')
-    expect(page.results).toEqual({ page: expectedResults('page'), worker: expectedResults('worker') })
+    const gguf = await expectedGguf()
+    expect(page.results).toEqual({ page: expectedResults('page', gguf), worker: expectedResults('worker', gguf) })
     if (page.workers) expect(page.workers).toHaveLength(1)
-    expect(page.problems).toEqual([])
+    // GGUF looks for optional files beside the model (chat_template.jinja); the browser logs each 404, which is no problem.
+    const optional = site.log.filter((entry) => entry.path.startsWith('/fixtures/qwen2/') && entry.status === 404)
+    expect(optional.map((entry) => entry.path)).toEqual(optional.map(() => '/fixtures/qwen2/chat_template.jinja'))
+    expect(page.problems.filter((problem) => !/404 \(Not Found\)/.test(problem))).toEqual([])
+    expect(page.problems.length).toBeLessThanOrEqual(optional.length)
     // Every read of the fixture was a Range request, answered 206; each BF16 tensor was read by its exact range.
     const reads = site.log.filter((entry) => entry.path === FIXTURE)
     expect(reads.map((entry) => [entry.range, entry.status]).filter(([range, status]) => !/^bytes=\d+-\d+$/.test(String(range)) || status !== 206)).toEqual([])
     const { dataStart, tensors } = headerOf(FIXTURES.get(FIXTURE)!)
-    for (const name of Object.keys(expectedResults('page').tensors)) {
+    for (const name of Object.keys(expectedResults('page', gguf).tensors)) {
       const [begin, end] = tensors[name].data_offsets
       expect(reads.map((entry) => entry.range)).toContain(`bytes=${dataStart + begin}-${dataStart + end - 1}`)
     }

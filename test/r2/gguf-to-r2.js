@@ -1,7 +1,8 @@
 // A GGUF maker over R2: POST /<prefix>?dtype=Q8_0 converts the model under <prefix> in env.BUCKET to GGUF
 // and stores it as <prefix>model.gguf, streamed from the shards' reads into the put: R2 takes a stream of a
 // known length, which ggufStream gives before its first byte.
-import { ggufStream, r2Model, SafetensorsError } from 'safetensors-wasm'
+import { r2Model, SafetensorsError } from 'safetensors-wasm'
+import { ggufStream } from 'safetensors-wasm/gguf'
 
 export default {
   async fetch(request, env) {

@@ -1,13 +1,14 @@
 // The R2 versions of the three Workers (test/r2/*.js, shown verbatim in docs/streams-and-workers.md) run
 // in Miniflare (workerd with a local R2) with an R2 binding seeded from the fixtures. They import the
-// package by name, which resolves through its `workerd` export condition (dist/workerd.js: npm run build).
+// package by name, which resolves through its `workerd` export condition (dist/workerd.js and dist/gguf/workerd.js:
+// npm run build).
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Miniflare } from 'miniflare'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { writeGguf } from '../../src/node.ts'
+import { writeGguf } from '../../src/gguf-node.ts'
 import { referenceConvert } from '../float-reference.ts'
 import { FIXTURES_REAL } from '../helpers.ts'
 import { headerOf, tensorBytes } from '../read-helpers.ts'
@@ -28,14 +29,20 @@ interface Bucket {
 /** A Worker of its file here, importing the package's workerd entry as 'safetensors-wasm' and its .wasm files as compiled modules. */
 function worker(file: string, bindings: Record<string, string> = {}) {
   const root = '/worker'
-  const wasm = readdirSync(dirname(ENTRY)).filter((f) => f.endsWith('.wasm'))
+  const dist = dirname(ENTRY)
+  const wasm = readdirSync(dist).filter((f) => f.endsWith('.wasm'))
+  const chunks = readdirSync(dist).filter((f) => /^workerd-.*\.js$/.test(f))
+  const esModule = (path: string, file: string) => ({ type: 'ESModule' as const, path: `${root}/${path}`, contents: readFileSync(file, 'utf8') })
   return {
     name: file.replace(/\.js$/, ''),
     modulesRoot: root,
+    // Named as test/workerd/workerd.test.ts names them: the entries after the package, the rest by file name.
     modules: [
-      { type: 'ESModule' as const, path: `${root}/worker.js`, contents: readFileSync(join(ROOT, 'test/r2', file), 'utf8') },
-      { type: 'ESModule' as const, path: `${root}/safetensors-wasm`, contents: readFileSync(ENTRY, 'utf8') },
-      ...wasm.map((f) => ({ type: 'CompiledWasm' as const, path: `${root}/${f}`, contents: readFileSync(join(dirname(ENTRY), f)) })),
+      esModule('worker.js', join(ROOT, 'test/r2', file)),
+      esModule('safetensors-wasm', ENTRY),
+      esModule('safetensors-wasm/gguf', join(dist, 'gguf/workerd.js')),
+      ...chunks.map((f) => esModule(f, join(dist, f))),
+      ...wasm.map((f) => ({ type: 'CompiledWasm' as const, path: `${root}/${f}`, contents: readFileSync(join(dist, f)) })),
     ],
     compatibilityDate: '2025-06-01',
     // One bucket behind every Worker's binding.

@@ -2,18 +2,23 @@
 // from `npm pack`'s tarball, against a fixture on disk and served by a loopback HTTP server started here.
 // The binaries come with `npm ci` (the `deno` and `bun` packages link them from their per-platform optional
 // dependencies). Every expected value comes from the golden JSON (numpy) or is written out by hand from
-// the format's rules, never from the library.
+// the format's rules, never from the library; but for the GGUF, which must be the file Node writes of the same
+// model (llama.cpp judges that file: test/gguf-llama.test.ts).
 import { execFile } from 'node:child_process'
-import { copyFileSync, readFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { copyFileSync, readFileSync, rmSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { writeGguf } from '../../src/gguf-node.ts'
 import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenName, utf8 } from '../helpers.ts'
 import { rangeHandler, startServer, type TestServer } from '../http-server.ts'
 import { packedConsumer, ROOT } from '../packed.ts'
+import { tempDir } from '../writer-reference.ts'
 
 const FIXTURE = 'fluxml__safetensors.jl__model.safetensors'
 const INVALID = 'invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors'
+const GGUF_MODEL = join(ROOT, 'test/fixtures/gguf/qwen2')
 const devDependencies: Record<string, string> = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).devDependencies
 
 interface GoldenTensor {
@@ -51,6 +56,18 @@ function expectedFile(): number[] {
 
 const dataError = (code: string) => ({ name: 'SafetensorsError', code, safetensorsError: true, error: true })
 
+/** The GGUF Node writes of the test model, as the smoke script reports one. */
+async function expectedGguf() {
+  const dir = tempDir('st-runtimes-gguf-')
+  try {
+    const written = await writeGguf(GGUF_MODEL, join(dir, 'model.gguf'), { dtype: 'F16' })
+    const bytes = readFileSync(join(dir, 'model.gguf'))
+    return { bytes: written.bytes, byteLength: written.bytes, sha256: createHash('sha256').update(bytes).digest('hex'), magic: 'GGUF', version: 3 }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
 function expectedChecks() {
   const float32 = asF32('float32_357')
   // float32_357 is [3, 5, 7]; the slice [[1, 3], 2, null] keeps rows 1 and 2 of column 2: shape [2, 7].
@@ -80,6 +97,7 @@ function expectedChecks() {
     'error: unknown tensor': dataError('TensorNotFound'),
     'error: HTTP 404': dataError('Io'),
     'error: misuse': { name: 'TypeError', safetensorsError: false, error: true },
+    "gguf: an error of the GGUF entry is the main entry's SafetensorsError": dataError('InvalidHeaderLength'),
   }
 }
 
@@ -87,7 +105,7 @@ function expectedChecks() {
 // --cached-only proves it downloads nothing, and it may read only the consumer folder and the fixtures, and
 // connect only to 127.0.0.1.
 const runtimes: Record<string, (dir: string) => string[]> = {
-  deno: (dir) => ['run', '--cached-only', `--allow-read=${dir},${FIXTURES_REAL}`, '--allow-net=127.0.0.1'],
+  deno: (dir) => ['run', '--cached-only', `--allow-read=${dir},${FIXTURES_REAL},${GGUF_MODEL}`, '--allow-net=127.0.0.1'],
   bun: () => [],
 }
 
@@ -108,7 +126,7 @@ describe('Deno and Bun run the packed package', () => {
     '%s',
     async (runtime) => {
       server.clear()
-      const args = [...runtimes[runtime](dir), 'smoke.mjs', FIXTURES_REAL + FIXTURE, `${server.origin}/${FIXTURE}`, FIXTURES_REAL + INVALID]
+      const args = [...runtimes[runtime](dir), 'smoke.mjs', FIXTURES_REAL + FIXTURE, `${server.origin}/${FIXTURE}`, FIXTURES_REAL + INVALID, GGUF_MODEL]
       const { stdout } = await promisify(execFile)(join(ROOT, 'node_modules/.bin', runtime), args, {
         cwd: dir,
         env: { ...process.env, DENO_NO_UPDATE_CHECK: '1' },
@@ -118,7 +136,7 @@ describe('Deno and Bun run the packed package', () => {
       expect(report.runtime).toBe(`${runtime} ${devDependencies[runtime]}`)
       // It resolved the installed tarball, through the node condition (the entry with local files).
       expect(relative(dir, new URL(report.resolved).pathname)).toBe('node_modules/safetensors-wasm/dist/node.js')
-      const expected = expectedChecks()
+      const expected = { ...expectedChecks(), 'gguf: ggufStream of a model folder': await expectedGguf() }
       expect(report.checks).toEqual(expected)
       // The URL source made Range requests for the parts it read, beyond the whole-file GET behind the Blob.
       expect(server.log.filter((e) => e.path === `/${FIXTURE}` && e.status === 206).length).toBeGreaterThanOrEqual(3)

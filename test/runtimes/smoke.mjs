@@ -3,10 +3,11 @@
 // JSON line. It judges nothing: test/runtimes/runtimes.test.ts compares the report with values it computes
 // from the fixture's bytes and golden JSON. Only web APIs and the package, so the same file runs anywhere.
 //
-// Arguments: <fixture path> <fixture URL> <invalid fixture path>
+// Arguments: <fixture path> <fixture URL> <invalid fixture path> <GGUF test model folder>
 import { open, parseHeader, SafetensorsError, serialize } from 'safetensors-wasm'
+import { ggufStream } from 'safetensors-wasm/gguf'
 
-const [path, url, invalidPath] = globalThis.Deno ? Deno.args : process.argv.slice(2)
+const [path, url, invalidPath, ggufModel] = globalThis.Deno ? Deno.args : process.argv.slice(2)
 const runtime = globalThis.Deno ? `deno ${Deno.version.deno}` : `bun ${Bun.version}`
 
 /** A tensor as JSON can carry it: 64-bit integers as decimal strings. */
@@ -39,6 +40,21 @@ const written = serialize(
 )
 const reread = await open(written)
 
+/** The GGUF of the test model as the stream gives it: its length, the length it announced, its digest and head. */
+async function gguf() {
+  const stream = await ggufStream(ggufModel, { dtype: 'F16' })
+  const bytes = new Uint8Array(await new Response(stream).arrayBuffer())
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes))
+  const view = new DataView(bytes.buffer)
+  return {
+    bytes: bytes.length,
+    byteLength: stream.byteLength,
+    sha256: Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join(''),
+    magic: String.fromCharCode(...bytes.subarray(0, 4)),
+    version: view.getUint32(4, true),
+  }
+}
+
 const report = {
   runtime,
   resolved: import.meta.resolve('safetensors-wasm'),
@@ -61,6 +77,8 @@ const report = {
     'error: unknown tensor': await failure(() => fromUrl.getTensor('no such tensor')),
     'error: HTTP 404': await failure(() => open(new URL('missing.safetensors', url))),
     'error: misuse': await failure(() => open(42)),
+    'gguf: ggufStream of a model folder': await gguf(),
+    "gguf: an error of the GGUF entry is the main entry's SafetensorsError": await failure(() => ggufStream(invalidPath)),
   },
 }
 await Promise.all([fromPath, fromBlob, fromBytes, fromUrl, reread].map((f) => f.close()))

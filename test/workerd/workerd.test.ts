@@ -37,16 +37,21 @@ interface WorkerSpec {
 
 /** The config: each worker on a socket of its own on 127.0.0.1 (port chosen by the OS), outbound fetch to loopback only. */
 function workerdConfig(configDir: string, entry: string, workers: WorkerSpec[]): string {
-  const wasm = readdirSync(dirname(entry)).filter((f) => f.endsWith('.wasm'))
+  const dist = dirname(entry)
+  const wasm = readdirSync(dist).filter((f) => f.endsWith('.wasm'))
+  const chunks = readdirSync(dist).filter((f) => /^workerd-.*\.js$/.test(f))
   // embed takes a path relative to the config file (an absolute one is looked up in the import path).
   const embed = (path: string) => `embed ${JSON.stringify(relative(configDir, path))}`
-  // Module names are how imports resolve: the worker imports 'safetensors-wasm', and the entry's
-  // './header.wasm' resolves, relative to that name, to 'header.wasm'.
+  // Module names are how imports resolve: the worker imports 'safetensors-wasm' (and 'safetensors-wasm/gguf'),
+  // and an entry's './workerd-shared.js' or './header.wasm' resolves, relative to that name, to
+  // 'workerd-shared.js' or 'header.wasm' ('../' from the GGUF entry, a folder deeper in dist/ as in its name).
   const worker = (w: WorkerSpec) => {
     const modules = [
       `(name = "worker.js", esModule = ${embed(join(ROOT, 'test/workerd', w.file))})`,
       `(name = "safetensors-wasm", esModule = ${embed(entry)})`,
-      ...wasm.map((f) => `(name = ${JSON.stringify(f)}, wasm = ${embed(join(dirname(entry), f))})`),
+      `(name = "safetensors-wasm/gguf", esModule = ${embed(join(dist, 'gguf/workerd.js'))})`,
+      ...chunks.map((f) => `(name = ${JSON.stringify(f)}, esModule = ${embed(join(dist, f))})`),
+      ...wasm.map((f) => `(name = ${JSON.stringify(f)}, wasm = ${embed(join(dist, f))})`),
     ]
     const bindings = Object.entries(w.bindings ?? {}).map(([name, text]) => `(name = ${JSON.stringify(name)}, text = ${JSON.stringify(text)})`)
     return `const ${w.name} :Workerd.Worker = (

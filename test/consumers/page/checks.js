@@ -2,10 +2,12 @@
 // package by its name, as an app would, opens a real fixture over HTTP Range and reports what it read.
 // It reports raw results (bits, codes, messages); bundlers.test.ts holds the expectations.
 import * as lib from 'safetensors-wasm'
+import { ggufStream } from 'safetensors-wasm/gguf'
 
 // Root-relative: a string is a URL relative to the page (or to the worker's script).
 const FIXTURE = '/fixtures/model.safetensors'
 const INVALID = '/fixtures/invalid.safetensors'
+const GGUF_MODEL = '/fixtures/qwen2/model.safetensors'
 const NODE_ONLY = ['fileSink', 'writeFile', 'saveModel', 'convertFile', 'convertModel']
 
 /** The bit patterns of a Float32Array, so that the test compares exactly (NaN, -0 included). */
@@ -19,6 +21,14 @@ async function failureOf(call) {
   } catch (error) {
     return { safetensorsError: error instanceof lib.SafetensorsError, typeError: error instanceof TypeError, code: error.code, message: error.message }
   }
+}
+
+/** The GGUF of a model served beside the fixtures, from the package's GGUF entry: its length and SHA-256. */
+async function gguf() {
+  const stream = await ggufStream(GGUF_MODEL, { dtype: 'F16' })
+  const bytes = new Uint8Array(await new Response(stream).arrayBuffer())
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes))
+  return { bytes: bytes.length, byteLength: stream.byteLength, sha256: Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('') }
 }
 
 export async function runChecks() {
@@ -35,6 +45,7 @@ export async function runChecks() {
     nodeOnly: NODE_ONLY.filter((name) => name in lib),
     tensors,
     slice: { shape: slice.shape, bits: bitsOf(slice.data) },
+    gguf: await gguf(),
     errors: {
       missingTensor: await failureOf(() => file.getTensor('missing')),
       sliceOutOfRange: await failureOf(() => file.getSlice('bfloat16_357', [[0, 4], null, null])),

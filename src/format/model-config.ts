@@ -1,0 +1,83 @@
+// The JSON files of a Hugging Face model folder (read as objects, errors naming the file), and config.json as
+// convertModel copies it: the dtype it names (torch_dtype, or dtype as transformers writes it since 4.56)
+// becomes the converted weights' dtype, and every other byte stays. Parsing and writing it again would not
+// do: JSON.parse turns 10000.0 into 10000 and 1e-05 into 0.00001, and transformers checks the types of some
+// fields (rope_scaling's factor must be a float).
+import type { ConvertTarget } from '../core/convert.ts'
+import { SafetensorsError } from '../errors.ts'
+
+/** transformers' names of the dtypes a conversion writes: str(torch.bfloat16) without "torch.". */
+export const TORCH_DTYPE: Record<ConvertTarget, string> = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' }
+
+const DTYPE_KEYS = new Set(['torch_dtype', 'dtype'])
+
+/** An open object (undefined for an array): whether its dtype fields name the weights, the key being read. */
+type Frame = { rewrite: boolean; key: string; atKey: boolean } | undefined
+
+/** The largest config.json rewritten (the Hub's largest are tens of kilobytes). */
+const MAX_CONFIG_BYTES = 16 << 20
+
+/** The error for a model's JSON file (config.json, tokenizer.json) that is not what it should be. */
+export function jsonFileError(where: string, message: string): SafetensorsError {
+  return new SafetensorsError('InvalidHeaderDeserialization', `${where}: ${message}`)
+}
+
+/** The text and value of a JSON file that must hold an object; InvalidHeaderDeserialization naming `where` otherwise. */
+export function readJsonObject(bytes: Uint8Array, where: string): { text: string; value: Record<string, unknown> } {
+  let text: string
+  let value: unknown
+  try {
+    // A byte order mark stays, and JSON.parse refuses it, as Python's json.load does.
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes)
+  } catch {
+    throw jsonFileError(where, 'not UTF-8 text')
+  }
+  try {
+    value = JSON.parse(text)
+  } catch (error) {
+    throw jsonFileError(where, `not JSON: ${(error as Error).message}`)
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw jsonFileError(where, 'not a JSON object')
+  return { text, value: value as Record<string, unknown> }
+}
+
+/** Checked before the file is read, so that its size bounds the memory a rewrite takes. */
+export function checkConfigSize(where: string, size: number): void {
+  if (size > MAX_CONFIG_BYTES) throw jsonFileError(where, `it is ${size} bytes, above the limit of ${MAX_CONFIG_BYTES} for a config.json`)
+}
+
+/**
+ * The bytes of config.json with every "torch_dtype" and "dtype" string naming `dtype`: in the top-level
+ * object and in its sub-configs (objects under a key ending in "_config", such as text_config and
+ * vision_config, which transformers saves with a dtype of their own). Throws InvalidHeaderDeserialization
+ * naming `where` when the bytes are not UTF-8 text of a JSON object.
+ */
+export function withDtype(bytes: Uint8Array, dtype: ConvertTarget, where: string): Uint8Array {
+  const { text } = readJsonObject(bytes, where)
+  // The text is valid JSON: a walk over its strings and brackets finds every key and value.
+  const name = JSON.stringify(TORCH_DTYPE[dtype])
+  const open: Frame[] = []
+  let out = ''
+  let copied = 0
+  for (let at = 0; at < text.length; at++) {
+    const c = text[at]
+    const top = open[open.length - 1]
+    if (c === '"') {
+      let end = at + 1
+      while (text[end] !== '"') end += text[end] === '\\' ? 2 : 1
+      end++
+      if (top?.atKey) top.key = JSON.parse(text.slice(at, end)) as string
+      else if (top?.rewrite && DTYPE_KEYS.has(top.key)) {
+        out += text.slice(copied, at) + name
+        copied = end
+      }
+      at = end - 1
+    } else if (c === '{') {
+      open.push({ rewrite: open.length === 0 || (top?.rewrite === true && top.key.endsWith('_config')), key: '', atKey: true })
+    } else if (c === '[') open.push(undefined)
+    else if (c === '}' || c === ']') open.pop()
+    else if (c === ':' && top) top.atKey = false
+    else if (c === ',' && top) top.atKey = true
+  }
+  return new TextEncoder().encode(out + text.slice(copied))
+}

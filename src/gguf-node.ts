@@ -1,0 +1,9 @@
+/**
+ * `safetensors-wasm/gguf` under Node, Deno and Bun: {@link ggufStream} with local paths, and writeGguf, which
+ * writes the file atomically.
+ * @packageDocumentation
+ */
+import './node/platform.ts'
+
+export * from './gguf.ts'
+export { type GgufWritten, writeGguf } from './node/gguf.ts'

@@ -1,0 +1,323 @@
+// openModel(): a sharded model (model.safetensors.index.json and its shards) behind the same reading API
+// as one file. Every weight_map entry is checked against its shard's header when the model opens.
+import type { DType } from '../core/dtypes.ts'
+import { inContext, SafetensorsError } from '../errors.ts'
+import type { Header, Metadata, TensorInfo } from '../format/header.ts'
+import { DEFAULT_INDEX, type ParsedIndex, parseIndex, SINGLE_FILE } from '../format/model-index.ts'
+import type { SliceRange } from '../format/slice.ts'
+import { requireLocalFiles } from '../sources/local-files.ts'
+import { readingAhead, runPool } from '../sources/pool.ts'
+import { metered, ProgressMeter } from '../sources/progress.ts'
+import type { ModelFiles, ModelFolder } from '../sources/source.ts'
+import { type DataFor, type OpenOptions, openMetered, type ReadOptions, type SafetensorsFile, type Source, type Tensor, toRangeSource, urlOf } from './file.ts'
+import { readSmallFile } from './small-file.ts'
+
+/** A model's entry of this name is its one file; of any other name, its index. */
+function isOneFile(name: string): boolean {
+  return /\.safetensors$/i.test(name)
+}
+
+function isModelFolder(input: unknown): input is ModelFolder {
+  return typeof input === 'object' && input !== null && typeof (input as ModelFolder).find === 'function' && typeof (input as ModelFolder).open === 'function'
+}
+
+/** What a folder's model is read from, the first there of these (the order transformers follows). */
+const FOLDER_ENTRIES = [SINGLE_FILE, DEFAULT_INDEX]
+
+function noModelIn(folder: string, path?: string): SafetensorsError {
+  return new SafetensorsError('Io', `${folder} is a folder with no model in it: neither ${SINGLE_FILE} nor ${DEFAULT_INDEX} is there`, { path })
+}
+
+/**
+ * What a model is read from: its index or its one file (`name`: its file name), what to call it in
+ * messages, how to find a shard beside it, and another file beside it (config.json, tokenizer.json):
+ * undefined where it is known to be missing, else a source that fails as a missing file does when read.
+ */
+export interface Located {
+  entry: Source
+  name: string
+  where: string
+  shard: (name: string) => Source
+  beside: (name: string) => Promise<Source | undefined>
+}
+
+/** Where the model `input` (what openModel takes) is. */
+export async function locate(input: string | URL | ModelFiles | ModelFolder): Promise<Located> {
+  if (isModelFolder(input)) {
+    for (const name of FOLDER_ENTRIES) {
+      const entry = await input.find(name)
+      if (entry) return { entry, name, where: `${input.where}: ${name}`, shard: (shard) => input.open(shard), beside: (other) => input.find(other) }
+    }
+    throw noModelIn(input.where)
+  }
+  if (typeof input !== 'string' && !(input instanceof URL)) return locateFiles(input)
+  const url = urlOf(input)
+  if (url && url.protocol !== 'file:') {
+    const entry = url.pathname.endsWith('/') ? new URL(DEFAULT_INDEX, url) : url
+    const name = entry.pathname.slice(entry.pathname.lastIndexOf('/') + 1)
+    const shard = (name: string) => new URL(name, entry)
+    return { entry, name, where: String(entry), shard, beside: async (name) => shard(name) }
+  }
+  const local = requireLocalFiles(`openModel(${JSON.stringify(String(input))})`)
+  const path = url ? local.pathOf(url) : (input as string)
+  const found = await local.locateModel(path, FOLDER_ENTRIES)
+  if (!found) throw noModelIn(path, path)
+  return { entry: found.file, name: found.name, where: found.file, shard: found.shard, beside: async (name) => found.shard(name) }
+}
+
+/**
+ * The model among `files`, in this order: model.safetensors, model.safetensors.index.json, the one
+ * *.index.json, the one *.safetensors file.
+ */
+function locateFiles(input: ModelFiles): Located {
+  if (typeof input !== 'object' || input === null || typeof (input as Partial<ModelFiles>)[Symbol.iterator] !== 'function') {
+    throw new TypeError(
+      `openModel takes a path, a URL, the model's files (File objects) or a ModelFolder (r2Model), got ${Object.prototype.toString.call(input)}`,
+    )
+  }
+  const files = new Map<string, File>()
+  for (const file of input) {
+    if (typeof Blob === 'undefined' || !(file instanceof Blob) || typeof (file as Partial<File>).name !== 'string')
+      throw new TypeError(`openModel: every file must be a File, got ${Object.prototype.toString.call(file)}`)
+    if (files.has(file.name)) throw new TypeError(`openModel: two files are named ${JSON.stringify(file.name)}`)
+    files.set(file.name, file)
+  }
+  const names = [...files.keys()]
+  const indexes = names.filter((name) => name.endsWith('.index.json'))
+  const single = names.filter(isOneFile)
+  const entry =
+    files.get(SINGLE_FILE) ??
+    files.get(DEFAULT_INDEX) ??
+    (indexes.length === 1 ? files.get(indexes[0]) : undefined) ??
+    (indexes.length === 0 && single.length === 1 ? files.get(single[0]) : undefined)
+  if (!entry) {
+    const found = indexes.length === 0 ? 'none' : indexes.map((name) => JSON.stringify(name)).join(', ')
+    throw new SafetensorsError(
+      'Io',
+      `no model among the ${files.size} files given: expected ${SINGLE_FILE}, ${DEFAULT_INDEX}, one *.index.json or one *.safetensors file (found ${found})`,
+    )
+  }
+  const shard = (name: string) => {
+    const file = files.get(name)
+    if (!file) throw new SafetensorsError('Io', `not among the ${files.size} files given`)
+    return file
+  }
+  return { entry, name: entry.name, where: entry.name, shard, beside: async (name) => files.get(name) }
+}
+
+/** What a model needs of its index: a model of one file has every tensor of the file and no metadata. */
+type WeightMap = Pick<ParsedIndex, 'metadata' | 'shardOf' | 'listedIn'>
+
+function oneFile(shard: string, header: Header): WeightMap {
+  return {
+    metadata: undefined,
+    shardOf: (name) => (header.has(name) ? shard : undefined),
+    listedIn: (name, tensors) => (name === shard ? tensors.length : 0),
+  }
+}
+
+/** Opens one file of a model; its errors say which (`what`), finding it included. */
+async function openPart(what: string, source: () => Source, options: OpenModelOptions, meter: ProgressMeter | undefined): Promise<SafetensorsFile> {
+  try {
+    return await openMetered(source(), options, meter)
+  } catch (error) {
+    throw error instanceof SafetensorsError ? inContext(error, what) : error
+  }
+}
+
+/** Options of {@link openModel}: those of {@link open}, applied to the index and every shard, and `concurrency`. */
+export interface OpenModelOptions extends OpenOptions {
+  /**
+   * Shard headers read at once (default 16): enough to hide a network round trip, few enough for any server.
+   * @defaultValue 16
+   */
+  concurrency?: number
+}
+
+const DEFAULT_CONCURRENCY = 16
+
+/**
+ * Opens a model: a sharded one from its index (a path or a URL), a model of one file from that
+ * .safetensors file, a folder holding model.safetensors or else model.safetensors.index.json (the order
+ * transformers follows), the model's files picked or dropped in a page (ModelFiles), or such a folder in
+ * other storage (a {@link ModelFolder}: an R2 prefix, from {@link r2Model}). Every weight_map entry is
+ * checked against its shard's header before it resolves.
+ * @throws {@link SafetensorsError} `InvalidHeaderDeserialization` for an index that is not valid JSON of the
+ * schema (a repeated key included); `TensorNotFound` when the index puts a tensor in a shard without it (the
+ * message says where it is); any code of {@link open} for a shard or the one file, its message naming it; `Io`
+ * for an index or shard that cannot be read (missing, not among the files given) and for a folder holding
+ * neither model.safetensors nor an index; `Aborted`.
+ * @throws TypeError for an input that is neither a path, a URL, File objects nor a ModelFolder, two files of one
+ * name, or a path in the browser entry; RangeError for a `concurrency` that is not a positive integer.
+ */
+export async function openModel(input: string | URL | ModelFiles | ModelFolder, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
+  checkConcurrency(options)
+  return openLocated(await locate(input), options)
+}
+
+function checkConcurrency(options: OpenModelOptions): number {
+  const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
+  return concurrency
+}
+
+/** openModel() of a model already located. */
+export async function openLocated({ entry, name, where, shard }: Located, options: OpenModelOptions): Promise<SafetensorsModel> {
+  const concurrency = checkConcurrency(options)
+  // One meter for the index and every shard: the model's progress is their sum.
+  const meter = options.onProgress && new ProgressMeter(options.onProgress)
+  if (isOneFile(name)) {
+    const file = await openPart(where, () => entry, options, meter)
+    return new SafetensorsModel(oneFile(name, file.header), new Map([[name, file]]))
+  }
+  const opened = await toRangeSource(entry, options)
+  const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
+  let bytes: Uint8Array
+  try {
+    bytes = await readSmallFile(source, where, options.signal)
+  } finally {
+    await source.close?.()
+  }
+  const index = parseIndex(where, bytes)
+  const shardNames = index.shards
+  const shards: Array<SafetensorsFile | undefined> = []
+  let files: Map<string, SafetensorsFile>
+  try {
+    await runPool(shardNames, concurrency, async (name, i) => {
+      shards[i] = await openPart(`shard ${name}`, () => shard(name), options, meter)
+    })
+    // In index order, whatever order the reads finished in.
+    files = new Map(shardNames.map((name, i) => [name, shards[i]!]))
+    // Every entry is in its shard when the shards' tensors the index lists there are as many as its
+    // entries (names are unique in a shard).
+    let listed = 0
+    for (const [name, file] of files) listed += index.listedIn(name, file.header.tensors)
+    if (listed !== index.entries) {
+      const [tensor, name] = [...index.weightMap()].find(([tensor, name]) => !files.get(name)!.header.has(tensor))!
+      const holder = [...files].find(([, file]) => file.header.has(tensor))?.[0]
+      const found = holder === undefined ? 'no shard has it' : `it is in ${holder}`
+      throw new SafetensorsError(
+        'TensorNotFound',
+        `${where}: weight_map puts ${JSON.stringify(tensor)} in ${name}, which has no tensor of that name (${found})`,
+      )
+    }
+  } catch (error) {
+    await Promise.all(shards.map((f) => f?.close()))
+    throw error
+  }
+  return new SafetensorsModel(index, files)
+}
+
+/** A sharded model, from {@link openModel}: the reading API of {@link SafetensorsFile}, over every shard. */
+export class SafetensorsModel {
+  readonly #index: WeightMap
+  readonly #files: Map<string, SafetensorsFile>
+
+  /** @internal openModel makes a model, once every entry of the index is found in its shard. */
+  constructor(index: WeightMap, files: Map<string, SafetensorsFile>) {
+    this.#index = index
+    this.#files = files
+  }
+
+  /** The index's metadata (e.g. { total_size }), not a shard's; null for a model of one file. */
+  get metadata(): Metadata<unknown> | null {
+    return this.#index.metadata ?? null
+  }
+
+  /** The open shards, by file name. */
+  get shards(): ReadonlyMap<string, SafetensorsFile> {
+    return this.#files
+  }
+
+  /** Tensor names, shard by shard in data order. */
+  names(): string[] {
+    return this.#listed().map(([, info]) => info.name)
+  }
+
+  /**
+   * The header entry of a tensor, from its shard.
+   * @throws {@link SafetensorsError} `TensorNotFound`
+   */
+  info(name: string): TensorInfo {
+    return this.#fileOf(name).info(name)
+  }
+
+  /**
+   * Reads one tensor from its shard: see {@link SafetensorsFile.getTensor}.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getTensor} does.
+   */
+  getTensor<D extends DType, H extends boolean = false>(name: string, options?: ReadOptions<D, H>): Promise<Tensor<DataFor<D, H>>> {
+    return this.#fileOf(name).getTensor(name, options)
+  }
+
+  /**
+   * Reads a slice of one tensor from its shard: see {@link SafetensorsFile.getSlice}.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getSlice} does.
+   */
+  getSlice<D extends DType, H extends boolean = false>(
+    name: string,
+    ranges: readonly SliceRange[],
+    options?: ReadOptions<D, H>,
+  ): Promise<Tensor<DataFor<D, H>>> {
+    return this.#fileOf(name).getSlice(name, ranges, options)
+  }
+
+  /**
+   * One tensor or slice as a stream, from its shard: see SafetensorsFile.stream.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.stream} does.
+   */
+  stream(name: string, options?: Parameters<SafetensorsFile['stream']>[1]): ReadableStream<Uint8Array> {
+    return this.#fileOf(name).stream(name, options)
+  }
+
+  /**
+   * Every tensor, shard by shard in data order; the next one (when small) is read while this one is handled.
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getTensor} does, from the iteration.
+   */
+  tensors<D extends DType, H extends boolean = false>(options?: ReadOptions<D, H>): AsyncGenerator<Tensor<DataFor<D, H>>> {
+    return readingAhead(this.#listed().map(([file, info]) => ({ bytes: info.byteLength, read: () => file.getTensor(info.name, options) })))
+  }
+
+  /**
+   * The file name of the shard that holds tensor `name`.
+   * @throws {@link SafetensorsError} `TensorNotFound`
+   */
+  shardOf(name: string): string {
+    const shard = this.#index.shardOf(name)
+    if (shard === undefined) throw new SafetensorsError('TensorNotFound', `no tensor named ${JSON.stringify(name)} in this model's weight_map`)
+    return shard
+  }
+
+  /** Tensors a shard holds that the index does not list there (the model does not include them). */
+  unlisted(): Array<{
+    /** The tensor's name. */
+    tensor: string
+    /** The shard that holds it. */
+    shard: string
+  }> {
+    return [...this.#files].flatMap(([shard, file]) => this.#unlistedIn(shard, file).map((t) => ({ tensor: t.name, shard })))
+  }
+
+  /** Closes every shard. */
+  async close(): Promise<void> {
+    await Promise.all([...this.#files.values()].map((f) => f.close()))
+  }
+
+  // The tensors the index lists, in shard order then data order (a shard's unlisted tensors are not the model's).
+  #listed(): Array<[SafetensorsFile, TensorInfo]> {
+    return [...this.#files].flatMap(([shard, file]) => {
+      const { tensors } = file.header
+      const listed = this.#index.listedIn(shard, tensors) === tensors.length ? tensors : tensors.filter((t) => this.#index.shardOf(t.name) === shard)
+      return listed.map((t): [SafetensorsFile, TensorInfo] => [file, t])
+    })
+  }
+
+  #unlistedIn(shard: string, file: SafetensorsFile): TensorInfo[] {
+    const { tensors } = file.header
+    return this.#index.listedIn(shard, tensors) === tensors.length ? [] : tensors.filter((t) => this.#index.shardOf(t.name) !== shard)
+  }
+
+  #fileOf(name: string): SafetensorsFile {
+    return this.#files.get(this.shardOf(name))!
+  }
+}
