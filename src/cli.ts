@@ -7,6 +7,7 @@ import { stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { type GgufDtype, writeGguf } from './gguf-node.ts'
 import { systemMessage } from './node/atomic-files.ts'
+import { cleanUpWrites } from './node/temporary-files.ts'
 import {
   type ConvertTarget,
   convertFile,
@@ -62,7 +63,7 @@ async function main(args: string[]): Promise<number> {
     return 0
   }
   const [command, ...files] = positional
-  // Asked for, the usage is the output (stdout); given after a mistake, it is part of the error (stderr).
+  // Asked for, the usage is the output (stdout); after a mistake, the reason and where to find the usage (stderr).
   if (flags.has('--help') || command === 'help') {
     console.log(USAGE)
     return 0
@@ -311,8 +312,10 @@ const GGUF_TARGETS: readonly GgufDtype[] = ['F32', 'F16', 'BF16', 'Q8_0']
 
 function parseDtype<T extends string>(text: string, targets: readonly T[]): T {
   const dtype = targets.find((t) => t === text.toUpperCase())
-  if (!dtype) throw new UsageError(`--dtype takes ${targets.slice(0, -1).join(', ')} or ${targets.at(-1)} (in any case), got ${JSON.stringify(text)}`)
-  return dtype
+  if (dtype) return dtype
+  if (GGUF_TARGETS.includes(text.toUpperCase() as GgufDtype))
+    throw new UsageError(`--dtype ${text} is a GGUF type: name an output ending in .gguf to write GGUF, or take F32, F16 or BF16 for SafeTensors`)
+  throw new UsageError(`--dtype takes ${targets.slice(0, -1).join(', ')} or ${targets.at(-1)} (in any case), got ${JSON.stringify(text)}`)
 }
 
 async function convertCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined): Promise<number> {
@@ -361,9 +364,22 @@ async function converting<T>(
   options: { onProgress?: ProgressCallback },
   run: () => Promise<T>,
 ): Promise<T | undefined> {
+  // Interrupted, a write removes what it began and leaves its target as it was.
+  const stop = (signal: NodeJS.Signals, code: number) => () => {
+    void cleanUpWrites().finally(() => {
+      console.error(`${output}: stopped by ${signal}; the temporary files are removed`)
+      process.exit(code)
+    })
+  }
+  const onInterrupt = stop('SIGINT', 130)
+  const onTerminate = stop('SIGTERM', 143)
+  process.once('SIGINT', onInterrupt)
+  process.once('SIGTERM', onTerminate)
   try {
     return await run()
   } catch (error) {
+    // The output is the input: bad usage, found before anything was written.
+    if (error instanceof RangeError) throw new UsageError(error.message)
     // An error names the local file it is about (error.path): the input's (a file, or a model's index and the
     // shards beside it), or else the output's.
     const inputFolder = model ? resolve(/\.(index\.json|safetensors)$/.test(input) ? dirname(input) : input) : undefined
@@ -379,6 +395,8 @@ async function converting<T>(
     }
     throw error
   } finally {
+    process.off('SIGINT', onInterrupt)
+    process.off('SIGTERM', onTerminate)
     if (options.onProgress) process.stderr.write('\n')
   }
 }
@@ -445,7 +463,7 @@ main(process.argv.slice(2)).then(
   },
   (error) => {
     if (error instanceof UsageError) {
-      console.error(`${error.message}\n${USAGE}`)
+      console.error(`${error.message}\nsee safetensors-wasm --help`)
       process.exitCode = 2
       return
     }

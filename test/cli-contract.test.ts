@@ -13,7 +13,7 @@ import { type FullDisk, fullDiskUnavailable, mountTmpfs } from './full-disk.ts'
 import { FIXTURES_REAL } from './helpers.ts'
 import { rangeHandler, startServer, type TestServer } from './http-server.ts'
 import { prng } from './random.ts'
-import { CLI, cli, cliWith } from './run-cli.ts'
+import { CLI, cli, cliWith, spawnCli } from './run-cli.ts'
 import { ls, orderedEntries, referenceFile, randomBytes as seededBytes, splitFile, tempDir } from './writer-reference.ts'
 
 const FILE = `${FIXTURES_REAL}fluxml__safetensors.jl__model.with_metadata.safetensors`
@@ -81,24 +81,146 @@ describe('--version', () => {
 })
 
 describe('usage', () => {
-  test('no command: the usage on stderr, nothing on stdout, exit 2', async () => {
+  test('no command: the reason and where the usage is, on stderr, nothing on stdout, exit 2', async () => {
     const run = await cli()
     expect(run).toMatchObject({ code: 2, stdout: '' })
-    expect(run.stderr).toContain('usage:')
-    expect(run.stderr).toContain('safetensors-wasm validate <file|url|model>...')
+    expect(lines(run.stderr)).toEqual(['a command is needed: inspect, validate or convert', 'see safetensors-wasm --help'])
   })
 
-  test('a usage error: the reason, then the usage, on stderr; exit 2', async () => {
+  test('a usage error: the reason, then where the usage is (at most 3 lines), on stderr; exit 2', async () => {
     const run = await cli('validate', FILE, '--bogus')
     expect(run).toMatchObject({ code: 2, stdout: '' })
-    expect(lines(run.stderr)[0]).toBe('unknown option --bogus')
-    expect(run.stderr).toContain('usage:')
+    expect(lines(run.stderr)).toEqual(['unknown option --bogus', 'see safetensors-wasm --help'])
   })
 
   test('--help asks for the usage: on stdout, exit 0', async () => {
     const run = await cli('--help')
     expect(run).toMatchObject({ code: 0, stderr: '' })
     expect(run.stdout).toContain('usage:')
+    expect(run.stdout).toContain('safetensors-wasm validate <file|url|model>...')
+  })
+
+  test('--dtype Q8_0 for a SafeTensors output: a GGUF type, and how to write GGUF', async () => {
+    const dir = scratch()
+    const run = await cli('convert', FILE, join(dir, 'x.safetensors'), '--dtype', 'q8_0')
+    expect(run).toMatchObject({ code: 2, stdout: '' })
+    expect(lines(run.stderr)).toEqual([
+      '--dtype q8_0 is a GGUF type: name an output ending in .gguf to write GGUF, or take F32, F16 or BF16 for SafeTensors',
+      'see safetensors-wasm --help',
+    ])
+    expect(ls(dir)).toEqual([])
+  })
+})
+
+describe('a write into its own input: bad usage, nothing changed', () => {
+  test.each([
+    ['the file itself', (dir: string) => [join(dir, 'in.safetensors'), join(dir, 'in.safetensors')], []],
+    ['the file by another path', (dir: string) => [join(dir, 'in.safetensors'), join(dir, '.', 'sub', '..', 'in.safetensors')], []],
+    ['the folder the file is in, resharded', (dir: string) => [join(dir, 'in.safetensors'), dir], ['--max-shard-size', '1KB']],
+    ['a model folder into itself', (dir: string) => [join(dir, 'model'), join(dir, 'model')], []],
+  ])('%s: exit 2 before any byte is written', async (_, paths, extra) => {
+    const dir = scratch()
+    mkdirSync(join(dir, 'sub'))
+    writeFileSync(join(dir, 'in.safetensors'), readFileSync(FILE))
+    execFileSync('cp', ['-r', SHARDED, join(dir, 'model')])
+    const before = snapshot(dir)
+    const [input, output] = paths(dir)
+    const run = await cli('convert', input, output, '--dtype', 'F16', ...extra)
+    expect(run).toMatchObject({ code: 2, stdout: '' })
+    const [reason, see] = lines(run.stderr)
+    expect(reason).toMatch(/the output (folder )?is the (input|input's|model's)/)
+    expect(see).toBe('see safetensors-wasm --help')
+    expect(snapshot(dir)).toEqual(before)
+  })
+})
+
+/** Every file under `dir` and its bytes, to compare a folder before and after. */
+function snapshot(dir: string): Record<string, string> {
+  return Object.fromEntries(
+    readdirSync(dir, { recursive: true, encoding: 'utf8' })
+      .filter((f) => statSync(join(dir, f)).isFile())
+      .sort()
+      .map((f) => [f, readFileSync(join(dir, f)).toString('base64')]),
+  )
+}
+
+describe('an interrupted write leaves nothing', () => {
+  let server: TestServer
+  let release: () => void = () => {}
+  const bytes = new Uint8Array(readFileSync(FILE))
+  beforeAll(async () => {
+    // Every data read (after the header's) stops half-way until the test lets it go: the CLI is then mid-write.
+    server = await startServer(
+      rangeHandler(() => bytes, {
+        fault: (n) => (n === 0 ? undefined : { kind: 'pause', at: 0.5, until: new Promise<void>((resolve) => (release = resolve)) }),
+      }),
+    )
+  })
+  afterAll(async () => {
+    release()
+    await server?.close()
+  })
+
+  /** A convert of the served file into `target`, once it has begun writing: a temporary file is beside the target. */
+  async function writing(target: string, ...extra: string[]) {
+    // Request 0 is the header's again.
+    server.clear()
+    const run = spawnCli('convert', `${server.origin}/model.safetensors`, target, '--dtype', 'F32', ...extra)
+    const folder = extra.length > 0 ? target : join(target, '..')
+    for (let waited = 0; !readdirSync(folder, { recursive: true, encoding: 'utf8' }).some((f) => f.endsWith('.tmp')); waited += 20) {
+      if (waited > 20_000)
+        throw new Error(`no temporary file in ${folder} after 20 s: ${await Promise.race([run.done.then((r) => r.stderr), 'still running'])}`)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    return run
+  }
+
+  test.each([
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ] as const)('%s mid-convert: exit %i with one line, no temporary file, the target as it was', async (signal, code) => {
+    const dir = scratch()
+    const target = join(dir, 'out.safetensors')
+    writeFileSync(target, 'the old target')
+    const { child, done } = await writing(target)
+    child.kill(signal)
+    const run = await done
+    expect(run.code).toBe(code)
+    expect(expectOneLine(run.stderr)).toBe(`${target}: stopped by ${signal}; the temporary files are removed`)
+    expect(ls(dir)).toEqual(['out.safetensors'])
+    expect(readFileSync(target, 'utf8')).toBe('the old target')
+  })
+
+  test('SIGINT mid-convert into a folder of shards: no temporary file, no lock, nothing new', async () => {
+    const dir = scratch()
+    const target = join(dir, 'model')
+    mkdirSync(target)
+    const { child, done } = await writing(target, '--max-shard-size', '1KB')
+    child.kill('SIGINT')
+    expect((await done).code).toBe(130)
+    expect(ls(target)).toEqual([])
+  })
+
+  test('SIGKILL mid-convert leaves a temporary file, which the next convert to that target removes', async () => {
+    const dir = scratch()
+    const target = join(dir, 'out.safetensors')
+    const { child, done } = await writing(target)
+    child.kill('SIGKILL')
+    expect((await done).signal).toBe('SIGKILL')
+    expect(ls(dir).filter((f) => f.endsWith('.tmp')).length).toBe(1)
+    expect(await cli('convert', FILE, target, '--dtype', 'F16')).toMatchObject({ code: 0 })
+    expect(ls(dir)).toEqual(['out.safetensors'])
+  })
+
+  test('a writer still at work keeps its temporary file: another convert to the target does not remove it', async () => {
+    const dir = scratch()
+    const target = join(dir, 'out.safetensors')
+    const { child, done } = await writing(target)
+    expect(await cli('convert', FILE, target, '--dtype', 'F16')).toMatchObject({ code: 0 })
+    expect(ls(dir).filter((f) => f.endsWith('.tmp')).length).toBe(1)
+    child.kill('SIGINT')
+    expect((await done).code).toBe(130)
+    expect(ls(dir)).toEqual(['out.safetensors'])
   })
 })
 

@@ -1,6 +1,6 @@
 // The CLI as a user runs it: `node dist/cli.js` in a child process (npm test builds dist/ before vitest
 // runs). Asynchronous, so an HTTP server in the test's own process keeps answering meanwhile.
-import { execFile } from 'node:child_process'
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 
 export const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url))
@@ -24,3 +24,16 @@ export function cliWith(options: { env?: Record<string, string> }, ...args: stri
 }
 
 export const cli = (...args: string[]): Promise<Run> => cliWith({}, ...args)
+
+/** The CLI started with `args`, to be signalled while it runs; `done` resolves as `cli` does, with the signal that ended it. */
+export function spawnCli(...args: string[]): { child: ChildProcess; done: Promise<Run & { signal: NodeJS.Signals | null }> } {
+  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.on('data', (d) => (stdout += d))
+  child.stderr!.on('data', (d) => (stderr += d))
+  const done = new Promise<Run & { signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('close', (code, signal) => resolve({ code: code ?? 1, signal, stdout, stderr })),
+  )
+  return { child, done }
+}

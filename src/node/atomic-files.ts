@@ -6,11 +6,7 @@ import { constants } from 'node:fs'
 import { copyFile, link, open as openFile, rename, rm, stat } from 'node:fs/promises'
 import { SafetensorsError } from '../errors.ts'
 import { named, type Prepared, prepare, type TensorCollection, type WriteOptions, type WriterSink } from '../write/writer.ts'
-
-/** A name part no other file of this process or another has: the time and a random part, in base 36. */
-export function uniqueId(): string {
-  return `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`
-}
+import { removeLeftovers, temporaryName, whileWriting } from './temporary-files.ts'
 
 /** Makes the renames and removals in `folder` durable, so a power cut cannot reorder them (where a folder can be opened: not on Windows). */
 export async function syncFolder(folder: string): Promise<void> {
@@ -25,8 +21,8 @@ export async function syncFolder(folder: string): Promise<void> {
 
 /**
  * Files that appear together or not at all: each is written beside its target under a unique temporary
- * name, and publish() renames them all into place once every one is complete (a sharded model and its
- * index); discard() removes whatever was written.
+ * name (src/node/temporary-files.ts), and publish() renames them all into place once every one is complete
+ * (a sharded model and its index); discard() removes whatever was written, as an interrupted process does.
  */
 export interface FileSet {
   /** A sink for one file of the set; its commit() only completes the file (data synced, handle closed). */
@@ -55,11 +51,14 @@ export function fileSet(): FileSet {
   const complete: Array<[temporary: string, path: string]> = []
   /** Each temporary file not yet renamed, with what closes its handle (a deleted file keeps its space while open). */
   const started = new Map<string, () => Promise<void>>()
-  return {
+  let unregister: (() => void) | undefined
+  const set: FileSet = {
     async sink(path) {
       // Found before any byte is written: the rename at the end would fail on a folder.
       if ((await stat(path).catch(() => undefined))?.isDirectory()) throw new SafetensorsError('Io', `cannot write ${path}: it is a folder`, { path })
-      const temporary = `${path}.${uniqueId()}.tmp`
+      await removeLeftovers(path)
+      const temporary = temporaryName(path)
+      unregister ??= whileWriting(() => set.discard())
       const handle = await openFile(temporary, 'wx').catch((cause) => {
         throw fileError('create', path, cause)
       })
@@ -108,8 +107,10 @@ export function fileSet(): FileSet {
         started.delete(temporary)
         complete.splice(complete.indexOf(entry), 1)
       }
+      if (started.size === 0) unregister?.()
     },
     async discard() {
+      unregister?.()
       await Promise.all(
         [...started].map(async ([temporary, close]) => {
           await close().catch(() => {})
@@ -120,6 +121,7 @@ export function fileSet(): FileSet {
       complete.length = 0
     },
   }
+  return set
 }
 
 /**

@@ -12,7 +12,7 @@ import type { TensorInfo } from '../format/header.ts'
 import { tensorByteLength } from '../format/layout.ts'
 import { checkConfigSize, withDtype } from '../format/model-config.ts'
 import { DEFAULT_INDEX, SINGLE_FILE } from '../format/model-index.ts'
-import { type OpenOptions, open, type SafetensorsFile, type Source } from '../read/file.ts'
+import { type OpenOptions, open, type SafetensorsFile, type Source, urlOf } from '../read/file.ts'
 import { openModel } from '../read/model.ts'
 import { type SequentialReader, sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
@@ -206,9 +206,15 @@ function inputOptions({ onProgress: _, ...options }: ConvertFileOptions): OpenOp
  * @throws {@link SafetensorsError} any code of {@link open} (or {@link openModel}) for the input;
  * `UnsupportedConversion`; `Io` when the output cannot be written (the message names it), with the target
  * left untouched; `Aborted`.
- * @throws TypeError or RangeError for options of the wrong type or out of range.
+ * @throws TypeError or RangeError for options of the wrong type or out of range; RangeError for an output that is
+ * the input (the same file, or with `maxShardSize` the folder it is in), before anything is written.
  */
 export async function convertFile(input: Source, output: string, options: ConvertFileOptions = {}): Promise<string[]> {
+  const path = localPathOf(input)
+  if (path !== undefined) {
+    if (options.maxShardSize === undefined) await refuseSame(path, output, 'convertFile: the output is the input')
+    else await refuseSame(dirname(path), output, "convertFile: the output folder is the input's")
+  }
   const meter = meterOf(options)
   const file = await open(input, inputOptions(options))
   try {
@@ -239,9 +245,12 @@ function shardNames(shards: Planned[]): Array<{ file: string; names: string[] }>
  * @throws {@link SafetensorsError} any code of {@link open} (or {@link openModel}) for the input;
  * `InvalidHeaderDeserialization` for a config.json that is not a JSON object; `UnsupportedConversion`;
  * `Io` when the output cannot be written (the message names it), with the target left untouched; `Aborted`.
- * @throws TypeError or RangeError for options of the wrong type or out of range.
+ * @throws TypeError or RangeError for options of the wrong type or out of range; RangeError for an output folder
+ * that is the model's own, before anything is written.
  */
 export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions = {}): Promise<string[]> {
+  const entry = await localEntry(index)
+  if (entry) await refuseSame(dirname(entry.file), folder, "convertModel: the output folder is the model's")
   const meter = meterOf(options)
   const model = await openModel(index, inputOptions(options))
   try {
@@ -256,7 +265,6 @@ export async function convertModel(index: string | URL, folder: string, options:
         ? inputs.map(([file, source]) => ({ file, tensors: listed.filter((t) => t.source === source), metadata: source.metadata }))
         : reshard(listed, options.maxShardSize)
     const { total_size: _, ...metadata } = model.metadata ?? {}
-    const entry = await localEntry(index)
     const others = entry ? await otherFiles(entry, model.shards.keys()) : []
     // Rewritten before any tensor is converted: a broken config.json fails at once.
     const config = others.find((f) => basename(f) === 'config.json')
@@ -277,11 +285,26 @@ export async function convertModel(index: string | URL, folder: string, options:
   }
 }
 
+/** The local path an input names (a path, or a file: URL); undefined for any other input. */
+function localPathOf(input: Source): string | undefined {
+  if (typeof input !== 'string' && !(input instanceof URL)) return undefined
+  const url = urlOf(input)
+  return url === undefined ? String(input) : url.protocol === 'file:' ? fileURLToPath(url) : undefined
+}
+
 /** A local model's index or single file, as openModel found it (the path, or the entry in its folder); none over HTTP. */
 async function localEntry(index: string | URL): Promise<{ file: string; name: string } | undefined> {
-  const url = index instanceof URL ? index : /^https?:\/\//i.test(index) ? new URL(index) : undefined
-  if (url && url.protocol !== 'file:') return undefined
-  return await nodeFiles.locateModel(url ? fileURLToPath(url) : String(index), [SINGLE_FILE, DEFAULT_INDEX])
+  const path = localPathOf(index)
+  return path === undefined ? undefined : await nodeFiles.locateModel(path, [SINGLE_FILE, DEFAULT_INDEX])
+}
+
+/**
+ * A RangeError when `output` is `input`, the same file or folder (the same device and inode, whatever the path
+ * says): a write into what it reads would replace the input by a conversion of itself, lossily.
+ */
+async function refuseSame(input: string, output: string, what: string): Promise<void> {
+  const [a, b] = await Promise.all([stat(input).catch(() => undefined), stat(output).catch(() => undefined)])
+  if (a && b && a.dev === b.dev && a.ino === b.ino) throw new RangeError(`${what} (${output}); write to another ${a.isDirectory() ? 'folder' : 'file'}`)
 }
 
 /**

@@ -4,7 +4,8 @@ import { readFile, rm, stat, writeFile as writeText } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { SafetensorsError } from '../errors.ts'
-import { fileError, linkOrCopy, uniqueId } from './atomic-files.ts'
+import { fileError, linkOrCopy } from './atomic-files.ts'
+import { processGone, uniqueId, whileWriting } from './temporary-files.ts'
 
 /** The file in a folder that a model save holds from before its first file to after its cleanup. */
 export const SAVE_LOCK = '.safetensors-wasm.lock'
@@ -30,16 +31,6 @@ const writingHere = new Set<string>()
 function isGone(holder: Holder): boolean {
   if (holder.hostname !== hostname()) return false
   return holder.pid === process.pid ? !heldHere.has(holder.token) : processGone(holder.pid)
-}
-
-/** No process of this host has the pid. */
-function processGone(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return false
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'ESRCH'
-  }
 }
 
 /**
@@ -114,10 +105,14 @@ export async function lockFolder(folder: string): Promise<() => Promise<void>> {
     for (let attempt = 0; attempt < 10; attempt++) {
       if (await createExclusive(path, text)) {
         heldHere.add(me.token)
-        return async () => {
+        const release = async () => {
+          unregister()
           heldHere.delete(me.token)
           if ((await heldBy(path))?.text === text) await rm(path)
         }
+        // An interrupted save lets go of the folder as it exits.
+        const unregister = whileWriting(release)
+        return release
       }
       const lock = await heldBy(path)
       if (lock === undefined) continue

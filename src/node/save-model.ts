@@ -8,9 +8,10 @@ import { DEFAULT_INDEX, type ModelIndex, parseIndex } from '../format/model-inde
 import { readSmallFile } from '../read/small-file.ts'
 import { DEFAULT_MAX_SHARD_SIZE, indexBytes, planShards } from '../write/model-files.ts'
 import { named, prepare, type TensorCollection, type WriteOptions } from '../write/writer.ts'
-import { type FileSet, fileError, isOwnError, linkOrCopy, partsOf, syncFolder, uniqueId, writeParts, writeSet } from './atomic-files.ts'
+import { type FileSet, fileError, isOwnError, linkOrCopy, partsOf, syncFolder, writeParts, writeSet } from './atomic-files.ts'
 import { fileSource } from './file-source.ts'
 import { isStaleLockFile, lockFolder, SAVE_LOCK } from './folder-lock.ts'
+import { uniqueId } from './temporary-files.ts'
 
 /** Options of saveModel. */
 export interface SaveModelOptions extends WriteOptions {
@@ -202,8 +203,11 @@ async function pointAtBackups(folder: string, index: string, text: string, repla
   await syncFolder(folder)
 }
 
-/** What a save leaves behind when it stops: `<file>.<id>.tmp` (fileSet, being written) and `<file>.<id>.old` (pointAtBackups). */
-const LEFTOVER = /^(.+)\.[0-9a-z]{8,}\.(tmp|old)$/
+/**
+ * What a save leaves behind when it stops: `<file>.<pid>-<host>-<id>.tmp` (fileSet, being written; before
+ * version 0.2, `<file>.<id>.tmp`) and `<file>.<id>.old` (pointAtBackups).
+ */
+const LEFTOVER = /^(.+)\.(?:\d+-[0-9a-z]+-)?[0-9a-z]{8,}\.(tmp|old)$/
 
 /** A file a model save makes besides the model's own (its lock, a leftover of a save that stopped): not part of any model. */
 export function isSaveLeftover(file: string): boolean {
