@@ -257,9 +257,13 @@ describe('not a SafeTensors file', () => {
     return { path, n: Buffer.from(bytes).readBigUInt64LE(0) }
   }
 
+  // Random bytes that do not start as JSON, HTML or GGUF do (which the message would name).
+  const random = randomBytes(4096)
+  random[0] = 0x01
+
   test.each([
     ['a PNG', 'red.png', png()],
-    ['random bytes', 'random.bin', randomBytes(4096)],
+    ['random bytes', 'random.bin', random],
   ])('%s: HeaderTooLarge, saying "not a SafeTensors file" with the length read', async (_, name, bytes) => {
     const { path, n } = notSafetensors(name, bytes)
     // The limit is the reference's (100,000,000 bytes); random bytes exceed it but with probability 5e-12.
@@ -269,6 +273,30 @@ describe('not a SafeTensors file', () => {
     expect(validate).toEqual({ code: 1, stderr: '', stdout: `${JSON.stringify({ file: path, valid: false, code: 'HeaderTooLarge', message })}\n` })
     const inspect = await cli('inspect', path)
     expect(inspect).toEqual({ code: 1, stdout: '', stderr: `${path}: HeaderTooLarge: ${message}\n` })
+  })
+
+  test.each([
+    // The magic, the version (3), and tensor and key counts, as llama.cpp's files start.
+    [
+      'a GGUF file',
+      'model.gguf',
+      Buffer.concat([Buffer.from('GGUF'), Buffer.from([3, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0])]),
+      'a GGUF file (for llama.cpp): safetensors-wasm writes GGUF, and reads SafeTensors',
+    ],
+    [
+      'a model index named as a file',
+      'weights.json',
+      readFileSync(join(SHARDED, 'model.safetensors.index.json')),
+      'JSON, such as a model index: openModel() opens a model from its model.safetensors.index.json',
+    ],
+  ])('%s: HeaderTooLarge, saying what the file is', async (_, name, bytes, kind) => {
+    const { path, n } = notSafetensors(name, bytes)
+    const inspect = await cli('inspect', path)
+    expect(inspect).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `${path}: HeaderTooLarge: not a SafeTensors file: it is ${kind}; the header length is ${n} bytes, above the limit of 100000000\n`,
+    })
   })
 
   test('a file shorter than the length prefix: HeaderTooSmall, "not a SafeTensors file"', async () => {

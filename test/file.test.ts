@@ -2,9 +2,14 @@
 // the conversion overlap), and `out` (the result written into the caller's buffer). The expected values
 // are a plain read of the same bytes from memory, where the whole tensor is converted at once, and the
 // independent reference of test/float-reference.ts on a sample.
+import { spawnSync } from 'node:child_process'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { describe, expect, test } from 'vitest'
 import { open, type RangeSource, type Source } from '../src/node.ts'
 import { referenceConvert } from './float-reference.ts'
+import { FIXTURES_REAL } from './helpers.ts'
+import { ROOT } from './packed.ts'
 import { buildFile, bytesOf, countingSource, expectSameBytes, rng } from './read-helpers.ts'
 
 const r = rng(99)
@@ -116,5 +121,38 @@ describe("the open's signal", () => {
     const file = await open(source(), { signal: controller.signal })
     controller.abort()
     expect(bytesOf((await file.getTensor('w')).data)).toEqual(new Uint8Array([1, 2, 3, 4]))
+  })
+})
+
+describe('a local file, however it is named and however it is let go', () => {
+  const path = `${FIXTURES_REAL}fluxml__safetensors.jl__model.safetensors`
+
+  test('a file: URL as a string opens the file it names, as a URL object does', async () => {
+    const fromString = await open(pathToFileURL(path).href)
+    const fromUrl = await open(pathToFileURL(path))
+    expect(fromString.names()).toEqual(fromUrl.names())
+    expect(fromString.names().length).toBeGreaterThan(0)
+    await Promise.all([fromString.close(), fromUrl.close()])
+  })
+
+  test('Symbol.asyncDispose closes the file, as `await using` calls it', async () => {
+    const file = await open(path)
+    expect(typeof file[Symbol.asyncDispose]).toBe('function')
+    await file[Symbol.asyncDispose]()
+    await expect(file.getTensor(file.names()[0])).rejects.toMatchObject({ code: 'Io' })
+  })
+
+  test('40 files opened and dropped without close(): no warning of a descriptor closed on garbage collection', () => {
+    const script = `import { open } from ${JSON.stringify(pathToFileURL(join(ROOT, 'dist/node.js')).href)}
+for (let i = 0; i < 40; i++) await open(${JSON.stringify(path)})
+for (let i = 0; i < 10; i++) {
+  globalThis.gc()
+  await new Promise((resolve) => setTimeout(resolve, 20))
+}
+console.log('done')`
+    const run = spawnSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], { encoding: 'utf8' })
+    expect(run.stdout).toBe('done\n')
+    expect(run.stderr).not.toMatch(/Closing file descriptor|DEP0137/)
+    expect(run.status).toBe(0)
   })
 })

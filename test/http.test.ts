@@ -10,7 +10,7 @@ import { open, SafetensorsError } from '../src/node.ts'
 import { FIXTURES_REAL, realFixtures } from './helpers.ts'
 import { fileResource, ignoreRangeHandler, parseRange, rangeHandler, startServer, type TestServer } from './http-server.ts'
 import { findNginx, startNginx } from './nginx.ts'
-import { buildFile, bytesOf, expectError, expectSameBytes, headerOf, rng, tensorBytes } from './read-helpers.ts'
+import { buildFile, bytesOf, errorOf, expectError, expectSameBytes, headerOf, rng, tensorBytes } from './read-helpers.ts'
 import { shortRetryDelays } from './retry-delays.ts'
 
 const LORA_NAME = 'catundchat__stable-diffusion-v1.5-lora__pytorch_lora_weights.safetensors'
@@ -427,5 +427,31 @@ describe("the tests' own server only", () => {
     const url = `${gone.origin}/x.safetensors`
     await gone.close()
     await expectError(() => open(url), 'Io')
+  })
+})
+
+describe('a URL that serves something else than a SafeTensors file', () => {
+  let server: TestServer
+  const page = new TextEncoder().encode('<!doctype html><title>Index of /models/</title><a href="model.safetensors">model.safetensors</a>\n')
+  beforeAll(async () => {
+    // A folder listing, as a static server answers a URL that names a folder; and an API's JSON answer.
+    server = await startServer((_req, res) => {
+      const json = res.req.url === '/api'
+      const body = json ? new TextEncoder().encode('{"error":"not found","models":[]}') : page
+      res.writeHead(200, { 'Content-Type': json ? 'application/json' : 'text/html; charset=utf-8', 'Content-Length': body.length })
+      res.end(body)
+    })
+  })
+  afterAll(() => server?.close())
+
+  test.each([
+    ['a web page (text/html)', '/models/', 'text/html; charset=utf-8', 'HTML or XML'],
+    ['an API answer (application/json)', '/api', 'application/json', 'JSON'],
+  ])('%s: the error names the URL and what the server said it is, not a header length alone', async (_, path, type, kind) => {
+    const url = `${server.origin}${path}`
+    const e = await errorOf(() => open(url))
+    expect(e.code).toMatch(/^(HeaderTooLarge|InvalidHeaderLength)$/)
+    expect(e.url).toBe(url)
+    expect(e.message).toContain(`${url}: the server answered with ${type}, not a SafeTensors file: not a SafeTensors file: it is ${kind}`)
   })
 })

@@ -525,3 +525,12 @@ describe('index errors', () => {
     expect(readdirSync(join(tmp, 'm1', 'model'))).toEqual(expect.arrayContaining(['C:\\x', '..\\x.safetensors', '%2e%2e%2fx']))
   })
 })
+
+describe('a local model, however it is named', () => {
+  test('a file: URL as a string opens the folder it names; Symbol.asyncDispose closes every shard', async () => {
+    const model = await openModel(pathToFileURL(SHARDS).href)
+    expect(model.names().length).toBe(NAMES.length)
+    await model[Symbol.asyncDispose]()
+    await expectError(() => model.getTensor(NAMES[0]), 'Io')
+  })
+})

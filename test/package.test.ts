@@ -145,6 +145,45 @@ export async function half(bytes: Uint8Array, name: string): Promise<globalThis.
       source: `${consumerSource}// @ts-expect-error the default entry has no local files\nexport { writeFile, fileSink } from 'safetensors-wasm'\n// @ts-expect-error nor writeGguf\nexport { writeGguf } from 'safetensors-wasm/gguf'\n// @ts-expect-error GGUF is an entry of its own\nexport { ggufStream as fromMain } from 'safetensors-wasm'\n`,
       flags: ['--moduleResolution', 'bundler', '--module', 'esnext'],
     },
+    // A Node project without the DOM library, whose checker reads the package's .d.ts too: the few web types
+    // they name must come from the package or from Node's types. And `await using` of a file and a model.
+    {
+      name: 'node16, ES module, lib ES2022 and Node types only, skipLibCheck false',
+      file: 'consumer-node.mts',
+      source: `${consumerSource + nodeOnly}
+import { openModel } from 'safetensors-wasm'
+export async function disposed(path: string, folder: string): Promise<number> {
+  await using file = await open(path)
+  await using model = await openModel(folder)
+  return file.names().length + model.names().length
+}
+`,
+      flags: [
+        ...node16,
+        '--module',
+        'node16',
+        '--lib',
+        'es2022',
+        '--types',
+        'node',
+        '--typeRoots',
+        join(ROOT, 'node_modules/@types'),
+        '--skipLibCheck',
+        'false',
+      ],
+    },
+    // A page's project: the DOM library, no Node types; ES2022, whose lib has no Symbol.asyncDispose.
+    {
+      name: 'bundler, lib ES2022 and DOM, no Node types, skipLibCheck false',
+      file: 'consumer-dom.ts',
+      source: `${consumerSource}
+export async function closeBoth(bytes: Uint8Array): Promise<void> {
+  const file = await open(bytes)
+  await file[Symbol.asyncDispose]()
+}
+`,
+      flags: ['--moduleResolution', 'bundler', '--module', 'esnext', '--lib', 'es2022,dom', '--skipLibCheck', 'false'],
+    },
     // Where the consumer's lib has Float16Array, an opted-in F16 read is typed as that very global.
     {
       name: 'bundler, a lib with Float16Array',

@@ -468,6 +468,9 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
     get version() {
       return http.version
     },
+    get contentType() {
+      return http.contentType
+    },
     get parallel() {
       return file.parallel
     },

@@ -14,7 +14,17 @@
  * and Node builds (hex, not base64: gzip packs it a third smaller), or the compiled module, which workerd
  * makes of the .wasm files beside its entry since it refuses to compile bytes at run time.
  */
-export type WasmSource = string | WebAssembly.Module
+export type WasmSource = string | CompiledModule
+
+/**
+ * A WebAssembly.Module, and the part of a WebAssembly.Memory this package uses: named by shape, so that the
+ * package's types need no DOM library (a Node project's TypeScript has no WebAssembly namespace).
+ */
+type CompiledModule = object
+export interface WasmMemory {
+  readonly buffer: ArrayBuffer
+  grow(pages: number): number
+}
 
 /** The export every module has. */
 interface HeapBase {
@@ -23,7 +33,7 @@ interface HeapBase {
 
 export interface WasmInstance<Exports> {
   readonly exports: Exports
-  readonly memory: WebAssembly.Memory
+  readonly memory: WasmMemory
   /** The first byte of linear memory that JS manages (16-aligned). */
   readonly heapBase: number
 }

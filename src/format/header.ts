@@ -103,12 +103,13 @@ export function readHeaderSize(prefix: Uint8Array, fileSize: number): number {
   if (fileSize < 8) throw notSafetensors('HeaderTooSmall', `the file is ${fileSize} bytes; a SafeTensors file starts with an 8-byte header length`)
   if (prefix.length < 8) throw new SafetensorsError('HeaderTooSmall', `only ${prefix.length} bytes were given; the 8-byte header length comes first`)
   const n = new DataView(prefix.buffer, prefix.byteOffset, 8).getBigUint64(0, true)
-  if (n > MAX_HEADER_SIZE) throw notSafetensors('HeaderTooLarge', `the header length is ${n} bytes, above the limit of ${MAX_HEADER_SIZE}`)
+  if (n > MAX_HEADER_SIZE) throw notSafetensors('HeaderTooLarge', `the header length is ${n} bytes, above the limit of ${MAX_HEADER_SIZE}`, '', prefix)
   if (8 + Number(n) > fileSize) {
     throw notSafetensors(
       'InvalidHeaderLength',
       `the header length is ${n} bytes, but the file has only ${fileSize - 8} bytes after the 8-byte prefix`,
       ' (or a truncated one)',
+      prefix,
     )
   }
   return Number(n)
@@ -116,11 +117,21 @@ export function readHeaderSize(prefix: Uint8Array, fileSize: number): number {
 
 /**
  * A length prefix that cannot start this file: a PNG, a text file or random bytes read as a length. The code
- * stays the reference's, and the message says first what a person needs to hear; a prefix longer than the file
- * is just as likely a download cut short.
+ * stays the reference's, and the message says first what a person needs to hear: what the file is, where its
+ * first bytes say so, else that a prefix longer than the file is just as likely a download cut short.
  */
-export function notSafetensors(code: ErrorCode, detail: string, alternative = ''): SafetensorsError {
-  return new SafetensorsError(code, `not a SafeTensors file${alternative}: ${detail}`)
+export function notSafetensors(code: ErrorCode, detail: string, alternative = '', prefix?: Uint8Array): SafetensorsError {
+  const kind = prefix && whatItIs(prefix)
+  return new SafetensorsError(code, kind ? `not a SafeTensors file: it is ${kind}; ${detail}` : `not a SafeTensors file${alternative}: ${detail}`)
+}
+
+/** What a file that is not SafeTensors is, from its first bytes, where they tell: the files people mistake for one. */
+function whatItIs(prefix: Uint8Array): string | undefined {
+  const text = String.fromCharCode(...prefix.subarray(0, 8)).replace(/^(\uFEFF|\xEF\xBB\xBF)?[\t\n\r ]*/, '')
+  if (text.startsWith('GGUF')) return 'a GGUF file (for llama.cpp): safetensors-wasm writes GGUF, and reads SafeTensors'
+  if (text.startsWith('{')) return 'JSON, such as a model index: openModel() opens a model from its model.safetensors.index.json'
+  if (text.startsWith('<')) return 'HTML or XML, such as a web page'
+  return undefined
 }
 
 /** The error each status of the scanner gives, by the status's number (assembly/boundary.ts). */

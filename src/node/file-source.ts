@@ -1,7 +1,7 @@
 // Files on disk (Node, Deno, Bun): reached only from the Node entry, which registers them for open()
 // and openModel() (src/sources/local-files.ts).
 import type { Stats } from 'node:fs'
-import { open as openFile, stat } from 'node:fs/promises'
+import { type FileHandle, open as openFile, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { SafetensorsError } from '../errors.ts'
@@ -73,17 +73,29 @@ export async function fileSource(path: string): Promise<
       throw error
     }
   }
-  return {
+  const source = {
     size,
     requestCost: LOCAL_REQUEST_COST,
     readInto,
     read: readThrough(readInto),
-    close: () =>
-      handle.close().catch((cause: Error) => {
+    close: () => {
+      dropped.unregister(source)
+      return handle.close().catch((cause: Error) => {
         throw new SafetensorsError('Io', `cannot close ${path}: ${cause.message}`, { cause, path })
-      }),
+      })
+    },
   }
+  dropped.register(source, handle, source)
+  return source
 }
+
+/**
+ * Closes the handle of a file source dropped without close() (a file the caller let go of): quietly, where Node
+ * would close it on garbage collection with a warning (DEP0137). The registry holds the handle until then.
+ */
+const dropped = new FinalizationRegistry<FileHandle>((handle) => {
+  handle.close().catch(() => {})
+})
 
 export const nodeFiles: LocalFiles = {
   open: fileSource,

@@ -20,7 +20,7 @@ import { SafetensorsError } from '../errors.ts'
 import { type Header, type Metadata, parseHeader, readHeaderSize, type TensorInfo } from '../format/header.ts'
 import { planSlice, type SliceRange } from '../format/slice.ts'
 import { connectionsOption } from '../sources/downloads.ts'
-import { type HttpOptions, httpSource } from '../sources/http/source.ts'
+import { type HttpOptions, type HttpSource, httpSource } from '../sources/http/source.ts'
 import { localFiles, requireLocalFiles } from '../sources/local-files.ts'
 import { readingAhead } from '../sources/pool.ts'
 import { metered, type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
@@ -173,9 +173,30 @@ export async function openMetered(input: Source, options: OpenOptions, meter: Pr
     return new SafetensorsFile(header, source, options.byteOrder ?? 'little')
   } catch (error) {
     await source.close?.()
-    throw error
+    throw servedAs(error, opened)
   }
 }
+
+/**
+ * A length prefix that is no SafeTensors file's, read from a server that said the response is a web page or
+ * JSON (a folder listing, a login page, an API's answer): the error says so, with the URL.
+ */
+function servedAs(error: unknown, source: RangeSource): unknown {
+  const { url, contentType } = source as Partial<HttpSource>
+  const notSafetensors = error instanceof SafetensorsError && /^(HeaderTooSmall|HeaderTooLarge|InvalidHeaderLength)$/.test(error.code)
+  if (!notSafetensors || url === undefined || !/html|json/i.test(contentType ?? '')) return error
+  return new SafetensorsError(error.code, `${url}: the server answered with ${contentType}, not a SafeTensors file: ${error.message}`, { cause: error, url })
+}
+
+declare global {
+  // What `await using` calls, declared for the libs before it (ES2022, a page's DOM): as Node's types declare it.
+  interface SymbolConstructor {
+    readonly asyncDispose: unique symbol
+  }
+}
+
+/** Symbol.asyncDispose, or where the runtime has none (a browser before it) the symbol it will be. */
+export const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.for('Symbol.asyncDispose')
 
 /** An open SafeTensors file, from {@link open}: its header, and reads of its tensors. */
 export class SafetensorsFile {
@@ -256,9 +277,14 @@ export class SafetensorsFile {
     return readingAhead(this.header.tensors.map((info) => ({ bytes: info.byteLength, read: () => this.getTensor(info.name, options) })))
   }
 
-  /** Releases the source (a local file's handle). */
+  /** Releases the source (a local file's handle). A file dropped without it closes when it is collected. */
   async close(): Promise<void> {
     await this.source.close?.()
+  }
+
+  /** close(), for `await using file = await open(...)`. */
+  async [asyncDispose](): Promise<void> {
+    await this.close()
   }
 
   async #read(info: TensorInfo, shape: number[], runs: Array<[number, number]>, options: ReadOptions): Promise<Tensor<TypedArray | Float16Array>> {

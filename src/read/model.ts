@@ -9,7 +9,18 @@ import { requireLocalFiles } from '../sources/local-files.ts'
 import { readingAhead, runPool } from '../sources/pool.ts'
 import { metered, ProgressMeter } from '../sources/progress.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
-import { type DataFor, type OpenOptions, openMetered, type ReadOptions, type SafetensorsFile, type Source, type Tensor, toRangeSource, urlOf } from './file.ts'
+import {
+  asyncDispose,
+  type DataFor,
+  type OpenOptions,
+  openMetered,
+  type ReadOptions,
+  type SafetensorsFile,
+  type Source,
+  type Tensor,
+  toRangeSource,
+  urlOf,
+} from './file.ts'
 import { readSmallFile } from './small-file.ts'
 
 /** A model's entry of this name is its one file; of any other name, its index. */
@@ -301,6 +312,11 @@ export class SafetensorsModel {
   /** Closes every shard. */
   async close(): Promise<void> {
     await Promise.all([...this.#files.values()].map((f) => f.close()))
+  }
+
+  /** close(), for `await using model = await openModel(...)`. */
+  async [asyncDispose](): Promise<void> {
+    await this.close()
   }
 
   // The tensors the index lists, in shard order then data order (a shard's unlisted tensors are not the model's).

@@ -56,6 +56,8 @@ export class FileState {
   /** undefined until the first response; null when the server sends none. */
   etag: string | null | undefined
   lastModified: string | null = null
+  /** The first response's Content-Type: what the server says the file is. */
+  contentType: string | null = null
   ranged = false
   /** Whether the server answers a request for several ranges with their parts: unknown until one is sent. */
   multiRange: boolean | undefined
@@ -96,6 +98,7 @@ export class FileState {
     if (this.etag === undefined) {
       this.etag = tag
       this.lastModified = modified
+      this.contentType = response.headers.get('Content-Type')
     } else if (tag !== this.etag) {
       throw this.failed(response, `the file changed between requests (ETag ${this.etag} became ${tag}); HTTP ${status} for ${asked}`)
     } else if (this.etag === null && modified !== this.lastModified) {

@@ -26,7 +26,7 @@ export interface HttpOptions {
    * Extra request headers, e.g. { Authorization: 'Bearer …' }.
    * @defaultValue none
    */
-  headers?: HeadersInit
+  headers?: ConstructorParameters<typeof Headers>[0]
   /**
    * Attempts after the first, per read (per chunk of a large read), for transient failures: a dropped
    * connection, a body cut short, a stall (see idleTimeout), HTTP 408, 429, 500, 502, 503, 504. Each
@@ -88,6 +88,8 @@ export type HttpSource = RangeSource & {
   readonly version: HttpVersion | undefined
   /** How large reads go parallel; undefined while they cannot (connections: 1, size unknown, Range ignored). */
   readonly parallel: ParallelReads | undefined
+  /** What the first response says the file is (Content-Type); null when it says nothing, or before it. */
+  readonly contentType: string | null
 }
 
 /** Consecutive transfers in at least PARALLEL_READS groups, each one request whose Range header stays under MAX_RANGE_HEADER. */
@@ -244,6 +246,9 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     },
     get version() {
       return state.etag === undefined ? undefined : { etag: state.etag, lastModified: state.lastModified }
+    },
+    get contentType() {
+      return state.contentType
     },
     get parallel() {
       return parallel()
