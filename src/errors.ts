@@ -84,7 +84,7 @@ export class SafetensorsError extends Error {
   }
 }
 
-/** `error` again, its message led by `context` (the shard or file it is about): the same code and facts. */
-export function inContext(error: SafetensorsError, context: string): SafetensorsError {
-  return new SafetensorsError(error.code, `${context}: ${error.message}`, { cause: error, status: error.status, url: error.url, path: error.path })
+/** `error` again, its message led by `context` (the shard or file it is about): the same code and facts, and `more`. */
+export function inContext(error: SafetensorsError, context: string, more?: ErrorFacts): SafetensorsError {
+  return new SafetensorsError(error.code, `${context}: ${error.message}`, { status: error.status, url: error.url, path: error.path, ...more, cause: error })
 }

@@ -52,9 +52,10 @@ export async function first(source) {
     // tensor-stream.js stays: file.stream() is a method of the SafetensorsFile that open() returns, so the code
     // of tensor streams comes with it (the other stream functions do not).
     present: ['read/file.js', 'sources/http/source.js', 'format/header.js', 'header.wasm.js', 'convert.wasm.js'],
-    absent: [...WRITER, ...CACHE, ...STATS, ...GGUF, 'read/model.js', 'read/validate-stream.js', 'sources/http/multipart.js'],
-    // A slice of many runs over HTTP (a multi-range request) loads its parser when it first needs it.
-    onDemand: ['sources/http/multipart.js'],
+    absent: [...WRITER, ...CACHE, ...STATS, ...GGUF, 'read/model.js', 'read/validate-stream.js', 'sources/http/multipart.js', 'sources/http/whole-file.js'],
+    // A slice of many runs over HTTP (a multi-range request) loads its parser when it first needs it, a server
+    // that ignores Range the download every read then takes its bytes from.
+    onDemand: ['sources/http/multipart.js', 'sources/http/whole-file.js'],
   },
   {
     name: 'parseHeader',

@@ -468,9 +468,7 @@ function cachedHttp(http: HttpSource, cache: BlockCache): HttpSource {
     get version() {
       return http.version
     },
-    get contentType() {
-      return http.contentType
-    },
+    close: http.close && (() => http.close!()),
     get parallel() {
       return file.parallel
     },

@@ -16,7 +16,7 @@ import {
   wantsDedicatedCore,
 } from '../core/convert.ts'
 import { DTYPE_INFO, type DType, type Float16Array, type TypedArray } from '../core/dtypes.ts'
-import { SafetensorsError } from '../errors.ts'
+import { inContext, SafetensorsError } from '../errors.ts'
 import { type Header, type Metadata, parseHeader, readHeaderSize, type TensorInfo } from '../format/header.ts'
 import { planSlice, type SliceRange } from '../format/slice.ts'
 import { connectionsOption } from '../sources/downloads.ts'
@@ -173,19 +173,10 @@ export async function openMetered(input: Source, options: OpenOptions, meter: Pr
     return new SafetensorsFile(header, source, options.byteOrder ?? 'little')
   } catch (error) {
     await source.close?.()
-    throw servedAs(error, opened)
+    // Over HTTP a file that is not SafeTensors (a web page, an API's JSON) is named by its URL.
+    const { url } = opened as Partial<HttpSource>
+    throw url !== undefined && error instanceof SafetensorsError && error.url === undefined ? inContext(error, url, { url }) : error
   }
-}
-
-/**
- * A length prefix that is no SafeTensors file's, read from a server that said the response is a web page or
- * JSON (a folder listing, a login page, an API's answer): the error says so, with the URL.
- */
-function servedAs(error: unknown, source: RangeSource): unknown {
-  const { url, contentType } = source as Partial<HttpSource>
-  const notSafetensors = error instanceof SafetensorsError && /^(HeaderTooSmall|HeaderTooLarge|InvalidHeaderLength)$/.test(error.code)
-  if (!notSafetensors || url === undefined || !/html|json/i.test(contentType ?? '')) return error
-  return new SafetensorsError(error.code, `${url}: the server answered with ${contentType}, not a SafeTensors file: ${error.message}`, { cause: error, url })
 }
 
 declare global {

@@ -33,6 +33,8 @@ export interface Attempt {
   signal: AbortSignal
   gone: Promise<never>
   touch(): void
+  /** Waits for `wait` (the reader's demand, not the server), the watchdog paused meanwhile; rejects when the attempt ends. */
+  idle(wait: Promise<void>): Promise<void>
 }
 
 /** How a source's requests are retried: the URL they name, and the retry settings. */
@@ -84,7 +86,15 @@ async function attempt(plan: RetryPlan, signals: AbortSignal[], run: (attempt: A
   const gone = new Promise<never>((_, reject) => onAbort(signal, () => reject(signal.reason)))
   gone.catch(() => {})
   try {
-    await run({ signal, gone, touch: () => dog.touch() })
+    const idle = async (wait: Promise<void>) => {
+      dog.stop()
+      try {
+        await Promise.race([wait, gone])
+      } finally {
+        dog.touch()
+      }
+    }
+    await run({ signal, gone, touch: () => dog.touch(), idle })
   } catch (error) {
     stopIfAborted()
     if (stalled) throw new TransientError(href, `no byte arrived for ${idleTimeout} ms`)

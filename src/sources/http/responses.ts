@@ -56,9 +56,9 @@ export class FileState {
   /** undefined until the first response; null when the server sends none. */
   etag: string | null | undefined
   lastModified: string | null = null
-  /** The first response's Content-Type: what the server says the file is. */
-  contentType: string | null = null
   ranged = false
+  /** Whether the server has answered a Range request with the whole file (a 200): it ignores Range. */
+  ignoresRange = false
   /** Whether the server answers a request for several ranges with their parts: unknown until one is sent. */
   multiRange: boolean | undefined
 
@@ -98,7 +98,6 @@ export class FileState {
     if (this.etag === undefined) {
       this.etag = tag
       this.lastModified = modified
-      this.contentType = response.headers.get('Content-Type')
     } else if (tag !== this.etag) {
       throw this.failed(response, `the file changed between requests (ETag ${this.etag} became ${tag}); HTTP ${status} for ${asked}`)
     } else if (this.etag === null && modified !== this.lastModified) {
@@ -149,6 +148,7 @@ export class FileState {
     } else if (length !== null && Number(length) !== this.size) {
       throw fail(`the file is now ${length} bytes, it was ${this.size}`)
     }
+    this.ignoresRange = true
     return { skip: from, available: Math.max(0, Math.min(want, this.size - from)), exact: false }
   }
 }

@@ -8,12 +8,15 @@
 // The parts: responses.ts (what the server said so far, and the checks of each response against it; a
 // single-range body), attempts.ts (one attempt of a request and its retries), multipart.ts (a
 // multipart/byteranges body), and httpSource() here putting them together.
+
+import { SafetensorsError } from '../../errors.ts'
 import { ConnectionPool, connectionsOption, DOWNLOAD, type ParallelReads, readChunked } from '../downloads.ts'
 import { PARALLEL_READS, runPool } from '../pool.ts'
 import { retrySettings } from '../retry.ts'
-import type { OnBytes, RangeSource } from '../source.ts'
+import { abortedError, type OnBytes, type RangeSource } from '../source.ts'
 import { type Attempt, io, type RetryPlan, TransientError, withRetries } from './attempts.ts'
 import { discard, FileState, parseContentRange, readBody } from './responses.ts'
+import type { WholeFile } from './whole-file.ts'
 
 /** Options of reads over http(s), in {@link open}, {@link openModel} and {@link httpSource}. */
 export interface HttpOptions {
@@ -88,8 +91,6 @@ export type HttpSource = RangeSource & {
   readonly version: HttpVersion | undefined
   /** How large reads go parallel; undefined while they cannot (connections: 1, size unknown, Range ignored). */
   readonly parallel: ParallelReads | undefined
-  /** What the first response says the file is (Content-Type); null when it says nothing, or before it. */
-  readonly contentType: string | null
 }
 
 /** Consecutive transfers in at least PARALLEL_READS groups, each one request whose Range header stays under MAX_RANGE_HEADER. */
@@ -203,8 +204,35 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     state.multiRange = await readParts(context, response, pending.length, [low, high], attempt.gone, land)
   }
 
+  /** Every read after the one that found the server ignores Range: from one download of the file (whole-file.ts). */
+  let whole: Promise<WholeFile> | undefined
+
   /** The rest of one transfer: in parallel chunks when it is longer than one, else one request with its retries. */
   async function readTransfer(t: Transfer, signal: AbortSignal | undefined): Promise<void> {
+    if (state.ignoresRange && t.target) {
+      // Loaded when first needed: only a server that ignores Range needs it.
+      whole ??= import('./whole-file.ts').then(
+        ({ WholeFile }) =>
+          new WholeFile({
+            href,
+            size: state.size!,
+            retry: (signal, run) => withRetries(plan, signal, run),
+            async respond(from, attempt) {
+              const sent = request(`${from}-`, attempt)
+              const response = await sent.response
+              attempt.touch()
+              const { skip } = state.accept(response, from, state.size! - from, sent.ifRange)
+              if (!response.body) throw io(href, 'the response has no body')
+              // A 200 starts at 0, a 206 where it was asked.
+              return { body: response.body, start: from - skip }
+            },
+            endedEarly: (got) => new TransientError(href, `the response ended after ${got} of ${state.size} bytes`),
+            aborted: abortedError,
+            closed: () => new SafetensorsError('Aborted', `${href}: the file was closed`, { url: href }),
+          }),
+      )
+      return (await whole).read(t.offset + t.filled, t.target.subarray(t.filled), signal, t.onBytes)
+    }
     const fast = t.target && parallel()
     if (!fast || t.target!.length - t.filled <= fast.chunkBytes) return withRetries(plan, signal, (attempt) => attemptTransfer(t, attempt))
     await readChunked(fast, t.offset + t.filled, t.target!.subarray(t.filled), signal, t.onBytes, (offset, target, chunkSignal, onBytes) => {
@@ -247,9 +275,6 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     get version() {
       return state.etag === undefined ? undefined : { etag: state.etag, lastModified: state.lastModified }
     },
-    get contentType() {
-      return state.contentType
-    },
     get parallel() {
       return parallel()
     },
@@ -274,6 +299,9 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
         transfers.sort((a, b) => a.offset - b.offset),
         signal,
       )
+    },
+    async close() {
+      ;(await whole)?.close()
     },
     requestCost,
   }
