@@ -153,7 +153,8 @@ async function openReader(label, opener, hint) {
     $('status').textContent = `Read the headers in ${Math.round(performance.now() - started)} ms${network}.`
   } catch (error) {
     if (mine !== generation) return
-    showError(label, error, error instanceof SafetensorsError && error.code === 'Io' ? hint : undefined)
+    // A hint for what failed without an answer: a missing file (an HTTP status) needs none.
+    showError(label, error, error instanceof SafetensorsError && error.code === 'Io' && error.status === undefined ? hint : undefined)
   }
 }
 
@@ -205,6 +206,13 @@ function showFile() {
   $('shard-column').hidden = !model
   showTensors()
   $('file-view').hidden = false
+  // A new file starts at the top of its list, wherever the last one was scrolled to (once shown: a hidden
+  // element keeps its scroll position whatever is set).
+  const list = /** @type {HTMLElement} */ (document.querySelector('.tensor-scroll'))
+  list.scrollTop = 0
+  list.scrollLeft = 0
+  // Below the fold (a phone, under the pickers), the results come into view once read.
+  if ($('file-view').getBoundingClientRect().top > innerHeight / 2) $('file-view').scrollIntoView({ block: 'start' })
 }
 
 /** The header (and index) reads, fixed at open, then whatever tensor reads added since; for a URL, what the network delivered. */
@@ -672,14 +680,23 @@ function openUrl(/** @type {string} */ text) {
   inputById('url-input').value = url.href
   // A model's index (its shards are beside it), else one file.
   const model = url.pathname.endsWith('.index.json')
-  openReader(url.href, async (options, counter) => {
-    const cache = await urlCache()
-    counter.cached = cache !== undefined
-    const urlOptions = { ...options, cache, fetch: countingFetch(counter) }
-    const reader = await (model ? openModel(url, urlOptions) : open(url, urlOptions))
-    void showCacheUsage()
-    return reader
-  })
+  // A read of another origin that fails without a word may be the server refusing it to this page (CORS).
+  const hint =
+    url.origin === location.origin
+      ? undefined
+      : `The server at ${url.origin} may not allow this page to read it (CORS): a page reads a file of another origin only when its server answers with Access-Control-Allow-Origin (and, for range reads, Access-Control-Expose-Headers: Content-Range, Content-Length, ETag). Or download the file and open it with the file picker.`
+  openReader(
+    url.href,
+    async (options, counter) => {
+      const cache = await urlCache()
+      counter.cached = cache !== undefined
+      const urlOptions = { ...options, cache, fetch: countingFetch(counter) }
+      const reader = await (model ? openModel(url, urlOptions) : open(url, urlOptions))
+      void showCacheUsage()
+      return reader
+    },
+    hint,
+  )
 }
 
 $('file-input').addEventListener('change', (event) => {

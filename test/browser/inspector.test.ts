@@ -767,6 +767,66 @@ describe('inspector', () => {
     })
   })
 
+  describe.each(SIZES)('at $width px', (size) => {
+    beforeEach(() => page.setViewportSize(size))
+
+    test('a new file starts at the top of its list, however far the last one was scrolled', async () => {
+      const first = 'fluxml__safetensors.jl__model.with_metadata.safetensors'
+      const second = 'fluxml__safetensors.jl__model.numpy.safetensors'
+      await page.setInputFiles('#file-input', join(REAL, first))
+      await page.locator('#file-view').waitFor({ state: 'visible' })
+      const scrolled = await page.$eval('.tensor-scroll', (list) => {
+        list.scrollTop = list.scrollHeight
+        return list.scrollTop
+      })
+      expect(scrolled, 'the list of 36 tensors scrolls').toBeGreaterThan(0)
+      await page.setInputFiles('#file-input', join(REAL, second))
+      await page.waitForFunction((name) => document.querySelector('#file-name')?.textContent === name, second)
+      expect(await page.$eval('.tensor-scroll', (list) => list.scrollTop)).toBe(0)
+    })
+
+    test('once read, the results are in view, and no column title wraps under the sticky header', async () => {
+      // Scrolled to the top first, as a visitor who just picked a file is.
+      await page.evaluate(() => window.scrollTo(0, 0))
+      await page.setInputFiles('#file-input', join(REAL, 'fluxml__safetensors.jl__model.safetensors'))
+      await page.locator('#file-view').waitFor({ state: 'visible' })
+      const view = await page.$eval('#file-view', (e) => ({ top: e.getBoundingClientRect().top, height: innerHeight }))
+      expect(view.top, 'the results start in the window').toBeGreaterThanOrEqual(0)
+      expect(view.top, 'the results start in the upper half of the window').toBeLessThan(view.height / 2)
+      // Each title's text on one line: its text is laid out in one box.
+      const lines = await page.$$eval('#tensors thead th:not([hidden]) button', (buttons) =>
+        buttons.map((button) => {
+          const range = document.createRange()
+          range.selectNodeContents(button)
+          return [button.textContent, new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size]
+        }),
+      )
+      expect(lines.length).toBe(5)
+      expect(lines.filter(([, n]) => n !== 1)).toEqual([])
+    })
+
+    test('a URL of another origin that does not allow this page to read it: the error says CORS, and what to do', async () => {
+      const other = await serveFiles({ 'model.safetensors': join(REAL, 'fluxml__safetensors.jl__model.safetensors') })
+      try {
+        const url = `${other.url}model.safetensors`
+        expect(new URL(url).origin).not.toBe(new URL(inspector.url).origin)
+        await page.fill('#url-input', url)
+        await page.click('#url-form button[type="submit"]')
+        await page.locator('#error').waitFor({ state: 'visible', timeout: 30_000 })
+        expect(await page.textContent('#error-code')).toBe('Io')
+        const hint = await page.textContent('#error-hint')
+        expect(hint).toContain(`The server at ${new URL(url).origin} may not allow this page to read it (CORS)`)
+        expect(hint).toContain('Access-Control-Allow-Origin')
+        expect(hint).toContain('open it with the file picker')
+      } finally {
+        await other.close()
+        // The browser's own reports of the blocked reads are what this test makes happen.
+        const blocked = pageErrors.filter((e) => /CORS|Failed to load resource/.test(e))
+        pageErrors.splice(0, pageErrors.length, ...pageErrors.filter((e) => !blocked.includes(e)))
+      }
+    }, 60_000)
+  })
+
   describe('a 5 GiB sparse file by URL', () => {
     let dir: string
     let server: TestServer
