@@ -536,7 +536,7 @@ describe('convert: errors', () => {
     writeFileSync(join(dir, 'in.safetensors'), file)
     const run = await cli(...args.map((a) => (a.endsWith('.safetensors') || a === 'extra' ? join(dir, a) : a)))
     expect(run.code, run.stderr).toBe(2)
-    expect(run.stderr).toMatch(/usage/)
+    expect(run.stderr).toMatch(/see safetensors-wasm --help/)
     expect(ls(dir)).toEqual(['in.safetensors'])
   })
 

@@ -101,10 +101,14 @@ export async function lockFolder(folder: string): Promise<() => Promise<void>> {
   // Asked here, not at import: Deno wants --allow-sys for it, and a program that never saves a model must not need that.
   const me: Holder = { pid: process.pid, hostname: hostname(), token: uniqueId() }
   const text = JSON.stringify(me)
+  // Held from before the lock (or the takeover guard) can appear under this token: a save of this process that
+  // reads it meanwhile must find it live, not left by a save that is gone.
+  heldHere.add(me.token)
+  let held = false
   try {
     for (let attempt = 0; attempt < 10; attempt++) {
       if (await createExclusive(path, text)) {
-        heldHere.add(me.token)
+        held = true
         const release = async () => {
           unregister()
           heldHere.delete(me.token)
@@ -133,6 +137,8 @@ export async function lockFolder(folder: string): Promise<() => Promise<void>> {
     }
   } catch (cause) {
     throw cause instanceof SafetensorsError ? cause : fileError('take the lock', path, cause)
+  } finally {
+    if (!held) heldHere.delete(me.token)
   }
   throw new SafetensorsError('Io', `cannot lock ${folder} for a save: ${path} was taken over and came back 10 times`, { path: folder })
 }
