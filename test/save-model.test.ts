@@ -225,7 +225,9 @@ const KILLS = Number(process.env.SAVE_KILLS ?? 200)
 /** A folder per lane, each lane killing its own children: two at once use both cores of a small machine. */
 const LANES = 2
 
-describe('kill -9 at random moments of re-saves', () => {
+// The quick loop (npm test) leaves this out, saying so (vitest.config.ts): 200 kills take a minute, and fewer
+// do not reach every transition the test asks for.
+describe.skipIf(process.env.TEST_QUICK === '1')('kill -9 at random moments of re-saves', () => {
   test(`${KILLS} kills: every folder holds one whole save, the last done or the one in progress; the next save removes what was left`, async () => {
     const random = prng(0x5a7e)
     const keep = process.env.SAVE_KILL_KEEP

@@ -69,6 +69,7 @@ const UNNAMED_LOCK_AGE = 60_000
 /** Creates the file `path` holding `text` unless a file has that name: written first under a temporary name, so that it never exists empty. */
 async function createExclusive(path: string, text: string): Promise<boolean> {
   const temporary = join(dirname(path), `${SAVE_LOCK}.${process.pid}-${uniqueId()}.tmp`)
+  const unregister = whileWriting(() => rm(temporary, { force: true }))
   writingHere.add(basename(temporary))
   try {
     await writeText(temporary, text, { flag: 'wx' })
@@ -81,6 +82,7 @@ async function createExclusive(path: string, text: string): Promise<boolean> {
     // Left, it goes at the next save.
     await rm(temporary, { force: true }).catch(() => {})
     writingHere.delete(basename(temporary))
+    unregister()
   }
 }
 
@@ -104,18 +106,18 @@ export async function lockFolder(folder: string): Promise<() => Promise<void>> {
   // Held from before the lock (or the takeover guard) can appear under this token: a save of this process that
   // reads it meanwhile must find it live, not left by a save that is gone.
   heldHere.add(me.token)
+  const release = async () => {
+    unregister()
+    heldHere.delete(me.token)
+    if ((await heldBy(path))?.text === text) await rm(path)
+  }
+  // An interrupted save lets go of the folder as it exits, whenever the signal comes: registered before the lock can appear.
+  const unregister = whileWriting(release)
   let held = false
   try {
     for (let attempt = 0; attempt < 10; attempt++) {
       if (await createExclusive(path, text)) {
         held = true
-        const release = async () => {
-          unregister()
-          heldHere.delete(me.token)
-          if ((await heldBy(path))?.text === text) await rm(path)
-        }
-        // An interrupted save lets go of the folder as it exits.
-        const unregister = whileWriting(release)
         return release
       }
       const lock = await heldBy(path)
@@ -138,7 +140,10 @@ export async function lockFolder(folder: string): Promise<() => Promise<void>> {
   } catch (cause) {
     throw cause instanceof SafetensorsError ? cause : fileError('take the lock', path, cause)
   } finally {
-    if (!held) heldHere.delete(me.token)
+    if (!held) {
+      heldHere.delete(me.token)
+      unregister()
+    }
   }
   throw new SafetensorsError('Io', `cannot lock ${folder} for a save: ${path} was taken over and came back 10 times`, { path: folder })
 }

@@ -8,6 +8,7 @@
 import { readdir, rm } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
+import { SafetensorsError } from '../errors.ts'
 
 /** A name part no other file of this process or another has: the time and a random part, in base 36. */
 export function uniqueId(): string {
@@ -68,15 +69,22 @@ export async function removeLeftovers(path: string): Promise<void> {
 }
 
 const cleanups = new Set<() => Promise<void>>()
+let stopping = false
 
-/** Registers what removes the traces of a write in progress, should the process be interrupted; returns what unregisters it. */
+/**
+ * Registers what removes the traces of a write in progress, should the process be interrupted; returns what
+ * unregisters it. Called before the write makes its first file: once the process is stopping, a write that
+ * has not begun is refused (Aborted) rather than begun.
+ */
 export function whileWriting(cleanup: () => Promise<void>): () => void {
+  if (stopping) throw new SafetensorsError('Aborted', 'the process is stopping: no new file is written')
   cleanups.add(cleanup)
   return () => cleanups.delete(cleanup)
 }
 
-/** Runs the cleanups of every write in progress (the CLI, on SIGINT or SIGTERM, before it exits). */
+/** Runs the cleanups of every write in progress (the CLI, on SIGINT or SIGTERM, before it exits), and refuses new ones. */
 export async function cleanUpWrites(): Promise<void> {
+  stopping = true
   const pending = [...cleanups]
   cleanups.clear()
   await Promise.all(pending.map((cleanup) => cleanup().catch(() => {})))
