@@ -31,7 +31,7 @@
 #   qwen3moe     4 experts, 2 used, per-expert tensors to stack
 #   mixtral      4 experts, 2 used, 3 shards each holding part of every layer's experts
 #   gemma2       norms + 1, soft-capping, sliding window 8 on alternate layers, Gemma's SentencePiece
-#   gemma3       6 layers (5 local, 1 global), local/global RoPE bases, linear scaling on the global layer
+#   gemma3       6 layers (5 local, 1 global), local/global RoPE bases (100 and 1e6), linear scaling on the global layer
 #   phi3         fused qkv and gate_up, longrope (long/short factors, attention factor), added tokens
 #   gpt2         Conv1D weights, fused c_attn, learned positions
 # reference.json's `exercises` says each in full. Their id sequences are longer where RoPE scaling or a sliding
@@ -637,7 +637,8 @@ def randomize_2(model, seed, spec):
             if name.endswith(".bias"):
                 parameter.copy_(BIAS_STD * noise)
             elif parameter.ndim == 1:
-                parameter.copy_(norm_base + 0.2 * noise)
+                base = spec.get("qk_norm", norm_base) if name.endswith(("q_norm.weight", "k_norm.weight")) else norm_base
+                parameter.copy_(base + 0.2 * noise)
             elif name.endswith(("embed_tokens.weight", "wte.weight")):
                 parameter.copy_((gains["lm_head"] / parameter.shape[-1] ** 0.5 if tied else EMBEDDING_STD) * noise)
             elif name.endswith("wpe.weight"):
@@ -900,6 +901,9 @@ MODELS_2 = [
         "tokenizer": ("gemma", SPM_GEMMA),
         "bos": 2,
         "norm_offset": True,
+        # Queries and keys twice GAIN_2's: attention scores well past the soft-cap of 5, so that a GGUF with
+        # llama.cpp's default cap (50) instead is clearly off.
+        "gain": {"q_proj": 3.0, "k_proj": 3.0},
         "lengths": LONG_SEQUENCES,
         "dtype": torch.bfloat16,
         "exercises": "Gemma 2: norms stored as w (llama.cpp's GGUF holds 1 + w), pre- and post-norms around attention "
@@ -925,7 +929,8 @@ MODELS_2 = [
             sliding_window=8,
             rope_parameters={
                 "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
-                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                # Not Gemma 3's 10,000, which is also llama.cpp's default: a GGUF without rope.freq_base_swa must fail.
+                "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
             },
             pad_token_id=0,
             bos_token_id=2,
@@ -934,9 +939,11 @@ MODELS_2 = [
         "tokenizer": ("gemma", SPM_GEMMA),
         "bos": 2,
         "norm_offset": True,
+        # Less peaked than GAIN_2's output layer gives here (a top token of 0.994 made Q8_0's logit measure 0.67).
+        "gain": {"lm_head": 2.0},
         "lengths": LONG_SEQUENCES,
         "dtype": torch.bfloat16,
-        "exercises": "Gemma 3 (text): 6 layers, 5 local with a sliding window of 8 and RoPE base 10,000, the 6th global "
+        "exercises": "Gemma 3 (text): 6 layers, 5 local with a sliding window of 8 and RoPE base 100, the 6th global "
         "with base 1e6 and linear scaling 8 (llama.cpp's default pattern of 6); q/k norms; norms + 1; embeddings "
         "scaled by sqrt(hidden); tied embeddings; Gemma's SentencePiece tokenizer",
     },
