@@ -379,11 +379,22 @@ def train_sentencepiece(vocab_size, style):
     return model.getvalue()
 
 
-def train_byte_level(vocab_size, pre_tokenizer, first, last, ignore_merges=False):
+# Numbers added to the licence texts for the second set's byte-level BPEs, so that their vocabularies hold
+# multi-digit tokens ("19", "199", " 2"...): how a pre-tokenizer splits digits (GPT-2's " ?\p{N}+", Llama 3's
+# "\p{N}{1,3}", Qwen2's "\p{N}") then changes the ids of SENTENCE_2, and a GGUF naming the wrong one fails.
+NUMBERS = [" ".join(str(n) for n in range(1980, 2030))] * 8 + [" ".join(str(n) for n in range(1000))]
+# The second set's sentence: the first set's, then numbers and a full stop before a blank line (a token ".\n\n" in
+# the Llama 3 and Qwen2 vocabularies, two pre-tokens for GPT-2's regex), so that llama.cpp's tokenization tells
+# the pre-tokenizers gpt-2, llama-bpe and qwen2 apart on these vocabularies.
+SENTENCE_2 = SENTENCE + " Since 1991, 2007 copies.\n\nEnd 12345."
+
+
+def train_byte_level(vocab_size, pre_tokenizer, first, last, ignore_merges=False, train_pre=None):
     """A byte-level BPE of vocab_size tokens: `first` special tokens at ids 0.., the trained ones, then `last`
-    special tokens at the end (where Llama 3 and Qwen keep theirs)."""
+    special tokens at the end (where Llama 3 and Qwen keep theirs); trained on the licence texts and NUMBERS with
+    `train_pre` (default `pre_tokenizer`), then kept with `pre_tokenizer`."""
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizer
+    tokenizer.pre_tokenizer = train_pre or pre_tokenizer
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size - len(last),
@@ -391,7 +402,8 @@ def train_byte_level(vocab_size, pre_tokenizer, first, last, ignore_merges=False
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(training_text(), trainer)
+    tokenizer.train_from_iterator(training_text() + NUMBERS, trainer)
+    tokenizer.pre_tokenizer = pre_tokenizer
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in last])
     tokenizer.model.ignore_merges = ignore_merges
     assert tokenizer.get_vocab_size() == vocab_size, tokenizer.get_vocab_size()
@@ -499,7 +511,15 @@ def tokenizer_qwen(folder):
             pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
         ]
     )
-    trained = train_byte_level(QWEN_TOKENS, pre, [], QWEN_SPECIALS)
+    # Trained with Llama 3's regex (digits in threes), kept with Qwen2's (one digit at a time): the vocabulary has
+    # multi-digit tokens that Qwen2's pre-tokenizer never reaches, as Qwen's own vocabulary (from cl100k) has.
+    llama3 = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ]
+    )
+    trained = train_byte_level(QWEN_TOKENS, pre, [], QWEN_SPECIALS, train_pre=llama3)
     trained.normalizer = normalizers.NFC()
     trained.post_processor = processors.ByteLevel(trim_offsets=False)
     trained.save(os.path.join(folder, "tokenizer.json"))
@@ -1123,9 +1143,9 @@ def reference_2(spec, folder, cases_ids):
         "stored_dtype": str(spec["dtype"]).removeprefix("torch."),
         "exercises": spec["exercises"],
         "cases": cases,
-        "sentence": SENTENCE,
-        "sentence_ids": tokenizer(SENTENCE)["input_ids"],
-        "sentence_ids_without_special": tokenizer(SENTENCE, add_special_tokens=False)["input_ids"],
+        "sentence": SENTENCE_2,
+        "sentence_ids": tokenizer(SENTENCE_2)["input_ids"],
+        "sentence_ids_without_special": tokenizer(SENTENCE_2, add_special_tokens=False)["input_ids"],
     }
 
 
@@ -1135,10 +1155,10 @@ def check_tokenizer(spec, folder, ref):
     plain = ref["sentence_ids_without_special"]
     if os.path.exists(os.path.join(folder, "tokenizer.json")):
         raw = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
-        assert raw.encode(SENTENCE, add_special_tokens=False).ids == plain, spec["name"]
+        assert raw.encode(SENTENCE_2, add_special_tokens=False).ids == plain, spec["name"]
     if os.path.exists(os.path.join(folder, "tokenizer.model")):
         processor = sentencepiece.SentencePieceProcessor(model_file=os.path.join(folder, "tokenizer.model"))
-        assert processor.encode(SENTENCE) == plain, (spec["name"], processor.encode(SENTENCE), plain)
+        assert processor.encode(SENTENCE_2) == plain, (spec["name"], processor.encode(SENTENCE_2), plain)
     bos = spec["bos"]
     assert ref["sentence_ids"] == ([bos] if bos is not None else []) + plain, (spec["name"], ref["sentence_ids"][:3])
 
