@@ -5,7 +5,8 @@
 // and converted by test/float-reference.ts, with the Q/K permutation written here from its definition
 // (llama.cpp's convert_hf_to_gguf.py: reshape(heads, 2, rows / heads / 2, cols).swapaxes(1, 2)).
 // Whether llama.cpp runs the files is test/gguf-llama.test.ts.
-import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -47,6 +48,7 @@ interface Tokenizer {
   model: { vocab: Record<string, number>; merges: Array<string | string[]> }
   added_tokens: Array<{ id: number; content: string; special: boolean }>
   pre_tokenizer: unknown
+  post_processor?: unknown
 }
 interface TokenizerConfig {
   bos_token?: string
@@ -219,6 +221,13 @@ function expectedMetadata(model: string, dtype: Dtype): Record<string, { value: 
     'tokenizer.chat_template': string(tokenizerConfig.chat_template),
   }
   if (tokenizerConfig.bos_token) expected['tokenizer.ggml.bos_token_id'] = u32(idOf(tokenizerConfig.bos_token))
+  // A pair template "<s> $A <s> $B": gguf-py takes a token between A and B for a separator only if it is the SEP or
+  // the EOS, so it writes add_sep_token false (llama-cpp-f16.json, llama.cpp's own converter's file, says so too).
+  const pair = (tokenizer.post_processor as { pair?: Array<{ SpecialToken?: { id: string } }> } | undefined)?.pair
+  if (pair?.length === 4) {
+    expect(pair[2].SpecialToken?.id).toBe(tokenizerConfig.bos_token)
+    expected['tokenizer.ggml.add_sep_token'] = bool(false)
+  }
   for (const kind of ['bos', 'eos']) {
     const add = tokenizerConfig[`add_${kind}_token`]
     if (typeof add === 'boolean') expected[`tokenizer.ggml.add_${kind}_token`] = bool(add)
@@ -272,6 +281,82 @@ describe.each(MODELS)('%s', (model) => {
     expect(file.length).toBe(Number(tensorDataOffset) + next)
     expect(written.bytes).toBe(file.length)
     expect(written.tensors).toBe(tensors.size)
+  })
+})
+
+/** llama.cpp's converter's own F16 GGUF of a test model, as scripts/gguf-reference.py --llama-cpp dumped it. */
+interface Golden {
+  notes: string[]
+  metadata: Array<{ key: string; type: string; value: unknown }>
+  tensors: Array<{ name: string; type: string; shape: number[]; sha256: string }>
+}
+const GOLDEN_MODELS = readdirSync(FIXTURES).filter((name) => existsSync(join(FIXTURES, name, 'llama-cpp-f16.json')))
+
+/** An array as the golden summarizes one of more than 16 values: its length, first and last five, and a sha256 of its bytes as the GGUF stores them (strings each followed by a 0 byte). */
+function summary(values: unknown[], type: string): unknown {
+  if (values.length <= 16) return values
+  const hash = createHash('sha256')
+  if (type === 'STRING') for (const v of values) hash.update(Buffer.concat([Buffer.from(v as string), Buffer.alloc(1)]))
+  else hash.update(new Uint8Array((type === 'FLOAT32' ? Float32Array : Int32Array).from(values as number[]).buffer))
+  return { length: values.length, first: values.slice(0, 5), last: values.slice(-5), sha256: hash.digest('hex') }
+}
+
+/**
+ * Where this converter writes, on purpose, what llama.cpp's does not, by model: general.alignment everywhere (its
+ * default, written), general.name and general.size_label nowhere (informational, from the folder's name).
+ */
+const DIFFERENCES: Record<string, string[]> = {
+  // Scores from the merges' ranks, which llama.cpp tokenizes as transformers does (the golden's own note says why).
+  'mistral-spm': ['tokenizer.ggml.scores'],
+  // llama.cpp's default RoPE base is Gemma 2's 10000; this converter writes config.json's, which a fine-tune may change.
+  gemma2: ['gemma2.rope.freq_base'],
+}
+
+describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (model) => {
+  test('every metadata key and value; every tensor’s name, type, shape and bytes', async () => {
+    const golden = readJson<Golden>(join(FIXTURES, model, 'llama-cpp-f16.json'))
+    const out = join(dir, `${model}-golden.gguf`)
+    await writeGguf(join(FIXTURES, model), out, { dtype: 'F16' })
+    const { typedMetadata, tensorInfos, tensorDataOffset } = await parse(out)
+    const { version, tensor_count, kv_count, ...metadata } = typedMetadata
+    const ignored = new Set(['general.name', 'general.size_label', 'general.alignment', ...(DIFFERENCES[model] ?? [])])
+    const ours = Object.keys(metadata).filter((key) => !ignored.has(key))
+    expect(ours.sort()).toEqual(
+      golden.metadata
+        .map((m) => m.key)
+        .filter((key) => !ignored.has(key))
+        .sort(),
+    )
+    for (const { key, type, value } of golden.metadata) {
+      if (ignored.has(key)) continue
+      const got = metadata[key]!
+      if (got.type === GGUFValueType.ARRAY) {
+        const subType = GGUFValueType[(got as { subType: GGUFValueType }).subType]
+        expect(`ARRAY[${subType}]`, key).toBe(type)
+        expect(summary(got.value as unknown[], subType), key).toEqual(value)
+      } else {
+        expect(GGUFValueType[got.type], key).toBe(type)
+        expect(got.value, key).toEqual(value)
+      }
+    }
+    const file = readFileSync(out)
+    const tensors = tensorInfos.map((t) => {
+      const type = GGMLQuantizationType[t.dtype]
+      const shape = t.shape.map(Number)
+      const elements = shape.reduce((a, b) => a * b, 1)
+      const start = Number(tensorDataOffset + t.offset)
+      const bytes = type === 'Q8_0' ? (elements / 32) * 34 : elements * (type === 'F32' ? 4 : 2)
+      return {
+        name: t.name,
+        type,
+        shape,
+        sha256: createHash('sha256')
+          .update(file.subarray(start, start + bytes))
+          .digest('hex'),
+      }
+    })
+    const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
+    expect(tensors.sort(byName)).toEqual([...golden.tensors].sort(byName))
   })
 })
 
@@ -355,20 +440,35 @@ test('a vocabulary larger than its tokenizer: every id without a token is [PAD<i
   expect(new Set(types.slice(512))).toEqual(new Set([5]))
 })
 
+const SUPPORTED_ARCHITECTURES = [
+  'LlamaForCausalLM',
+  'MistralForCausalLM',
+  'MixtralForCausalLM',
+  'Qwen2ForCausalLM',
+  'Qwen3ForCausalLM',
+  'Qwen3MoeForCausalLM',
+  'Gemma2ForCausalLM',
+  'Gemma3ForCausalLM',
+  'Phi3ForCausalLM',
+  'GPT2LMHeadModel',
+]
+
 describe('errors', () => {
   test('another architecture: UnsupportedConversion naming it and the supported ones; the CLI exits 1 and writes nothing', async () => {
-    const folder = modelCopy('qwen2', 'gpt2-arch', (f) => {
+    const folder = modelCopy('qwen2', 'falcon-arch', (f) => {
       const config = readJson<Config>(join(f, 'config.json'))
-      config.architectures = ['GPT2LMHeadModel']
+      config.architectures = ['FalconForCausalLM']
       writeFileSync(join(f, 'config.json'), JSON.stringify(config))
     })
     const error = await expectError(() => ggufStream(folder), 'UnsupportedConversion')
-    expect(error.message).toContain('GPT2LMHeadModel')
-    for (const supported of ['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM']) expect(error.message).toContain(supported)
-    const out = join(dir, 'gpt2.gguf')
+    expect(error.message).toContain('FalconForCausalLM')
+    // The architectures the DESIGN and docs/gguf.md promise.
+    for (const supported of SUPPORTED_ARCHITECTURES) expect(error.message).toContain(supported)
+    const out = join(dir, 'falcon.gguf')
     const run = await cli('convert', folder, out, '--dtype', 'F16')
     expect(run.code).toBe(1)
-    expect(run.stderr).toContain('GPT2LMHeadModel')
+    expect(run.stderr).toContain('FalconForCausalLM')
+    expect(run.stderr.trim().split('\n')).toHaveLength(1)
     expect(() => readFileSync(out)).toThrow(/ENOENT/)
   })
 
