@@ -6,7 +6,7 @@
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
-import { readJsonObject } from '../format/model-config.ts'
+import { jsonFileError, readJsonObject } from '../format/model-config.ts'
 import { toRangeSource } from '../read/file.ts'
 import { type Located, locate, type OpenModelOptions, openLocated } from '../read/model.ts'
 import { readSmallFile } from '../read/small-file.ts'
@@ -20,6 +20,7 @@ export type { GgufDtype } from './format.ts'
 
 import { modelMetadata, readModelConfig } from './metadata.ts'
 import { Q8_0_BLOCK, q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
+import type { SentencePieceModel } from './sentencepiece.ts'
 import { elementsOf, type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
@@ -43,6 +44,14 @@ const DTYPES: readonly GgufDtype[] = ['F32', 'F16', 'BF16', 'Q8_0']
 
 /** Elements per chunk: 4 MiB as F32, a multiple of a Q8_0 block; a chunk of a reordered tensor is whole heads (at least one). */
 const CHUNK_ELEMENTS = 1 << 20
+
+/** tokenizer.model's pieces, by its reader, which only models that have one load. */
+async function readTokenizerModel(bytes: Uint8Array): Promise<SentencePieceModel> {
+  const { readSentencePiece } = await import('./sentencepiece.ts')
+  const model = readSentencePiece(bytes)
+  if (!model) throw jsonFileError('tokenizer.model', 'not a SentencePiece model (a protobuf ModelProto with pieces)')
+  return model
+}
 
 /** The model's file `name` beside its weights, whole; undefined for a missing optional one. */
 async function readBeside(located: Located, name: string, required: boolean, options: OpenModelOptions): Promise<Uint8Array | undefined> {
@@ -204,7 +213,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
     // A SentencePiece model's own file, if there is one, else tokenizer.json says what the tokenizer is.
     const sentencePiece = await readBeside(located, 'tokenizer.model', false, read)
     const files = {
-      model: sentencePiece,
+      model: sentencePiece && (await readTokenizerModel(sentencePiece)),
       json: await json('tokenizer.json', !sentencePiece),
       config: await json('tokenizer_config.json', false),
       chatTemplate: await readBeside(located, 'chat_template.jinja', false, read).then((bytes) => bytes && new TextDecoder().decode(bytes)),

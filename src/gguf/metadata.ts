@@ -185,8 +185,8 @@ export function readModelConfig(config: Values): ModelConfig {
   }
   const values = { ...config }
   for (const [key, value] of Object.entries(architecture.defaults?.(values) ?? {})) values[key] ??= value
-  const heads = integer(values, 'num_attention_heads n_head n_heads', true)!
-  const hidden = integer(values, 'hidden_size n_embd dim', true)!
+  const heads = integer(values, 'num_attention_heads n_head', true)!
+  const hidden = integer(values, 'hidden_size n_embd', true)!
   const rope = ropeOf(values, architecture, integer(values, 'max_position_embeddings n_positions'))
   const headDim = integer(values, 'head_dim') ?? Math.floor(hidden / heads)
   const layerTypes = values.layer_types
@@ -200,10 +200,10 @@ export function readModelConfig(config: Values): ModelConfig {
     values,
     architecture,
     heads,
-    kvHeads: integer(values, 'num_key_value_heads n_kv_heads') ?? heads,
-    blocks: integer(values, 'num_hidden_layers n_layers n_layer num_layers', true)!,
+    kvHeads: integer(values, 'num_key_value_heads') ?? heads,
+    blocks: integer(values, 'num_hidden_layers n_layer', true)!,
     vocabSize: integer(values, 'vocab_size', true)!,
-    experts: integer(values, 'num_local_experts num_experts n_routed_experts') ?? 0,
+    experts: integer(values, 'num_local_experts num_experts') ?? 0,
     headDim,
     ropeDims: Math.floor(Math.floor((number(rope.values, 'partial_rotary_factor') ?? number(values, 'partial_rotary_factor') ?? 1) * hidden) / heads),
     rope,
@@ -222,13 +222,14 @@ export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[]
     ['general.type', 'string', 'model'],
   ]
   const add: AddKey = (key, type, value) => value !== undefined && kv.push([`${arch}.${key}`, type, value])
-  // What TextModel.set_gguf_parameters writes, each from the first of config.json's names for it that is set.
+  // What TextModel.set_gguf_parameters writes, each from the first of config.json's names for it that is set (those
+  // of the classes in ARCHITECTURES: GPT-2 has its own).
   add('block_count', 'u32', config.blocks)
-  add('context_length', 'u32', integer(values, 'max_position_embeddings n_ctx n_positions max_length max_sequence_length model_max_length'))
-  add('embedding_length', 'u32', integer(values, 'hidden_size n_embd dim'))
-  add('feed_forward_length', 'u32', integer(values, 'intermediate_size n_inner hidden_dim'))
+  add('context_length', 'u32', integer(values, 'max_position_embeddings n_ctx n_positions'))
+  add('embedding_length', 'u32', integer(values, 'hidden_size n_embd'))
+  add('feed_forward_length', 'u32', integer(values, 'intermediate_size n_inner'))
   add('attention.head_count', 'u32', config.heads)
-  add('attention.head_count_kv', 'u32', integer(values, 'num_key_value_heads n_kv_heads'))
+  add('attention.head_count_kv', 'u32', integer(values, 'num_key_value_heads'))
   if (rope.type === 'linear' || rope.type === 'yarn') {
     add('rope.scaling.type', 'string', rope.type)
     add('rope.scaling.factor', 'f32', rope.factor)
@@ -243,10 +244,10 @@ export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[]
   add('rope.freq_base', 'f32', rope.theta)
   const sliding = (values.rope_parameters as Values | undefined)?.sliding_attention as Values | undefined
   add('rope.freq_base_swa', 'f32', number(sliding ?? {}, 'rope_theta') ?? number(values, 'rope_local_base_freq'))
-  add('attention.layer_norm_rms_epsilon', 'f32', number(values, 'rms_norm_eps norm_eps'))
-  add('attention.layer_norm_epsilon', 'f32', number(values, 'layer_norm_eps layer_norm_epsilon norm_epsilon'))
+  add('attention.layer_norm_rms_epsilon', 'f32', number(values, 'rms_norm_eps'))
+  add('attention.layer_norm_epsilon', 'f32', number(values, 'layer_norm_eps layer_norm_epsilon'))
   add('expert_count', 'u32', config.experts || undefined)
-  add('expert_used_count', 'u32', integer(values, 'num_experts_per_tok num_experts_per_token top_k_experts'))
+  add('expert_used_count', 'u32', integer(values, 'num_experts_per_tok'))
   const headDim = integer(values, 'head_dim')
   add('attention.key_length', 'u32', headDim)
   add('attention.value_length', 'u32', headDim)

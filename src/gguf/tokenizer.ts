@@ -7,15 +7,15 @@ import { SafetensorsError } from '../errors.ts'
 import { jsonFileError } from '../format/model-config.ts'
 import type { KeyValue } from './format.ts'
 import type { ModelConfig } from './metadata.ts'
-import { readSentencePiece } from './sentencepiece.ts'
+import type { SentencePieceModel } from './sentencepiece.ts'
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON of a shape checked where it matters; any other shape fails in one place (tokenizerMetadata)
 type Json = any
 
-/** The tokenizer files of a model folder: tokenizer.json, tokenizer.model, tokenizer_config.json and chat_template.jinja, each if present. */
+/** The tokenizer files of a model folder: tokenizer.json, tokenizer.model (read), tokenizer_config.json and chat_template.jinja, each if present. */
 export interface TokenizerFiles {
   json?: Json
-  model?: Uint8Array
+  model?: SentencePieceModel
   config?: Json
   chatTemplate?: string
 }
@@ -129,8 +129,7 @@ function byteLevel(json: Json, size: number): KeyValue[] {
  * piece with its score and type (USER_DEFINED pieces NORMAL, as the converter types them); and whether a space
  * goes before the text.
  */
-function fromSentencePiece(bytes: Uint8Array, vocabulary: Vocabulary): boolean {
-  const { pieces, addDummyPrefix } = readSentencePiece(bytes)
+function fromSentencePiece({ pieces, addDummyPrefix }: SentencePieceModel, vocabulary: Vocabulary): boolean {
   for (const [id, { text, score, type }] of pieces.entries()) vocabulary.place(text, id, type === USER_DEFINED ? NORMAL : type, score, false)
   return addDummyPrefix
 }
