@@ -440,6 +440,50 @@ test('a vocabulary larger than its tokenizer: every id without a token is [PAD<i
   expect(new Set(types.slice(512))).toEqual(new Set([5]))
 })
 
+/** A copy of a test model whose config.json `edit` changes. */
+const withConfig = (model: string, name: string, edit: (config: Record<string, unknown>) => void) =>
+  modelCopy(model, name, (f) => {
+    const config = readJson<Record<string, unknown>>(join(f, 'config.json'))
+    edit(config)
+    writeFileSync(join(f, 'config.json'), JSON.stringify(config))
+  })
+
+/**
+ * config.json as transformers 5 saves it (its standardize_rope_params, seen in its output): rope_theta and
+ * transformers 4's rope_scaling moved into rope_parameters, whose type is rope_type.
+ */
+function asTransformers5(config: Record<string, unknown>): void {
+  const scaling = (config.rope_scaling ?? {}) as Record<string, unknown>
+  config.rope_parameters = { ...scaling, rope_theta: config.rope_theta, rope_type: scaling.rope_type ?? scaling.type ?? 'default' }
+  delete config.rope_scaling
+  delete config.rope_theta
+}
+
+/** config.json as transformers 4 saved it: rope_theta at the top, scaling in rope_scaling (null without), Gemma 3's local base and pattern at the top. */
+function asTransformers4(config: Record<string, unknown>): void {
+  const parameters = config.rope_parameters as Record<string, Record<string, unknown>>
+  const { rope_theta, rope_type, ...scaling } = (parameters.full_attention ?? parameters) as Record<string, unknown>
+  Object.assign(config, { rope_theta, rope_scaling: rope_type === 'default' ? null : { rope_type, ...scaling } })
+  if (parameters.sliding_attention) Object.assign(config, { rope_local_base_freq: parameters.sliding_attention.rope_theta, sliding_window_pattern: 6 })
+  delete config.rope_parameters
+  delete config.layer_types
+}
+
+test.each([
+  ['llama3', 'transformers 5', asTransformers5],
+  ['qwen3', 'transformers 5', asTransformers5],
+  ['phi3', 'transformers 5', asTransformers5],
+  ['mistral-spm', 'transformers 5', asTransformers5],
+  ['llama-yarn', 'transformers 4', asTransformers4],
+  ['gemma3', 'transformers 4', asTransformers4],
+] as const)('%s: config.json in the %s form gives the same GGUF', async (model, _, form) => {
+  const out = join(dir, `${model}-form.gguf`)
+  const other = join(dir, `${model}-other-form.gguf`)
+  await writeGguf(join(FIXTURES, model), out)
+  await writeGguf(withConfig(model, `${model}-other-form`, form), other)
+  expectSameBytes(readFileSync(other), readFileSync(out), `${model} in the other form`)
+})
+
 const SUPPORTED_ARCHITECTURES = [
   'LlamaForCausalLM',
   'MistralForCausalLM',
@@ -470,6 +514,62 @@ describe('errors', () => {
     expect(run.stderr).toContain('FalconForCausalLM')
     expect(run.stderr.trim().split('\n')).toHaveLength(1)
     expect(() => readFileSync(out)).toThrow(/ENOENT/)
+  })
+
+  test('a RoPE type llama.cpp does not implement for the architecture: UnsupportedConversion naming it and those it takes; the CLI says so in one line', async () => {
+    const dynamic = withConfig('llama-gqa', 'rope-dynamic', (c) => {
+      c.rope_parameters = { rope_type: 'dynamic', factor: 2, rope_theta: 10000 }
+    })
+    const error = await expectError(() => ggufStream(dynamic), 'UnsupportedConversion')
+    expect(error.message).toBe('config.json: RoPE type "dynamic" is not supported for GGUF architecture llama, which takes default, linear, yarn, llama3')
+    const run = await cli('convert', dynamic, join(dir, 'dynamic.gguf'))
+    expect(run.code).toBe(1)
+    expect(run.stderr).toBe(`${dynamic}: UnsupportedConversion: ${error.message}\n`)
+    // Llama 3's scaling is a tensor only llama.cpp's llama reads; Qwen3 has no such tensor.
+    const qwen = withConfig('qwen3', 'rope-llama3-qwen3', (c) => {
+      c.rope_scaling = { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 16 }
+    })
+    expect((await expectError(() => ggufStream(qwen), 'UnsupportedConversion')).message).toContain('"llama3" is not supported for GGUF architecture qwen3')
+  })
+
+  test('what llama.cpp cannot run as transformers does: Qwen3-MoE without renormalized expert weights, Gemma layers global where llama.cpp makes them local', async () => {
+    const qwen = withConfig('qwen3moe', 'no-norm-topk', (c) => {
+      c.norm_topk_prob = false
+    })
+    expect((await expectError(() => ggufStream(qwen), 'UnsupportedConversion')).message).toContain('norm_topk_prob false')
+    const gemma = withConfig('gemma2', 'all-global', (c) => {
+      c.layer_types = ['full_attention', 'full_attention']
+    })
+    expect((await expectError(() => ggufStream(gemma), 'UnsupportedConversion')).message).toContain('every 2th layer global')
+  })
+
+  test('experts that do not match config.json: TensorNotFound for a missing one, UnsupportedConversion for one too many, each named', async () => {
+    const five = withConfig('mixtral', 'five-experts', (c) => {
+      c.num_local_experts = 5
+    })
+    expect((await expectError(() => ggufStream(five), 'TensorNotFound')).message).toMatch(
+      /^blk\.\d+\.ffn_\w+_exps\.weight: the model has no tensor for expert 4 of the 5/,
+    )
+    const three = withConfig('mixtral', 'three-experts', (c) => {
+      c.num_local_experts = 3
+    })
+    expect((await expectError(() => ggufStream(three), 'UnsupportedConversion')).message).toMatch(/experts\.3\.w\d\.weight": config\.json has 3 experts$/)
+  })
+
+  test('Phi-3 longrope factors of the wrong length: InvalidHeaderDeserialization naming them', async () => {
+    const phi = withConfig('phi3', 'short-factors', (c) => {
+      ;(c.rope_scaling as { long_factor: number[] }).long_factor.pop()
+    })
+    expect((await expectError(() => ggufStream(phi), 'InvalidHeaderDeserialization')).message).toBe(
+      "config.json: long_factor must be 8 numbers for phi3's 16 rotated dimensions",
+    )
+  })
+
+  test('a tokenizer.model that is not a SentencePiece model: InvalidHeaderDeserialization naming it; neither tokenizer file: Io naming tokenizer.json', async () => {
+    const garbled = modelCopy('llama2-spm', 'garbled-spm', (f) => writeFileSync(join(f, 'tokenizer.model'), Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f])))
+    expect((await expectError(() => ggufStream(garbled), 'InvalidHeaderDeserialization')).message).toContain('tokenizer.model')
+    const none = modelCopy('llama2-spm', 'no-tokenizer', (f) => rmSync(join(f, 'tokenizer.model')))
+    expect((await expectError(() => ggufStream(none), 'Io')).message).toContain('tokenizer.json is missing')
   })
 
   test('a missing tokenizer.json or config.json: Io naming the file', async () => {
