@@ -10,7 +10,7 @@
 // GGUF_DIR=<folder> judges <folder>/<model>.<dtype>.gguf instead of the CLI's output: the files of
 // scripts/gguf-reference.py (gguf-py), with which the tolerances were measured; after its --cases N, on the
 // sequences of <folder>/<model>.cases.json instead of reference.json's.
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -309,6 +309,28 @@ describe.skipIf(unsupported !== undefined)('llama.cpp runs the converted GGUF as
       expect(withBos).toEqual(sentence_ids)
     })
   })
+
+  // The models that ship both tokenizer.model and tokenizer.json, converted from tokenizer.json alone: its byte-fallback
+  // BPE, scored by merge rank, must tokenize as transformers does too.
+  describe
+    .skipIf(process.env.GGUF_DIR !== undefined)
+    .each(MODELS.filter((model) => ['tokenizer.model', 'tokenizer.json'].every((f) => existsSync(join(FIXTURES, model, f)))))(
+    '%s without tokenizer.model',
+    (model) => {
+      test('llama.cpp tokenizes a plain sentence as the Hugging Face tokenizer does', async () => {
+        const folder = join(OUT, `${model}-json-only`)
+        cpSync(join(FIXTURES, model), folder, { recursive: true })
+        rmSync(join(folder, 'tokenizer.model'))
+        const out = join(OUT, `${model}-json-only.gguf`)
+        const run = await cli('convert', folder, out, '--dtype', 'F16')
+        expect(run.code, run.stderr).toBe(0)
+        const { sentence_ids, sentence_ids_without_special } = reference(model)
+        const { tokens, withBos } = await judge(out, model)
+        expect(tokens).toEqual(sentence_ids_without_special)
+        expect(withBos).toEqual(sentence_ids)
+      })
+    },
+  )
 
   describe.skipIf(process.env.GGUF_DIR !== undefined).each(CONTROLS)('negative control: $model, $undone', ({ model, undone, patch, judged: measure }) => {
     test(measure === 'tokens' ? 'llama.cpp tokenizes the sentence otherwise' : 'the comparison fails clearly', async () => {
