@@ -249,16 +249,20 @@ export type GgufStream = ReadableStream<Uint8Array> & {
 /**
  * A model (what {@link index!openModel} takes: a folder, an index path or URL, the files picked in a page, a
  * {@link index!ModelFolder} such as {@link index!r2Model}) as a GGUF v3 file for llama.cpp, streamed in bounded memory:
- * LlamaForCausalLM and MistralForCausalLM (as `llama`, q_proj and k_proj reordered as llama.cpp's converter
- * does) and Qwen2ForCausalLM (`qwen2`); the hyperparameters from config.json; a byte-level BPE tokenizer
- * from tokenizer.json, tokenizer_config.json and chat_template.jinja. Resolves once all of them and every
- * shard's header are read and checked, before any tensor byte; the stream's `byteLength` is the file's size.
+ * the architectures, RoPE variants and tokenizers of docs/gguf.md (Llama 1-3.x, Mistral, Mixtral, Qwen2, Qwen3,
+ * Qwen3-MoE, Gemma 2 and 3, Phi-3, GPT-2; SentencePiece and byte-level BPE), as llama.cpp's convert_hf_to_gguf.py
+ * writes them; the hyperparameters from config.json; the tokenizer from tokenizer.model or tokenizer.json, with
+ * tokenizer_config.json and chat_template.jinja. Resolves once all of them and every shard's header are read and
+ * checked, before any tensor byte; the stream's `byteLength` is the file's size.
  * @throws {@link index!SafetensorsError} `UnsupportedConversion` for another architecture (the message names it and
- * the supported ones), a RoPE scaling, a tokenizer that is not byte-level BPE or whose pre-tokenizer
- * llama.cpp does not implement, a tensor that maps to no GGUF tensor or is not floating-point (named);
- * `InvalidHeaderDeserialization` for a config.json or tokenizer file that is not the JSON it should be (a
- * missing hyperparameter named); `Io` for a missing config.json or tokenizer.json (named) and a read that
- * fails; any code of {@link index!openModel}; `Aborted`. After it resolves, the same codes come as the stream's error.
+ * the supported ones), a RoPE type the architecture does not take (named, with those it takes), a model llama.cpp
+ * cannot run as transformers does (Qwen3-MoE's norm_topk_prob false, Gemma layer types out of llama.cpp's pattern),
+ * a tokenizer that is neither SentencePiece nor byte-level BPE or whose pre-tokenizer llama.cpp does not implement,
+ * a tensor that maps to no GGUF tensor or is not floating-point, an expert past config.json's count (named);
+ * `TensorNotFound` for a missing expert; `InvalidHeaderDeserialization` for a config.json, tokenizer.json or
+ * tokenizer.model that is not what it should be (a missing hyperparameter named); `Io` for a missing config.json,
+ * or neither tokenizer.json nor tokenizer.model (named), and a read that fails; any code of
+ * {@link index!openModel}; `Aborted`. After it resolves, the same codes come as the stream's error.
  * @throws TypeError for a `dtype` other than F32, F16, BF16 or Q8_0, an `onProgress` that is not a function,
  * or an input openModel does not take.
  */
