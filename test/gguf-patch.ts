@@ -43,7 +43,7 @@ const TYPES: Partial<Record<GGMLQuantizationType, GgufDtype>> = {
 const BYTES_PER_VALUE: Record<GgufDtype, number> = { F32: 4, F16: 2, BF16: 2, Q8_0: 34 / 32 }
 
 /** The metadata of the GGUF at `path` as [key, type, value] entries, and its tensors with their data. */
-export async function readGguf(path: string): Promise<{ metadata: KeyValue[]; tensors: GgufTensor[] }> {
+async function readGguf(path: string): Promise<{ metadata: KeyValue[]; tensors: GgufTensor[] }> {
   const { typedMetadata, tensorInfos, tensorDataOffset } = await gguf(path, { allowLocalFile: true, typedMetadata: true })
   const { version, tensor_count, kv_count, ...entries } = typedMetadata as GGUFTypedMetadata &
     Record<string, { type: GGUFValueType; subType?: GGUFValueType; value: unknown }>

@@ -1,8 +1,9 @@
 // ggufStream(): a Hugging Face model folder as a GGUF v3 file for llama.cpp, as a stream in bounded memory
 // (docs/gguf.md). Everything before the first tensor byte (config.json, the tokenizer, every shard's
 // header) is read and checked first, so the header, whose offsets follow from the shapes and types, goes
-// out first; then each tensor a chunk at a time, through one wasm memory sized once: read, converted or
-// quantized there in place, and copied out with its rows in llama.cpp's order.
+// out first; then each tensor a chunk at a time, through one wasm memory sized once: read, converted there,
+// changed as llama.cpp's converter changes it (rows reordered, transposed, norms shifted), quantized in place,
+// and copied out. An MoE layer's experts go into their stack one after the other, a chunk at a time.
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
@@ -118,7 +119,9 @@ function transposed(bytes: Uint8Array, rows: number, elementBytes: number): Uint
 
 /**
  * The seam through which the GGUF reads every source value: the elements of `part`, `chunk` at a time, as
- * `dtype` (little-endian; each a view valid until the next is asked for).
+ * `dtype` (little-endian; each a view valid until the next is asked for). Nothing after it knows where the
+ * values come from: shardValues reads stored tensors' byte ranges; a tensor whose values are computed from
+ * other stored ones (a quantized model's dequantized weights) can come through it from model.stream(name, { dtype }).
  */
 type PartValues = (part: TensorPart, dtype: DType, chunk: number) => AsyncGenerator<Uint8Array>
 

@@ -215,7 +215,7 @@ export function tokenizerMetadata(files: TokenizerFiles, config: ModelConfig): K
     const read = {
       bos: first === undefined ? undefined : is('bos', first) || is('cls', first),
       sep: between.length === 0 ? undefined : (separates(between[0]) && last === undefined) || (between.length === 2 && separates(between[1])),
-      eos: last === undefined ? undefined : true,
+      eos: last === undefined ? undefined : is('eos', last),
     }
     for (const [kind, fromTemplate] of Object.entries(read)) {
       const stated = tokenizerConfig?.[`add_${kind}_token`]
