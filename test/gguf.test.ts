@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url'
 import { GGMLQuantizationType, type GGUFParseOutput, type GGUFTypedMetadata, GGUFValueType, gguf } from '@huggingface/gguf'
 import { afterAll, describe, expect, test } from 'vitest'
 import { ggufStream, writeGguf } from '../src/gguf-node.ts'
-import { type ModelFolder, memorySource } from '../src/node.ts'
+import { type ModelFolder, memorySource, serialize } from '../src/node.ts'
 import { referenceConvert } from './float-reference.ts'
 import { mostOpen, type RangeOptions, serveFiles } from './http-server.ts'
 import { referenceQ8_0 } from './q8_0-reference.ts'
@@ -301,6 +301,19 @@ function summary(values: unknown[], type: string): unknown {
   return { length: values.length, first: values.slice(0, 5), last: values.slice(-5), sha256: hash.digest('hex') }
 }
 
+/** Each tensor of the GGUF at `path`: its name, type, shape (ggml's order) and data, in the file's order. */
+async function tensorsOf(path: string): Promise<Array<{ name: string; type: string; shape: number[]; bytes: Uint8Array }>> {
+  const file = readFileSync(path)
+  const { tensorInfos, tensorDataOffset } = await parse(path)
+  return tensorInfos.map((t) => {
+    const type = GGMLQuantizationType[t.dtype]
+    const shape = t.shape.map(Number)
+    const elements = shape.reduce((a, b) => a * b, 1)
+    const start = Number(tensorDataOffset + t.offset)
+    return { name: t.name, type, shape, bytes: file.subarray(start, start + (type === 'Q8_0' ? (elements / 32) * 34 : elements * (type === 'F32' ? 4 : 2))) }
+  })
+}
+
 /**
  * Where this converter writes, on purpose, what llama.cpp's does not, by model: general.alignment everywhere (its
  * default, written), general.name and general.size_label nowhere (informational, from the folder's name).
@@ -317,7 +330,7 @@ describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (mod
     const golden = readJson<Golden>(join(FIXTURES, model, 'llama-cpp-f16.json'))
     const out = join(dir, `${model}-golden.gguf`)
     await writeGguf(join(FIXTURES, model), out, { dtype: 'F16' })
-    const { typedMetadata, tensorInfos, tensorDataOffset } = await parse(out)
+    const { typedMetadata } = await parse(out)
     const { version, tensor_count, kv_count, ...metadata } = typedMetadata
     const ignored = new Set(['general.name', 'general.size_label', 'general.alignment', ...(DIFFERENCES[model] ?? [])])
     const ours = Object.keys(metadata).filter((key) => !ignored.has(key))
@@ -339,22 +352,7 @@ describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (mod
         expect(got.value, key).toEqual(value)
       }
     }
-    const file = readFileSync(out)
-    const tensors = tensorInfos.map((t) => {
-      const type = GGMLQuantizationType[t.dtype]
-      const shape = t.shape.map(Number)
-      const elements = shape.reduce((a, b) => a * b, 1)
-      const start = Number(tensorDataOffset + t.offset)
-      const bytes = type === 'Q8_0' ? (elements / 32) * 34 : elements * (type === 'F32' ? 4 : 2)
-      return {
-        name: t.name,
-        type,
-        shape,
-        sha256: createHash('sha256')
-          .update(file.subarray(start, start + bytes))
-          .digest('hex'),
-      }
-    })
+    const tensors = (await tensorsOf(out)).map(({ bytes, ...t }) => ({ ...t, sha256: createHash('sha256').update(bytes).digest('hex') }))
     const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
     expect(tensors.sort(byName)).toEqual([...golden.tensors].sort(byName))
   })
@@ -482,6 +480,25 @@ test.each([
   await writeGguf(join(FIXTURES, model), out)
   await writeGguf(withConfig(model, `${model}-other-form`, form), other)
   expectSameBytes(readFileSync(other), readFileSync(out), `${model} in the other form`)
+})
+
+test('GPT-2 with its tensors named as the Hub’s gpt2 names them (without transformer.) gives the same tensors', async () => {
+  // The Hub's openai-community/gpt2 was saved from GPT2Model: h.0.attn.c_attn.weight, wte.weight, ...
+  const folder = modelCopy('gpt2', 'gpt2-hub-names', (f) => {
+    const tensors = Object.fromEntries(
+      [...sourceTensors(f)].map(([name, t]) => [name.replace(/^transformer\./, ''), { dtype: t.dtype as 'F16', shape: t.shape, data: t.bytes }]),
+    )
+    writeFileSync(join(f, 'model.safetensors'), serialize(tensors))
+  })
+  const [ours, hub] = await Promise.all(
+    [join(FIXTURES, 'gpt2'), folder].map(async (input, i) => {
+      const out = join(dir, `gpt2-names-${i}.gguf`)
+      await writeGguf(input, out)
+      return new Map((await tensorsOf(out)).map((t) => [t.name, t.bytes]))
+    }),
+  )
+  expect([...hub.keys()].sort()).toEqual([...ours.keys()].sort())
+  for (const [name, bytes] of ours) expectSameBytes(hub.get(name)!, bytes, name)
 })
 
 const SUPPORTED_ARCHITECTURES = [

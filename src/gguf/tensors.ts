@@ -11,17 +11,17 @@ import type { GgufDtype, TensorEntry } from './format.ts'
 import { type ModelConfig, ropeTensors } from './metadata.ts'
 import { Q8_0_BLOCK } from './q8_0.ts'
 
-/** Tensors outside the blocks, by their name without `.weight` or `.bias`. */
+/** Tensors outside the blocks, by their name without `.weight` or `.bias` (GPT-2's also without `transformer.`). */
 const TOP_LEVEL: Readonly<Record<string, string>> = {
   'model.embed_tokens': 'token_embd',
-  'transformer.wte': 'token_embd',
-  'transformer.wpe': 'position_embd',
+  wte: 'token_embd',
+  wpe: 'position_embd',
   'model.norm': 'output_norm',
-  'transformer.ln_f': 'output_norm',
+  ln_f: 'output_norm',
   lm_head: 'output',
 }
 
-/** The tensors of block N, after `model.layers.N.` (GPT-2: `transformer.h.N.`), experts without their index. */
+/** The tensors of block N, after `model.layers.N.` (GPT-2: `h.N.`), experts without their index. */
 const IN_BLOCK: Readonly<Record<string, string>> = {
   input_layernorm: 'attn_norm',
   ln_1: 'attn_norm',
@@ -57,11 +57,15 @@ const IN_BLOCK: Readonly<Record<string, string>> = {
 /** Buffers of some checkpoints that llama.cpp's converter skips: computed, not learned (RoPE's, GPT-2's causal masks). */
 const SKIPPED = /\.(rotary_emb\.inv_freq|attn\.(masked_)?bias|attention\.(masked_)?bias)$/
 
-/** llama.cpp's name for the Hugging Face `name`, and the expert it holds in a stacked tensor; undefined for none. */
+/**
+ * llama.cpp's name for the Hugging Face `name`, and the expert it holds in a stacked tensor; undefined for none.
+ * GPT-2's checkpoints name their tensors with `transformer.` (GPT2LMHeadModel's) or without (the Hub's gpt2,
+ * saved from GPT2Model): gguf-py maps both.
+ */
 function ggufName(name: string, { blocks, architecture }: ModelConfig): { name: string; expert?: number } | undefined {
-  const [, base, kind] = /^(.+)\.(weight|bias)$/.exec(name) ?? []
+  const [, base, kind] = /^(?:transformer\.)?(.+)\.(weight|bias)$/.exec(name) ?? []
   if (Object.hasOwn(TOP_LEVEL, base)) return { name: `${TOP_LEVEL[base]}.${kind}` }
-  const [, block, inBlock] = /^(?:model\.layers|transformer\.h)\.(0|[1-9]\d*)\.(.+)$/.exec(base) ?? []
+  const [, block, inBlock] = /^(?:model\.layers|h)\.(0|[1-9]\d*)\.(.+)$/.exec(base) ?? []
   const [, experts, expert, weight] = /^(.+\.experts)\.(0|[1-9]\d*)\.(.+)$/.exec(inBlock) ?? []
   const part = experts ? `${experts}.${weight}` : inBlock
   // Gemma normalizes after attention (its post_attention_layernorm) and before the FFN (pre_feedforward_layernorm).
