@@ -52,7 +52,6 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
       // llama.cpp's qwen3moe always renormalizes the chosen experts' weights.
       if (values.norm_topk_prob === false) throw unsupported("norm_topk_prob false (llama.cpp always renormalizes the chosen experts' weights)", 'qwen3moe')
       add('expert_feed_forward_length', 'u32', integer(values, 'moe_intermediate_size'))
-      add('expert_shared_feed_forward_length', 'u32', integer(values, 'shared_expert_intermediate_size'))
     },
   },
   Gemma2ForCausalLM: {
