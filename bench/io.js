@@ -24,17 +24,17 @@ const ROUNDS = 5
 const RSS_TARGET = 200 * MiB
 
 /** Milliseconds a shell command takes. */
-function timed(command) {
+export function timed(command) {
   return new Promise((resolve, reject) => {
     const start = performance.now()
     execFile('sh', ['-c', command], (error, _stdout, stderr) => (error ? reject(new Error(`${command}: ${stderr}`)) : resolve(performance.now() - start)))
   })
 }
 
-const quote = (path) => `'${path.replace(/'/g, `'\\''`)}'`
+export const quote = (path) => `'${path.replace(/'/g, `'\\''`)}'`
 
 /** Drops the page cache (needs root); false where that is not possible. */
-function dropCaches() {
+export function dropCaches() {
   try {
     execFileSync('sh', ['-c', 'sync && echo 3 > /proc/sys/vm/drop_caches'], { stdio: 'ignore' })
     return true
@@ -48,7 +48,7 @@ function dropCaches() {
  * the page cache dropped and the input read back into it. Memory freed here goes back to the hypervisor at
  * once (this VM reports free pages), so without this a command's cost would depend on what ran before it.
  */
-async function settle(canDrop, input) {
+export async function settle(canDrop, input) {
   await timed('sync')
   if (canDrop && dropCaches()) await timed(`cat ${quote(input)} > /dev/null`)
 }

@@ -13,6 +13,17 @@
 # --no-permutation leaves the permutation out: the negative control that llama.cpp must then fail.
 # --cases N also writes OUT_FOLDER/<model>.cases.json: transformers' float32 logits after N more random id
 # sequences (5 to 20 ids), which the test then judges instead of reference.json's four, to measure on more.
+#
+#   /work/venv-gguf/bin/python scripts/gguf-reference.py --llama-cpp LLAMA_CPP_SOURCE OUT_FOLDER [MODEL ...]
+#
+# --llama-cpp runs llama.cpp's own convert_hf_to_gguf.py (LLAMA_CPP_SOURCE: the llama.cpp source that node-llama-cpp
+# 3.21.1 ships in node_modules/node-llama-cpp/llama/gitRelease.bundle, cloned; its gguf-py) on each model of the
+# models (every folder with a reference.json, or those named) at F16 into OUT_FOLDER/<model>.F16.gguf, and
+# writes what that file holds to test/fixtures/gguf/<model>/llama-cpp-f16.json: every metadata key with its type
+# and value (arrays of more than 16 values as their length, first and last five values and a sha256), every tensor's
+# name, type, shape and the sha256 of its data. The converter is run unchanged but for one thing: it names a byte-level BPE's
+# pre-tokenizer by hashing the tokens of a test text, which only works for vocabularies it knows, so for the
+# fixtures' trained ones it is given the name that their tokenizer.json's split regex has (PRE_TOKENIZERS).
 import json
 import os
 import sys
@@ -155,15 +166,142 @@ def write_cases(folder, out, count):
         json.dump({"cases": cases}, f)
 
 
+# tokenizer.json's pre-tokenizer regex -> llama.cpp's name (what src/gguf/tokenizer.ts reads too).
+PRE_TOKENIZERS = {
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "llama-bpe",
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "qwen2",
+}
+# Run in a child Python: llama.cpp's converter, its get_vocab_base_pre falling back to argv[4] for an unknown hash.
+CONVERTER = """
+import os, runpy, sys
+source, folder, out, pre = sys.argv[1:5]
+sys.path.insert(0, source)
+import conversion.base as base
+known = base.TextModel.get_vocab_base_pre
+def named(self, tokenizer):
+    try:
+        return known(self, tokenizer)
+    except NotImplementedError:
+        if pre:
+            return pre
+        raise
+base.TextModel.get_vocab_base_pre = named
+sys.argv = [os.path.join(source, "convert_hf_to_gguf.py"), folder, "--outfile", out, "--outtype", "f16"]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def pre_tokenizer_name(folder):
+    """The llama.cpp name of a byte-level BPE's pre-tokenizer, from its regex; "" for another tokenizer."""
+    path = os.path.join(folder, "tokenizer.json")
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        pre = json.load(f)["pre_tokenizer"] or {}
+    if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
+        return "gpt-2"
+    split = (pre.get("pretokenizers") or [{}])[0]
+    return PRE_TOKENIZERS.get(split.get("pattern", {}).get("Regex"), "")
+
+
+def summary(values, sub_type):
+    """An array of more than 16 values as its length, first and last five and a sha256: of each string's UTF-8
+    bytes followed by a 0 byte, or of the numbers' little-endian bytes as the GGUF stores them."""
+    import hashlib
+
+    if len(values) <= 16:
+        return values
+    T = gguf.GGUFValueType
+    if sub_type == T.STRING:
+        digest = hashlib.sha256(b"".join(v.encode("utf-8") + b"\0" for v in values)).hexdigest()
+    else:
+        dtype = {T.FLOAT32: "<f4", T.INT32: "<i4", T.UINT32: "<u4"}[sub_type]
+        digest = hashlib.sha256(np.array(values, dtype=dtype).tobytes()).hexdigest()
+    return {"length": len(values), "first": values[:5], "last": values[-5:], "sha256": digest}
+
+
+def llama_cpp_golden(source, model, out_folder):
+    import hashlib
+    import subprocess
+
+    folder = os.path.join(MODELS, model)
+    out = os.path.join(out_folder, f"{model}.F16.gguf")
+    pre = pre_tokenizer_name(folder)
+    run = subprocess.run([sys.executable, "-c", CONVERTER, source, folder, out, pre], capture_output=True, text=True)
+    if run.returncode != 0:
+        print(f"{model}: llama.cpp's converter failed, no golden:\n{run.stderr[-2000:]}", file=sys.stderr)
+        return False
+    reader = gguf.GGUFReader(out)
+    metadata = []
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF."):
+            continue
+        kind = field.types[0]
+        value = field.contents()
+        if kind == gguf.GGUFValueType.ARRAY:
+            metadata.append({"key": field.name, "type": f"ARRAY[{field.types[-1].name}]", "value": summary(value, field.types[-1])})
+        else:
+            metadata.append({"key": field.name, "type": kind.name, "value": value})
+    notes = [
+        "Written by llama.cpp's convert_hf_to_gguf.py --outtype f16 (node-llama-cpp 3.21.1's llama.cpp source and "
+        "its gguf-py), read back with gguf-py's GGUFReader; made by scripts/gguf-reference.py --llama-cpp.",
+        "general.name and general.size_label come from the folder's name and the parameter count; llama.cpp does "
+        "not use them. Tensor order is the converter's; shapes are in ggml's order (a row's length first); a tensor's "
+        "sha256 is of its data as the file stores it.",
+    ]
+    if pre:
+        notes.append(
+            f"tokenizer.ggml.pre: the converter knows pre-tokenizers only by hashing known vocabularies; it was given "
+            f"{pre!r}, the name of tokenizer.json's split regex (llama.cpp then tokenizes reference.json's sentence "
+            "as transformers does, and does not with either other name)."
+        )
+    if os.path.exists(os.path.join(folder, "tokenizer.json")) and not os.path.exists(os.path.join(folder, "tokenizer.model")):
+        if pre == "":
+            notes.append(
+                "tokenizer.ggml.scores: from tokenizer.json alone the converter (gguf-py's LlamaHfVocab) gives every "
+                "token the score -1000, and llama.cpp's SentencePiece tokenizer, which merges by score, then "
+                "tokenizes reference.json's sentence differently from transformers. Scores from the merges' ranks "
+                "(a token made by merge r: -r) tokenize it as transformers does."
+            )
+    golden = {
+        "notes": notes,
+        "metadata": metadata,
+        "tensors": [
+            {"name": t.name, "type": t.tensor_type.name, "shape": [int(n) for n in t.shape], "sha256": hashlib.sha256(t.data.tobytes()).hexdigest()}
+            for t in reader.tensors
+        ],
+    }
+    with open(os.path.join(folder, "llama-cpp-f16.json"), "w") as f:
+        json.dump(golden, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(os.path.join(folder, "llama-cpp-f16.json"), len(metadata), "keys", len(golden["tensors"]), "tensors")
+    return True
+
+
 def main():
+    if "--llama-cpp" in sys.argv:
+        at = sys.argv.index("--llama-cpp")
+        source, out_folder, *models = sys.argv[at + 1 :]
+        os.makedirs(out_folder, exist_ok=True)
+
+        # qwen2 has none: the converter's get_vocab_base asserts on its tokenizer (transformers' Qwen2Tokenizer adds
+        # <|endoftext|> at 512, past vocab_size).
+        every = sorted(m for m in os.listdir(MODELS) if os.path.exists(os.path.join(MODELS, m, "reference.json")))
+        made = [llama_cpp_golden(source, model, out_folder) for model in models or every]
+        sys.exit(0 if all(made) else 1)
     args = [a for a in sys.argv[1:] if not a.startswith("--") and not a.isdigit()]
     if len(args) != 1:
         sys.exit("usage: gguf-reference.py OUT_FOLDER [--no-permutation] [--cases N]")
     with_permutation = "--no-permutation" not in sys.argv
     cases = int(sys.argv[sys.argv.index("--cases") + 1]) if "--cases" in sys.argv else 0
     os.makedirs(args[0], exist_ok=True)
-    # Every folder with a reference.json is a model (q8_0/ holds the Q8_0 kernel's vectors).
-    for model in sorted(m for m in os.listdir(MODELS) if os.path.exists(os.path.join(MODELS, m, "reference.json"))):
+    # Every folder with a reference.json is a model (q8_0/ holds the Q8_0 kernel's vectors); this writer covers the
+    # first set (llama-gqa, mistral, qwen2), whose reference.json has no `exercises`.
+    def first(model):
+        path = os.path.join(MODELS, model, "reference.json")
+        return os.path.exists(path) and "exercises" not in json.load(open(path))
+
+    for model in sorted(m for m in os.listdir(MODELS) if first(m)):
         for dtype in DTYPES:
             out = os.path.join(args[0], f"{model}.{dtype}.gguf")
             write(os.path.join(MODELS, model), out, dtype, with_permutation)

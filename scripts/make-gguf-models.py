@@ -1,14 +1,17 @@
 # Makes test/fixtures/gguf/: tiny random causal language models, as transformers' save_pretrained writes them,
 # with the transformers float32 logits that test/gguf-llama.test.ts compares llama.cpp's results against.
-# Run once by hand, never in CI; its output is committed. Deterministic for one torch/transformers/tokenizers
-# version (the versions used are recorded in each reference.json).
+# Run once by hand, never in CI; its output is committed. Deterministic for one torch/transformers/tokenizers/
+# sentencepiece version (the versions used are recorded in each reference.json).
 #
-#   python3 -m venv /work/venv-gguf && /work/venv-gguf/bin/pip install "torch==2.13.0+cpu" transformers tokenizers
-#   /work/venv-gguf/bin/python scripts/make-gguf-models.py
+#   python3 -m venv /work/venv-gguf && /work/venv-gguf/bin/pip install "torch==2.13.0+cpu" transformers tokenizers sentencepiece
+#   /work/venv-gguf/bin/python scripts/make-gguf-models.py [--out FOLDER] [NAME ...]
 #
-# The tokenizer is a real byte-level BPE (GPT-2's pre-tokenizer regex, as llama.cpp's `gpt2` pre-tokenizer
+# With names it makes only those models (each has its own seed, so one never changes another); with --out it writes
+# under FOLDER instead of test/fixtures/gguf/, to check that a model comes out byte for byte as committed.
+#
+# The first set's tokenizer is a real byte-level BPE (GPT-2's pre-tokenizer regex, as llama.cpp's `gpt2` pre-tokenizer
 # applies it), trained on the licence texts every Debian machine has in /usr/share/common-licenses, with
-# <s> and </s> as special tokens. The models:
+# <s> and </s> as special tokens. The first set:
 #   llama-gqa  LlamaForCausalLM, 4 heads and 2 KV heads, an untied lm_head; float32, an index and 2 shards.
 #   mistral    MistralForCausalLM, 8 heads of 8 and 2 KV heads; stored in bfloat16, one file.
 #   qwen2      Qwen2ForCausalLM, q/k/v biases, tied embeddings (no lm_head); float32, one file; hidden size
@@ -16,6 +19,23 @@
 # Every weight, norm and bias is drawn at random (GAIN below) so that the next-token distributions are far from
 # uniform ("spread" in reference.json): a converter that leaves out llama's Q/K permutation, swaps two tensors or
 # drops a bias is then visibly wrong.
+#
+# The second set (MODELS_2: RoPE scaling, SentencePiece tokenizers, more architectures) trains its tokenizers on
+# the same texts: byte-level BPEs with Llama 3's and Qwen2's split regexes and GPT-2's, and SentencePiece BPE
+# models with byte fallback in Llama 2's and Gemma's manner (tokenizer.json made from them by transformers):
+#   llama3       rope_type llama3 (original context 16), Llama 3's tokenizer (llama-bpe)
+#   llama-yarn   YaRN on llama (transformers 5's rope_parameters)
+#   llama2-spm   tokenizer.model only, 500 pieces padded to 512
+#   mistral-spm  tokenizer.json only (BPE + byte_fallback + Metaspace), linear RoPE scaling (old key `type`)
+#   qwen3        q/k norms, head_dim 16 at hidden 48, YaRN, Qwen2's regex, 500 tokens padded to 512
+#   qwen3moe     4 experts, 2 used, per-expert tensors to stack
+#   mixtral      4 experts, 2 used, 3 shards each holding part of every layer's experts
+#   gemma2       norms + 1, soft-capping, sliding window 8 on alternate layers, Gemma's SentencePiece
+#   gemma3       6 layers (5 local, 1 global), local/global RoPE bases (100 and 1e6), linear scaling on the global layer
+#   phi3         fused qkv and gate_up, longrope (long/short factors, attention factor), added tokens
+#   gpt2         Conv1D weights, fused c_attn, learned positions
+# reference.json's `exercises` says each in full. Their id sequences are longer where RoPE scaling or a sliding
+# window shows only past a few positions (up to 64 ids).
 import glob
 import json
 import os
@@ -274,10 +294,928 @@ def reference(spec, folder, seed):
     }
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# The models of the second set (GGUF issue 2): RoPE scaling (llama3, linear, yarn, longrope), SentencePiece
+# tokenizers (tokenizer.model, and tokenizer.json's BPE with byte fallback and Metaspace), and the architectures
+# qwen3, qwen3moe, mixtral, gemma2, gemma3, phi3 and gpt2. Each has its own seed, tokenizer and id sequences, so
+# that making one never changes another (the three models above keep their bytes). docs/gguf.md and the notes of
+# the issue say what each exercises; EXERCISES below says it in one line, and reference.json repeats it.
+# ---------------------------------------------------------------------------------------------------------------
+import io  # noqa: E402
+
+import sentencepiece  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
+from tokenizers import AddedToken, Regex, normalizers  # noqa: E402
+from transformers import (  # noqa: E402
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    GPT2Config,
+    GPT2LMHeadModel,
+    MixtralConfig,
+    MixtralForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
+)
+
+# The split regexes of tokenizer.json's pre-tokenizers, as Meta's Llama 3 and Qwen2/Qwen3 ship them.
+LLAMA3_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+QWEN2_REGEX = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+# Longer than SEQUENCE_LENGTHS' 20: RoPE scaling (llama3 below 16 positions of "original" context, yarn, linear),
+# sliding windows of 8 and longrope's long factors show only past a few positions.
+LONG_SEQUENCES = [5, 14, 33, 64]
+# Phi-3's long factors: llama.cpp takes them when its context (256 in the tests) exceeds the original 16 positions,
+# transformers when the sequence does, so every sequence is longer than 16.
+PHI3_SEQUENCES = [17, 24, 40, 64]
+
+
+def training_lines():
+    """The licence texts as non-empty lines, for sentencepiece's trainer (one sentence a line)."""
+    return [line for text in training_text() for line in text.split("\n") if line.strip()]
+
+
+def train_sentencepiece(vocab_size, style):
+    """A SentencePiece BPE model with byte fallback, trained as Llama 2's (style "llama": <unk> <s> </s> first,
+    a dummy prefix "▁" before a text) or Gemma's (style "gemma": <pad> <eos> <bos> <unk> first, two turn markers,
+    no dummy prefix). Digits are split one by one, whitespace runs kept, no normalization: as both ship."""
+    options = dict(
+        model_type="bpe",
+        vocab_size=vocab_size,
+        byte_fallback=True,
+        split_digits=True,
+        allow_whitespace_only_pieces=True,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        character_coverage=1.0,
+        num_threads=1,
+        minloglevel=2,
+        max_sentence_length=100000,
+        shuffle_input_sentence=False,
+    )
+    if style == "llama":
+        options.update(add_dummy_prefix=True, unk_id=0, bos_id=1, eos_id=2, pad_id=-1)
+    else:
+        options.update(
+            add_dummy_prefix=False,
+            pad_id=0,
+            eos_id=1,
+            bos_id=2,
+            unk_id=3,
+            pad_piece="<pad>",
+            eos_piece="<eos>",
+            bos_piece="<bos>",
+            unk_piece="<unk>",
+            user_defined_symbols=["<start_of_turn>", "<end_of_turn>"],
+        )
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(training_lines()), model_writer=model, **options)
+    return model.getvalue()
+
+
+# Numbers added to the licence texts for the second set's byte-level BPEs, so that their vocabularies hold
+# multi-digit tokens ("19", "199", " 2"...): how a pre-tokenizer splits digits (GPT-2's " ?\p{N}+", Llama 3's
+# "\p{N}{1,3}", Qwen2's "\p{N}") then changes the ids of SENTENCE_2, and a GGUF naming the wrong one fails.
+NUMBERS = [" ".join(str(n) for n in range(1980, 2030))] * 8 + [" ".join(str(n) for n in range(1000))]
+# The second set's sentence: the first set's, then numbers and a full stop before a blank line (a token ".\n\n" in
+# the Llama 3 and Qwen2 vocabularies, two pre-tokens for GPT-2's regex), so that llama.cpp's tokenization tells
+# the pre-tokenizers gpt-2, llama-bpe and qwen2 apart on these vocabularies.
+SENTENCE_2 = SENTENCE + " Since 1991, 2007 copies.\n\nEnd 12345."
+
+
+def train_byte_level(vocab_size, pre_tokenizer, first, last, ignore_merges=False, train_pre=None):
+    """A byte-level BPE of vocab_size tokens: `first` special tokens at ids 0.., the trained ones, then `last`
+    special tokens at the end (where Llama 3 and Qwen keep theirs); trained on the licence texts and NUMBERS with
+    `train_pre` (default `pre_tokenizer`), then kept with `pre_tokenizer`."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = train_pre or pre_tokenizer
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - len(last),
+        special_tokens=first,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(training_text() + NUMBERS, trainer)
+    tokenizer.pre_tokenizer = pre_tokenizer
+    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in last])
+    tokenizer.model.ignore_merges = ignore_merges
+    assert tokenizer.get_vocab_size() == vocab_size, tokenizer.get_vocab_size()
+    return tokenizer
+
+
+def write_json(path, value):
+    with open(path, "w") as f:
+        json.dump(value, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
+def added_tokens_decoder(tokenizer_json):
+    """tokenizer_config.json's added_tokens_decoder, as transformers writes it, from tokenizer.json's added tokens."""
+    return {
+        str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")}
+        for t in tokenizer_json["added_tokens"]
+    }
+
+
+def tokenizer_gpt2(folder):
+    """GPT-2's: ByteLevel with GPT-2's own regex (llama.cpp's `gpt-2`), <|endoftext|> last, nothing added."""
+    trained = train_byte_level(
+        VOCAB_SIZE, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True), [], ["<|endoftext|>"]
+    )
+    trained.post_processor = processors.ByteLevel(trim_offsets=False)
+    trained.save(os.path.join(folder, "tokenizer.json"))
+    eot = "<|endoftext|>"
+    write_json(
+        os.path.join(folder, "tokenizer_config.json"),
+        {
+            "add_bos_token": False,
+            "add_prefix_space": False,
+            "added_tokens_decoder": added_tokens_decoder(json.loads(trained.to_str())),
+            "bos_token": eot,
+            "clean_up_tokenization_spaces": False,
+            "eos_token": eot,
+            "model_max_length": 256,
+            "tokenizer_class": "GPT2Tokenizer",
+            "unk_token": eot,
+        },
+    )
+
+
+LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+LLAMA3_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
+    "{{ message['content'] }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+
+
+def tokenizer_llama3(folder):
+    """Llama 3's shape: a Split by Llama 3's regex then ByteLevel without its own regex (llama.cpp's `llama-bpe`),
+    ignore_merges, the special tokens at the end, <|begin_of_text|> added by the post-processor's template and not
+    by an add_bos_token key (Llama 3.1's tokenizer_config.json has none): the converter reads it from the template."""
+    pre = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+        ]
+    )
+    trained = train_byte_level(VOCAB_SIZE, pre, [], LLAMA3_SPECIALS, ignore_merges=True)
+    bos = LLAMA3_SPECIALS[0]
+    trained.post_processor = processors.Sequence(
+        [
+            processors.ByteLevel(add_prefix_space=True, trim_offsets=False, use_regex=True),
+            processors.TemplateProcessing(
+                single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, trained.token_to_id(bos))]
+            ),
+        ]
+    )
+    trained.save(os.path.join(folder, "tokenizer.json"))
+    write_json(
+        os.path.join(folder, "tokenizer_config.json"),
+        {
+            "added_tokens_decoder": added_tokens_decoder(json.loads(trained.to_str())),
+            "bos_token": bos,
+            "chat_template": LLAMA3_TEMPLATE,
+            "clean_up_tokenization_spaces": True,
+            "eos_token": "<|eot_id|>",
+            "model_input_names": ["input_ids", "attention_mask"],
+            "model_max_length": 256,
+            "tokenizer_class": "PreTrainedTokenizerFast",
+        },
+    )
+
+
+QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+QWEN_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+# Qwen's vocabularies are shorter than their embeddings (151,665 tokens, vocab_size 151,936): these 500 tokens
+# go into embeddings of 512 rows, and the GGUF's vocabulary is padded with [PAD500] to [PAD511].
+QWEN_TOKENS = 500
+
+
+def tokenizer_qwen(folder):
+    """Qwen2/Qwen3's: NFC, a Split by Qwen2's regex (digits one by one: llama.cpp's `qwen2`) then ByteLevel, the
+    special tokens at the end, no BOS."""
+    pre = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ]
+    )
+    # Trained with Llama 3's regex (digits in threes), kept with Qwen2's (one digit at a time): the vocabulary has
+    # multi-digit tokens that Qwen2's pre-tokenizer never reaches, as Qwen's own vocabulary (from cl100k) has.
+    llama3 = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ]
+    )
+    trained = train_byte_level(QWEN_TOKENS, pre, [], QWEN_SPECIALS, train_pre=llama3)
+    trained.normalizer = normalizers.NFC()
+    trained.post_processor = processors.ByteLevel(trim_offsets=False)
+    trained.save(os.path.join(folder, "tokenizer.json"))
+    write_json(
+        os.path.join(folder, "tokenizer_config.json"),
+        {
+            "add_bos_token": False,
+            "add_prefix_space": False,
+            "added_tokens_decoder": added_tokens_decoder(json.loads(trained.to_str())),
+            "bos_token": None,
+            "chat_template": QWEN_TEMPLATE,
+            "clean_up_tokenization_spaces": False,
+            "eos_token": "<|im_end|>",
+            "errors": "replace",
+            "model_max_length": 256,
+            "pad_token": "<|endoftext|>",
+            "split_special_tokens": False,
+            "tokenizer_class": "Qwen2Tokenizer",
+        },
+    )
+
+
+LLAMA2_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}[INST] {{ message['content'] }} [/INST]"
+    "{% else %}{{ message['content'] }}{{ eos_token }}{% endif %}{% endfor %}"
+)
+
+
+def spm_fast(folder, tokenizer_config, extra_tokens=()):
+    """tokenizer.json as transformers converts the folder's tokenizer.model (BPE with byte fallback; Metaspace for
+    Llama's, a Replace of " " by "▁" for Gemma's), with `extra_tokens` added after the SentencePiece pieces."""
+    scratch = os.path.join(folder, ".convert")
+    os.makedirs(scratch)
+    shutil.copy(os.path.join(folder, "tokenizer.model"), scratch)
+    write_json(os.path.join(scratch, "tokenizer_config.json"), tokenizer_config)
+    fast = AutoTokenizer.from_pretrained(scratch)
+    if extra_tokens:
+        fast.add_tokens([AddedToken(t, special=True, normalized=False) for t in extra_tokens], special_tokens=True)
+    fast.backend_tokenizer.save(os.path.join(folder, "tokenizer.json"))
+    shutil.rmtree(scratch)
+    with open(os.path.join(folder, "tokenizer.json")) as f:
+        return json.load(f)
+
+
+def tokenizer_llama_spm(model_proto, folder, files, add_bos=True, config_extra=None, extra_tokens=()):
+    """Llama 2's and Mistral v0.x's SentencePiece tokenizer: `files` is which of tokenizer.model and tokenizer.json
+    the folder ships (both, as the Hub's Llama 2 and Mixtral; one, as some conversions)."""
+    with open(os.path.join(folder, "tokenizer.model"), "wb") as f:
+        f.write(model_proto)
+    special = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+    converted = spm_fast(
+        folder, {"tokenizer_class": "LlamaTokenizer", "add_bos_token": add_bos, "add_eos_token": False, **special}, extra_tokens
+    )
+    # <s> before a text, from the post-processor's template, or nothing (Phi-3's add_bos_token false).
+    single = [{"SpecialToken": {"id": "<s>", "type_id": 0}}] if add_bos else []
+    assert converted["post_processor"]["single"] == [*single, {"Sequence": {"id": "A", "type_id": 0}}], converted["post_processor"]
+    config = {
+        "add_bos_token": add_bos,
+        "add_eos_token": False,
+        "added_tokens_decoder": added_tokens_decoder(converted),
+        "bos_token": "<s>",
+        "chat_template": LLAMA2_TEMPLATE,
+        "clean_up_tokenization_spaces": False,
+        "eos_token": "</s>",
+        "legacy": False,
+        "model_max_length": 256,
+        "pad_token": None,
+        "sp_model_kwargs": {},
+        "tokenizer_class": "LlamaTokenizer",
+        "unk_token": "<unk>",
+        "use_default_system_prompt": False,
+    }
+    config.update(config_extra or {})
+    write_json(os.path.join(folder, "tokenizer_config.json"), config)
+    if "tokenizer.json" not in files:
+        os.remove(os.path.join(folder, "tokenizer.json"))
+    if "tokenizer.model" not in files:
+        os.remove(os.path.join(folder, "tokenizer.model"))
+
+
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<start_of_turn>{{ message['role'] }}\n{{ message['content'] }}"
+    "<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
+
+def tokenizer_gemma(model_proto, folder):
+    """Gemma's: SentencePiece with <pad> <eos> <bos> <unk> first, no dummy prefix, turn markers; shipped as
+    tokenizer.model and tokenizer.json, as Gemma 2 and 3 are."""
+    with open(os.path.join(folder, "tokenizer.model"), "wb") as f:
+        f.write(model_proto)
+    special = {"bos_token": "<bos>", "eos_token": "<eos>", "unk_token": "<unk>", "pad_token": "<pad>"}
+    converted = spm_fast(folder, {"tokenizer_class": "GemmaTokenizer", "add_bos_token": True, "add_eos_token": False, **special})
+    write_json(
+        os.path.join(folder, "tokenizer_config.json"),
+        {
+            "add_bos_token": True,
+            "add_eos_token": False,
+            "added_tokens_decoder": added_tokens_decoder(converted),
+            "bos_token": "<bos>",
+            "chat_template": GEMMA_TEMPLATE,
+            "clean_up_tokenization_spaces": False,
+            "eos_token": "<eos>",
+            "model_max_length": 256,
+            "pad_token": "<pad>",
+            "sp_model_kwargs": {},
+            "spaces_between_special_tokens": False,
+            "tokenizer_class": "GemmaTokenizer",
+            "unk_token": "<unk>",
+            "use_default_system_prompt": False,
+        },
+    )
+
+
+# The spread of the second set's weights: GAIN as above, with the router of a mixture of experts large enough
+# that the experts chosen stand clearly apart (rounding to F16 or Q8_0 must not change which two are used), and
+# Phi-3's fused qkv_proj given the gain of q_proj and k_proj in its query and key rows.
+GAIN_2 = {"q_proj": 1.5, "k_proj": 1.5, "lm_head": 3.0, "gate.weight": 4.0, "": 0.7}
+# GPT-2's Conv1D layers store [in, out]: their fan-in is the first dimension.
+CONV1D = ("c_attn", "c_proj", "c_fc")
+
+
+def randomize_2(model, seed, spec):
+    """As randomize() for the first set, for any of the second set's parameters: norms 1 + N(0, 0.2^2) (Gemma's,
+    which transformers applies as 1 + weight, N(0, 0.2^2), so that a converter without llama.cpp's +1 is far off),
+    biases N(0, 0.1^2), input embeddings N(0, 1) (GPT-2's positions N(0, 0.5^2)), a tied embedding with the output
+    layer's gain, a matrix (or a stack of experts' matrices) N(0, gain^2 / fan_in)."""
+    generator = torch.Generator().manual_seed(seed)
+    gains = {**GAIN_2, **spec.get("gain", {})}
+    norm_base = 0.0 if spec.get("norm_offset") else 1.0
+    tied = model.config.tie_word_embeddings
+    with torch.no_grad():
+        for name, parameter in sorted(model.named_parameters()):
+            noise = torch.randn(parameter.shape, generator=generator, dtype=torch.float32)
+            if name.endswith(".bias"):
+                parameter.copy_(BIAS_STD * noise)
+            elif parameter.ndim == 1:
+                base = spec.get("qk_norm", norm_base) if name.endswith(("q_norm.weight", "k_norm.weight")) else norm_base
+                parameter.copy_(base + 0.2 * noise)
+            elif name.endswith(("embed_tokens.weight", "wte.weight")):
+                parameter.copy_((gains["lm_head"] / parameter.shape[-1] ** 0.5 if tied else EMBEDDING_STD) * noise)
+            elif name.endswith("wpe.weight"):
+                parameter.copy_(0.5 * noise)
+            else:
+                conv1d = any(part in name for part in CONV1D) and isinstance(model, GPT2LMHeadModel)
+                fan_in = parameter.shape[0] if conv1d else parameter.shape[-1]
+                gain = next(g for part, g in gains.items() if part in name)
+                scale = torch.full(parameter.shape, gain / fan_in**0.5)
+                if name.endswith("qkv_proj.weight"):
+                    # Phi-3: rows of q, then k, then v.
+                    c = model.config
+                    qk = (c.num_attention_heads + c.num_key_value_heads) * (c.hidden_size // c.num_attention_heads)
+                    scale[:qk] = gains["q_proj"] / fan_in**0.5
+                elif name.endswith("c_attn.weight"):
+                    # GPT-2: columns of q, then k, then v.
+                    scale[:, : 2 * model.config.n_embd] = gains["q_proj"] / fan_in**0.5
+                parameter.copy_(scale * noise)
+
+
+def ordinary_ids(tokenizer_folder, vocab_size):
+    """The ids the cases draw from: every id of the tokenizer's vocabulary that is not an added or special token
+    (nor a padding id beyond it)."""
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
+    added = set(tokenizer.get_added_vocab().values()) | set(tokenizer.all_special_ids)
+    return [i for i in range(min(len(tokenizer), vocab_size)) if i not in added]
+
+
+def sequences_2(seed, lengths, pool, bos):
+    rng = np.random.default_rng(seed)
+    result = []
+    for length in lengths:
+        ids = [pool[i] for i in rng.integers(0, len(pool), size=length)]
+        if bos is not None:
+            ids[0] = bos
+        result.append(ids)
+    return result
+
+
+def to_transformers4(folder, keep_rope_in_scaling=True):
+    """Rewrites a saved config.json in transformers 4's form, as most configs on the Hub still are: rope_theta at
+    the top level, the scaling (if any) as rope_scaling; rope_parameters gone."""
+    path = os.path.join(folder, "config.json")
+    with open(path) as f:
+        config = json.load(f)
+    rope = config.pop("rope_parameters")
+    config["rope_theta"] = rope.pop("rope_theta")
+    if rope.get("rope_type", "default") != "default" and keep_rope_in_scaling:
+        config["rope_scaling"] = rope
+    else:
+        config["rope_scaling"] = None
+    write_json(path, dict(sorted(config.items())))
+
+
+def edit_config(folder, change):
+    path = os.path.join(folder, "config.json")
+    with open(path) as f:
+        config = json.load(f)
+    change(config)
+    write_json(path, dict(sorted(config.items())))
+
+
+def small(**kwargs):
+    """The hyperparameters every model of the second set shares unless it says otherwise."""
+    base = dict(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+    )
+    base.update(kwargs)
+    return base
+
+
+SPM_LLAMA = "spm-llama-500"
+SPM_LLAMA_FULL = "spm-llama-512"
+SPM_GEMMA = "spm-gemma-512"
+PHI3_ADDED = ["<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>"]
+PHI3_LONG = [1.0, 1.5, 2.25, 3.5, 5.0, 8.0, 12.0, 16.0]
+PHI3_SHORT = [1.0, 1.02, 1.05, 1.1, 1.2, 1.3, 1.5, 1.8]
+
+MODELS_2 = [
+    {
+        "name": "llama3",
+        "seed": 11,
+        "class": LlamaForCausalLM,
+        "config": LlamaConfig(
+            **small(),
+            rms_norm_eps=1e-5,
+            rope_parameters={
+                "rope_type": "llama3",
+                "rope_theta": 10000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16,
+            },
+            bos_token_id=VOCAB_SIZE - len(LLAMA3_SPECIALS),
+            eos_token_id=VOCAB_SIZE - len(LLAMA3_SPECIALS) + 4,
+        ),
+        "tokenizer": tokenizer_llama3,
+        "bos": VOCAB_SIZE - len(LLAMA3_SPECIALS),
+        "transformers4": True,
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "Llama 3.1's RoPE (rope_type llama3: llama.cpp's rope_freqs tensor) with an original context of 16 "
+        "positions, in transformers 4's rope_scaling form; a byte-level BPE with Llama 3's split regex (llama-bpe), "
+        "ignore_merges, the BOS from the post-processor's template",
+    },
+    {
+        "name": "llama-yarn",
+        "seed": 12,
+        "class": LlamaForCausalLM,
+        "config": LlamaConfig(
+            **small(num_attention_heads=4, num_key_value_heads=4),
+            rms_norm_eps=1e-5,
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 64,
+            },
+            bos_token_id=BOS,
+            eos_token_id=EOS,
+        ),
+        "tokenizer": "gpt2-bos",
+        "bos": BOS,
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "YaRN on llama (rope.scaling.type yarn, factor 4, original context 64, beta_fast 32 and "
+        "beta_slow 1 by default), in transformers 5's rope_parameters form; no grouped-query attention",
+    },
+    {
+        "name": "llama2-spm",
+        "seed": 13,
+        "class": LlamaForCausalLM,
+        "config": LlamaConfig(**small(), rms_norm_eps=1e-5, rope_theta=10000.0, bos_token_id=1, eos_token_id=2),
+        "tokenizer": ("llama-spm", SPM_LLAMA, ["tokenizer.model"]),
+        "bos": 1,
+        "transformers4": True,
+        "lengths": SEQUENCE_LENGTHS,
+        "dtype": torch.float16,
+        "exercises": "Llama 2's SentencePiece tokenizer shipped as tokenizer.model only (BPE, byte fallback, <0xXX> "
+        "pieces, scores), 500 pieces in embeddings of 512 rows ([PAD500] to [PAD511]); stored in float16",
+    },
+    {
+        "name": "mistral-spm",
+        "seed": 14,
+        "class": MistralForCausalLM,
+        "config": MistralConfig(
+            **small(num_attention_heads=8, num_key_value_heads=2, head_dim=8),
+            rms_norm_eps=1e-5,
+            rope_parameters={"rope_type": "linear", "rope_theta": 1000000.0, "factor": 4.0},
+            sliding_window=None,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+        "tokenizer": ("llama-spm", SPM_LLAMA_FULL, ["tokenizer.json"]),
+        "bos": 1,
+        "transformers4": "type",
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "Mistral v0.x's SentencePiece tokenizer shipped as tokenizer.json only (BPE with byte_fallback, "
+        "Metaspace, the ByteFallback decoder); linear RoPE scaling (factor 4) in transformers 4's rope_scaling form "
+        "with the old key `type`",
+    },
+    {
+        "name": "qwen3",
+        "seed": 15,
+        "class": Qwen3ForCausalLM,
+        "config": Qwen3Config(
+            **small(hidden_size=48, intermediate_size=96, head_dim=16, tie_word_embeddings=True),
+            rms_norm_eps=1e-6,
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 1000000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 32,
+            },
+            bos_token_id=None,
+            eos_token_id=QWEN_TOKENS - 1,
+        ),
+        "tokenizer": tokenizer_qwen,
+        "bos": None,
+        "gain": {"lm_head": 1.5},
+        "transformers4": True,
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "Qwen3: q_norm and k_norm, head_dim 16 with hidden size 48 (4 heads of 16 = 64 != 48), tied "
+        "embeddings; YaRN (factor 4, original context 32) in transformers 4's rope_scaling form; Qwen2's split regex "
+        "(qwen2); 500 tokens in embeddings of 512 rows",
+    },
+    {
+        "name": "qwen3moe",
+        "seed": 16,
+        "class": Qwen3MoeForCausalLM,
+        "config": Qwen3MoeConfig(
+            **small(intermediate_size=128, head_dim=16),
+            moe_intermediate_size=32,
+            num_experts=4,
+            num_experts_per_tok=2,
+            norm_topk_prob=True,
+            decoder_sparse_step=1,
+            rms_norm_eps=1e-6,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+            bos_token_id=None,
+            eos_token_id=QWEN_TOKENS - 1,
+        ),
+        "tokenizer": tokenizer_qwen,
+        "bos": None,
+        "lengths": SEQUENCE_LENGTHS,
+        "dtype": torch.bfloat16,
+        "exercises": "Qwen3-MoE: 4 experts, 2 used, normalized top-k weights, expert FFN of 32; per-expert "
+        "gate/up/down tensors stacked into ffn_*_exps, the router as ffn_gate_inp (F32); q/k norms",
+    },
+    {
+        "name": "mixtral",
+        "seed": 17,
+        "class": MixtralForCausalLM,
+        "config": MixtralConfig(
+            **small(intermediate_size=64),
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            rms_norm_eps=1e-5,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+            sliding_window=None,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+        "tokenizer": ("llama-spm", SPM_LLAMA_FULL, ["tokenizer.model", "tokenizer.json"]),
+        "bos": 1,
+        "lengths": SEQUENCE_LENGTHS,
+        "dtype": torch.bfloat16,
+        "shards": 3,
+        "reshard": True,
+        "exercises": "Mixtral: llama with 4 experts (w1/w2/w3 of block_sparse_moe stacked into ffn_gate/down/up_exps, "
+        "the router as ffn_gate_inp), 2 used; 3 shards, each layer's experts spread over all three; Q/K permutation; tokenizer.model "
+        "and tokenizer.json both present (the converter takes tokenizer.model)",
+    },
+    {
+        "name": "gemma2",
+        "seed": 18,
+        "class": Gemma2ForCausalLM,
+        "config": Gemma2Config(
+            **small(head_dim=16, tie_word_embeddings=True),
+            rms_norm_eps=1e-6,
+            query_pre_attn_scalar=16,
+            attn_logit_softcapping=5.0,
+            final_logit_softcapping=10.0,
+            sliding_window=8,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+            pad_token_id=0,
+            bos_token_id=2,
+            eos_token_id=1,
+        ),
+        "tokenizer": ("gemma", SPM_GEMMA),
+        "bos": 2,
+        "norm_offset": True,
+        # Queries and keys twice GAIN_2's: attention scores well past the soft-cap of 5, so that a GGUF with
+        # llama.cpp's default cap (50) instead is clearly off.
+        "gain": {"q_proj": 3.0, "k_proj": 3.0},
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "Gemma 2: norms stored as w (llama.cpp's GGUF holds 1 + w), pre- and post-norms around attention "
+        "and FFN, embeddings scaled by sqrt(hidden), attention soft-capping 5 and final soft-capping 10, a sliding "
+        "window of 8 on layer 0 (layer 1 global), tied embeddings; Gemma's SentencePiece tokenizer (no dummy prefix)",
+    },
+    {
+        "name": "gemma3",
+        "seed": 19,
+        "class": Gemma3ForCausalLM,
+        "config": Gemma3TextConfig(
+            **small(
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=6,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                head_dim=16,
+                tie_word_embeddings=True,
+            ),
+            rms_norm_eps=1e-6,
+            query_pre_attn_scalar=16,
+            sliding_window=8,
+            rope_parameters={
+                "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                # Not Gemma 3's 10,000, which is also llama.cpp's default: a GGUF without rope.freq_base_swa must fail.
+                "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+            },
+            pad_token_id=0,
+            bos_token_id=2,
+            eos_token_id=1,
+        ),
+        "tokenizer": ("gemma", SPM_GEMMA),
+        "bos": 2,
+        "norm_offset": True,
+        # Less peaked than GAIN_2's output layer gives here (a top token of 0.994 made Q8_0's logit measure 0.67).
+        "gain": {"lm_head": 2.0},
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "Gemma 3 (text): 6 layers, 5 local with a sliding window of 8 and RoPE base 100, the 6th global "
+        "with base 1e6 and linear scaling 8 (llama.cpp's default pattern of 6); q/k norms; norms + 1; embeddings "
+        "scaled by sqrt(hidden); tied embeddings; Gemma's SentencePiece tokenizer",
+    },
+    {
+        "name": "phi3",
+        "seed": 20,
+        "class": Phi3ForCausalLM,
+        "config": Phi3Config(
+            **small(num_attention_heads=4, num_key_value_heads=4),
+            rms_norm_eps=1e-5,
+            original_max_position_embeddings=16,
+            rope_parameters={
+                "rope_type": "longrope",
+                "rope_theta": 10000.0,
+                "long_factor": PHI3_LONG,
+                "short_factor": PHI3_SHORT,
+                "original_max_position_embeddings": 16,
+            },
+            pad_token_id=500,
+            bos_token_id=1,
+            eos_token_id=500,
+        ),
+        "tokenizer": ("llama-spm-phi3", SPM_LLAMA, ["tokenizer.model", "tokenizer.json"]),
+        "bos": None,
+        "transformers4": True,
+        "lengths": PHI3_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "Phi-3: fused qkv_proj (attn_qkv) and gate_up_proj (ffn_up of 2 x 128) kept fused; longrope "
+        "(rope_factors_long and rope_factors_short, the attention factor sqrt(1 + ln(256/16) / ln 16)) with an original "
+        "context of 16 in transformers 4's form (rope_scaling type longrope, original_max_position_embeddings at the "
+        "top); Llama 2's tokenizer with 4 added tokens (500 to 503) and padding to 512; no BOS added",
+    },
+    {
+        "name": "gpt2",
+        "seed": 21,
+        "class": GPT2LMHeadModel,
+        "config": GPT2Config(
+            vocab_size=VOCAB_SIZE,
+            n_embd=64,
+            n_layer=2,
+            n_head=4,
+            n_positions=256,
+            n_inner=None,
+            activation_function="gelu_new",
+            layer_norm_epsilon=1e-5,
+            bos_token_id=VOCAB_SIZE - 1,
+            eos_token_id=VOCAB_SIZE - 1,
+            tie_word_embeddings=True,
+        ),
+        "tokenizer": tokenizer_gpt2,
+        "bos": None,
+        "lengths": SEQUENCE_LENGTHS,
+        "dtype": torch.float16,
+        "gpt2": True,
+        "exercises": "GPT-2: Conv1D weights ([in, out], transposed by the converter), fused c_attn (attn_qkv) with "
+        "biases, LayerNorms with biases, learned position embeddings (position_embd, F32), tied output; GPT-2's "
+        "byte-level BPE (gpt-2); stored in float16",
+    },
+]
+
+
+def write_tokenizer_2(spec, folder, spm_models, first_tokenizer):
+    kind = spec["tokenizer"]
+    if kind == "gpt2-bos":
+        # The first set's tokenizer, with <s> before every text, as llama-gqa's.
+        save_tokenizer(first_tokenizer(), folder, True)
+    elif callable(kind):
+        kind(folder)
+    elif kind[0] == "llama-spm":
+        tokenizer_llama_spm(spm_models(kind[1]), folder, kind[2])
+    elif kind[0] == "llama-spm-phi3":
+        tokenizer_llama_spm(
+            spm_models(kind[1]),
+            folder,
+            kind[2],
+            add_bos=False,
+            config_extra={"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"},
+            extra_tokens=PHI3_ADDED,
+        )
+    elif kind[0] == "gemma":
+        tokenizer_gemma(spm_models(kind[1]), folder)
+    else:
+        raise ValueError(kind)
+
+
+def reshard_experts(folder, shards):
+    """Rewrites a sharded model so that every layer's experts are spread over the shards (save_pretrained keeps a
+    layer's experts together): expert x of layer L goes to shard (x + L) % shards, the other tensors of layer L to
+    shard (L + 1) % shards, the embeddings to the first, lm_head and the final norm to the last. A converter must
+    then gather each stack of experts from several files."""
+    index_path = os.path.join(folder, "model.safetensors.index.json")
+    with open(index_path) as f:
+        index = json.load(f)
+    tensors = {}
+    for name in sorted(set(index["weight_map"].values())):
+        tensors.update(load_file(os.path.join(folder, name)))
+        os.remove(os.path.join(folder, name))
+    names = [f"model-{i + 1:05d}-of-{shards:05d}.safetensors" for i in range(shards)]
+    parts = [{} for _ in range(shards)]
+    for key, tensor in tensors.items():
+        fields = key.split(".")
+        if "experts" in fields:
+            shard = (int(fields[fields.index("experts") + 1]) + int(fields[2])) % shards
+        elif fields[:2] == ["model", "layers"]:
+            shard = (int(fields[2]) + 1) % shards
+        elif key == "model.embed_tokens.weight":
+            shard = 0
+        else:
+            shard = shards - 1
+        parts[shard][key] = tensor
+    for name, part in zip(names, parts):
+        save_file(part, os.path.join(folder, name), metadata={"format": "pt"})
+    index["weight_map"] = {key: names[i] for i, part in enumerate(parts) for key in part}
+    index["weight_map"] = dict(sorted(index["weight_map"].items()))
+    with open(index_path, "w") as f:
+        json.dump(index, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def save_model_2(spec, folder):
+    torch.manual_seed(spec["seed"])
+    config = spec["config"]
+    config._attn_implementation = "eager"
+    model = spec["class"](config).eval()
+    randomize_2(model, spec["seed"], spec)
+    model = model.to(spec["dtype"])
+    size = sum(p.numel() * p.element_size() for p in model.parameters())
+    shards = spec.get("shards", 1)
+    # A shard limit of a little over 1/shards of the model: save_pretrained then writes `shards` shards.
+    model.save_pretrained(folder, max_shard_size=size if shards == 1 else int(size / shards * 1.1))
+    written = glob.glob(os.path.join(folder, "*.safetensors"))
+    assert len(written) == shards, written
+    if spec.get("reshard"):
+        reshard_experts(folder, shards)
+    if spec.get("transformers4"):
+        to_transformers4(folder)
+        if spec["transformers4"] == "type":
+            # The key of transformers before 4.45: rope_scaling {"type": "linear", "factor": ...}.
+            edit_config(folder, lambda c: c["rope_scaling"].update(type=c["rope_scaling"].pop("rope_type")))
+    if spec["name"] == "phi3":
+        # Phi-3's own form: original_max_position_embeddings at the top and not in rope_scaling, type longrope.
+        def phi3_form(c):
+            c["rope_scaling"] = {"long_factor": PHI3_LONG, "short_factor": PHI3_SHORT, "type": "longrope"}
+
+        edit_config(folder, phi3_form)
+    if spec.get("gpt2"):
+        # GPT-2's config.json on the Hub has n_ctx (llama.cpp's converter reads its context length from it).
+        edit_config(folder, lambda c: c.update(n_ctx=c["n_positions"]))
+
+
+def reference_2(spec, folder, cases_ids):
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    cases = []
+    with torch.no_grad():
+        for ids in cases_ids:
+            logits = model(torch.tensor([ids])).logits[0, -1].to(torch.float32).numpy()
+            probabilities = np.exp(logits - logits.max())
+            probabilities /= probabilities.sum()
+            top = np.sort(probabilities)[::-1]
+            cases.append(
+                {
+                    "ids": ids,
+                    "logits": [float(x) for x in logits],
+                    "spread": {"top1": float(top[0]), "top2": float(top[1]), "uniform": 1 / len(logits)},
+                }
+            )
+    return {
+        "made_by": "scripts/make-gguf-models.py",
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "tokenizers": tokenizers.__version__,
+            "sentencepiece": sentencepiece.__version__,
+        },
+        "architecture": spec["class"].__name__,
+        "stored_dtype": str(spec["dtype"]).removeprefix("torch."),
+        "exercises": spec["exercises"],
+        "cases": cases,
+        "sentence": SENTENCE_2,
+        "sentence_ids": tokenizer(SENTENCE_2)["input_ids"],
+        "sentence_ids_without_special": tokenizer(SENTENCE_2, add_special_tokens=False)["input_ids"],
+    }
+
+
+def check_tokenizer(spec, folder, ref):
+    """The reference tokenization is the Hugging Face tokenizer's as a user loads the folder; it must also be what
+    the folder's own files say: tokenizer.json run by `tokenizers`, and tokenizer.model run by sentencepiece."""
+    plain = ref["sentence_ids_without_special"]
+    if os.path.exists(os.path.join(folder, "tokenizer.json")):
+        raw = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+        assert raw.encode(SENTENCE_2, add_special_tokens=False).ids == plain, spec["name"]
+    if os.path.exists(os.path.join(folder, "tokenizer.model")):
+        processor = sentencepiece.SentencePieceProcessor(model_file=os.path.join(folder, "tokenizer.model"))
+        assert processor.encode(SENTENCE_2) == plain, (spec["name"], processor.encode(SENTENCE_2), plain)
+    bos = spec["bos"]
+    assert ref["sentence_ids"] == ([bos] if bos is not None else []) + plain, (spec["name"], ref["sentence_ids"][:3])
+
+
+def make_2(spec, spm_models, first_tokenizer):
+    folder = os.path.join(OUT, spec["name"])
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    save_model_2(spec, folder)
+    write_tokenizer_2(spec, folder, spm_models, first_tokenizer)
+    pool = ordinary_ids(folder, spec["config"].vocab_size)
+    cases_ids = sequences_2(spec["seed"], spec["lengths"], pool, spec["bos"])
+    ref = reference_2(spec, folder, cases_ids)
+    check_tokenizer(spec, folder, ref)
+    with open(os.path.join(folder, "reference.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+        f.write("\n")
+    return ref
+
+
+SPM_VOCAB = {SPM_LLAMA: (500, "llama"), SPM_LLAMA_FULL: (512, "llama"), SPM_GEMMA: (512, "gemma")}
+
+
 def main():
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, tokenizers {tokenizers.__version__}")
-    trained = train_tokenizer()
+    """python3 scripts/make-gguf-models.py [--out FOLDER] [NAME ...]: makes the named models (all without a name)
+    under test/fixtures/gguf/ (or FOLDER, to check that a model comes out as committed)."""
+    global OUT
+    args = sys.argv[1:]
+    if "--out" in args:
+        at = args.index("--out")
+        OUT = os.path.abspath(args[at + 1])
+        del args[at : at + 2]
+    known = [spec["name"] for spec in MODELS + MODELS_2]
+    unknown = [a for a in args if a not in known]
+    if unknown:
+        sys.exit(f"unknown model {unknown}; the models are {', '.join(known)}")
+    wanted = set(args or known)
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, tokenizers {tokenizers.__version__}, "
+        f"sentencepiece {sentencepiece.__version__}"
+    )
+    cache = {}
+
+    def first_tokenizer():
+        if "bpe" not in cache:
+            cache["bpe"] = train_tokenizer()
+        return cache["bpe"]
+
+    def spm_models(key):
+        if key not in cache:
+            cache[key] = train_sentencepiece(*SPM_VOCAB[key])
+        return cache[key]
+
     for seed, spec in enumerate(MODELS, start=1):
+        if spec["name"] not in wanted:
+            continue
+        trained = first_tokenizer()
         folder = save_model(spec, seed)
         save_tokenizer(trained, folder, spec["add_bos"])
         ref = reference(spec, folder, seed)
@@ -286,6 +1224,14 @@ def main():
             f.write("\n")
         spreads = ", ".join(f"top1 {c['spread']['top1']:.3f}" for c in ref["cases"])
         print(f"{spec['name']}: {sorted(os.listdir(folder))}; {spreads}; sentence {len(ref['sentence_ids'])} ids")
+    for spec in MODELS_2:
+        if spec["name"] not in wanted:
+            continue
+        ref = make_2(spec, spm_models, first_tokenizer)
+        folder = os.path.join(OUT, spec["name"])
+        size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+        spreads = ", ".join(f"top1 {c['spread']['top1']:.3f}" for c in ref["cases"])
+        print(f"{spec['name']}: {sorted(os.listdir(folder))} {size:,} bytes; {spreads}; sentence {len(ref['sentence_ids'])} ids")
 
 
 if __name__ == "__main__":

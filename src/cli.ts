@@ -34,7 +34,8 @@ const USAGE = `usage:
       <in> may be a model.safetensors.index.json (or its folder), and <out> is then a
       folder; --max-shard-size (2GB, 500MB, 1GiB) reshards into a folder with an index;
       an <out> ending in .gguf is a GGUF for llama.cpp of the model (Llama, Mistral,
-      Qwen2) and its tokenizer, F16 unless --dtype says otherwise
+      Mixtral, Qwen2/3, Qwen3-MoE, Gemma 2/3, Phi-3, GPT-2) and its tokenizer, F16
+      unless --dtype says otherwise
   a model is a model.safetensors.index.json (path or URL) or a folder holding one
   validate exits 0 when every input is valid, 1 when one is invalid, 3 when none is
   invalid but one could not be read (missing, no permission, an HTTP error); 2 is bad usage`

@@ -1,7 +1,8 @@
 // The memory bound of the GGUF converter: a model of 1 GiB of BF16 weights (written here, a chunk at a time,
 // with the package's own writer) converted by the CLI to Q8_0 and to F16 in child processes (so that nothing
-// the test runner holds counts), each with a peak RSS under 200 MiB. The output is read back with
-// @huggingface/gguf and its first tensor's first bytes checked against a conversion made here.
+// the test runner holds counts), each with a peak RSS under 200 MiB; and a Mixtral whose stacked experts are
+// 256 MiB a tensor, more than that bound, within it. The output is read back with @huggingface/gguf and its
+// first bytes checked against a conversion made here.
 import { execFileSync } from 'node:child_process'
 import { closeSync, mkdirSync, mkdtempSync, openSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -30,6 +31,30 @@ function pattern(): Uint8Array {
   return new Uint8Array(halves.buffer)
 }
 
+/** Writes `shapes` as BF16 tensors of `block` repeated into the folder's model.safetensors; returns their bytes. */
+async function writeWeights(folder: string, block: Uint8Array, shapes: Record<string, number[]>): Promise<number> {
+  const writer = SafetensorsWriter.create(
+    await fileSink(join(folder, 'model.safetensors')),
+    Object.entries(shapes).map(([name, shape]) => ({ name, dtype: 'BF16' as const, shape })),
+  )
+  let total = 0
+  for (const entry of writer.entries) {
+    const bytes = shapes[entry.name].reduce((a, b) => a * b, 2)
+    for (let at = 0; at < bytes; at += block.length) await writer.write(entry.name, block.subarray(0, Math.min(block.length, bytes - at)))
+    total += bytes
+  }
+  await writer.close()
+  return total
+}
+
+/** Two tokens: llama.cpp's converter fills the other ids with [PAD<id>] placeholders, and so does this one. */
+const TOKENIZER = {
+  model: { type: 'BPE', vocab: { a: 0, b: 1 }, merges: [] },
+  pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, use_regex: true },
+  decoder: { type: 'ByteLevel' },
+  added_tokens: [],
+}
+
 /** A LlamaForCausalLM of one block whose embeddings and lm_head (512 MiB each) make it 1 GiB and more. */
 async function writeModel(folder: string, block: Uint8Array): Promise<number> {
   const shapes: Record<string, number[]> = {
@@ -46,17 +71,7 @@ async function writeModel(folder: string, block: Uint8Array): Promise<number> {
     'model.layers.0.mlp.up_proj.weight': [INTERMEDIATE, HIDDEN],
     'model.layers.0.mlp.down_proj.weight': [HIDDEN, INTERMEDIATE],
   }
-  const writer = SafetensorsWriter.create(
-    await fileSink(join(folder, 'model.safetensors')),
-    Object.entries(shapes).map(([name, shape]) => ({ name, dtype: 'BF16' as const, shape })),
-  )
-  let total = 0
-  for (const entry of writer.entries) {
-    const bytes = shapes[entry.name].reduce((a, b) => a * b, 2)
-    for (let at = 0; at < bytes; at += block.length) await writer.write(entry.name, block.subarray(0, Math.min(block.length, bytes - at)))
-    total += bytes
-  }
-  await writer.close()
+  const total = await writeWeights(folder, block, shapes)
   const config = {
     architectures: ['LlamaForCausalLM'],
     hidden_size: HIDDEN,
@@ -70,14 +85,48 @@ async function writeModel(folder: string, block: Uint8Array): Promise<number> {
     vocab_size: VOCAB,
   }
   writeFileSync(join(folder, 'config.json'), JSON.stringify(config))
-  // Two tokens: llama.cpp's converter fills the other ids with [PAD<id>] placeholders, and so does this one.
-  const tokenizer = {
-    model: { type: 'BPE', vocab: { a: 0, b: 1 }, merges: [] },
-    pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, use_regex: true },
-    decoder: { type: 'ByteLevel' },
-    added_tokens: [],
+  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(TOKENIZER))
+  return total
+}
+
+const EXPERTS = 8
+const EXPERT_FF = 4096
+const MOE_HIDDEN = 4096
+
+/** A MixtralForCausalLM of one block whose 8 experts of 4096 x 4096 stack into three tensors of 256 MiB each. */
+async function writeMixtral(folder: string, block: Uint8Array): Promise<number> {
+  const shapes: Record<string, number[]> = {
+    'model.embed_tokens.weight': [256, MOE_HIDDEN],
+    'lm_head.weight': [256, MOE_HIDDEN],
+    'model.norm.weight': [MOE_HIDDEN],
+    'model.layers.0.input_layernorm.weight': [MOE_HIDDEN],
+    'model.layers.0.post_attention_layernorm.weight': [MOE_HIDDEN],
+    'model.layers.0.self_attn.q_proj.weight': [MOE_HIDDEN, MOE_HIDDEN],
+    'model.layers.0.self_attn.k_proj.weight': [MOE_HIDDEN / 4, MOE_HIDDEN],
+    'model.layers.0.self_attn.v_proj.weight': [MOE_HIDDEN / 4, MOE_HIDDEN],
+    'model.layers.0.self_attn.o_proj.weight': [MOE_HIDDEN, MOE_HIDDEN],
+    'model.layers.0.block_sparse_moe.gate.weight': [EXPERTS, MOE_HIDDEN],
   }
-  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer))
+  for (let e = 0; e < EXPERTS; e++)
+    for (const [w, shape] of Object.entries({ w1: [EXPERT_FF, MOE_HIDDEN], w2: [MOE_HIDDEN, EXPERT_FF], w3: [EXPERT_FF, MOE_HIDDEN] }))
+      shapes[`model.layers.0.block_sparse_moe.experts.${e}.${w}.weight`] = shape
+  const total = await writeWeights(folder, block, shapes)
+  const config = {
+    architectures: ['MixtralForCausalLM'],
+    hidden_size: MOE_HIDDEN,
+    intermediate_size: EXPERT_FF,
+    num_attention_heads: 32,
+    num_key_value_heads: 8,
+    num_hidden_layers: 1,
+    num_local_experts: EXPERTS,
+    num_experts_per_tok: 2,
+    max_position_embeddings: 4096,
+    rms_norm_eps: 1e-5,
+    rope_theta: 1e6,
+    vocab_size: 256,
+  }
+  writeFileSync(join(folder, 'config.json'), JSON.stringify(config))
+  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(TOKENIZER))
   return total
 }
 
@@ -122,4 +171,31 @@ test('a 1 GiB model to Q8_0 and to F16 through the CLI: peak RSS under 200 MiB e
     expectSameBytes(actual, expected, `the first bytes of token_embd.weight as ${dtype}`)
     rmSync(out)
   }
+}, 600_000)
+
+test('a Mixtral whose stacked experts are 256 MiB a tensor to F16 through the CLI: peak RSS under 200 MiB', async () => {
+  const folder = join(dir, 'moe')
+  mkdirSync(folder)
+  const block = pattern()
+  const bytes = await writeMixtral(folder, block)
+  const out = join(dir, 'moe-F16.gguf')
+  const peak = convertMeasured('convert', folder, out, '--dtype', 'F16')
+  console.log(
+    `gguf memory: a Mixtral of ${(bytes / MiB).toFixed(0)} MiB of BF16 -> F16, ${(statSync(out).size / MiB).toFixed(0)} MiB, child peak RSS ${(peak / MiB).toFixed(1)} MiB`,
+  )
+  expect(peak).toBeLessThan(200 * MiB)
+
+  const { tensorInfos, tensorDataOffset } = await gguf(out, { allowLocalFile: true })
+  const stacked = tensorInfos.find((t) => t.name === 'blk.0.ffn_up_exps.weight')!
+  expect(stacked.shape.map(Number)).toEqual([MOE_HIDDEN, EXPERT_FF, EXPERTS])
+  // Every expert's w3 is the pattern from its start, so each expert's slice of the stack starts with its F16 (their
+  // order is test/gguf.test.ts's, against llama.cpp's converter).
+  const expected = referenceConvert('BF16', 'F16', block.subarray(0, 64 * 1024))
+  const fd = openSync(out, 'r')
+  for (const e of [0, EXPERTS - 1]) {
+    const actual = new Uint8Array(expected.length)
+    readSync(fd, actual, 0, actual.length, Number(tensorDataOffset + stacked.offset) + e * EXPERT_FF * MOE_HIDDEN * 2)
+    expectSameBytes(actual, expected, `expert ${e} of ffn_up_exps`)
+  }
+  closeSync(fd)
 }, 600_000)

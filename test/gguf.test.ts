@@ -5,14 +5,15 @@
 // and converted by test/float-reference.ts, with the Q/K permutation written here from its definition
 // (llama.cpp's convert_hf_to_gguf.py: reshape(heads, 2, rows / heads / 2, cols).swapaxes(1, 2)).
 // Whether llama.cpp runs the files is test/gguf-llama.test.ts.
-import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { GGMLQuantizationType, type GGUFParseOutput, type GGUFTypedMetadata, GGUFValueType, gguf } from '@huggingface/gguf'
 import { afterAll, describe, expect, test } from 'vitest'
 import { ggufStream, writeGguf } from '../src/gguf-node.ts'
-import { type ModelFolder, memorySource } from '../src/node.ts'
+import { type ModelFolder, memorySource, serialize } from '../src/node.ts'
 import { referenceConvert } from './float-reference.ts'
 import { mostOpen, type RangeOptions, serveFiles } from './http-server.ts'
 import { referenceQ8_0 } from './q8_0-reference.ts'
@@ -47,6 +48,7 @@ interface Tokenizer {
   model: { vocab: Record<string, number>; merges: Array<string | string[]> }
   added_tokens: Array<{ id: number; content: string; special: boolean }>
   pre_tokenizer: unknown
+  post_processor?: unknown
 }
 interface TokenizerConfig {
   bos_token?: string
@@ -219,6 +221,13 @@ function expectedMetadata(model: string, dtype: Dtype): Record<string, { value: 
     'tokenizer.chat_template': string(tokenizerConfig.chat_template),
   }
   if (tokenizerConfig.bos_token) expected['tokenizer.ggml.bos_token_id'] = u32(idOf(tokenizerConfig.bos_token))
+  // A pair template "<s> $A <s> $B": gguf-py takes a token between A and B for a separator only if it is the SEP or
+  // the EOS, so it writes add_sep_token false (llama-cpp-f16.json, llama.cpp's own converter's file, says so too).
+  const pair = (tokenizer.post_processor as { pair?: Array<{ SpecialToken?: { id: string } }> } | undefined)?.pair
+  if (pair?.length === 4) {
+    expect(pair[2].SpecialToken?.id).toBe(tokenizerConfig.bos_token)
+    expected['tokenizer.ggml.add_sep_token'] = bool(false)
+  }
   for (const kind of ['bos', 'eos']) {
     const add = tokenizerConfig[`add_${kind}_token`]
     if (typeof add === 'boolean') expected[`tokenizer.ggml.add_${kind}_token`] = bool(add)
@@ -272,6 +281,80 @@ describe.each(MODELS)('%s', (model) => {
     expect(file.length).toBe(Number(tensorDataOffset) + next)
     expect(written.bytes).toBe(file.length)
     expect(written.tensors).toBe(tensors.size)
+  })
+})
+
+/** llama.cpp's converter's own F16 GGUF of a test model, as scripts/gguf-reference.py --llama-cpp dumped it. */
+interface Golden {
+  notes: string[]
+  metadata: Array<{ key: string; type: string; value: unknown }>
+  tensors: Array<{ name: string; type: string; shape: number[]; sha256: string }>
+}
+const GOLDEN_MODELS = readdirSync(FIXTURES).filter((name) => existsSync(join(FIXTURES, name, 'llama-cpp-f16.json')))
+
+/** An array as the golden summarizes one of more than 16 values: its length, first and last five, and a sha256 of its bytes as the GGUF stores them (strings each followed by a 0 byte). */
+function summary(values: unknown[], type: string): unknown {
+  if (values.length <= 16) return values
+  const hash = createHash('sha256')
+  if (type === 'STRING') for (const v of values) hash.update(Buffer.concat([Buffer.from(v as string), Buffer.alloc(1)]))
+  else hash.update(new Uint8Array((type === 'FLOAT32' ? Float32Array : Int32Array).from(values as number[]).buffer))
+  return { length: values.length, first: values.slice(0, 5), last: values.slice(-5), sha256: hash.digest('hex') }
+}
+
+/** Each tensor of the GGUF at `path`: its name, type, shape (ggml's order) and data, in the file's order. */
+async function tensorsOf(path: string): Promise<Array<{ name: string; type: string; shape: number[]; bytes: Uint8Array }>> {
+  const file = readFileSync(path)
+  const { tensorInfos, tensorDataOffset } = await parse(path)
+  return tensorInfos.map((t) => {
+    const type = GGMLQuantizationType[t.dtype]
+    const shape = t.shape.map(Number)
+    const elements = shape.reduce((a, b) => a * b, 1)
+    const start = Number(tensorDataOffset + t.offset)
+    return { name: t.name, type, shape, bytes: file.subarray(start, start + (type === 'Q8_0' ? (elements / 32) * 34 : elements * (type === 'F32' ? 4 : 2))) }
+  })
+}
+
+/**
+ * Where this converter writes, on purpose, what llama.cpp's does not, by model: general.alignment everywhere (its
+ * default, written), general.name and general.size_label nowhere (informational, from the folder's name).
+ */
+const DIFFERENCES: Record<string, string[]> = {
+  // Scores from the merges' ranks, which llama.cpp tokenizes as transformers does (the golden's own note says why).
+  'mistral-spm': ['tokenizer.ggml.scores'],
+  // llama.cpp's default RoPE base is Gemma 2's 10000; this converter writes config.json's, which a fine-tune may change.
+  gemma2: ['gemma2.rope.freq_base'],
+}
+
+describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (model) => {
+  test('every metadata key and value; every tensor’s name, type, shape and bytes', async () => {
+    const golden = readJson<Golden>(join(FIXTURES, model, 'llama-cpp-f16.json'))
+    const out = join(dir, `${model}-golden.gguf`)
+    await writeGguf(join(FIXTURES, model), out, { dtype: 'F16' })
+    const { typedMetadata } = await parse(out)
+    const { version, tensor_count, kv_count, ...metadata } = typedMetadata
+    const ignored = new Set(['general.name', 'general.size_label', 'general.alignment', ...(DIFFERENCES[model] ?? [])])
+    const ours = Object.keys(metadata).filter((key) => !ignored.has(key))
+    expect(ours.sort()).toEqual(
+      golden.metadata
+        .map((m) => m.key)
+        .filter((key) => !ignored.has(key))
+        .sort(),
+    )
+    for (const { key, type, value } of golden.metadata) {
+      if (ignored.has(key)) continue
+      const got = metadata[key]!
+      if (got.type === GGUFValueType.ARRAY) {
+        const subType = GGUFValueType[(got as { subType: GGUFValueType }).subType]
+        expect(`ARRAY[${subType}]`, key).toBe(type)
+        expect(summary(got.value as unknown[], subType), key).toEqual(value)
+      } else {
+        expect(GGUFValueType[got.type], key).toBe(type)
+        expect(got.value, key).toEqual(value)
+      }
+    }
+    const tensors = (await tensorsOf(out)).map(({ bytes, ...t }) => ({ ...t, sha256: createHash('sha256').update(bytes).digest('hex') }))
+    const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
+    expect(tensors.sort(byName)).toEqual([...golden.tensors].sort(byName))
   })
 })
 
@@ -355,21 +438,155 @@ test('a vocabulary larger than its tokenizer: every id without a token is [PAD<i
   expect(new Set(types.slice(512))).toEqual(new Set([5]))
 })
 
+/** A copy of a test model whose config.json `edit` changes. */
+const withConfig = (model: string, name: string, edit: (config: Record<string, unknown>) => void) =>
+  modelCopy(model, name, (f) => {
+    const config = readJson<Record<string, unknown>>(join(f, 'config.json'))
+    edit(config)
+    writeFileSync(join(f, 'config.json'), JSON.stringify(config))
+  })
+
+/**
+ * config.json as transformers 5 saves it (its standardize_rope_params, seen in its output): rope_theta and
+ * transformers 4's rope_scaling moved into rope_parameters, whose type is rope_type.
+ */
+function asTransformers5(config: Record<string, unknown>): void {
+  const scaling = (config.rope_scaling ?? {}) as Record<string, unknown>
+  config.rope_parameters = { ...scaling, rope_theta: config.rope_theta, rope_type: scaling.rope_type ?? scaling.type ?? 'default' }
+  delete config.rope_scaling
+  delete config.rope_theta
+}
+
+/** config.json as transformers 4 saved it: rope_theta at the top, scaling in rope_scaling (null without), Gemma 3's local base and pattern at the top. */
+function asTransformers4(config: Record<string, unknown>): void {
+  const parameters = config.rope_parameters as Record<string, Record<string, unknown>>
+  const { rope_theta, rope_type, ...scaling } = (parameters.full_attention ?? parameters) as Record<string, unknown>
+  Object.assign(config, { rope_theta, rope_scaling: rope_type === 'default' ? null : { rope_type, ...scaling } })
+  if (parameters.sliding_attention) Object.assign(config, { rope_local_base_freq: parameters.sliding_attention.rope_theta, sliding_window_pattern: 6 })
+  delete config.rope_parameters
+  delete config.layer_types
+}
+
+test.each([
+  ['llama3', 'transformers 5', asTransformers5],
+  ['qwen3', 'transformers 5', asTransformers5],
+  ['phi3', 'transformers 5', asTransformers5],
+  ['mistral-spm', 'transformers 5', asTransformers5],
+  ['llama-yarn', 'transformers 4', asTransformers4],
+  ['gemma3', 'transformers 4', asTransformers4],
+] as const)('%s: config.json in the %s form gives the same GGUF', async (model, _, form) => {
+  const out = join(dir, `${model}-form.gguf`)
+  const other = join(dir, `${model}-other-form.gguf`)
+  await writeGguf(join(FIXTURES, model), out)
+  await writeGguf(withConfig(model, `${model}-other-form`, form), other)
+  expectSameBytes(readFileSync(other), readFileSync(out), `${model} in the other form`)
+})
+
+test('GPT-2 with its tensors named as the Hub’s gpt2 names them (without transformer.) gives the same tensors', async () => {
+  // The Hub's openai-community/gpt2 was saved from GPT2Model: h.0.attn.c_attn.weight, wte.weight, ...
+  const folder = modelCopy('gpt2', 'gpt2-hub-names', (f) => {
+    const tensors = Object.fromEntries(
+      [...sourceTensors(f)].map(([name, t]) => [name.replace(/^transformer\./, ''), { dtype: t.dtype as 'F16', shape: t.shape, data: t.bytes }]),
+    )
+    writeFileSync(join(f, 'model.safetensors'), serialize(tensors))
+  })
+  const [ours, hub] = await Promise.all(
+    [join(FIXTURES, 'gpt2'), folder].map(async (input, i) => {
+      const out = join(dir, `gpt2-names-${i}.gguf`)
+      await writeGguf(input, out)
+      return new Map((await tensorsOf(out)).map((t) => [t.name, t.bytes]))
+    }),
+  )
+  expect([...hub.keys()].sort()).toEqual([...ours.keys()].sort())
+  for (const [name, bytes] of ours) expectSameBytes(hub.get(name)!, bytes, name)
+})
+
+const SUPPORTED_ARCHITECTURES = [
+  'LlamaForCausalLM',
+  'MistralForCausalLM',
+  'MixtralForCausalLM',
+  'Qwen2ForCausalLM',
+  'Qwen3ForCausalLM',
+  'Qwen3MoeForCausalLM',
+  'Gemma2ForCausalLM',
+  'Gemma3ForCausalLM',
+  'Phi3ForCausalLM',
+  'GPT2LMHeadModel',
+]
+
 describe('errors', () => {
   test('another architecture: UnsupportedConversion naming it and the supported ones; the CLI exits 1 and writes nothing', async () => {
-    const folder = modelCopy('qwen2', 'gpt2-arch', (f) => {
+    const folder = modelCopy('qwen2', 'falcon-arch', (f) => {
       const config = readJson<Config>(join(f, 'config.json'))
-      config.architectures = ['GPT2LMHeadModel']
+      config.architectures = ['FalconForCausalLM']
       writeFileSync(join(f, 'config.json'), JSON.stringify(config))
     })
     const error = await expectError(() => ggufStream(folder), 'UnsupportedConversion')
-    expect(error.message).toContain('GPT2LMHeadModel')
-    for (const supported of ['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM']) expect(error.message).toContain(supported)
-    const out = join(dir, 'gpt2.gguf')
+    expect(error.message).toContain('FalconForCausalLM')
+    // The architectures the DESIGN and docs/gguf.md promise.
+    for (const supported of SUPPORTED_ARCHITECTURES) expect(error.message).toContain(supported)
+    const out = join(dir, 'falcon.gguf')
     const run = await cli('convert', folder, out, '--dtype', 'F16')
     expect(run.code).toBe(1)
-    expect(run.stderr).toContain('GPT2LMHeadModel')
+    expect(run.stderr).toContain('FalconForCausalLM')
+    expect(run.stderr.trim().split('\n')).toHaveLength(1)
     expect(() => readFileSync(out)).toThrow(/ENOENT/)
+  })
+
+  test('a RoPE type llama.cpp does not implement for the architecture: UnsupportedConversion naming it and those it takes; the CLI says so in one line', async () => {
+    const dynamic = withConfig('llama-gqa', 'rope-dynamic', (c) => {
+      c.rope_parameters = { rope_type: 'dynamic', factor: 2, rope_theta: 10000 }
+    })
+    const error = await expectError(() => ggufStream(dynamic), 'UnsupportedConversion')
+    expect(error.message).toBe('config.json: RoPE type "dynamic" is not supported for GGUF architecture llama, which takes default, linear, yarn, llama3')
+    const run = await cli('convert', dynamic, join(dir, 'dynamic.gguf'))
+    expect(run.code).toBe(1)
+    expect(run.stderr).toBe(`${dynamic}: UnsupportedConversion: ${error.message}\n`)
+    // Llama 3's scaling is a tensor only llama.cpp's llama reads; Qwen3 has no such tensor.
+    const qwen = withConfig('qwen3', 'rope-llama3-qwen3', (c) => {
+      c.rope_scaling = { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 16 }
+    })
+    expect((await expectError(() => ggufStream(qwen), 'UnsupportedConversion')).message).toContain('"llama3" is not supported for GGUF architecture qwen3')
+  })
+
+  test('what llama.cpp cannot run as transformers does: Qwen3-MoE without renormalized expert weights, Gemma layers global where llama.cpp makes them local', async () => {
+    const qwen = withConfig('qwen3moe', 'no-norm-topk', (c) => {
+      c.norm_topk_prob = false
+    })
+    expect((await expectError(() => ggufStream(qwen), 'UnsupportedConversion')).message).toContain('norm_topk_prob false')
+    const gemma = withConfig('gemma2', 'all-global', (c) => {
+      c.layer_types = ['full_attention', 'full_attention']
+    })
+    expect((await expectError(() => ggufStream(gemma), 'UnsupportedConversion')).message).toContain('every 2th layer global')
+  })
+
+  test('experts that do not match config.json: TensorNotFound for a missing one, UnsupportedConversion for one too many, each named', async () => {
+    const five = withConfig('mixtral', 'five-experts', (c) => {
+      c.num_local_experts = 5
+    })
+    expect((await expectError(() => ggufStream(five), 'TensorNotFound')).message).toMatch(
+      /^blk\.\d+\.ffn_\w+_exps\.weight: the model has no tensor for expert 4 of the 5/,
+    )
+    const three = withConfig('mixtral', 'three-experts', (c) => {
+      c.num_local_experts = 3
+    })
+    expect((await expectError(() => ggufStream(three), 'UnsupportedConversion')).message).toMatch(/experts\.3\.w\d\.weight": config\.json has 3 experts$/)
+  })
+
+  test('Phi-3 longrope factors of the wrong length: InvalidHeaderDeserialization naming them', async () => {
+    const phi = withConfig('phi3', 'short-factors', (c) => {
+      ;(c.rope_scaling as { long_factor: number[] }).long_factor.pop()
+    })
+    expect((await expectError(() => ggufStream(phi), 'InvalidHeaderDeserialization')).message).toBe(
+      "config.json: long_factor must be 8 numbers for phi3's 16 rotated dimensions",
+    )
+  })
+
+  test('a tokenizer.model that is not a SentencePiece model: InvalidHeaderDeserialization naming it; neither tokenizer file: Io naming tokenizer.json', async () => {
+    const garbled = modelCopy('llama2-spm', 'garbled-spm', (f) => writeFileSync(join(f, 'tokenizer.model'), Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f])))
+    expect((await expectError(() => ggufStream(garbled), 'InvalidHeaderDeserialization')).message).toContain('tokenizer.model')
+    const none = modelCopy('llama2-spm', 'no-tokenizer', (f) => rmSync(join(f, 'tokenizer.model')))
+    expect((await expectError(() => ggufStream(none), 'Io')).message).toContain('tokenizer.json is missing')
   })
 
   test('a missing tokenizer.json or config.json: Io naming the file', async () => {

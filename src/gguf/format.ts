@@ -9,8 +9,8 @@ const VALUE_TYPES = { u32: 4, i32: 5, f32: 6, bool: 7, string: 8 } as const
 
 type Scalar = keyof typeof VALUE_TYPES
 
-/** One metadata entry: its key, its type (a scalar, or an array of strings or of i32), its value. */
-export type KeyValue = [key: string, type: Scalar | 'string[]' | 'i32[]', value: number | boolean | string | ArrayLike<string | number>]
+/** One metadata entry: its key, its type (a scalar, or an array of strings, i32 or f32), its value. */
+export type KeyValue = [key: string, type: Scalar | 'string[]' | 'i32[]' | 'f32[]', value: number | boolean | string | ArrayLike<string | number>]
 
 /** The tensor types of the GGUFs this converter writes (ggml.h's enum ggml_type), and what {@link ggufStream}'s `dtype` takes. */
 export type GgufDtype = 'F32' | 'F16' | 'BF16' | 'Q8_0'

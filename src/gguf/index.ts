@@ -1,12 +1,13 @@
 // ggufStream(): a Hugging Face model folder as a GGUF v3 file for llama.cpp, as a stream in bounded memory
 // (docs/gguf.md). Everything before the first tensor byte (config.json, the tokenizer, every shard's
 // header) is read and checked first, so the header, whose offsets follow from the shapes and types, goes
-// out first; then each tensor a chunk at a time, through one wasm memory sized once: read, converted or
-// quantized there in place, and copied out with its rows in llama.cpp's order.
+// out first; then each tensor a chunk at a time, through one wasm memory sized once: read, converted there,
+// changed as llama.cpp's converter changes it (rows reordered, transposed, norms shifted), quantized in place,
+// and copied out. An MoE layer's experts go into their stack one after the other, a chunk at a time.
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
-import { readJsonObject } from '../format/model-config.ts'
+import { jsonFileError, readJsonObject } from '../format/model-config.ts'
 import { toRangeSource } from '../read/file.ts'
 import { type Located, locate, type OpenModelOptions, openLocated } from '../read/model.ts'
 import { readSmallFile } from '../read/small-file.ts'
@@ -20,7 +21,8 @@ export type { GgufDtype } from './format.ts'
 
 import { modelMetadata, readModelConfig } from './metadata.ts'
 import { Q8_0_BLOCK, q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
-import { type PlannedTensor, planTensors } from './tensors.ts'
+import type { SentencePieceModel } from './sentencepiece.ts'
+import { elementsOf, type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
 /** Options of {@link ggufStream}: those of {@link index!openModel} for reading the model, and what the GGUF holds. */
@@ -43,6 +45,14 @@ const DTYPES: readonly GgufDtype[] = ['F32', 'F16', 'BF16', 'Q8_0']
 
 /** Elements per chunk: 4 MiB as F32, a multiple of a Q8_0 block; a chunk of a reordered tensor is whole heads (at least one). */
 const CHUNK_ELEMENTS = 1 << 20
+
+/** tokenizer.model's pieces, by its reader, which only models that have one load. */
+async function readTokenizerModel(bytes: Uint8Array): Promise<SentencePieceModel> {
+  const { readSentencePiece } = await import('./sentencepiece.ts')
+  const model = readSentencePiece(bytes)
+  if (!model) throw jsonFileError('tokenizer.model', 'not a SentencePiece model (a protobuf ModelProto with pieces)')
+  return model
+}
 
 /** The model's file `name` beside its weights, whole; undefined for a missing optional one. */
 async function readBeside(located: Located, name: string, required: boolean, options: OpenModelOptions): Promise<Uint8Array | undefined> {
@@ -67,12 +77,12 @@ async function readBeside(located: Located, name: string, required: boolean, opt
     throw new SafetensorsError('Io', `${where} is missing, and a GGUF needs it`, { status: missing?.status, url: missing?.url, path: missing?.path })
 }
 
-const elementsOf = (t: PlannedTensor) => t.dims.reduce((a, b) => a * b, 1)
-
-/** A tensor's elements per chunk: whole heads for a reordered tensor, else whole Q8_0 blocks. */
-function chunkElements(t: PlannedTensor): number {
-  const unit = t.heads > 0 ? elementsOf(t) / t.heads : Q8_0_BLOCK
-  return Math.min(elementsOf(t), Math.max(unit, Math.floor(CHUNK_ELEMENTS / unit) * unit))
+/** A part's elements per chunk: the whole of a transposed tensor, whole heads of a reordered one, else whole Q8_0 blocks. */
+function chunkElements(t: PlannedTensor, part: TensorPart): number {
+  const count = elementsOf(part.info)
+  if (t.transpose) return count
+  const unit = t.heads > 0 ? count / t.heads : Q8_0_BLOCK
+  return Math.min(count, Math.max(unit, Math.floor(CHUNK_ELEMENTS / unit) * unit))
 }
 
 /** The dtype a tensor has in wasm memory before it is copied out: its type, or F32, which the Q8_0 kernel reads. */
@@ -97,52 +107,86 @@ function permuteRows(bytes: Uint8Array, heads: number, rowsPerHead: number): Uin
   return out
 }
 
-/** The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. */
-async function* tensorBytes(
-  header: EncodedHeader,
-  tensors: PlannedTensor[],
-  signal: AbortSignal,
-  meter: ProgressMeter | undefined,
-): AsyncGenerator<Uint8Array> {
+/** A copy of a matrix of `rows` rows (elements of 2 or 4 bytes) with its rows and columns swapped. */
+function transposed(bytes: Uint8Array, rows: number, elementBytes: number): Uint8Array {
+  const Elements = elementBytes === 4 ? Uint32Array : Uint16Array
+  const from = new Elements(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.length / elementBytes)
+  const columns = from.length / rows
+  const to = new Elements(from.length)
+  for (let row = 0; row < rows; row++) for (let column = 0; column < columns; column++) to[column * rows + row] = from[row * columns + column]
+  return new Uint8Array(to.buffer)
+}
+
+/**
+ * The seam through which the GGUF reads every source value: the elements of `part`, `chunk` at a time, as
+ * `dtype` (little-endian; each a view valid until the next is asked for). Nothing after it knows where the
+ * values come from: shardValues reads stored tensors' byte ranges; a tensor whose values are computed from
+ * other stored ones (a quantized model's dequantized weights) can come through it from model.stream(name, { dtype }).
+ */
+type PartValues = (part: TensorPart, dtype: DType, chunk: number) => AsyncGenerator<Uint8Array>
+
+/**
+ * PartValues for tensors stored in the shards: the byte ranges of `tensors`' parts, in the order they are
+ * asked for, read by one sequential reader (over HTTP, the next chunks, of this tensor and the ones after it,
+ * are fetched in parallel while this one is converted and taken) into one wasm memory sized once, converted there.
+ */
+function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: ProgressMeter | undefined): { values: PartValues; close(): void } {
+  const planned = tensors.flatMap((t) => t.parts.map((part) => ({ part, chunk: chunkElements(t, part), middle: middleOf(t) })))
   const converter = new ChunkConverter(
-    Math.max(0, ...tensors.map((t) => Math.max(byteLengthOf(t.info.dtype, chunkElements(t)), byteLengthOf(middleOf(t), chunkElements(t))))),
+    Math.max(0, ...planned.map(({ part, chunk, middle }) => Math.max(byteLengthOf(part.info.dtype, chunk), byteLengthOf(middle, chunk)))),
   )
-  // Over HTTP the next chunks, of this tensor and the ones after it, are fetched in parallel while this one is converted and taken.
   const input = sequentialReader(
-    tensors.map(({ file, info }) => ({ source: file.source, offset: file.header.dataStart + info.dataOffsets[0], length: info.byteLength })),
+    planned.map(({ part: { file, info } }) => ({ source: file.source, offset: file.header.dataStart + info.dataOffsets[0], length: info.byteLength })),
     signal,
   )
-  try {
-    for (const [index, t] of tensors.entries()) {
-      const { file, info } = t
-      const count = elementsOf(t)
-      const per = chunkElements(t)
-      for (let first = 0; first < count; first += per) {
-        const n = Math.min(per, count - first)
-        const inBytes = byteLengthOf(info.dtype, n)
-        let arrived = 0
-        const onBytes = (bytes: number) => {
-          arrived += bytes
-          meter?.arrived(bytes)
+  async function* values({ file, info }: TensorPart, dtype: DType, chunk: number) {
+    const count = elementsOf(info)
+    for (let first = 0; first < count; first += chunk) {
+      const inBytes = byteLengthOf(info.dtype, Math.min(chunk, count - first))
+      let arrived = 0
+      const onBytes = (bytes: number) => {
+        arrived += bytes
+        meter?.arrived(bytes)
+      }
+      yield await converter.convert(info.dtype, dtype, file.byteOrder, inBytes, (target) => input.read(target, onBytes))
+      // A source that does not stream tells of its bytes only now.
+      meter?.arrived(inBytes - arrived)
+    }
+  }
+  return { values, close: () => input.close() }
+}
+
+/** The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. */
+async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], values: PartValues): AsyncGenerator<Uint8Array> {
+  for (const [index, t] of tensors.entries()) {
+    if (t.computed) yield new Uint8Array(t.computed.buffer)
+    const middle = middleOf(t)
+    const elementBytes = byteLengthOf(middle, 1)
+    for (const part of t.parts) {
+      // The index in the part of the chunk's first value, by which an error names a value Q8_0 cannot hold.
+      let first = 0
+      for await (const chunk of values(part, middle, chunkElements(t, part))) {
+        const n = chunk.length / elementBytes
+        let out = t.transpose ? transposed(chunk, part.info.shape[0], elementBytes) : chunk
+        if (t.shift !== 0) {
+          const floats = new Float32Array(out.buffer, out.byteOffset, n)
+          for (let i = 0; i < n; i++) floats[i] += t.shift
         }
-        let out = await converter.convert(info.dtype, middleOf(t), file.byteOrder, inBytes, (target) => input.read(target, onBytes))
-        // A source that does not stream tells of its bytes only now.
-        meter?.arrived(inBytes - arrived)
         if (t.type === 'Q8_0') {
           // In place: the blocks are narrower than the F32 they come from.
           out = quantizeQ8_0(new Float32Array(out.buffer, out.byteOffset, n), new Uint8Array(out.buffer, out.byteOffset, q8_0ByteLength(n)), {
-            name: info.name,
+            name: part.info.name,
             first,
           })
         }
-        // Q8_0 blocks lie within rows, so reordering rows after quantizing is reordering them before.
-        yield t.heads > 0 ? permuteRows(out, (n * t.heads) / count, info.shape[0] / t.heads) : out.slice()
+        // Q8_0 blocks lie within rows, so reordering rows after quantizing is reordering them before. Else a
+        // copy out of wasm memory, unless transposing made one.
+        yield t.heads > 0 ? permuteRows(out, (n * t.heads) / elementsOf(part.info), part.info.shape[0] / t.heads) : t.transpose ? out : out.slice()
+        first += n
       }
-      const size = header.sizes[index]
-      if (alignUp(size) > size) yield new Uint8Array(alignUp(size) - size)
     }
-  } finally {
-    input.close()
+    const size = header.sizes[index]
+    if (alignUp(size) > size) yield new Uint8Array(alignUp(size) - size)
   }
 }
 
@@ -169,21 +213,31 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
   let header: EncodedHeader
   try {
     const config = readModelConfig((await json('config.json', true))!)
-    const tokenizer = await json('tokenizer.json', true)
-    const tokenizerConfig = await json('tokenizer_config.json', false)
-    const jinja = await readBeside(located, 'chat_template.jinja', false, read)
-    const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(tokenizer, tokenizerConfig, jinja && new TextDecoder().decode(jinja), config)]
+    // A SentencePiece model's own file, if there is one, else tokenizer.json says what the tokenizer is.
+    const sentencePiece = await readBeside(located, 'tokenizer.model', false, read)
+    const files = {
+      model: sentencePiece && (await readTokenizerModel(sentencePiece)),
+      json: await json('tokenizer.json', !sentencePiece),
+      config: await json('tokenizer_config.json', false),
+      chatTemplate: await readBeside(located, 'chat_template.jinja', false, read).then((bytes) => bytes && new TextDecoder().decode(bytes)),
+    }
+    const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)]
     tensors = planTensors(model, config, dtype)
     header = encodeHeader(metadata, tensors)
   } catch (error) {
     await model.close()
     throw error
   }
-  meter?.asked(tensors.reduce((sum, t) => sum + t.info.byteLength, 0))
+  meter?.asked(tensors.reduce((sum, t) => t.parts.reduce((bytes, part) => bytes + part.info.byteLength, sum), 0))
   meter?.arrived(0)
   async function* bytes(signal: AbortSignal) {
     yield header.head
-    yield* tensorBytes(header, tensors, signal, meter)
+    const input = shardValues(tensors, signal, meter)
+    try {
+      yield* tensorBytes(header, tensors, input.values)
+    } finally {
+      input.close()
+    }
   }
   const stream = pulledStream(options.signal, 'converting to GGUF', bytes, 0, () => model.close())
   return { tensors, fileSize: header.fileSize, stream }
@@ -198,16 +252,20 @@ export type GgufStream = ReadableStream<Uint8Array> & {
 /**
  * A model (what {@link index!openModel} takes: a folder, an index path or URL, the files picked in a page, a
  * {@link index!ModelFolder} such as {@link index!r2Model}) as a GGUF v3 file for llama.cpp, streamed in bounded memory:
- * LlamaForCausalLM and MistralForCausalLM (as `llama`, q_proj and k_proj reordered as llama.cpp's converter
- * does) and Qwen2ForCausalLM (`qwen2`); the hyperparameters from config.json; a byte-level BPE tokenizer
- * from tokenizer.json, tokenizer_config.json and chat_template.jinja. Resolves once all of them and every
- * shard's header are read and checked, before any tensor byte; the stream's `byteLength` is the file's size.
+ * the architectures, RoPE variants and tokenizers of docs/gguf.md (Llama 1-3.x, Mistral, Mixtral, Qwen2, Qwen3,
+ * Qwen3-MoE, Gemma 2 and 3, Phi-3, GPT-2; SentencePiece and byte-level BPE), as llama.cpp's convert_hf_to_gguf.py
+ * writes them; the hyperparameters from config.json; the tokenizer from tokenizer.model or tokenizer.json, with
+ * tokenizer_config.json and chat_template.jinja. Resolves once all of them and every shard's header are read and
+ * checked, before any tensor byte; the stream's `byteLength` is the file's size.
  * @throws {@link index!SafetensorsError} `UnsupportedConversion` for another architecture (the message names it and
- * the supported ones), a RoPE scaling, a tokenizer that is not byte-level BPE or whose pre-tokenizer
- * llama.cpp does not implement, a tensor that maps to no GGUF tensor or is not floating-point (named);
- * `InvalidHeaderDeserialization` for a config.json or tokenizer file that is not the JSON it should be (a
- * missing hyperparameter named); `Io` for a missing config.json or tokenizer.json (named) and a read that
- * fails; any code of {@link index!openModel}; `Aborted`. After it resolves, the same codes come as the stream's error.
+ * the supported ones), a RoPE type the architecture does not take (named, with those it takes), a model llama.cpp
+ * cannot run as transformers does (Qwen3-MoE's norm_topk_prob false, Gemma layer types out of llama.cpp's pattern),
+ * a tokenizer that is neither SentencePiece nor byte-level BPE or whose pre-tokenizer llama.cpp does not implement,
+ * a tensor that maps to no GGUF tensor or is not floating-point, an expert past config.json's count (named);
+ * `TensorNotFound` for a missing expert; `InvalidHeaderDeserialization` for a config.json, tokenizer.json or
+ * tokenizer.model that is not what it should be (a missing hyperparameter named); `Io` for a missing config.json,
+ * or neither tokenizer.json nor tokenizer.model (named), and a read that fails; any code of
+ * {@link index!openModel}; `Aborted`. After it resolves, the same codes come as the stream's error.
  * @throws TypeError for a `dtype` other than F32, F16, BF16 or Q8_0, an `onProgress` that is not a function,
  * or an input openModel does not take.
  */

@@ -1,72 +1,169 @@
-// Which tensors a GGUF holds and how: Hugging Face names to llama.cpp's (gguf-py's tensor_mapping.py for
-// the llama and qwen2 architectures), dims in ggml's order, the type of each, and the heads whose q_proj
-// and k_proj rows llama.cpp's rotary embedding wants reordered.
+// Which tensors a GGUF holds and how: Hugging Face names to llama.cpp's (gguf-py's tensor_mapping.py, for the
+// architectures of metadata.ts), dims in ggml's order, the type of each, the source tensors each is made of (one,
+// or an MoE layer's experts stacked), and what is done to their values on the way (convert_hf_to_gguf.py's
+// modify_tensors): llama's Q/K row order, GPT-2's Conv1D transposed, Gemma's norms plus one.
 import { DTYPE_INFO } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import type { TensorInfo } from '../format/header.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import type { SafetensorsModel } from '../read/model.ts'
 import type { GgufDtype, TensorEntry } from './format.ts'
-import type { ModelConfig } from './metadata.ts'
+import { type ModelConfig, ropeTensors } from './metadata.ts'
 import { Q8_0_BLOCK } from './q8_0.ts'
 
+/** Tensors outside the blocks, by their name without `.weight` or `.bias` (GPT-2's also without `transformer.`). */
 const TOP_LEVEL: Readonly<Record<string, string>> = {
-  'model.embed_tokens.weight': 'token_embd',
-  'model.norm.weight': 'output_norm',
-  'lm_head.weight': 'output',
+  'model.embed_tokens': 'token_embd',
+  wte: 'token_embd',
+  wpe: 'position_embd',
+  'model.norm': 'output_norm',
+  ln_f: 'output_norm',
+  lm_head: 'output',
 }
 
-/** The tensors of block N, after `model.layers.N.`. */
+/** The tensors of block N, after `model.layers.N.` (GPT-2: `h.N.`), experts without their index. */
 const IN_BLOCK: Readonly<Record<string, string>> = {
   input_layernorm: 'attn_norm',
+  ln_1: 'attn_norm',
   'self_attn.q_proj': 'attn_q',
   'self_attn.k_proj': 'attn_k',
   'self_attn.v_proj': 'attn_v',
   'self_attn.o_proj': 'attn_output',
+  'self_attn.qkv_proj': 'attn_qkv',
+  'attn.c_attn': 'attn_qkv',
+  'attn.c_proj': 'attn_output',
+  'self_attn.q_norm': 'attn_q_norm',
+  'self_attn.k_norm': 'attn_k_norm',
   post_attention_layernorm: 'ffn_norm',
+  pre_feedforward_layernorm: 'ffn_norm',
+  ln_2: 'ffn_norm',
+  post_feedforward_layernorm: 'post_ffw_norm',
   'mlp.gate_proj': 'ffn_gate',
   'mlp.up_proj': 'ffn_up',
   'mlp.down_proj': 'ffn_down',
+  'mlp.gate_up_proj': 'ffn_up',
+  'mlp.c_fc': 'ffn_up',
+  'mlp.c_proj': 'ffn_down',
+  'mlp.gate': 'ffn_gate_inp',
+  'block_sparse_moe.gate': 'ffn_gate_inp',
+  'mlp.experts.gate_proj': 'ffn_gate_exps',
+  'mlp.experts.up_proj': 'ffn_up_exps',
+  'mlp.experts.down_proj': 'ffn_down_exps',
+  'block_sparse_moe.experts.w1': 'ffn_gate_exps',
+  'block_sparse_moe.experts.w3': 'ffn_up_exps',
+  'block_sparse_moe.experts.w2': 'ffn_down_exps',
 }
 
-function ggufName(name: string, blocks: number): string | undefined {
-  if (Object.hasOwn(TOP_LEVEL, name)) return `${TOP_LEVEL[name]}.weight`
-  const [, block, part, kind] = /^model\.layers\.(0|[1-9]\d*)\.(.+)\.(weight|bias)$/.exec(name) ?? []
-  if (Object.hasOwn(IN_BLOCK, part) && Number(block) < blocks) return `blk.${block}.${IN_BLOCK[part]}.${kind}`
-}
-
-/** One tensor of the GGUF: where its data comes from, and how it is written. */
-export interface PlannedTensor extends TensorEntry {
-  file: SafetensorsFile
-  info: TensorInfo
-  /** The heads whose rows are reordered (q_proj: attention heads, k_proj: key-value heads), or 0 for none. */
-  heads: number
-}
+/** Buffers of some checkpoints that llama.cpp's converter skips: computed, not learned (RoPE's, GPT-2's causal masks). */
+const SKIPPED = /\.(rotary_emb\.inv_freq|attn\.(masked_)?bias|attention\.(masked_)?bias)$/
 
 /**
- * Every tensor of `model` as the GGUF holds it, in the model's order: F32 for norms and 1-D tensors (as
- * llama.cpp's converter does), else `dtype`, with Q8_0 falling back to F16 where a row is not whole blocks.
- * Buffers some checkpoints hold (rotary_emb.inv_freq) are skipped, as llama.cpp's converter skips them: they
- * are computed, not learned.
+ * llama.cpp's name for the Hugging Face `name`, and the expert it holds in a stacked tensor; undefined for none.
+ * GPT-2's checkpoints name their tensors with `transformer.` (GPT2LMHeadModel's) or without (the Hub's gpt2,
+ * saved from GPT2Model): gguf-py maps both.
+ */
+function ggufName(name: string, { blocks, architecture }: ModelConfig): { name: string; expert?: number } | undefined {
+  const [, base, kind] = /^(?:transformer\.)?(.+)\.(weight|bias)$/.exec(name) ?? []
+  if (Object.hasOwn(TOP_LEVEL, base)) return { name: `${TOP_LEVEL[base]}.${kind}` }
+  const [, block, inBlock] = /^(?:model\.layers|h)\.(0|[1-9]\d*)\.(.+)$/.exec(base) ?? []
+  const [, experts, expert, weight] = /^(.+\.experts)\.(0|[1-9]\d*)\.(.+)$/.exec(inBlock) ?? []
+  const part = experts ? `${experts}.${weight}` : inBlock
+  // Gemma normalizes after attention (its post_attention_layernorm) and before the FFN (pre_feedforward_layernorm).
+  const gguf = architecture.gemma && part === 'post_attention_layernorm' ? 'post_attention_norm' : Object.hasOwn(IN_BLOCK, part) && IN_BLOCK[part]
+  if (gguf && Number(block) < blocks) return { name: `blk.${block}.${gguf}.${kind}`, expert: expert === undefined ? undefined : Number(expert) }
+}
+
+/** A source tensor whose values are (part of) a GGUF tensor's. */
+export interface TensorPart {
+  file: SafetensorsFile
+  info: TensorInfo
+}
+
+/** One tensor of the GGUF: where its values come from, and how they are written. */
+export interface PlannedTensor extends TensorEntry {
+  /** The source tensors whose values, one after the other, are this tensor's: one, or a layer's experts in order. */
+  parts: TensorPart[]
+  /** The values of a tensor computed from config.json (no parts). */
+  computed?: Float32Array
+  /** The heads whose rows are reordered (q_proj: attention heads, k_proj: key-value heads), or 0 for none. */
+  heads: number
+  /** GPT-2's Conv1D weight: [in, out] transposed to [out, in], the whole tensor at once. */
+  transpose: boolean
+  /** Added to every value (Gemma's norms: 1). */
+  shift: number
+}
+
+export const elementsOf = (info: Pick<TensorInfo, 'shape'>) => info.shape.reduce((a, b) => a * b, 1)
+
+/**
+ * The GGUF type of a tensor, as llama.cpp's converter chooses it: F32 for 1-D tensors, norms, biases, MoE routers
+ * and learned positions; else `dtype`, with Q8_0 falling back to F16 where a row is not whole blocks.
+ */
+function typeOf(name: string, dims: readonly number[], dtype: GgufDtype): GgufDtype {
+  if (dims.length === 1 || !name.endsWith('.weight') || /_norm\.|ffn_gate_inp|position_embd/.test(name)) return 'F32'
+  return dtype === 'Q8_0' && dims[0] % Q8_0_BLOCK !== 0 ? 'F16' : dtype
+}
+
+const planned = (name: string, dims: number[], dtype: GgufDtype, parts: TensorPart[], more?: Partial<PlannedTensor>): PlannedTensor => ({
+  name,
+  dims,
+  type: typeOf(name, dims, dtype),
+  parts,
+  heads: 0,
+  transpose: false,
+  shift: 0,
+  ...more,
+})
+
+/**
+ * Every tensor of the GGUF of `model`: RoPE's computed ones first, then the model's in its order, an MoE layer's
+ * experts stacked (expert 0 first, whatever shard each is in) where its first expert is.
  */
 export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype: GgufDtype): PlannedTensor[] {
-  const planned: PlannedTensor[] = []
+  const { architecture, heads, kvHeads, experts } = config
+  const tensors = ropeTensors(config).map(({ name, values }) => planned(name, [values.length], dtype, [], { computed: values }))
+  const stacks = new Map<string, PlannedTensor>()
   for (const name of model.names()) {
-    if (name.endsWith('.rotary_emb.inv_freq')) continue
+    // Gemma ties its output to the embeddings: llama.cpp uses token_embd, and its converter skips a stored lm_head.
+    if (SKIPPED.test(name) || (architecture.gemma && name === 'lm_head.weight')) continue
     const file = model.shards.get(model.shardOf(name))!
     const info = file.info(name)
-    const gguf = ggufName(name, config.blocks)
+    const gguf = ggufName(name, config)
     if (gguf === undefined || DTYPE_INFO[info.dtype].float === undefined) {
-      const why = gguf === undefined ? `maps to no ${config.architecture.name} GGUF tensor` : `is ${info.dtype}, not floating-point`
+      const why = gguf === undefined ? `maps to no ${architecture.name} GGUF tensor` : `is ${info.dtype}, not floating-point`
       throw new SafetensorsError('UnsupportedConversion', `tensor ${JSON.stringify(name)} ${why}`)
     }
-    const dims = info.shape.length === 0 ? [1] : [...info.shape].reverse()
-    const role = config.architecture.permuteQK && /attn_([qk])\./.exec(gguf)?.[1]
-    const heads = role === 'q' ? config.heads : role === 'k' ? config.kvHeads : 0
-    if (heads > 0 && info.shape[0] % (2 * heads) !== 0)
-      throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(name)}: ${info.shape[0]} rows are not ${heads} heads of pairs`)
-    const type = dims.length === 1 || gguf.endsWith('_norm.weight') ? 'F32' : dtype === 'Q8_0' && dims[0] % Q8_0_BLOCK !== 0 ? 'F16' : dtype
-    planned.push({ name: gguf, dims, type, file, info, heads })
+    const part = { file, info }
+    if (gguf.expert !== undefined) {
+      if (gguf.expert >= experts) throw new SafetensorsError('UnsupportedConversion', `tensor ${JSON.stringify(name)}: config.json has ${experts} experts`)
+      let stack = stacks.get(gguf.name)
+      if (!stack) {
+        stack = planned(gguf.name, [...info.shape].reverse().concat(experts), dtype, [])
+        stacks.set(gguf.name, stack)
+        tensors.push(stack)
+      }
+      stack.parts[gguf.expert] = part
+      continue
+    }
+    const role = architecture.permuteQK && /attn_([qk])\./.exec(gguf.name)?.[1]
+    const reordered = role === 'q' ? heads : role === 'k' ? kvHeads : 0
+    if (reordered > 0 && info.shape[0] % (2 * reordered) !== 0)
+      throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(name)}: ${info.shape[0]} rows are not ${reordered} heads of pairs`)
+    const transpose = architecture.conv1d === true && /\.c_(attn|proj|fc)\.weight$/.test(name)
+    // A transposed tensor's GGUF dims (ggml's order, reversed) are its source shape as it is.
+    const dims = info.shape.length === 0 ? [1] : transpose ? [...info.shape] : [...info.shape].reverse()
+    const shift = architecture.gemma && name.endsWith('norm.weight') ? 1 : 0
+    tensors.push(planned(gguf.name, dims, dtype, [part], { heads: reordered, transpose, shift }))
   }
-  return planned
+  // Every expert of every stack, each of the first one's shape.
+  for (const stack of stacks.values()) {
+    const [first] = stack.parts
+    for (let expert = 0; expert < experts; expert++) {
+      const part = stack.parts[expert]
+      if (!part) throw new SafetensorsError('TensorNotFound', `${stack.name}: the model has no tensor for expert ${expert} of the ${experts} config.json names`)
+      if (part.info.shape.join() !== first.info.shape.join())
+        throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(part.info.name)} is [${part.info.shape}], expert 0's is [${first.info.shape}]`)
+    }
+  }
+  return tensors
 }

@@ -4,7 +4,7 @@
 // npm run build).
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Miniflare } from 'miniflare'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -19,6 +19,8 @@ const ENTRY = join(ROOT, 'dist/workerd.js')
 const SHARDS = join(FIXTURES_REAL, 'sharded', 'fluxml__safetensors.jl')
 const WORKERS = ['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js']
 const QWEN2 = join(ROOT, 'test/fixtures/gguf/qwen2')
+// A SentencePiece model: its tokenizer.model reader is a chunk the Worker loads on demand.
+const GEMMA2 = join(ROOT, 'test/fixtures/gguf/gemma2')
 
 interface Bucket {
   put(key: string, value: Uint8Array): Promise<unknown>
@@ -69,7 +71,8 @@ describe('R2 Workers (Miniflare)', () => {
     bucket = (await mf.getR2Bucket('BUCKET', 'tensor-endpoint')) as unknown as Bucket
     for (const name of readdirSync(SHARDS)) await bucket.put(`sharded/${name}`, new Uint8Array(readFileSync(join(SHARDS, name))))
     await bucket.put(FIXTURE, fixture())
-    for (const name of readdirSync(QWEN2)) await bucket.put(`gguf/qwen2/${name}`, new Uint8Array(readFileSync(join(QWEN2, name))))
+    for (const folder of [QWEN2, GEMMA2])
+      for (const name of readdirSync(folder)) await bucket.put(`gguf/${basename(folder)}/${name}`, new Uint8Array(readFileSync(join(folder, name))))
   }, 60_000)
 
   afterAll(async () => {
@@ -121,16 +124,19 @@ describe('R2 Workers (Miniflare)', () => {
     expect((await call('convert-proxy', 'no-such.safetensors')).status).toBe(404)
   })
 
-  test('GGUF into R2: the model under a prefix stored as the same GGUF writeGguf writes in Node, through a FixedLengthStream', async () => {
+  test('GGUF into R2: each model under its prefix stored as the same GGUF writeGguf writes in Node, through a FixedLengthStream', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'gguf-r2-'))
     try {
-      await writeGguf(QWEN2, join(dir, 'model.gguf'), { dtype: 'Q8_0' })
-      const response = await call('gguf-to-r2', 'gguf/qwen2/?dtype=Q8_0', { method: 'POST' })
-      expect(response.status, await response.clone().text()).toBe(200)
-      const expected = readFileSync(join(dir, 'model.gguf'))
-      expect(await response.json()).toEqual({ key: 'gguf/qwen2/model.gguf', size: expected.length })
-      const stored = await bucket.get('gguf/qwen2/model.gguf')
-      expect(Buffer.compare(new Uint8Array(await stored!.arrayBuffer()), expected)).toBe(0)
+      for (const folder of [QWEN2, GEMMA2]) {
+        const model = basename(folder)
+        await writeGguf(folder, join(dir, `${model}.gguf`), { dtype: 'Q8_0' })
+        const response = await call('gguf-to-r2', `gguf/${model}/?dtype=Q8_0`, { method: 'POST' })
+        expect(response.status, await response.clone().text()).toBe(200)
+        const expected = readFileSync(join(dir, `${model}.gguf`))
+        expect(await response.json()).toEqual({ key: `gguf/${model}/model.gguf`, size: expected.length })
+        const stored = await bucket.get(`gguf/${model}/model.gguf`)
+        expect(Buffer.compare(new Uint8Array(await stored!.arrayBuffer()), expected)).toBe(0)
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
