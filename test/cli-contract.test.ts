@@ -281,13 +281,13 @@ describe('not a SafeTensors file', () => {
       'a GGUF file',
       'model.gguf',
       Buffer.concat([Buffer.from('GGUF'), Buffer.from([3, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0])]),
-      'a GGUF file (for llama.cpp): safetensors-wasm writes GGUF, and reads SafeTensors',
+      'a GGUF file, which safetensors-wasm writes but does not read',
     ],
     [
       'a model index named as a file',
       'weights.json',
       readFileSync(join(SHARDED, 'model.safetensors.index.json')),
-      'JSON, such as a model index: openModel() opens a model from its model.safetensors.index.json',
+      'JSON, such as a model index (openModel opens those)',
     ],
   ])('%s: HeaderTooLarge, saying what the file is', async (_, name, bytes, kind) => {
     const { path, n } = notSafetensors(name, bytes)

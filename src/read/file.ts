@@ -186,9 +186,6 @@ declare global {
   }
 }
 
-/** Symbol.asyncDispose, or where the runtime has none (a browser before it) the symbol it will be. */
-export const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.for('Symbol.asyncDispose')
-
 /** An open SafeTensors file, from {@link open}: its header, and reads of its tensors. */
 export class SafetensorsFile {
   /** @internal made by open() */
@@ -274,7 +271,7 @@ export class SafetensorsFile {
   }
 
   /** close(), for `await using file = await open(...)`. */
-  async [asyncDispose](): Promise<void> {
+  async [Symbol.asyncDispose](): Promise<void> {
     await this.close()
   }
 

@@ -9,18 +9,7 @@ import { requireLocalFiles } from '../sources/local-files.ts'
 import { readingAhead, runPool } from '../sources/pool.ts'
 import { metered, ProgressMeter } from '../sources/progress.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
-import {
-  asyncDispose,
-  type DataFor,
-  type OpenOptions,
-  openMetered,
-  type ReadOptions,
-  type SafetensorsFile,
-  type Source,
-  type Tensor,
-  toRangeSource,
-  urlOf,
-} from './file.ts'
+import { type DataFor, type OpenOptions, openMetered, type ReadOptions, type SafetensorsFile, type Source, type Tensor, toRangeSource, urlOf } from './file.ts'
 import { readSmallFile } from './small-file.ts'
 
 /** A model's entry of this name is its one file; of any other name, its index. */
@@ -315,7 +304,7 @@ export class SafetensorsModel {
   }
 
   /** close(), for `await using model = await openModel(...)`. */
-  async [asyncDispose](): Promise<void> {
+  async [Symbol.asyncDispose](): Promise<void> {
     await this.close()
   }
 

@@ -9,7 +9,6 @@
 // single-range body), attempts.ts (one attempt of a request and its retries), multipart.ts (a
 // multipart/byteranges body), and httpSource() here putting them together.
 
-import { SafetensorsError } from '../../errors.ts'
 import { ConnectionPool, connectionsOption, DOWNLOAD, type ParallelReads, readChunked } from '../downloads.ts'
 import { PARALLEL_READS, runPool } from '../pool.ts'
 import { retrySettings } from '../retry.ts'
@@ -211,26 +210,7 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
   async function readTransfer(t: Transfer, signal: AbortSignal | undefined): Promise<void> {
     if (state.ignoresRange && t.target) {
       // Loaded when first needed: only a server that ignores Range needs it.
-      whole ??= import('./whole-file.ts').then(
-        ({ WholeFile }) =>
-          new WholeFile({
-            href,
-            size: state.size!,
-            retry: (signal, run) => withRetries(plan, signal, run),
-            async respond(from, attempt) {
-              const sent = request(`${from}-`, attempt)
-              const response = await sent.response
-              attempt.touch()
-              const { skip } = state.accept(response, from, state.size! - from, sent.ifRange)
-              if (!response.body) throw io(href, 'the response has no body')
-              // A 200 starts at 0, a 206 where it was asked.
-              return { body: response.body, start: from - skip }
-            },
-            endedEarly: (got) => new TransientError(href, `the response ended after ${got} of ${state.size} bytes`),
-            aborted: abortedError,
-            closed: () => new SafetensorsError('Aborted', `${href}: the file was closed`, { url: href }),
-          }),
-      )
+      whole ??= import('./whole-file.ts').then(({ WholeFile }) => new WholeFile({ state, plan, request, withRetries, io, TransientError, abortedError }))
       return (await whole).read(t.offset + t.filled, t.target.subarray(t.filled), signal, t.onBytes)
     }
     const fast = t.target && parallel()

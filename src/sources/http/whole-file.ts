@@ -9,7 +9,8 @@
 // Only such a server needs this module, so it is loaded on demand; it imports nothing at run time (its
 // download and its errors come from the source that makes it), so that a bundle puts it in a chunk alone.
 import type { OnBytes } from '../source.ts'
-import type { Attempt } from './attempts.ts'
+import type { Attempt, io, RetryPlan, TransientError, withRetries } from './attempts.ts'
+import type { FileState } from './responses.ts'
 
 /**
  * keepBytes: the largest file kept whole in memory; windowBytes: the window a larger one is read through.
@@ -17,18 +18,15 @@ import type { Attempt } from './attempts.ts'
  */
 export const WHOLE_FILE = { keepBytes: 512 << 20, windowBytes: 64 << 20 }
 
-/** What a WholeFile needs of its source: its requests with their retries, and its errors. */
+/** What a WholeFile takes of its source (src/sources/http/source.ts): its state, its requests, and the functions it would import. */
 export interface WholeFileSource {
-  href: string
-  size: number
-  /** Runs `run` until it succeeds, again after each transient failure, as every read of the source is. */
-  retry(signal: AbortSignal, run: (attempt: Attempt) => Promise<void>): Promise<void>
-  /** The checked response to a request for the bytes from `from` on: its body, and where in the file it starts. */
-  respond(from: number, attempt: Attempt): Promise<{ body: ReadableStream<Uint8Array>; start: number }>
-  /** The error of a response that ended after `got` bytes of the file, before its end: another attempt may finish it. */
-  endedEarly(got: number): Error
-  aborted(signal: AbortSignal): Error
-  closed(): Error
+  state: FileState
+  plan: RetryPlan
+  request(range: string, attempt: Attempt): { response: Promise<Response>; ifRange: string | null }
+  withRetries: typeof withRetries
+  io: typeof io
+  TransientError: typeof TransientError
+  abortedError(signal: AbortSignal): Error
 }
 
 /** One read waiting for its bytes: where they go, how many have come. */
@@ -54,7 +52,7 @@ export class WholeFile {
   #room: (() => void) | undefined
 
   constructor(source: WholeFileSource) {
-    const { href, size } = source
+    const { href, size = 0 } = source.state
     this.#source = source
     this.#size = size
     const keep = size <= WHOLE_FILE.keepBytes
@@ -69,7 +67,7 @@ export class WholeFile {
   read(offset: number, target: Uint8Array, signal: AbortSignal | undefined, onBytes: OnBytes | undefined): Promise<void> {
     if (target.length === 0) return Promise.resolve()
     return new Promise((resolve, reject) => {
-      const abort = () => waiting.settle(this.#source.aborted(signal!))
+      const abort = () => waiting.settle(this.#source.abortedError(signal!))
       signal?.addEventListener('abort', abort, { once: true })
       const waiting: Waiting = {
         offset,
@@ -97,7 +95,7 @@ export class WholeFile {
   /** Stops the download. */
   close(): void {
     this.#controller?.abort()
-    for (const waiting of this.#waiting) waiting.settle(this.#source.closed())
+    for (const waiting of this.#waiting) waiting.settle(this.#source.abortedError(AbortSignal.abort()))
   }
 
   #start(): void {
@@ -118,11 +116,19 @@ export class WholeFile {
 
   /** The file from where the download is (at each retry, again), every chunk landed in its place. */
   #download(signal: AbortSignal): Promise<void> {
-    return this.#source.retry(signal, async (attempt) => {
-      const { body, start } = await this.#source.respond(this.#end, attempt)
-      const reader = body.getReader()
+    const { state, plan, request, withRetries, io, TransientError } = this.#source
+    const { href } = state
+    return withRetries(plan, signal, async (attempt) => {
+      const from = this.#end
+      const sent = request(`${from}-`, attempt)
+      const response = await sent.response
+      attempt.touch()
+      const { skip } = state.accept(response, from, this.#size - from, sent.ifRange)
+      if (!response.body) throw io(href, 'the response has no body')
+      const reader = response.body.getReader()
       try {
-        for (let position = start; ; ) {
+        // A 200 starts at 0, a 206 where it was asked.
+        for (let position = from - skip; ; ) {
           const { done, value } = await Promise.race([reader.read(), attempt.gone])
           if (done) break
           await this.#land(position, value, attempt)
@@ -131,7 +137,7 @@ export class WholeFile {
       } finally {
         reader.cancel().catch(() => {})
       }
-      if (this.#end < this.#size) throw this.#source.endedEarly(this.#end)
+      if (this.#end < this.#size) throw new TransientError(href, `the response ended after ${this.#end} of ${this.#size} bytes`)
     })
   }
 
@@ -151,7 +157,7 @@ export class WholeFile {
       while (at >= this.#base + this.#window.length || ![...this.#waiting].some((w) => w.offset + w.target.length > at))
         await attempt.idle(new Promise<void>((resolve) => (this.#room = resolve)))
       // A download that a restart superseded stops here (its attempt's signal is aborted).
-      if (attempt.signal.aborted) throw this.#source.aborted(attempt.signal)
+      if (attempt.signal.aborted) throw this.#source.abortedError(attempt.signal)
       // Bytes before the window (a download that started again, on its way to where the reads are) pass by.
       const take = (at < this.#base ? Math.min(end, this.#base) : Math.min(end, this.#base + this.#window.length)) - at
       if (at >= this.#base) this.#copyIn(at, chunk.subarray(at - position, at - position + take))
