@@ -1,18 +1,116 @@
-// The body of a 206 to a request for several ranges: a multipart/byteranges body whose parts land where
-// they belong, or a single range from a server that joined them. Only a slice of many runs over HTTP makes
-// such a request, so this module is loaded on demand; it imports nothing (its errors and the Content-Range
-// parser come from the source that asks), so that it loads alone, as a chunk of its own in a bundle.
-import type { ContentRange } from './responses.ts'
+// Multi-range reads: the rest of several ranges of a file in one request per batch of a few hundred, and the
+// answer's parts (a multipart/byteranges body) landed where they belong, or a single range from a server that
+// joined them. Only a read of many ranges (a slice of many runs) makes such requests, so this module is loaded
+// on demand; it imports nothing at run time (what it needs of its source comes in a MultiRangeSource), so that a
+// bundle puts it in a chunk of its own.
+import type { runPool } from '../pool.ts'
+import type { Attempt, RetryPlan, TransientError, withRetries } from './attempts.ts'
+import type { discard, FileState, parseContentRange, Transfer } from './responses.ts'
 
-/** What readParts needs of the source that asked for the ranges. */
-export interface PartsContext {
+/** What readMultiRange takes of its source (src/sources/http/source.ts): its state, its requests, and the functions it would import. */
+export interface MultiRangeSource {
+  state: FileState
+  plan: RetryPlan
+  request(range: string, attempt: Attempt): { response: Promise<Response> }
+  withRetries: typeof withRetries
+  runPool: typeof runPool
+  discard: typeof discard
+  parseContentRange: typeof parseContentRange
+  TransientError: typeof TransientError
+  /** Requests at once (the source's PARALLEL_READS). */
+  parallel: number
+}
+
+/** Longest Range header sent: servers refuse longer header lines (nginx's limit is 8 KiB), so a request carries a few hundred ranges at most. */
+const MAX_RANGE_HEADER = 4000
+
+/** Consecutive transfers in at least `parallel` groups, each one request whose Range header stays under MAX_RANGE_HEADER. */
+function batchesOf(transfers: Transfer[], parallel: number): Transfer[][] {
+  const per = Math.ceil(transfers.length / parallel)
+  const batches: Transfer[][] = []
+  let length = Infinity
+  for (const t of transfers) {
+    const range = `${t.offset}-${t.offset + t.length - 1},`.length
+    if (batches[batches.length - 1]?.length === per || length + range > MAX_RANGE_HEADER) {
+      batches.push([])
+      length = 'Range: bytes='.length
+    }
+    batches[batches.length - 1].push(t)
+    length += range
+  }
+  return batches
+}
+
+/**
+ * Fills what multi-range answers bring of `transfers` (ascending, disjoint, sizes known): in requests of a few
+ * hundred ranges each, `source.parallel` at once, while the server answers them. Whether it does is learnt from
+ * a first request sent alone, so a server that refuses costs one request, once. What is left incomplete is for
+ * single requests to finish.
+ */
+export async function readMultiRange(source: MultiRangeSource, transfers: Transfer[], signal: AbortSignal | undefined): Promise<void> {
+  const { state, plan, withRetries } = source
+  let batches = batchesOf(transfers, source.parallel)
+  if (state.multiRange === undefined) {
+    await withRetries(plan, signal, (attempt) => attemptMultiRange(source, batches[0], attempt))
+    batches = batches.slice(1)
+  }
+  await source.runPool(batches, source.parallel, async (batch) => {
+    if (batch.length > 1 && state.multiRange !== false) await withRetries(plan, signal, (attempt) => attemptMultiRange(source, batch, attempt))
+  })
+}
+
+/**
+ * One request for the rest of several transfers. A multipart/byteranges answer fills each transfer from the
+ * parts that start where it stands; a single range (the server refuses several, or joined them into one)
+ * fills what it covers; a 200 (its validator matched, so the file is the same) says the server refuses
+ * multi-range, and fills nothing. The server's way is remembered.
+ */
+async function attemptMultiRange(source: MultiRangeSource, batch: Transfer[], attempt: Attempt): Promise<void> {
+  const { state, discard, TransientError } = source
+  const pending = batch.filter((t) => t.filled < t.length)
+  if (pending.length === 0) return
+  const ranges = pending.map((t) => `${t.offset + t.filled}-${t.offset + t.length - 1}`).join(',')
+  const response = await source.request(ranges, attempt).response
+  attempt.touch()
+  const asked = pending.length > 4 ? `${pending.length} ranges from byte ${pending[0].offset + pending[0].filled}` : `bytes ${ranges}`
+  state.checkResponse(response, asked)
+  if (response.status === 200) {
+    state.multiRange = false
+    return discard(response)
+  }
+  const low = pending[0].offset + pending[0].filled
+  const high = pending[pending.length - 1].offset + pending[pending.length - 1].length
+  // A part's bytes land in each transfer that stands at their position; a part that starts inside a
+  // transfer's rest fills none of it (that rest is asked for again), so a byte lands only where it belongs.
+  const land = (position: number, chunk: Uint8Array) => {
+    for (const t of pending) {
+      const at = t.offset + t.filled
+      if (at < position || at >= position + chunk.length || t.filled === t.length) continue
+      const n = Math.min(t.offset + t.length, position + chunk.length) - at
+      t.target!.set(chunk.subarray(at - position, at - position + n), t.filled)
+      t.filled += n
+      t.onBytes?.(n)
+    }
+    attempt.touch()
+  }
+  const context: PartsContext = {
+    size: state.size!,
+    fail: (message) => state.failed(response, `${message}, in answer to a request for ${asked}`),
+    endedEarly: () => new TransientError(state.href, 'the response ended before its last part did'),
+    parseContentRange: source.parseContentRange,
+  }
+  state.multiRange = await readParts(context, response, pending.length, [low, high], attempt.gone, land)
+}
+
+/** What readParts needs of the request it reads the answer of. */
+interface PartsContext {
   /** The file's size. */
   size: number
   /** The error of an answer that cannot be used. */
   fail(message: string): Error
   /** The error of an answer that ended early: another request can ask for the rest. */
   endedEarly(): Error
-  parseContentRange(value: string | null): ContentRange | undefined
+  parseContentRange: typeof parseContentRange
 }
 
 /** Bytes before a multipart delimiter, or of a part's headers, past which the answer counts as malformed. */
@@ -32,7 +130,7 @@ function parseBoundary(contentType: string | null): string | undefined {
  * first). Every part's Content-Range must lie within [low, high) of a `size`-byte file. Returns whether
  * the answer was multipart.
  */
-export async function readParts(
+async function readParts(
   context: PartsContext,
   response: Response,
   ranges: number,

@@ -3,7 +3,23 @@
 // single-range body into its target.
 import type { SafetensorsError } from '../../errors.ts'
 import { parseRetryAfter } from '../retry.ts'
+import type { OnBytes } from '../source.ts'
 import { io, TransientError } from './attempts.ts'
+
+/** One read in progress: what arrived so far survives a failed attempt, so the next one asks only for the rest. */
+export interface Transfer {
+  offset: number
+  /** Bytes asked for; the first read of a file may get fewer, at its end. */
+  length: number
+  /** Allocated once the size is known (for the first read: when its response arrives). */
+  target?: Uint8Array
+  filled: number
+  /**
+   * Told each part's length as it lands in `target` (progress, conversion as bytes arrive): in order, or,
+   * for a read in parallel chunks, in any order with `done`, the bytes complete at the front of `target`.
+   */
+  onBytes?: OnBytes
+}
 
 /** Statuses that say "not now" rather than "never": a later attempt may well succeed. */
 const TRANSIENT_STATUS = new Set([408, 429, 500, 502, 503, 504])

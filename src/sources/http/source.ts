@@ -12,9 +12,9 @@
 import { ConnectionPool, connectionsOption, DOWNLOAD, type ParallelReads, readChunked } from '../downloads.ts'
 import { PARALLEL_READS, runPool } from '../pool.ts'
 import { retrySettings } from '../retry.ts'
-import { abortedError, type OnBytes, type RangeSource } from '../source.ts'
+import { abortedError, type RangeSource } from '../source.ts'
 import { type Attempt, io, type RetryPlan, TransientError, withRetries } from './attempts.ts'
-import { discard, FileState, parseContentRange, readBody } from './responses.ts'
+import { discard, FileState, parseContentRange, readBody, type Transfer } from './responses.ts'
 import type { WholeFile } from './whole-file.ts'
 
 /** Options of reads over http(s), in {@link open}, {@link openModel} and {@link httpSource}. */
@@ -60,24 +60,6 @@ export interface HttpOptions {
 
 export const HTTP_REQUEST_COST = 512 << 10
 
-/** Longest Range header sent: servers refuse longer header lines (nginx's limit is 8 KiB), so a request carries a few hundred ranges at most. */
-const MAX_RANGE_HEADER = 4000
-
-/** One read in progress: what arrived so far survives a failed attempt, so the next one asks only for the rest. */
-interface Transfer {
-  offset: number
-  /** Bytes asked for; the first read of a file may get fewer, at its end. */
-  length: number
-  /** Allocated once the size is known (for the first read: when its response arrives). */
-  target?: Uint8Array
-  filled: number
-  /**
-   * Told each part's length as it lands in `target` (progress, conversion as bytes arrive): in order, or,
-   * for a read in parallel chunks, in any order with `done`, the bytes complete at the front of `target`.
-   */
-  onBytes?: OnBytes
-}
-
 /** What a server says identifies one version of a file; learnt from the first response. */
 export interface HttpVersion {
   etag: string | null
@@ -90,23 +72,6 @@ export type HttpSource = RangeSource & {
   readonly version: HttpVersion | undefined
   /** How large reads go parallel; undefined while they cannot (connections: 1, size unknown, Range ignored). */
   readonly parallel: ParallelReads | undefined
-}
-
-/** Consecutive transfers in at least PARALLEL_READS groups, each one request whose Range header stays under MAX_RANGE_HEADER. */
-function batchesOf(transfers: Transfer[]): Transfer[][] {
-  const per = Math.ceil(transfers.length / PARALLEL_READS)
-  const batches: Transfer[][] = []
-  let length = Infinity
-  for (const t of transfers) {
-    const range = `${t.offset}-${t.offset + t.length - 1},`.length
-    if (batches[batches.length - 1]?.length === per || length + range > MAX_RANGE_HEADER) {
-      batches.push([])
-      length = 'Range: bytes='.length
-    }
-    batches[batches.length - 1].push(t)
-    length += range
-  }
-  return batches
 }
 
 /**
@@ -158,51 +123,6 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     })
   }
 
-  /**
-   * One request for the rest of several transfers (ascending, disjoint, sizes known). A multipart/byteranges
-   * answer fills each transfer from the parts that start where it stands; a single range (the server
-   * refuses several, or joined them into one) fills what it covers; a 200 (its validator matched, so the
-   * file is the same) says the server refuses multi-range, and fills nothing. The server's way is
-   * remembered; what is left incomplete is for single requests to finish.
-   */
-  async function attemptMultiRange(batch: Transfer[], attempt: Attempt): Promise<void> {
-    const pending = batch.filter((t) => t.filled < t.length)
-    if (pending.length === 0) return
-    const ranges = pending.map((t) => `${t.offset + t.filled}-${t.offset + t.length - 1}`).join(',')
-    const response = await request(ranges, attempt).response
-    attempt.touch()
-    const asked = pending.length > 4 ? `${pending.length} ranges from byte ${pending[0].offset + pending[0].filled}` : `bytes ${ranges}`
-    state.checkResponse(response, asked)
-    if (response.status === 200) {
-      state.multiRange = false
-      return discard(response)
-    }
-    const low = pending[0].offset + pending[0].filled
-    const high = pending[pending.length - 1].offset + pending[pending.length - 1].length
-    // A part's bytes land in each transfer that stands at their position; a part that starts inside a
-    // transfer's rest fills none of it (that rest is asked for again), so a byte lands only where it belongs.
-    const land = (position: number, chunk: Uint8Array) => {
-      for (const t of pending) {
-        const at = t.offset + t.filled
-        if (at < position || at >= position + chunk.length || t.filled === t.length) continue
-        const n = Math.min(t.offset + t.length, position + chunk.length) - at
-        t.target!.set(chunk.subarray(at - position, at - position + n), t.filled)
-        t.filled += n
-        t.onBytes?.(n)
-      }
-      attempt.touch()
-    }
-    const context = {
-      size: state.size!,
-      fail: (message: string) => state.failed(response, `${message}, in answer to a request for ${asked}`),
-      endedEarly: () => new TransientError(href, 'the response ended before its last part did'),
-      parseContentRange,
-    }
-    // Loaded when first needed: only a slice of many runs makes multi-range requests.
-    const { readParts } = await import('./multipart.ts')
-    state.multiRange = await readParts(context, response, pending.length, [low, high], attempt.gone, land)
-  }
-
   /** Every read after the one that found the server ignores Range: from one download of the file (whole-file.ts). */
   let whole: Promise<WholeFile> | undefined
 
@@ -223,23 +143,25 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
   }
 
   /**
-   * Reads several ranges: in multi-range requests of a few hundred ranges each (at least PARALLEL_READS
-   * of them, run concurrently) while the server answers them, else one request per range. Whether it
-   * does is learnt from a first request sent alone, so a server that refuses costs one request, once.
+   * Reads several ranges: through multi-range requests where that can pay (many ranges, a server that may
+   * answer them: multipart.ts), then one request for each range they left incomplete.
    */
   async function readRanges(transfers: Transfer[], signal: AbortSignal | undefined): Promise<void> {
-    const incomplete = () => transfers.filter((t) => t.filled < t.length)
-    const several = (batch: Transfer[]) => batch.length > 1 && state.multiRange !== false
-    let batches = state.ranged && state.multiRange !== false && transfers.length > PARALLEL_READS ? batchesOf(transfers) : []
-    if (state.multiRange === undefined && batches.length > 0) {
-      await withRetries(plan, signal, (attempt) => attemptMultiRange(batches[0], attempt))
-      batches = batches.slice(1)
+    if (state.ranged && state.multiRange !== false && transfers.length > PARALLEL_READS) {
+      // Loaded when first needed: only a slice of many runs makes multi-range requests.
+      const { readMultiRange } = await import('./multipart.ts')
+      await readMultiRange(
+        { state, plan, request, withRetries, runPool, discard, parseContentRange, TransientError, parallel: PARALLEL_READS },
+        transfers,
+        signal,
+      )
     }
-    await runPool(batches, PARALLEL_READS, async (batch) => {
-      if (several(batch)) await withRetries(plan, signal, (attempt) => attemptMultiRange(batch, attempt))
-    })
     // Whatever no multi-range answer brought: a refusal, parts left out, a part that started mid-range.
-    await runPool(incomplete(), PARALLEL_READS, (t) => readTransfer(t, signal))
+    await runPool(
+      transfers.filter((t) => t.filled < t.length),
+      PARALLEL_READS,
+      (t) => readTransfer(t, signal),
+    )
   }
 
   const checkInFile = (offset: number, length: number) => {
