@@ -264,13 +264,14 @@ def save_model(spec, seed):
     return folder
 
 
-def reference(spec, folder, seed):
-    """The float32 next-token logits of the saved model, read back from its folder as a user loads it."""
+def reference(spec, folder, cases_ids, sentence, versions, **fields):
+    """The float32 next-token logits of the saved model after each id sequence, read back from its folder as a
+    user loads it, and its tokenizer's ids of `sentence`; `fields` go after the stored dtype."""
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     cases = []
     with torch.no_grad():
-        for ids in sequences(seed, spec["add_bos"]):
+        for ids in cases_ids:
             logits = model(torch.tensor([ids])).logits[0, -1].to(torch.float32).numpy()
             probabilities = np.exp(logits - logits.max())
             probabilities /= probabilities.sum()
@@ -284,13 +285,14 @@ def reference(spec, folder, seed):
             )
     return {
         "made_by": "scripts/make-gguf-models.py",
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "tokenizers": tokenizers.__version__},
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "tokenizers": tokenizers.__version__, **versions},
         "architecture": spec["class"].__name__,
         "stored_dtype": str(spec["dtype"]).removeprefix("torch."),
+        **fields,
         "cases": cases,
-        "sentence": SENTENCE,
-        "sentence_ids": tokenizer(SENTENCE)["input_ids"],
-        "sentence_ids_without_special": tokenizer(SENTENCE, add_special_tokens=False)["input_ids"],
+        "sentence": sentence,
+        "sentence_ids": tokenizer(sentence)["input_ids"],
+        "sentence_ids_without_special": tokenizer(sentence, add_special_tokens=False)["input_ids"],
     }
 
 
@@ -701,16 +703,14 @@ def sequences_2(seed, lengths, pool, bos):
 def to_transformers4(folder, keep_rope_in_scaling=True):
     """Rewrites a saved config.json in transformers 4's form, as most configs on the Hub still are: rope_theta at
     the top level, the scaling (if any) as rope_scaling; rope_parameters gone."""
-    path = os.path.join(folder, "config.json")
-    with open(path) as f:
-        config = json.load(f)
-    rope = config.pop("rope_parameters")
-    config["rope_theta"] = rope.pop("rope_theta")
-    if rope.get("rope_type", "default") != "default" and keep_rope_in_scaling:
-        config["rope_scaling"] = rope
-    else:
-        config["rope_scaling"] = None
-    write_json(path, dict(sorted(config.items())))
+
+    def change(config):
+        rope = config.pop("rope_parameters")
+        config["rope_theta"] = rope.pop("rope_theta")
+        keep = rope.get("rope_type", "default") != "default" and keep_rope_in_scaling
+        config["rope_scaling"] = rope if keep else None
+
+    edit_config(folder, change)
 
 
 def edit_config(folder, change):
@@ -1114,41 +1114,6 @@ def save_model_2(spec, folder):
         edit_config(folder, lambda c: c.update(n_ctx=c["n_positions"]))
 
 
-def reference_2(spec, folder, cases_ids):
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    cases = []
-    with torch.no_grad():
-        for ids in cases_ids:
-            logits = model(torch.tensor([ids])).logits[0, -1].to(torch.float32).numpy()
-            probabilities = np.exp(logits - logits.max())
-            probabilities /= probabilities.sum()
-            top = np.sort(probabilities)[::-1]
-            cases.append(
-                {
-                    "ids": ids,
-                    "logits": [float(x) for x in logits],
-                    "spread": {"top1": float(top[0]), "top2": float(top[1]), "uniform": 1 / len(logits)},
-                }
-            )
-    return {
-        "made_by": "scripts/make-gguf-models.py",
-        "versions": {
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "tokenizers": tokenizers.__version__,
-            "sentencepiece": sentencepiece.__version__,
-        },
-        "architecture": spec["class"].__name__,
-        "stored_dtype": str(spec["dtype"]).removeprefix("torch."),
-        "exercises": spec["exercises"],
-        "cases": cases,
-        "sentence": SENTENCE_2,
-        "sentence_ids": tokenizer(SENTENCE_2)["input_ids"],
-        "sentence_ids_without_special": tokenizer(SENTENCE_2, add_special_tokens=False)["input_ids"],
-    }
-
-
 def check_tokenizer(spec, folder, ref):
     """The reference tokenization is the Hugging Face tokenizer's as a user loads the folder; it must also be what
     the folder's own files say: tokenizer.json run by `tokenizers`, and tokenizer.model run by sentencepiece."""
@@ -1171,7 +1136,7 @@ def make_2(spec, spm_models, first_tokenizer):
     write_tokenizer_2(spec, folder, spm_models, first_tokenizer)
     pool = ordinary_ids(folder, spec["config"].vocab_size)
     cases_ids = sequences_2(spec["seed"], spec["lengths"], pool, spec["bos"])
-    ref = reference_2(spec, folder, cases_ids)
+    ref = reference(spec, folder, cases_ids, SENTENCE_2, {"sentencepiece": sentencepiece.__version__}, exercises=spec["exercises"])
     check_tokenizer(spec, folder, ref)
     with open(os.path.join(folder, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1)
@@ -1218,7 +1183,7 @@ def main():
         trained = first_tokenizer()
         folder = save_model(spec, seed)
         save_tokenizer(trained, folder, spec["add_bos"])
-        ref = reference(spec, folder, seed)
+        ref = reference(spec, folder, sequences(seed, spec["add_bos"]), SENTENCE, {})
         with open(os.path.join(folder, "reference.json"), "w") as f:
             json.dump(ref, f, indent=1)
             f.write("\n")
