@@ -1587,8 +1587,11 @@ def write_json(path, data, indent=2):
 
 
 def compact_json(data, level=0):
-    """JSON indented by one space a level, with lists of plain values (shapes, ids, logits) on one line."""
+    """JSON indented by one space a level, with lists of plain values (shapes, ids, logits) and short objects deep
+    down on one line."""
     pad = " " * (level + 1)
+    if isinstance(data, dict) and data and level >= 2 and len(json.dumps(data)) <= 120:
+        return json.dumps(data)
     if isinstance(data, dict) and data:
         items = [f"{pad}{json.dumps(k)}: {compact_json(v, level + 1)}" for k, v in data.items()]
         return "{\n" + ",\n".join(items) + "\n" + " " * level + "}"
@@ -1719,7 +1722,15 @@ def make_folder(spec, seed):
 
     config_data = config_dict(config, layout.model_dtype)
     config_data.update(layout.config_block())
-    write_json(os.path.join(folder, "config.json"), config_data)
+    if isinstance(layout, MlxAffine):
+        # mlx-lm's save_config: keys sorted, indent 4, no newline at the end.
+        config_data = dict(sorted(config_data.items()))
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config_data, f, indent=4)
+    else:
+        # transformers' save_pretrained: indent 2, keys sorted.
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            f.write(json.dumps(config_data, indent=2, sort_keys=True) + "\n")
     if isinstance(layout, CompressedTensors):
         layout.write_config(folder)
         with open(os.path.join(folder, "config.json")) as f:
@@ -1839,6 +1850,225 @@ def versions():
     }
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Mutations: inconsistent folders, as changes a test applies to a copy of a good one
+# ------------------------------------------------------------------------------------------------------------
+
+MUTATIONS_ABOUT = (
+    "Each mutation turns a copy of a good folder into an inconsistent (or unsupported) one. Apply `ops` in order to a "
+    "copy of test/fixtures/quantized/<folder>, then openModel the copy and read the logical tensor `read`: the error, at "
+    "open or at that read, is a SafetensorsError with `code`, whose message contains every string of `mentions`. Ops: "
+    "removeTensor {tensor} drops a stored tensor from whichever file holds it (and from the index's weight_map); "
+    "replaceTensor {tensor, dtype, shape, and values (a flat list, row-major) or utf8 (the UTF-8 bytes of a string, "
+    "dtype U8, shape [length])} writes a new tensor of that name in place of the old one, in the same file; setConfig "
+    "{path, value} sets config.json's key at `path` (a list of keys) to `value`."
+)
+
+
+def stored_tensor(folder, tensor):
+    path = os.path.join(OUT, folder)
+    for file in sorted(os.listdir(path)):
+        if file.endswith(".safetensors") and file != "golden.safetensors":
+            with safetensors.safe_open(os.path.join(path, file), "pt") as f:
+                if tensor in f.keys():
+                    return f.get_tensor(tensor)
+    raise KeyError(tensor)
+
+
+def make_mutations():
+    mutations = []
+
+    def add(name, folder, ops, read, code, mentions):
+        mutations.append({"name": name, "folder": folder, "ops": ops, "read": read, "expect": {"code": code, "mentions": mentions}})
+
+    m = "model.layers.0.self_attn.q_proj"
+    add(
+        "gptq: a module without its scales",
+        "gptq-4bit-asym-v2",
+        [{"op": "removeTensor", "tensor": f"{m}.scales"}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    m = "model.layers.0.mlp.down_proj"
+    g_idx = stored_tensor("gptq-4bit-desc-act", f"{m}.g_idx").tolist()
+    g_idx[5] = max(g_idx) + 1
+    add(
+        "gptq: a g_idx entry past the last group",
+        "gptq-4bit-desc-act",
+        [{"op": "replaceTensor", "tensor": f"{m}.g_idx", "dtype": "I32", "shape": [len(g_idx)], "values": g_idx}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    add(
+        "gptq: 5 bits without the planar format",
+        "gptq-3bit",
+        [{"op": "setConfig", "path": ["quantization_config", "bits"], "value": 5}],
+        "model.layers.0.mlp.down_proj.weight",
+        "UnsupportedQuantization",
+        ["5"],
+    )
+    m = "model.layers.0.mlp.down_proj"
+    add(
+        "mlx: scales with one group too few",
+        "mlx-affine-8bit",
+        [{"op": "replaceTensor", "tensor": f"{m}.scales", "dtype": "F16", "shape": [64, 3], "values": [0.01] * 192}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    m = "model.layers.0.self_attn.q_proj"
+    add(
+        "mlx: bits that do not fit the packed rows (16 words of a 128-wide row are not whole 5-bit codes)",
+        "mlx-affine-4bit",
+        [
+            {"op": "setConfig", "path": ["quantization", "bits"], "value": 5},
+            {"op": "setConfig", "path": ["quantization_config", "bits"], "value": 5},
+        ],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    add(
+        "awq: 3 bits (AWQ GEMM is 4-bit only)",
+        "awq-gemm-4bit",
+        [{"op": "setConfig", "path": ["quantization_config", "bits"], "value": 3}],
+        "model.layers.0.mlp.down_proj.weight",
+        "UnsupportedQuantization",
+        ["3"],
+    )
+    m = "model.layers.0.mlp.gate_proj"
+    state = json.loads(bytes(stored_tensor("bnb-nf4", f"{m}.weight.quant_state.bitsandbytes__nf4").tolist()).decode())
+    state["shape"] = [state["shape"][0], state["shape"][1] + 1]
+    text = json.dumps(state)
+    add(
+        "bitsandbytes: a quant_state shape the packed codes do not hold",
+        "bnb-nf4",
+        [{"op": "replaceTensor", "tensor": f"{m}.weight.quant_state.bitsandbytes__nf4", "dtype": "U8", "shape": [len(text.encode())], "utf8": text}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    add(
+        "bitsandbytes: double quantization without its nested absmax",
+        "bnb-nf4",
+        [{"op": "removeTensor", "tensor": f"{m}.weight.nested_absmax"}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    m = "model.layers.0.mlp.up_proj"
+    add(
+        "bitsandbytes 8-bit: no SCB",
+        "bnb-int8",
+        [{"op": "removeTensor", "tensor": f"{m}.SCB"}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    m = "model.layers.0.self_attn.q_proj"
+    add(
+        "fp8 block: a scale grid of 1x1 for a 144x144 weight (ceil-div 128 gives 2x2)",
+        "fp8-block",
+        [{"op": "replaceTensor", "tensor": f"{m}.weight_scale_inv", "dtype": "F32", "shape": [1, 1], "values": [0.001]}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    add(
+        "fp8 block: weight_block_size 64x64, which the stored 2x2 grids do not fit (144 rows need 3)",
+        "fp8-block",
+        [{"op": "setConfig", "path": ["quantization_config", "weight_block_size"], "value": [64, 64]}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    m = "model.layers.0.mlp.down_proj"
+    add(
+        "fp8 per tensor: a weight_scale of two values",
+        "fp8-tensor",
+        [{"op": "replaceTensor", "tensor": f"{m}.weight_scale", "dtype": "F32", "shape": [2], "values": [0.001, 0.002]}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    m = "model.layers.0.mlp.experts"
+    add(
+        "mxfp4: experts without their scales",
+        "mxfp4-gpt-oss",
+        [{"op": "removeTensor", "tensor": f"{m}.gate_up_proj_scales"}],
+        f"{m}.gate_up_proj",
+        "InvalidQuantization",
+        [m],
+    )
+    add(
+        "mxfp4: scales for half the blocks",
+        "mxfp4-gpt-oss",
+        [{"op": "replaceTensor", "tensor": f"{m}.down_proj_scales", "dtype": "U8", "shape": [4, 64, 1], "values": [127] * 256}],
+        f"{m}.down_proj",
+        "InvalidQuantization",
+        [m],
+    )
+    m = "model.layers.0.mlp.down_proj"
+    add(
+        "compressed-tensors: a weight_shape wider than the packed rows",
+        "ct-w4a16-asym",
+        [{"op": "replaceTensor", "tensor": f"{m}.weight_shape", "dtype": "I64", "shape": [2], "values": [64, 160]}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    g_idx = stored_tensor("ct-w4a16-gidx", f"{m}.weight_g_idx").tolist()
+    g_idx[7] = -1
+    add(
+        "compressed-tensors: a negative weight_g_idx entry",
+        "ct-w4a16-gidx",
+        [{"op": "replaceTensor", "tensor": f"{m}.weight_g_idx", "dtype": "I32", "shape": [len(g_idx)], "values": g_idx}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    add(
+        "compressed-tensors: the marlin-24 format",
+        "ct-w4a16-asym",
+        [
+            {"op": "setConfig", "path": ["quantization_config", "format"], "value": "marlin-24"},
+            {"op": "setConfig", "path": ["quantization_config", "config_groups", "group_0", "format"], "value": "marlin-24"},
+        ],
+        f"{m}.weight",
+        "UnsupportedQuantization",
+        ["marlin-24"],
+    )
+    add(
+        "compressed-tensors nvfp4: no weight_global_scale",
+        "ct-nvfp4",
+        [{"op": "removeTensor", "tensor": f"{m}.weight_global_scale"}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    add(
+        "modelopt: no weight_scale_2",
+        "modelopt-nvfp4",
+        [{"op": "removeTensor", "tensor": f"{m}.weight_scale_2"}],
+        f"{m}.weight",
+        "InvalidQuantization",
+        [m],
+    )
+    add(
+        "a method this library does not read",
+        "gptq-4bit-sym",
+        [{"op": "setConfig", "path": ["quantization_config", "quant_method"], "value": "hqq"}],
+        f"{m}.weight",
+        "UnsupportedQuantization",
+        ["hqq"],
+    )
+    with open(os.path.join(OUT, "mutations.json"), "w") as f:
+        f.write(compact_json({"about": MUTATIONS_ABOUT, "mutations": mutations}) + "\n")
+    print(f"mutations.json: {len(mutations)} mutations")
+
+
 def main():
     if len(sys.argv) == 5 and sys.argv[1] == DEEPSEEK_WORKER:
         deepseek_worker(*sys.argv[2:])
@@ -1853,6 +2083,8 @@ def main():
         if args.names and spec["name"] not in args.names:
             continue
         make_folder(spec, seed)
+    if not args.names:
+        make_mutations()
 
 
 if __name__ == "__main__":
