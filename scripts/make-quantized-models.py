@@ -35,6 +35,9 @@
 # - MLX has no build for Linux x86 here: its CPU path (mlx/ops.cpp affine_quantize/affine_dequantize fallback,
 #   which the CPU stream runs: unpack, multiply by the scale, add the bias, each op rounded to the scale dtype) is
 #   reproduced in numpy, step by step, and cross-checked against the same steps in torch.
+# Every golden tensor is also checked bit for bit against scripts/quant_reference/layout_formulas.py, the
+# formulas of shared/quantized-layouts.md written in numpy without the references. The whole run takes about
+# 20 seconds on one core.
 import argparse
 import json
 import math
@@ -70,8 +73,16 @@ REFERENCES = {
         "commit": "ac8e2ba82f4e0d5eaa40069f8fc642738f124cd4",
         "version": "0.18.0",
     },
-    "gptqmodel": {"repo": "ModelCloud/GPTQModel", "commit": "f4c327a17eb3e24524d5a97a3d682e3696ae6a28", "version": "7.3.4"},
-    "autoawq": {"repo": "casper-hansen/AutoAWQ", "commit": "88e4c76b20755db275574e6a03c83c84ba3bece5", "version": "0.2.9"},
+    "gptqmodel": {
+        "repo": "ModelCloud/GPTQModel",
+        "commit": "f4c327a17eb3e24524d5a97a3d682e3696ae6a28",
+        "version": "7.3.4",
+    },
+    "autoawq": {
+        "repo": "casper-hansen/AutoAWQ",
+        "commit": "88e4c76b20755db275574e6a03c83c84ba3bece5",
+        "version": "0.2.9",
+    },
     "bitsandbytes": {
         "repo": "bitsandbytes-foundation/bitsandbytes",
         "commit": "95f9af309d4d5793847169c39288dcd3fcbdf564",
@@ -137,8 +148,15 @@ class _Stub(metaclass=_StubMeta):
 
 
 def _stub_module(name):
+    """A module every attribute of which is _Stub."""
+
+    def attribute(key):
+        if key.startswith("__"):
+            raise AttributeError(key)
+        return _Stub
+
     module = types.ModuleType(name)
-    module.__getattr__ = lambda key: (_ for _ in ()).throw(AttributeError(key)) if key.startswith("__") else _Stub
+    module.__getattr__ = attribute
     module.__path__ = []
     sys.modules[name] = module
 
@@ -193,7 +211,9 @@ def load_autoawq():
         import awq.modules.linear.gemm as gemm
         import awq.utils.packing_utils as packing_utils
 
-        _loaded["awq"] = types.SimpleNamespace(WQLinear_GEMM=gemm.WQLinear_GEMM, dequantize_gemm=packing_utils.dequantize_gemm)
+        _loaded["awq"] = types.SimpleNamespace(
+            WQLinear_GEMM=gemm.WQLinear_GEMM, dequantize_gemm=packing_utils.dequantize_gemm
+        )
     return _loaded["awq"]
 
 
@@ -227,7 +247,8 @@ def load_modelopt():
 
         nvfp4_tensor.fp4_compatible = lambda: False
         _loaded["modelopt"] = types.SimpleNamespace(
-            NVFP4QTensor=nvfp4_tensor.NVFP4QTensor, convert_hf_quant_config_format=convert_hf_config.convert_hf_quant_config_format
+            NVFP4QTensor=nvfp4_tensor.NVFP4QTensor,
+            convert_hf_quant_config_format=convert_hf_config.convert_hf_quant_config_format,
         )
     return _loaded["modelopt"]
 
@@ -268,7 +289,9 @@ def deepseek_worker(tmp, checkout, triton):
     out = {}
     for i in range(len(inputs) // 2):
         out[f"y{i}"] = weight_dequant(inputs[f"w{i}"], inputs[f"s{i}"])
-    safetensors.torch.save_file(out, os.path.join(tmp, "out.safetensors"), metadata={"triton": triton_module.__version__})
+    safetensors.torch.save_file(
+        out, os.path.join(tmp, "out.safetensors"), metadata={"triton": triton_module.__version__}
+    )
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -464,9 +487,6 @@ class Layout:
     def quantizes(self, name, weight):
         return linear_name(name, weight)
 
-    def logical_from_stored(self, name):
-        return name
-
 
 # ---- MLX affine ---------------------------------------------------------------------------------------------
 
@@ -485,7 +505,9 @@ def mlx_unpack_bits(w, bits):
     bits)` for each start; otherwise every bit of every word, regrouped `bits` at a time, summed with shifts."""
     w = w.astype(np.uint32)
     if bits in (2, 4, 8):
-        parts = [((w << np.uint32(32 - (start + bits))) >> np.uint32(32 - bits))[..., None] for start in range(0, 32, bits)]
+        parts = [
+            ((w << np.uint32(32 - (start + bits))) >> np.uint32(32 - bits))[..., None] for start in range(0, 32, bits)
+        ]
         return np.concatenate(parts, axis=-1).reshape(w.shape[0], -1)
     planes = (w[..., None] >> np.arange(32, dtype=np.uint32)) & np.uint32(1)
     planes = planes.reshape(w.shape[0], -1, bits)
@@ -525,7 +547,12 @@ class MlxAffine(Layout):
 
     def quantizes(self, name, weight):
         module = name.removesuffix(".weight")
-        if module in self.unquantized or self.overrides.get(module) is False or not name.endswith(".weight") or weight.ndim != 2:
+        if (
+            module in self.unquantized
+            or self.overrides.get(module) is False
+            or not name.endswith(".weight")
+            or weight.ndim != 2
+        ):
             return False
         if not (linear_name(name, weight) or module in ("model.embed_tokens", "lm_head")):
             return False
@@ -661,7 +688,11 @@ class Gptq(Layout):
     def extra_files(self, folder):
         if self.style == "autogptq":
             with open(os.path.join(folder, "quantize_config.json"), "w") as f:
-                json.dump({k: v for k, v in self.config_block()["quantization_config"].items() if k != "quant_method"}, f, indent=2)
+                json.dump(
+                    {k: v for k, v in self.config_block()["quantization_config"].items() if k != "quant_method"},
+                    f,
+                    indent=2,
+                )
                 f.write("\n")
 
     def v1(self):
@@ -726,7 +757,10 @@ class Gptq(Layout):
         )
         qlinear.pack_block(linear, scales, zeros.to(torch.int32), g_idx)
         if self.v1():
-            gptq.v2_to_v1(qlinear, gptq.QuantizeConfig(bits=self.bits, group_size=self.group_size, sym=self.sym, desc_act=self.desc_act))
+            gptq.v2_to_v1(
+                qlinear,
+                gptq.QuantizeConfig(bits=self.bits, group_size=self.group_size, sym=self.sym, desc_act=self.desc_act),
+            )
         parts = {
             f"{module}.qweight": qlinear.qweight.clone(),
             f"{module}.qzeros": qlinear.qzeros.clone(),
@@ -765,7 +799,9 @@ class Gptq(Layout):
 
     def formula(self, name, p):
         m = name.removesuffix(".weight")
-        return formulas.gptq(p[f"{m}.qweight"], p[f"{m}.qzeros"], p[f"{m}.scales"], p[f"{m}.g_idx"], self.bits, self.v1())
+        return formulas.gptq(
+            p[f"{m}.qweight"], p[f"{m}.qzeros"], p[f"{m}.scales"], p[f"{m}.g_idx"], self.bits, self.v1()
+        )
 
 
 # ---- AWQ ----------------------------------------------------------------------------------------------------
@@ -823,7 +859,9 @@ class AwqGemm(Layout):
     def golden(self, name, stored):
         awq = load_autoawq()
         module = name.removesuffix(".weight")
-        w = awq.dequantize_gemm(stored[f"{module}.qweight"], stored[f"{module}.qzeros"], stored[f"{module}.scales"], 4, self.group_size)
+        w = awq.dequantize_gemm(
+            stored[f"{module}.qweight"], stored[f"{module}.qzeros"], stored[f"{module}.scales"], 4, self.group_size
+        )
         assert w.dtype == torch.float16
         return w.T.contiguous()
 
@@ -885,7 +923,10 @@ class Bnb4bit(Layout):
             quant_storage=torch.uint8,
         )
         layer.weight = bnb.nn.Params4bit(
-            weight.to(self.model_dtype), requires_grad=False, compress_statistics=self.double_quant, quant_type=self.quant_type
+            weight.to(self.model_dtype),
+            requires_grad=False,
+            compress_statistics=self.double_quant,
+            quant_type=self.quant_type,
         )
         layer = layer.to("cpu")
         return {f"{module}.{k}": v.clone() for k, v in layer.state_dict().items()}
@@ -893,7 +934,9 @@ class Bnb4bit(Layout):
     def golden(self, name, stored):
         bnb = load_bitsandbytes()
         stats = {k[len(name) + 1 :]: v for k, v in stored.items() if k.startswith(name + ".")}
-        param = bnb.nn.Params4bit.from_prequantized(data=stored[name], quantized_stats=stats, requires_grad=False, device="cpu")
+        param = bnb.nn.Params4bit.from_prequantized(
+            data=stored[name], quantized_stats=stats, requires_grad=False, device="cpu"
+        )
         w = bnb.functional.dequantize_4bit(param.data, param.quant_state)
         assert w.dtype == self.golden_dtype, w.dtype
         return w
@@ -1019,7 +1062,7 @@ class Fp8Block(Layout):
         products = deepseek_weight_dequant_f32(pairs)
         result = {}
         self.transformers_outcome = {}
-        for n, (w, s), y in zip(names, pairs, products):
+        for n, (w, s), y in zip(names, pairs, products, strict=True):
             rows, cols = w.shape
             emulated = w.float() * s.repeat_interleave(128, 0).repeat_interleave(128, 1)[:rows, :cols]
             assert same_bits(y, emulated), n
@@ -1052,13 +1095,19 @@ class Fp8PerTensor(Layout):
 
     def config_block(self):
         # AutoFP8's config (e.g. neuralmagic/Meta-Llama-3-8B-Instruct-FP8).
-        return {"quantization_config": {"activation_scheme": "static", "ignored_layers": ["lm_head"], "quant_method": "fp8"}}
+        return {
+            "quantization_config": {"activation_scheme": "static", "ignored_layers": ["lm_head"], "quant_method": "fp8"}
+        }
 
     def pack(self, name, weight):
         module = name.removesuffix(".weight")
         scale = (weight.abs().max() / 448).float().reshape(())
         input_scale = torch.tensor(float(rng_for(name, "input").uniform(0.004, 0.02)), dtype=torch.float32).reshape(())
-        return {f"{module}.weight": fp8_e4m3(weight / scale), f"{module}.weight_scale": scale, f"{module}.input_scale": input_scale}
+        return {
+            f"{module}.weight": fp8_e4m3(weight / scale),
+            f"{module}.weight_scale": scale,
+            f"{module}.input_scale": input_scale,
+        }
 
     def golden(self, name, stored):
         module = name.removesuffix(".weight")
@@ -1144,16 +1193,18 @@ class Mxfp4(Layout):
         # openai/gpt-oss-20b's block.
         return {
             "quantization_config": {
-                "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"],
+                "modules_to_not_convert": [
+                    "model.layers.*.self_attn",
+                    "model.layers.*.mlp.router",
+                    "model.embed_tokens",
+                    "lm_head",
+                ],
                 "quant_method": "mxfp4",
             }
         }
 
     def quantizes(self, name, weight):
         return name.endswith(".mlp.experts.gate_up_proj") or name.endswith(".mlp.experts.down_proj")
-
-    def logical_from_stored(self, name):
-        return name
 
     def pack(self, name, weight):
         # transformers' [E, in, out] -> the checkpoint's [E, out, in/32, 16].
@@ -1213,14 +1264,15 @@ class CompressedTensors(Layout):
         self.input_global_scale = input_global_scale
 
     def scheme(self):
-        ct = load_compressed_tensors()
+        load_compressed_tensors()
         from compressed_tensors.quantization import QuantizationScheme, preset_name_to_scheme
 
         scheme = preset_name_to_scheme(self.preset, ["Linear"])
         if self.overrides:
             weights = scheme.weights.model_copy(update=self.overrides)
-            scheme = QuantizationScheme(targets=scheme.targets, weights=weights, input_activations=scheme.input_activations)
-        del ct
+            scheme = QuantizationScheme(
+                targets=scheme.targets, weights=weights, input_activations=scheme.input_activations
+            )
         return scheme
 
     def compressor(self):
@@ -1292,7 +1344,9 @@ class CompressedTensors(Layout):
         if len(params) == 3:
             state["weight_global_scale"] = params[2].reshape(1).float()
             if self.input_global_scale:
-                state["input_global_scale"] = torch.tensor([float(rng_for(name, "input").uniform(200, 900))], dtype=torch.float32)
+                state["input_global_scale"] = torch.tensor(
+                    [float(rng_for(name, "input").uniform(200, 900))], dtype=torch.float32
+                )
         compressed = self.compressor().compress(state, scheme)
         return {f"{module}.{k}": v.contiguous() for k, v in compressed.items()}
 
@@ -1337,7 +1391,12 @@ class ModeloptNvfp4(Layout):
     def hf_quant_config(self):
         return {
             "producer": {"name": "modelopt", "version": REFERENCES["modelopt"]["version"]},
-            "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": None, "group_size": 16, "exclude_modules": ["lm_head"]},
+            "quantization": {
+                "quant_algo": "NVFP4",
+                "kv_cache_quant_algo": None,
+                "group_size": 16,
+                "exclude_modules": ["lm_head"],
+            },
         }
 
     def config_block(self):
@@ -1531,7 +1590,9 @@ FOLDERS = [
         "what": "compressed-tensors pack-quantized int4, group 32, symmetric, actorder group: I32 weight_g_idx maps each "
         "input column to its group (not monotonic)",
         "config": llama(),
-        "layout": CompressedTensors("W4A16", "pack-quantized", overrides={"group_size": 32, "actorder": "group"}, g_idx=True),
+        "layout": CompressedTensors(
+            "W4A16", "pack-quantized", overrides={"group_size": 32, "actorder": "group"}, g_idx=True
+        ),
     },
     {
         "name": "ct-w8a8-int8",
@@ -1607,7 +1668,10 @@ def shard_plan(spec, names):
         return {n: 0 for n in names}
     if kind == "mlx" or kind == "layers":
         # Shard 1: embeddings and layer 0's attention; shard 2: the rest.
-        return {n: 0 if ("embed_tokens" in n or ".layers.0.self_attn." in n or ".layers.0.input_layernorm" in n) else 1 for n in names}
+        return {
+            n: 0 if ("embed_tokens" in n or ".layers.0.self_attn." in n or ".layers.0.input_layernorm" in n) else 1
+            for n in names
+        }
     if kind == "split-module":
         plan = {}
         for n in names:
@@ -1625,7 +1689,9 @@ def write_model(folder, spec, stored, n_parameters):
     if count == 1 and spec.get("shards") != "mlx":
         safetensors.torch.save_file(stored, os.path.join(folder, "model.safetensors"), metadata=layout.metadata)
         return ["model.safetensors"]
-    files = ["model.safetensors"] if count == 1 else [f"model-{i + 1:05d}-of-{count:05d}.safetensors" for i in range(count)]
+    files = (
+        ["model.safetensors"] if count == 1 else [f"model-{i + 1:05d}-of-{count:05d}.safetensors" for i in range(count)]
+    )
     for i, file in enumerate(files):
         part = {n: t for n, t in stored.items() if plan[n] == i}
         safetensors.torch.save_file(part, os.path.join(folder, file), metadata=layout.metadata)
@@ -1695,7 +1761,11 @@ def transformers_direct(folder, golden, dtype):
     missing = [n for n in golden if n not in state]
     if missing:
         return f"loads, but lacks {missing[:3]}"
-    return "loads; every tensor equals golden" if not differ else f"loads; {len(differ)} tensors differ from golden, e.g. {differ[:3]}"
+    return (
+        "loads; every tensor equals golden"
+        if not differ
+        else f"loads; {len(differ)} tensors differ from golden, e.g. {differ[:3]}"
+    )
 
 
 def make_folder(spec, seed):
@@ -1768,7 +1838,9 @@ def make_folder(spec, seed):
             expected, dtype = layout.formula(n, {p: np_of(readback[p]) for p in logical[n]})
             expected = np.ascontiguousarray(expected)
             assert expected.dtype == dtype and expected.shape == tuple(g.shape), (n, expected.dtype, expected.shape)
-            assert g.contiguous().view(torch.uint8).numpy().tobytes() == expected.tobytes(), f"{n}: golden != the notes' formula"
+            assert g.contiguous().view(torch.uint8).numpy().tobytes() == expected.tobytes(), (
+                f"{n}: golden != the notes' formula"
+            )
     safetensors.torch.save_file(golden, os.path.join(folder, "golden.safetensors"), metadata={"format": "pt"})
 
     cases, architecture = plain_logits(config_data, golden, seed)
@@ -1813,7 +1885,9 @@ def make_folder(spec, seed):
         f.write(compact_json(reference) + "\n")
     size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
     spreads = ", ".join(f"{c['spread']['top1']:.2f}" for c in cases)
-    print(f"{name}: {len(quantized)} quantized of {len(logical)} tensors, max error {max(errors.values()):.3f}, top1 {spreads}, {size} bytes; transformers direct: {direct}")
+    print(
+        f"{name}: {len(quantized)} quantized of {len(logical)} tensors, max error {max(errors.values()):.3f}, top1 {spreads}, {size} bytes; transformers direct: {direct}"
+    )
     return folder, stored, logical
 
 
@@ -1879,7 +1953,9 @@ def make_mutations():
     mutations = []
 
     def add(name, folder, ops, read, code, mentions):
-        mutations.append({"name": name, "folder": folder, "ops": ops, "read": read, "expect": {"code": code, "mentions": mentions}})
+        mutations.append(
+            {"name": name, "folder": folder, "ops": ops, "read": read, "expect": {"code": code, "mentions": mentions}}
+        )
 
     m = "model.layers.0.self_attn.q_proj"
     add(
@@ -1945,7 +2021,15 @@ def make_mutations():
     add(
         "bitsandbytes: a quant_state shape the packed codes do not hold",
         "bnb-nf4",
-        [{"op": "replaceTensor", "tensor": f"{m}.weight.quant_state.bitsandbytes__nf4", "dtype": "U8", "shape": [len(text.encode())], "utf8": text}],
+        [
+            {
+                "op": "replaceTensor",
+                "tensor": f"{m}.weight.quant_state.bitsandbytes__nf4",
+                "dtype": "U8",
+                "shape": [len(text.encode())],
+                "utf8": text,
+            }
+        ],
         f"{m}.weight",
         "InvalidQuantization",
         [m],
@@ -1971,7 +2055,15 @@ def make_mutations():
     add(
         "fp8 block: a scale grid of 1x1 for a 144x144 weight (ceil-div 128 gives 2x2)",
         "fp8-block",
-        [{"op": "replaceTensor", "tensor": f"{m}.weight_scale_inv", "dtype": "F32", "shape": [1, 1], "values": [0.001]}],
+        [
+            {
+                "op": "replaceTensor",
+                "tensor": f"{m}.weight_scale_inv",
+                "dtype": "F32",
+                "shape": [1, 1],
+                "values": [0.001],
+            }
+        ],
         f"{m}.weight",
         "InvalidQuantization",
         [m],
@@ -1988,7 +2080,15 @@ def make_mutations():
     add(
         "fp8 per tensor: a weight_scale of two values",
         "fp8-tensor",
-        [{"op": "replaceTensor", "tensor": f"{m}.weight_scale", "dtype": "F32", "shape": [2], "values": [0.001, 0.002]}],
+        [
+            {
+                "op": "replaceTensor",
+                "tensor": f"{m}.weight_scale",
+                "dtype": "F32",
+                "shape": [2],
+                "values": [0.001, 0.002],
+            }
+        ],
         f"{m}.weight",
         "InvalidQuantization",
         [m],
@@ -2005,7 +2105,15 @@ def make_mutations():
     add(
         "mxfp4: scales for half the blocks",
         "mxfp4-gpt-oss",
-        [{"op": "replaceTensor", "tensor": f"{m}.down_proj_scales", "dtype": "U8", "shape": [4, 64, 1], "values": [127] * 256}],
+        [
+            {
+                "op": "replaceTensor",
+                "tensor": f"{m}.down_proj_scales",
+                "dtype": "U8",
+                "shape": [4, 64, 1],
+                "values": [127] * 256,
+            }
+        ],
         f"{m}.down_proj",
         "InvalidQuantization",
         [m],
@@ -2024,7 +2132,15 @@ def make_mutations():
     add(
         "compressed-tensors: a negative weight_g_idx entry",
         "ct-w4a16-gidx",
-        [{"op": "replaceTensor", "tensor": f"{m}.weight_g_idx", "dtype": "I32", "shape": [len(g_idx)], "values": g_idx}],
+        [
+            {
+                "op": "replaceTensor",
+                "tensor": f"{m}.weight_g_idx",
+                "dtype": "I32",
+                "shape": [len(g_idx)],
+                "values": g_idx,
+            }
+        ],
         f"{m}.weight",
         "InvalidQuantization",
         [m],
@@ -2034,7 +2150,11 @@ def make_mutations():
         "ct-w4a16-asym",
         [
             {"op": "setConfig", "path": ["quantization_config", "format"], "value": "marlin-24"},
-            {"op": "setConfig", "path": ["quantization_config", "config_groups", "group_0", "format"], "value": "marlin-24"},
+            {
+                "op": "setConfig",
+                "path": ["quantization_config", "config_groups", "group_0", "format"],
+                "value": "marlin-24",
+            },
         ],
         f"{m}.weight",
         "UnsupportedQuantization",

@@ -67,9 +67,22 @@ def awq(qweight, qzeros, scales, group_size):
 # ---- bitsandbytes (§6) --------------------------------------------------------------------------------------
 
 NF4 = [
-    -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
-    -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
-    0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0,
+    -1.0,
+    -0.6961928009986877,
+    -0.5250730514526367,
+    -0.39491748809814453,
+    -0.28444138169288635,
+    -0.18477343022823334,
+    -0.09105003625154495,
+    0.0,
+    0.07958029955625534,
+    0.16093020141124725,
+    0.24611230194568634,
+    0.33791524171829224,
+    0.44070982933044434,
+    0.5626170039176941,
+    0.7229568362236023,
+    1.0,
 ]
 # bitsandbytes functional.py get_4bit_type("fp4") writes its code 8 as the Python int -0, which is +0: the
 # table (and the stored quant_map) holds +0.0 there, not -0.0.
@@ -86,7 +99,9 @@ def bnb_4bit(weight, absmax, quant_map, quant_state, nested_absmax=None, nested_
     codes = np.stack([b >> 4, b & 15], axis=-1).reshape(-1)[:n]  # high nibble first
     if "nested_blocksize" in state:
         i = np.arange(absmax.shape[0])
-        scaled = (nested_quant_map.astype(np.float32)[absmax.astype(np.int64)] * nested_absmax[i // state["nested_blocksize"]]).astype(np.float32)
+        scaled = (
+            nested_quant_map.astype(np.float32)[absmax.astype(np.int64)] * nested_absmax[i // state["nested_blocksize"]]
+        ).astype(np.float32)
         absmax = (scaled + np.float32(state["nested_offset"])).astype(np.float32)
     flat = (table[codes] * absmax.astype(np.float32)[np.arange(n) // state["blocksize"]]).astype(np.float32)
     dtype = {"bfloat16": BF16, "float16": np.float16, "float32": np.float32}[state["dtype"]]
@@ -130,7 +145,9 @@ def mxfp4(blocks, scales):
 # ---- compressed-tensors (§3) --------------------------------------------------------------------------------
 
 
-def ct_pack_quantized(weight_packed, weight_scale, weight_shape, num_bits, group_size, symmetric, zero_point=None, g_idx=None):
+def ct_pack_quantized(
+    weight_packed, weight_scale, weight_shape, num_bits, group_size, symmetric, zero_point=None, g_idx=None
+):
     rows, cols = [int(v) for v in weight_shape]
     u = bitstream(weight_packed, num_bits, cols, axis=1)  # [out, in], unsigned
     n_groups = weight_scale.shape[1]
