@@ -1465,7 +1465,8 @@ FOLDERS = [
     {
         "name": "mlx-affine-8bit",
         "what": "MLX affine 8-bit, group 32, F16 scales and biases; Qwen3 with tied embeddings (the quantized embedding "
-        "is also the output layer); the older config without a mode key",
+        "is also the output layer); the older config without a mode key; model.safetensors with an index of one file, "
+        "as mlx-lm writes it",
         "config": qwen3(hidden=64, intermediate=128, layers=2),
         "layout": MlxAffine(8, 32, torch.float16, mode_key=False),
     },
@@ -1686,7 +1687,8 @@ def write_model(folder, spec, stored, n_parameters):
     layout = spec["layout"]
     plan = shard_plan(spec, stored)
     count = max(plan.values()) + 1
-    if count == 1 and spec.get("shards") != "mlx":
+    mlx = isinstance(layout, MlxAffine)
+    if count == 1 and not mlx:
         safetensors.torch.save_file(stored, os.path.join(folder, "model.safetensors"), metadata=layout.metadata)
         return ["model.safetensors"]
     files = (
@@ -1697,8 +1699,8 @@ def write_model(folder, spec, stored, n_parameters):
         safetensors.torch.save_file(part, os.path.join(folder, file), metadata=layout.metadata)
     total_size = sum(t.numel() * t.element_size() for t in stored.values())
     weight_map = {n: files[plan[n]] for n in sorted(stored)}
-    if spec.get("shards") == "mlx":
-        # mlx-lm's save_model: total_parameters too, and indent 4.
+    if mlx:
+        # mlx-lm's save_model: an index even for one file, total_parameters too, and indent 4.
         index = {"metadata": {"total_size": total_size, "total_parameters": n_parameters}, "weight_map": weight_map}
         write_json(os.path.join(folder, "model.safetensors.index.json"), index, indent=4)
     else:
