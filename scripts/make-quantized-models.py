@@ -13,7 +13,8 @@
 #
 # The references run from their own sources, never copied into this repository. Put checkouts of them, at the
 # commits below (REFERENCES), in one folder, each named owner+name (git clone URL DIR && git -C DIR checkout
-# COMMIT), install what they import that torch/transformers do not bring, and point QUANT_REFS at the folder:
+# COMMIT; or `git archive COMMIT` of a clone, extracted: then the commit cannot be checked and is taken as given),
+# install what they import that torch/transformers do not bring, and point QUANT_REFS at the folder:
 #
 #   python3 -m venv /work/venv && /work/venv/bin/pip install "torch==2.13.0+cpu" transformers==5.18.0 \
 #       safetensors numpy ml-dtypes accelerate pydantic loguru           # pydantic, loguru: compressed-tensors
@@ -111,9 +112,12 @@ def ref_dir(key):
     path = os.path.join(base, REFERENCES[key]["repo"].replace("/", "+"))
     if not os.path.isdir(path):
         sys.exit(f"no checkout of {REFERENCES[key]['repo']} at {path}")
-    head = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True)
-    if head.returncode == 0 and head.stdout.strip() != REFERENCES[key]["commit"]:
-        sys.exit(f"{path} is at {head.stdout.strip()}, not {REFERENCES[key]['commit']}")
+    if os.path.exists(os.path.join(path, ".git")):
+        head = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+        if head.stdout.strip() != REFERENCES[key]["commit"]:
+            sys.exit(f"{path} is at {head.stdout.strip()}, not {REFERENCES[key]['commit']}")
+    else:
+        print(f"{path}: not a git checkout, so its commit is taken to be {REFERENCES[key]['commit']}")
     return path
 
 
