@@ -1192,7 +1192,7 @@ class Mxfp4(Layout):
         "function transformers' Mxfp4 quantizer dequantizes with on a CPU; the same code as openai/gpt-oss "
         "gpt_oss/torch/weights.py): [E, in, out] bfloat16, the orientation of GptOssExperts' gate_up_proj and "
         "down_proj. The quantized values are E2M1 codes of the float32 weights over 32-element blocks with a power-of-two "
-        "scale (E8M0 byte = exponent + 127); expert DISABLED_EXPERT (never routed: its router bias is -1e4) holds the "
+        "scale (E8M0 byte = exponent + 127); expert 3 (Mxfp4.DISABLED_EXPERT, never routed: its router bias is -1e4) holds the "
         "edge cases."
     )
     DISABLED_EXPERT = 3
