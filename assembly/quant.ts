@@ -1,0 +1,473 @@
+// Dequantization kernels: the packed codes of a quantized checkpoint (src/quant/) to floats, bit for bit as each
+// layout's reference computes them (../shared/quantized-layouts.md), then in the dtype asked for.
+//
+// Two exports do the work on rectangles of a layout's rows, which src/quant/kernels.ts lays out in linear memory:
+//
+// - unpackCodes: the one unpack of n-bit codes. A row's codes are a dense LSB-first bitstream of 1 to 8-bit codes
+//   in 32-bit little-endian words (code i at bits i*bits.. of the stream, so 3-, 5-, 6- and 7-bit codes straddle
+//   words), the words `wordStride` words apart (1: contiguous; GPTQ packs a column's codes down its qweight
+//   column, one word per row of words). Two orders permute the 4-bit codes of a word: AWQ interleaves them
+//   (column 8c + j is nibble [0, 4, 1, 5, 2, 6, 3, 7][j] of word c), and bitsandbytes puts the even code in the
+//   high nibble of each byte. Signed 8-bit codes (I8 weights) come out offset by 128, as unsigned ones.
+// - dequantRows: rows of codes to values. Per element, in F32 arithmetic, each step rounded as the reference
+//   rounds it (one F32 operation in JS or here is correctly rounded; torch computes a BF16 or F16 operation in
+//   F32 and rounds the result):
+//     value = (code - zero) * scale                     affine (integer codes; zero 0 where there is none)
+//           | table[code] * scale                       4-bit code tables (E2M1, NF4, bitsandbytes' FP4)
+//           | f8(code) * scale                          F8_E4M3 and F8_E5M2 codes, decoded by the conversion kernels
+//     value = ref(value) + bias                         with ROUND_PRODUCT (MLX's T(T(q * s) + b))
+//     value = value * postMultiplier                    with POST_MULTIPLY (bitsandbytes 8-bit's 1/127)
+//     out   = to(ref(value))                            the reference dtype's rounding, then the dtype asked for
+//   `ref` is the reference's compute dtype (F32, F16, BF16); `to` (F32, F16, BF16) is reached from ref's value in
+//   one more rounding, exact when `to` is as wide. The scale, zero and bias of an element come from its row's
+//   parameter row (paramRowOf[row]) and its group (column / groupSize, or groupOf[column] where a g_idx says).
+// - transpose: 2- and 4-byte matrices, for layouts whose rows run the other way (AWQ, gpt-oss's experts).
+//
+// Nothing is allocated; the kernels use only the scratch below heapBase.
+
+import { BF16, F16, F32, F8_E4M3, F8_E5M2 } from './dtypes';
+import { byteCodeBits, byteCodeBitsX4, outShift, prepareByteCodes, prepareTarget, store8, storeElement } from './convert';
+
+// Code orders (unpackCodes' `order`).
+const ORDER_LSB_FIRST: u32 = 0;
+const ORDER_AWQ: u32 = 1;
+const ORDER_HIGH_NIBBLE_FIRST: u32 = 2;
+
+// dequantRows' `value`: affine codes, a 16-entry table, or the dtype index of F8 codes.
+const VALUE_AFFINE: u32 = 0;
+const VALUE_TABLE: u32 = 1;
+
+// dequantRows' `flags`.
+const SIGNED_CODES: u32 = 1;
+const ROUND_PRODUCT: u32 = 2;
+const POST_MULTIPLY: u32 = 4;
+
+// Codes are unpacked a piece at a time into CODES (a multiple of 32, so that every piece starts on a word for any
+// bit width); 16 bytes of slack let a vector loop's last load run past the piece.
+const PIECE: usize = 4096;
+const CODES = memory.data(<i32>PIECE + 16, 16);
+
+// The AWQ order as a lane map, and a 16-entry table as its four byte planes (TABLE_PLANES, filled per call).
+const TABLE_PLANES = memory.data(64, 16);
+
+// Constants the vector loops load (see SPLATS in convert.ts for why they are not literals); the conversion
+// kernels' own slots hold what their decoders and encoders need, so these have a region of their own.
+const QS = memory.data(10 << 4, 16);
+const Q_ABS: u32 = 0;
+const Q_BF16_ROUNDING: u32 = 1; // 0x7fff
+const Q_ONE: u32 = 2;
+const Q_BF16_MASK: u32 = 3; // 0xffff0000
+const Q_F16_ROUNDING: u32 = 4; // 0xfff
+const Q_F16_MASK: u32 = 5; // 0xffffe000
+const Q_HALF: u32 = 6; // the F32 0.5, whose ulp is the F16 subnormal step 2^-24
+const Q_INFINITY: u32 = 7;
+const Q_F16_NORMAL: u32 = 8; // 2^-14, the smallest normal F16
+const Q_F16_OVERFLOW: u32 = 9; // 65520: it and every larger magnitude round to infinity
+
+@inline function qs(slot: u32): v128 {
+  return v128.load(QS + (<usize>slot << 4));
+}
+
+@inline function setQs(slot: u32, value: u32): void {
+  v128.store(QS + (<usize>slot << 4), i32x4.splat(value));
+}
+
+function prepareRounding(): void {
+  setQs(Q_ABS, 0x7fffffff);
+  setQs(Q_BF16_ROUNDING, 0x7fff);
+  setQs(Q_ONE, 1);
+  setQs(Q_BF16_MASK, 0xffff0000);
+  setQs(Q_F16_ROUNDING, 0xfff);
+  setQs(Q_F16_MASK, 0xffffe000);
+  setQs(Q_HALF, 0x3f000000);
+  setQs(Q_INFINITY, 0x7f800000);
+  setQs(Q_F16_NORMAL, 0x38800000);
+  setQs(Q_F16_OVERFLOW, 0x477ff000);
+}
+
+// ---- Rounding to the reference's dtype, keeping the result as F32 bits ----
+
+// F32 bits rounded to the nearest BF16 (ties to even); a NaN stays a NaN.
+@inline function roundBf16(x: u32): u32 {
+  if ((x & 0x7fffffff) > 0x7f800000) return x | 0x00400000;
+  return (x + 0x7fff + ((x >> 16) & 1)) & 0xffff0000;
+}
+
+// F32 bits rounded to the nearest F16 (ties to even), as F32 bits: infinity past the largest F16, the F16
+// subnormal steps below 2^-14; a NaN stays a NaN.
+@inline function roundF16(x: u32): u32 {
+  let sign = x & 0x80000000;
+  let magnitude = x & 0x7fffffff;
+  if (magnitude > 0x7f800000) return x | 0x00400000;
+  // 65520 is halfway between 65504, the largest F16, and 65536: ties to even take it up, to infinity.
+  if (magnitude >= 0x477ff000) return sign | 0x7f800000;
+  if (magnitude >= 0x38800000) return sign | ((magnitude + 0xfff + ((magnitude >> 13) & 1)) & 0xffffe000);
+  // Adding 0.5, whose ulp is 2^-24 (the F16 subnormal step), rounds to even there.
+  return sign | reinterpret<u32>(reinterpret<f32>(magnitude) + 0.5 - 0.5);
+}
+
+@inline function roundTo(ref: u32, x: u32): u32 {
+  return ref == BF16 ? roundBf16(x) : ref == F16 ? roundF16(x) : x;
+}
+
+@inline function roundBf16X4(x: v128): v128 {
+  let rounded = v128.and(i32x4.add(x, i32x4.add(qs(Q_BF16_ROUNDING), v128.and(i32x4.shr_u(x, 16), qs(Q_ONE)))), qs(Q_BF16_MASK));
+  return v128.bitselect(x, rounded, i32x4.gt_s(v128.and(x, qs(Q_ABS)), qs(Q_INFINITY)));
+}
+
+@inline function roundF16X4(x: v128): v128 {
+  let magnitude = v128.and(x, qs(Q_ABS));
+  let normal = v128.and(i32x4.add(magnitude, i32x4.add(qs(Q_F16_ROUNDING), v128.and(i32x4.shr_u(magnitude, 13), qs(Q_ONE)))), qs(Q_F16_MASK));
+  let subnormal = f32x4.sub(f32x4.add(magnitude, qs(Q_HALF)), qs(Q_HALF));
+  let rounded = v128.bitselect(normal, subnormal, i32x4.ge_s(magnitude, qs(Q_F16_NORMAL)));
+  rounded = v128.bitselect(qs(Q_INFINITY), rounded, i32x4.ge_s(magnitude, qs(Q_F16_OVERFLOW)));
+  let result = v128.or(rounded, v128.andnot(x, qs(Q_ABS)));
+  return v128.bitselect(x, result, i32x4.gt_s(magnitude, qs(Q_INFINITY)));
+}
+
+@inline function roundToX4(ref: u32, x: v128): v128 {
+  return ref == BF16 ? roundBf16X4(x) : ref == F16 ? roundF16X4(x) : x;
+}
+
+// ---- The unpack ----
+
+// Code `i` of the stream in the order `order` (4-bit codes only are reordered).
+@inline function positionOf(order: u32, i: usize): usize {
+  if (order == ORDER_AWQ) return (i & ~7) | ((i & 1) << 2) | ((i >> 1) & 3);
+  if (order == ORDER_HIGH_NIBBLE_FIRST) return i ^ 1;
+  return i;
+}
+
+@inline function wordAt(words: usize, wordStride: usize, w: usize): u32 {
+  return load<u32>(words + ((w * wordStride) << 2));
+}
+
+// 16 codes from 8 bytes of 4-bit codes (their first byte's low nibble first), in the order asked for.
+@inline function nibbles16(order: u32, packed: v128): v128 {
+  let low = v128.and(packed, i8x16.splat(0x0f));
+  let high = i8x16.shr_u(packed, 4);
+  if (order == ORDER_HIGH_NIBBLE_FIRST) return i8x16.shuffle(high, low, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  let codes = i8x16.shuffle(low, high, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  if (order == ORDER_AWQ) return i8x16.shuffle(codes, codes, 0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+  return codes;
+}
+
+/**
+ * Writes `count` codes of the stream whose first word is at `words` (its words `wordStride` words apart) to the
+ * bytes at `out`, one a byte, in `order`; with `signed` (8-bit codes) each is offset by 128, so that the I8 value
+ * v comes out as v + 128.
+ */
+export function unpackCodes(words: usize, wordStride: usize, bits: u32, order: u32, signed: bool, count: usize, out: usize): void {
+  let i: usize = 0;
+  if (bits == 4 && wordStride == 1) {
+    for (; i + 16 <= count; i += 16) v128.store(out + i, nibbles16(order, v128.load64_zero(words + (i >> 1))));
+  } else if (bits == 4) {
+    for (; i + 16 <= count; i += 16) {
+      let w = i >> 3;
+      v128.store(out + i, nibbles16(order, i32x4.replace_lane(i32x4.splat(wordAt(words, wordStride, w)), 1, wordAt(words, wordStride, w + 1))));
+    }
+  } else if (bits == 8) {
+    let offset = signed ? i8x16.splat(-128) : i8x16.splat(0);
+    if (wordStride == 1) {
+      for (; i + 16 <= count; i += 16) v128.store(out + i, v128.xor(v128.load(words + i), offset));
+    } else {
+      for (; i + 16 <= count; i += 16) {
+        let w = i >> 2;
+        let v = i32x4.splat(wordAt(words, wordStride, w));
+        v = i32x4.replace_lane(v, 1, wordAt(words, wordStride, w + 1));
+        v = i32x4.replace_lane(v, 2, wordAt(words, wordStride, w + 2));
+        v = i32x4.replace_lane(v, 3, wordAt(words, wordStride, w + 3));
+        v128.store(out + i, v128.xor(v, offset));
+      }
+    }
+  }
+  let mask: u32 = (1 << bits) - 1;
+  let flip: u32 = signed ? 0x80 : 0;
+  for (; i < count; i++) {
+    let at = positionOf(order, i) * bits;
+    let w = at >> 5;
+    let shift = <u32>(at & 31);
+    let v = wordAt(words, wordStride, w) >>> shift;
+    if (shift + bits > 32) v |= wordAt(words, wordStride, w + 1) << (32 - shift);
+    store<u8>(out + i, (v & mask) ^ flip);
+  }
+}
+
+// ---- Values ----
+
+// The F32 bits of four codes (zero-extended in i32 lanes), before scaling: the code itself (affine), a table
+// entry (four byte planes), or an F8 code.
+@inline function valuesX4(value: u32, codes: v128, t0: v128, t1: v128, t2: v128, t3: v128): v128 {
+  if (value == VALUE_AFFINE) return f32x4.convert_i32x4_u(codes);
+  if (value == VALUE_TABLE) {
+    // Each lane's code picks its entry's four bytes, one plane at a time, then the bytes are put back in order.
+    let narrow = i8x16.narrow_i16x8_u(i16x8.narrow_i32x4_u(codes, codes), i16x8.splat(0));
+    let b0 = i8x16.swizzle(t0, narrow);
+    let b1 = i8x16.swizzle(t1, narrow);
+    let b2 = i8x16.swizzle(t2, narrow);
+    let b3 = i8x16.swizzle(t3, narrow);
+    let low = i8x16.shuffle(b0, b1, 0, 16, 1, 17, 2, 18, 3, 19, 0, 0, 0, 0, 0, 0, 0, 0);
+    let high = i8x16.shuffle(b2, b3, 0, 16, 1, 17, 2, 18, 3, 19, 0, 0, 0, 0, 0, 0, 0, 0);
+    return i16x8.shuffle(low, high, 0, 8, 1, 9, 2, 10, 3, 11);
+  }
+  return byteCodeBitsX4(value, codes);
+}
+
+@inline function valueOf(value: u32, code: u32, table: usize): u32 {
+  if (value == VALUE_AFFINE) return reinterpret<u32>(<f32>code);
+  if (value == VALUE_TABLE) return load<u32>(table + (<usize>code << 2));
+  return byteCodeBits(value, code);
+}
+
+// How a run of 16 columns finds its parameters (a compile-time constant in each loop).
+const PARAMS_SPLAT: u32 = 0; // all 16 in one group
+const PARAMS_VECTOR: u32 = 1; // one group per column, consecutive (groupSize 1, groupStride 1)
+const PARAMS_GATHER: u32 = 2; // anything else
+
+// The parameter of columns column .. column + 3 from the parameter row at `row` (0: absent).
+@inline function paramsX4(mode: u32, row: usize, column: usize, groupSize: usize, groupOf: usize, groupStride: usize): v128 {
+  if (mode == PARAMS_SPLAT) return v128.load32_splat(row + ((column / groupSize) * groupStride << 2));
+  if (mode == PARAMS_VECTOR) return v128.load(row + (column << 2));
+  let v = v128.load32_splat(row + (groupAt(column, groupSize, groupOf) * groupStride << 2));
+  v = v128.load32_lane(row + (groupAt(column + 1, groupSize, groupOf) * groupStride << 2), v, 1);
+  v = v128.load32_lane(row + (groupAt(column + 2, groupSize, groupOf) * groupStride << 2), v, 2);
+  return v128.load32_lane(row + (groupAt(column + 3, groupSize, groupOf) * groupStride << 2), v, 3);
+}
+
+@inline function groupAt(column: usize, groupSize: usize, groupOf: usize): usize {
+  return groupSize != 0 ? column / groupSize : <usize>load<u32>(groupOf + (column << 2));
+}
+
+// Four elements: the whole formula of the file's top, F32 bits in, reference-rounded F32 bits out.
+@inline function elementsX4(
+  value: u32, ref: u32, flags: u32, x: v128, scale: v128, zero: v128, hasZero: bool, bias: v128, hasBias: bool, post: v128,
+): v128 {
+  if (hasZero) x = f32x4.sub(x, zero);
+  x = f32x4.mul(x, scale);
+  if (hasBias) {
+    if ((flags & ROUND_PRODUCT) != 0) x = roundToX4(ref, x);
+    x = f32x4.add(x, bias);
+  }
+  if ((flags & POST_MULTIPLY) != 0) x = f32x4.mul(x, post);
+  return roundToX4(ref, x);
+}
+
+// Columns [first, first + count) of one row (codes at `codes`, one a byte), into `out` as `to`; `mode` and the
+// dtypes are constants in each copy of this loop.
+@inline function piece(
+  mode: u32, value: u32, ref: u32, to: u32, flags: u32,
+  codes: usize, first: usize, count: usize, out: usize,
+  scales: usize, zeros: usize, biases: usize, groupSize: usize, groupOf: usize, groupStride: usize, table: usize, post: f32,
+): void {
+  let t0 = v128.load(TABLE_PLANES);
+  let t1 = v128.load(TABLE_PLANES, 16);
+  let t2 = v128.load(TABLE_PLANES, 32);
+  let t3 = v128.load(TABLE_PLANES, 48);
+  let postX4 = f32x4.splat(post);
+  let hasZero = zeros != 0;
+  let hasBias = biases != 0;
+  let none = i32x4.splat(0);
+  let i: usize = 0;
+  for (; i + 16 <= count; i += 16) {
+    let column = first + i;
+    let c = v128.load(codes + i);
+    let low = i16x8.extend_low_i8x16_u(c);
+    let high = i16x8.extend_high_i8x16_u(c);
+    let q0 = valuesX4(value, i32x4.extend_low_i16x8_u(low), t0, t1, t2, t3);
+    let q1 = valuesX4(value, i32x4.extend_high_i16x8_u(low), t0, t1, t2, t3);
+    let q2 = valuesX4(value, i32x4.extend_low_i16x8_u(high), t0, t1, t2, t3);
+    let q3 = valuesX4(value, i32x4.extend_high_i16x8_u(high), t0, t1, t2, t3);
+    let at = out + (i << outShift(to));
+    if (mode == PARAMS_SPLAT) {
+      let s = paramsX4(mode, scales, column, groupSize, groupOf, groupStride);
+      let z = hasZero ? paramsX4(mode, zeros, column, groupSize, groupOf, groupStride) : none;
+      let b = hasBias ? paramsX4(mode, biases, column, groupSize, groupOf, groupStride) : none;
+      store8(to, elementsX4(value, ref, flags, q0, s, z, hasZero, b, hasBias, postX4), elementsX4(value, ref, flags, q1, s, z, hasZero, b, hasBias, postX4), at);
+      store8(to, elementsX4(value, ref, flags, q2, s, z, hasZero, b, hasBias, postX4), elementsX4(value, ref, flags, q3, s, z, hasZero, b, hasBias, postX4), at + (8 << outShift(to)));
+    } else {
+      let r0 = quarter(mode, value, ref, flags, q0, column, scales, zeros, biases, groupSize, groupOf, groupStride, postX4);
+      let r1 = quarter(mode, value, ref, flags, q1, column + 4, scales, zeros, biases, groupSize, groupOf, groupStride, postX4);
+      let r2 = quarter(mode, value, ref, flags, q2, column + 8, scales, zeros, biases, groupSize, groupOf, groupStride, postX4);
+      let r3 = quarter(mode, value, ref, flags, q3, column + 12, scales, zeros, biases, groupSize, groupOf, groupStride, postX4);
+      store8(to, r0, r1, at);
+      store8(to, r2, r3, at + (8 << outShift(to)));
+    }
+  }
+  for (; i < count; i++) {
+    let column = first + i;
+    let g = groupAt(column, groupSize, groupOf) * groupStride << 2;
+    let x = reinterpret<f32>(valueOf(value, load<u8>(codes + i), table));
+    if (hasZero) x -= load<f32>(zeros + g);
+    x *= load<f32>(scales + g);
+    if (hasBias) {
+      if ((flags & ROUND_PRODUCT) != 0) x = reinterpret<f32>(roundTo(ref, reinterpret<u32>(x)));
+      x += load<f32>(biases + g);
+    }
+    if ((flags & POST_MULTIPLY) != 0) x *= post;
+    storeElement(to, out, i, roundTo(ref, reinterpret<u32>(x)));
+  }
+}
+
+@inline function quarter(
+  mode: u32, value: u32, ref: u32, flags: u32, x: v128, column: usize,
+  scales: usize, zeros: usize, biases: usize, groupSize: usize, groupOf: usize, groupStride: usize, post: v128,
+): v128 {
+  let hasZero = zeros != 0;
+  let hasBias = biases != 0;
+  let s = paramsX4(mode, scales, column, groupSize, groupOf, groupStride);
+  let z = hasZero ? paramsX4(mode, zeros, column, groupSize, groupOf, groupStride) : s;
+  let b = hasBias ? paramsX4(mode, biases, column, groupSize, groupOf, groupStride) : s;
+  return elementsX4(value, ref, flags, x, s, z, hasZero, b, hasBias, post);
+}
+
+// One copy of the loop per parameter mode and output dtype: the two choices that weigh most inside it.
+@inline function pieceFor(
+  mode: u32, value: u32, ref: u32, to: u32, flags: u32,
+  codes: usize, first: usize, count: usize, out: usize,
+  scales: usize, zeros: usize, biases: usize, groupSize: usize, groupOf: usize, groupStride: usize, table: usize, post: f32,
+): void {
+  if (to == F32) piece(mode, value, ref, F32, flags, codes, first, count, out, scales, zeros, biases, groupSize, groupOf, groupStride, table, post);
+  else if (to == F16) piece(mode, value, ref, F16, flags, codes, first, count, out, scales, zeros, biases, groupSize, groupOf, groupStride, table, post);
+  else piece(mode, value, ref, BF16, flags, codes, first, count, out, scales, zeros, biases, groupSize, groupOf, groupStride, table, post);
+}
+
+/**
+ * Dequantizes `rows` rows of `cols` codes into `out` (row-major, `to`). Row r's codes start at
+ * `codes + r * codeRowBytes`, a stream as unpackCodes reads it (`wordStride`, `bits`, `order`); its columns are
+ * columns `colOffset`.. of the layout's rows, which is what groups count from. Its parameters (F32: `scales`,
+ * and `zeros` and `biases` where not 0) are in parameter row paramRowOf[r] (an i32 array), `paramRowStride`
+ * entries apart, group g at entry g * groupStride of its row; a column's group is column / groupSize, or
+ * groupOf[column] (i32) with groupSize 0. `value` is VALUE_AFFINE, VALUE_TABLE (`table`: 16 F32) or an F8 dtype
+ * index; `flags` as above; `ref` and `to` are dtype indices (F32, F16, BF16).
+ */
+export function dequantRows(
+  codes: usize, codeRowBytes: usize, wordStride: usize, bits: u32, order: u32,
+  rows: usize, cols: usize, colOffset: usize,
+  scales: usize, zeros: usize, biases: usize, paramRowOf: usize, paramRowStride: usize,
+  groupSize: usize, groupOf: usize, groupStride: usize,
+  value: u32, table: usize, flags: u32, postMultiplier: f32, ref: u32, to: u32, out: usize,
+): void {
+  prepareRounding();
+  prepareTarget(to);
+  if (value == F8_E4M3 || value == F8_E5M2) prepareByteCodes(value);
+  if (value == VALUE_TABLE) {
+    for (let code: usize = 0; code < 16; code++) {
+      for (let b: usize = 0; b < 4; b++) store<u8>(TABLE_PLANES + (b << 4) + code, load<u8>(table + (code << 2) + b));
+    }
+  }
+  let signed = (flags & SIGNED_CODES) != 0;
+  // Codes used where they lie (8-bit, unsigned, contiguous), else unpacked a piece at a time.
+  let inPlace = bits == 8 && !signed && wordStride == 1;
+  for (let r: usize = 0; r < rows; r++) {
+    let row = codes + r * codeRowBytes;
+    let params = (<usize>load<u32>(paramRowOf + (r << 2)) * paramRowStride) << 2;
+    let s = scales + params;
+    let z = zeros != 0 ? zeros + params : 0;
+    let b = biases != 0 ? biases + params : 0;
+    for (let first: usize = 0; first < cols; first += PIECE) {
+      let count = min(PIECE, cols - first);
+      let at = row + first;
+      if (!inPlace) {
+        unpackCodes(row + (((first * bits) >> 5) * wordStride << 2), wordStride, bits, order, signed, count, CODES);
+        at = CODES;
+      }
+      let column = colOffset + first;
+      let dst = out + ((r * cols + first) << outShift(to));
+      // A run of 16 columns stays in one group when groups are whole runs and the runs start on one.
+      let mode = groupSize != 0 && groupSize % 16 == 0 && column % 16 == 0 ? PARAMS_SPLAT
+        : groupSize == 1 && groupStride == 1 ? PARAMS_VECTOR : PARAMS_GATHER;
+      if (mode == PARAMS_SPLAT) pieceFor(PARAMS_SPLAT, value, ref, to, flags, at, column, count, dst, s, z, b, groupSize, groupOf, groupStride, table, postMultiplier);
+      else if (mode == PARAMS_VECTOR) pieceFor(PARAMS_VECTOR, value, ref, to, flags, at, column, count, dst, s, z, b, groupSize, groupOf, groupStride, table, postMultiplier);
+      else pieceFor(PARAMS_GATHER, value, ref, to, flags, at, column, count, dst, s, z, b, groupSize, groupOf, groupStride, table, postMultiplier);
+    }
+  }
+}
+
+// ---- Transposition ----
+
+/**
+ * Writes the transpose of the `rows` x `cols` matrix at `src` (rows `srcStride` elements apart) to `dst`
+ * (`cols` x `rows`, packed), for elements of `bytes` bytes (2 or 4); in blocks of 4 x 4 (4-byte) or 8 x 8
+ * (2-byte) elements moved with vectors.
+ */
+export function transpose(bytes: u32, src: usize, srcStride: usize, dst: usize, rows: usize, cols: usize): void {
+  if (bytes == 4) transposeBlocks(4, src, srcStride, dst, rows, cols);
+  else transposeBlocks(2, src, srcStride, dst, rows, cols);
+}
+
+@inline function transposeBlocks(bytes: usize, src: usize, srcStride: usize, dst: usize, rows: usize, cols: usize): void {
+  let block: usize = bytes == 4 ? 4 : 8;
+  let shift: usize = bytes == 4 ? 2 : 1;
+  let r: usize = 0;
+  for (; r + block <= rows; r += block) {
+    let c: usize = 0;
+    for (; c + block <= cols; c += block) {
+      let from = src + ((r * srcStride + c) << shift);
+      let to = dst + ((c * rows + r) << shift);
+      if (bytes == 4) transpose4x4(from, srcStride << 2, to, rows << 2);
+      else transpose8x8(from, srcStride << 1, to, rows << 1);
+    }
+    for (; c < cols; c++) {
+      for (let k: usize = 0; k < block; k++) copyElement(bytes, src + (((r + k) * srcStride + c) << shift), dst + ((c * rows + r + k) << shift));
+    }
+  }
+  for (; r < rows; r++) {
+    for (let c: usize = 0; c < cols; c++) copyElement(bytes, src + ((r * srcStride + c) << shift), dst + ((c * rows + r) << shift));
+  }
+}
+
+@inline function copyElement(bytes: usize, from: usize, to: usize): void {
+  if (bytes == 4) store<u32>(to, load<u32>(from));
+  else store<u16>(to, load<u16>(from));
+}
+
+@inline function transpose4x4(src: usize, srcStep: usize, dst: usize, dstStep: usize): void {
+  let a = v128.load(src);
+  let b = v128.load(src + srcStep);
+  let c = v128.load(src + 2 * srcStep);
+  let d = v128.load(src + 3 * srcStep);
+  let ab0 = i32x4.shuffle(a, b, 0, 4, 1, 5);
+  let ab1 = i32x4.shuffle(a, b, 2, 6, 3, 7);
+  let cd0 = i32x4.shuffle(c, d, 0, 4, 1, 5);
+  let cd1 = i32x4.shuffle(c, d, 2, 6, 3, 7);
+  v128.store(dst, i64x2.shuffle(ab0, cd0, 0, 2));
+  v128.store(dst + dstStep, i64x2.shuffle(ab0, cd0, 1, 3));
+  v128.store(dst + 2 * dstStep, i64x2.shuffle(ab1, cd1, 0, 2));
+  v128.store(dst + 3 * dstStep, i64x2.shuffle(ab1, cd1, 1, 3));
+}
+
+@inline function transpose8x8(src: usize, srcStep: usize, dst: usize, dstStep: usize): void {
+  let r0 = v128.load(src);
+  let r1 = v128.load(src + srcStep);
+  let r2 = v128.load(src + 2 * srcStep);
+  let r3 = v128.load(src + 3 * srcStep);
+  let r4 = v128.load(src + 4 * srcStep);
+  let r5 = v128.load(src + 5 * srcStep);
+  let r6 = v128.load(src + 6 * srcStep);
+  let r7 = v128.load(src + 7 * srcStep);
+  // 16-bit pairs, then 32-bit pairs, then 64-bit halves.
+  let a0 = i16x8.shuffle(r0, r1, 0, 8, 1, 9, 2, 10, 3, 11);
+  let a1 = i16x8.shuffle(r0, r1, 4, 12, 5, 13, 6, 14, 7, 15);
+  let a2 = i16x8.shuffle(r2, r3, 0, 8, 1, 9, 2, 10, 3, 11);
+  let a3 = i16x8.shuffle(r2, r3, 4, 12, 5, 13, 6, 14, 7, 15);
+  let a4 = i16x8.shuffle(r4, r5, 0, 8, 1, 9, 2, 10, 3, 11);
+  let a5 = i16x8.shuffle(r4, r5, 4, 12, 5, 13, 6, 14, 7, 15);
+  let a6 = i16x8.shuffle(r6, r7, 0, 8, 1, 9, 2, 10, 3, 11);
+  let a7 = i16x8.shuffle(r6, r7, 4, 12, 5, 13, 6, 14, 7, 15);
+  let b0 = i32x4.shuffle(a0, a2, 0, 4, 1, 5);
+  let b1 = i32x4.shuffle(a0, a2, 2, 6, 3, 7);
+  let b2 = i32x4.shuffle(a1, a3, 0, 4, 1, 5);
+  let b3 = i32x4.shuffle(a1, a3, 2, 6, 3, 7);
+  let b4 = i32x4.shuffle(a4, a6, 0, 4, 1, 5);
+  let b5 = i32x4.shuffle(a4, a6, 2, 6, 3, 7);
+  let b6 = i32x4.shuffle(a5, a7, 0, 4, 1, 5);
+  let b7 = i32x4.shuffle(a5, a7, 2, 6, 3, 7);
+  v128.store(dst, i64x2.shuffle(b0, b4, 0, 2));
+  v128.store(dst + dstStep, i64x2.shuffle(b0, b4, 1, 3));
+  v128.store(dst + 2 * dstStep, i64x2.shuffle(b1, b5, 0, 2));
+  v128.store(dst + 3 * dstStep, i64x2.shuffle(b1, b5, 1, 3));
+  v128.store(dst + 4 * dstStep, i64x2.shuffle(b2, b6, 0, 2));
+  v128.store(dst + 5 * dstStep, i64x2.shuffle(b2, b6, 1, 3));
+  v128.store(dst + 6 * dstStep, i64x2.shuffle(b3, b7, 0, 2));
+  v128.store(dst + 7 * dstStep, i64x2.shuffle(b3, b7, 1, 3));
+}
