@@ -4,9 +4,11 @@
 // W^T[k, n] = f16((q[k, n] - z[k / group, n]) * scale[k / group, n]), one rounding of an exact product, [in, out]:
 // the kernel works on those rows and writes them transposed.
 import type { Rect } from './kernels.ts'
-import { type Layout, type LayoutContext, type LogicalTensor, optionsOf, paramRows, RECT_ELEMENTS, referenceOf } from './logical.ts'
+import { guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, paramRows, RECT_ELEMENTS, referenceOf } from './logical.ts'
 
-export function awqLayout(ctx: LayoutContext): Layout {
+const PARTS = ['.qweight', '.qzeros', '.scales']
+
+export async function awqLayout(ctx: LayoutContext): Promise<Layout> {
   const { bits, group_size: groupSize, version = 'gemm', zero_point: zeroPoint = true } = ctx.block
   if (bits !== 4) throw ctx.unsupported(`AWQ ${bits}-bit quantization is not supported: AWQ's GEMM layout is 4-bit`)
   if (typeof version !== 'string' || version.toLowerCase() !== 'gemm')
@@ -14,7 +16,9 @@ export function awqLayout(ctx: LayoutContext): Layout {
   if (zeroPoint !== true) throw ctx.unsupported('AWQ without zero points (zero_point false) is not supported')
   if (typeof groupSize !== 'number' || !Number.isInteger(groupSize) || groupSize < 1)
     throw ctx.unsupported(`AWQ group_size ${JSON.stringify(groupSize)} is not supported: a positive integer is`)
-  const tensors = ctx.stored.names.filter((name) => name.endsWith('.qweight')).map((name) => awqTensor(ctx, name.slice(0, -'.qweight'.length), groupSize))
+  const tensors = await Promise.all(
+    modulesWith(ctx, '.qweight').map((module) => guarded(ctx, module, `${module}.weight`, PARTS, () => awqTensor(ctx, module, groupSize))),
+  )
   return { quantization: { method: 'awq', bits, groupSize, ...optionsOf(ctx.block, ['quant_method', 'bits', 'group_size']) }, tensors }
 }
 

@@ -11,7 +11,19 @@
 // 8-bit (LLM.int8): `weight` I8 [out, in], `SCB` F32 [out] and `weight_format` U8 [] (0, row-major);
 // int8_vectorwise_dequant computes f32(f32(q * SCB[row]) * f32(1 / 127)), F32.
 import type { Rect } from './kernels.ts'
-import { elementsOf, type Layout, type LayoutContext, type LogicalTensor, optionsOf, paramRows, RECT_ELEMENTS, rowBlocks, WHOLE_ROW } from './logical.ts'
+import {
+  elementsOf,
+  guarded,
+  type Layout,
+  type LayoutContext,
+  type LogicalTensor,
+  modulesWith,
+  optionsOf,
+  paramRows,
+  RECT_ELEMENTS,
+  rowBlocks,
+  WHOLE_ROW,
+} from './logical.ts'
 
 /** bitsandbytes' functional.get_4bit_type tables, as F32. */
 const TABLES: Record<string, Float32Array> = {
@@ -29,13 +41,29 @@ const ONE_127TH = Math.fround(7.874015718698502e-3)
 
 const DTYPES: Record<string, 'F32' | 'F16' | 'BF16'> = { float32: 'F32', float16: 'F16', bfloat16: 'BF16' }
 const BLOCK_SIZES = [32, 64, 128, 256, 512, 1024, 2048, 4096]
+/** A module's parts, the two quant states last. */
+const FOUR_BIT_PARTS = [
+  '.weight',
+  '.weight.absmax',
+  '.weight.quant_map',
+  '.weight.nested_absmax',
+  '.weight.nested_quant_map',
+  '.weight.quant_state.bitsandbytes__nf4',
+  '.weight.quant_state.bitsandbytes__fp4',
+]
+const INT8_PARTS = ['.weight', '.SCB', '.weight_format']
 
 export async function bitsandbytesLayout(ctx: LayoutContext): Promise<Layout> {
   const eight = ctx.block.load_in_8bit === true
-  const states = ctx.stored.names.filter((name) => /\.weight\.quant_state\.bitsandbytes__\w+$/.test(name))
-  const tensors = eight
-    ? ctx.stored.names.filter((name) => name.endsWith('.SCB')).map((name) => int8Tensor(ctx, name.slice(0, -'.SCB'.length)))
-    : await Promise.all(states.map((state) => fourBitTensor(ctx, state.slice(0, state.indexOf('.weight.quant_state.')), state)))
+  // 8-bit: every I8 weight is quantized; 4-bit: every weight with a quant state.
+  const modules = eight
+    ? modulesWith(ctx, '.weight').filter((module) => ctx.stored.info(`${module}.weight`)!.dtype === 'I8')
+    : [...new Set([...modulesWith(ctx, '.weight.quant_state.bitsandbytes__nf4'), ...modulesWith(ctx, '.weight.quant_state.bitsandbytes__fp4')])]
+  const tensors = await Promise.all(
+    modules.map((module) =>
+      guarded(ctx, module, `${module}.weight`, eight ? INT8_PARTS : FOUR_BIT_PARTS, () => (eight ? int8Tensor(ctx, module) : fourBitTensor(ctx, module))),
+    ),
+  )
   return { quantization: { method: 'bitsandbytes', bits: eight ? 8 : 4, groupSize: tensors[0]?.groupSize, ...optionsOf(ctx.block, ['quant_method']) }, tensors }
 }
 
@@ -48,7 +76,10 @@ interface QuantState {
   nested_offset?: unknown
 }
 
-async function fourBitTensor(ctx: LayoutContext, module: string, stateName: string): Promise<LogicalTensor> {
+async function fourBitTensor(ctx: LayoutContext, module: string): Promise<LogicalTensor> {
+  const [stateName] = FOUR_BIT_PARTS.slice(-2)
+    .map((suffix) => module + suffix)
+    .filter((name) => ctx.stored.info(name))
   const weight = ctx.part(module, `${module}.weight`)
   const absmax = ctx.part(module, `${module}.weight.absmax`)
   const quantMap = ctx.stored.info(`${module}.weight.quant_map`)

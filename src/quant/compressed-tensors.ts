@@ -15,10 +15,34 @@
 // bf16(f32(e2m1 * f32(f32(scale) / global_scale))) (E2M1 code 8 is -0 there, as the F4 dtype has it).
 import type { TensorInfo } from '../format/header.ts'
 import type { CodeFormat, Params } from './kernels.ts'
-import { e2m1Values, elementsOf, type Layout, type LayoutContext, type LogicalTensor, optionsOf, rowBlocks, type ScaleGrid, scaleGrid } from './logical.ts'
+import {
+  e2m1Values,
+  elementsOf,
+  guarded,
+  type Layout,
+  type LayoutContext,
+  type LogicalTensor,
+  modulesWith,
+  optionsOf,
+  rowBlocks,
+  type ScaleGrid,
+  scaleGrid,
+} from './logical.ts'
 
 const FORMATS = ['pack-quantized', 'int-quantized', 'naive-quantized', 'float-quantized', 'nvfp4-pack-quantized']
 const PACKED_BITS = [2, 4, 8]
+const PARTS = [
+  '.weight',
+  '.weight_packed',
+  '.weight_shape',
+  '.weight_scale',
+  '.weight_zero_point',
+  '.weight_g_idx',
+  '.weight_global_scale',
+  '.input_global_scale',
+  '.input_scale',
+  '.input_zero_point',
+]
 
 interface Weights {
   num_bits?: unknown
@@ -46,12 +70,13 @@ export async function compressedTensorsLayout(ctx: LayoutContext): Promise<Layou
   }))
   for (const { format } of groups)
     if (!FORMATS.includes(format)) throw ctx.unsupported(`compressed-tensors format ${JSON.stringify(format)} is not supported: ${FORMATS.join(', ')} are`)
-  const modules = new Set<string>()
-  for (const name of ctx.stored.names) {
-    const match = /^(.+)\.weight_(packed|scale)$/.exec(name)
-    if (match) modules.add(match[1])
-  }
-  const tensors = await Promise.all([...modules].map((module) => ctTensor(ctx, module, groupOf(ctx, groups, module))))
+  const modules = new Set([...modulesWith(ctx, '.weight_packed'), ...modulesWith(ctx, '.weight_scale')])
+  const tensors = await Promise.all(
+    [...modules].map((module) => {
+      const group = groupOf(ctx, groups, module)
+      return guarded(ctx, module, `${module}.weight`, PARTS, () => ctTensor(ctx, module, group))
+    }),
+  )
   const first = groups[0]
   return {
     quantization: {

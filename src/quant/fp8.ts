@@ -6,11 +6,12 @@
 // model's dtype, as DeepSeek's kernel and transformers' Fp8Dequantize give it. Activation scales
 // (`input_scale`, `activation_scale`) are parts that the dequantized model drops.
 import type { TensorInfo } from '../format/header.ts'
-import { type Layout, type LayoutContext, type LogicalTensor, optionsOf, rowBlocks, scaleGrid } from './logical.ts'
+import { guarded, type Layout, type LayoutContext, type LogicalTensor, optionsOf, rowBlocks, scaleGrid } from './logical.ts'
 
 const F8 = ['F8_E4M3', 'F8_E5M2'] as const
+const PARTS = ['.weight', '.weight_scale_inv', '.weight_scale', '.input_scale', '.activation_scale']
 
-export function fp8Layout(ctx: LayoutContext): Layout {
+export async function fp8Layout(ctx: LayoutContext): Promise<Layout> {
   const blockSize = ctx.block.weight_block_size
   if (
     blockSize !== undefined &&
@@ -18,17 +19,17 @@ export function fp8Layout(ctx: LayoutContext): Layout {
     !(Array.isArray(blockSize) && blockSize.length === 2 && blockSize.every((n) => Number.isInteger(n) && n > 0))
   )
     throw ctx.unsupported(`FP8 weight_block_size ${JSON.stringify(blockSize)} is not supported: two positive integers are`)
-  const tensors: LogicalTensor[] = []
+  const tensors: Array<Promise<LogicalTensor>> = []
   for (const name of ctx.stored.names) {
     const module = name.slice(0, -'.weight'.length)
-    const info = ctx.stored.info(name)!
-    if (name.endsWith('.weight') && (F8 as readonly string[]).includes(info.dtype)) tensors.push(fp8Tensor(ctx, module, blockSize as number[] | undefined))
+    if (name.endsWith('.weight') && (F8 as readonly string[]).includes(ctx.stored.info(name)!.dtype))
+      tensors.push(guarded(ctx, module, name, PARTS, () => fp8Tensor(ctx, module, blockSize as number[] | undefined)))
     else if (/\.weight_scale(_inv)?$/.test(name) && !ctx.stored.info(name.replace(/_scale(_inv)?$/, ''))?.dtype.startsWith('F8'))
       throw ctx.invalid(name.replace(/\.weight_scale(_inv)?$/, ''), `${name} is stored, but its weight is not FP8`)
   }
   return {
     quantization: { method: 'fp8', bits: 8, ...(blockSize ? { weight_block_size: blockSize } : {}), ...optionsOf(ctx.block, []) },
-    tensors,
+    tensors: await Promise.all(tensors),
   }
 }
 

@@ -7,13 +7,25 @@
 // point minus one: GPTQModel adds the one back to each packed word at 2, 4 and 8 bits (a field of all ones
 // carries into the next, as the reference computes it too) and field by field at 3 bits.
 import type { Rect } from './kernels.ts'
-import { type Layout, type LayoutContext, type LogicalTensor, optionsOf, paramRows, RECT_ELEMENTS, referenceOf, WHOLE_ROW } from './logical.ts'
+import {
+  guarded,
+  type Layout,
+  type LayoutContext,
+  type LogicalTensor,
+  modulesWith,
+  optionsOf,
+  paramRows,
+  RECT_ELEMENTS,
+  referenceOf,
+  WHOLE_ROW,
+} from './logical.ts'
 
 const BITS = [2, 3, 4, 8]
+const PARTS = ['.qweight', '.qzeros', '.scales', '.g_idx']
 /** GPTQModel's word constants for the historical format, by bits: a one in every field. */
 const ONE_PER_FIELD: Record<number, number> = { 2: 0x55555555, 4: 0x11111111, 8: 0x01010101 }
 
-export function gptqLayout(ctx: LayoutContext): Layout {
+export async function gptqLayout(ctx: LayoutContext): Promise<Layout> {
   const { bits, group_size: groupSize = -1, checkpoint_format: format = 'gptq', pack_dtype: packDtype = 'int32' } = ctx.block
   if (typeof bits !== 'number' || !BITS.includes(bits))
     throw ctx.unsupported(
@@ -24,9 +36,11 @@ export function gptqLayout(ctx: LayoutContext): Layout {
   if (packDtype !== 'int32') throw ctx.unsupported(`GPTQ pack_dtype ${JSON.stringify(packDtype)} is not supported: "int32" is`)
   if (typeof groupSize !== 'number' || !Number.isInteger(groupSize) || (groupSize < 1 && groupSize !== -1))
     throw ctx.unsupported(`GPTQ group_size ${JSON.stringify(groupSize)} is not supported: a positive integer or -1 is`)
-  const tensors = ctx.stored.names
-    .filter((name) => name.endsWith('.qweight'))
-    .map((name) => gptqTensor(ctx, name.slice(0, -'.qweight'.length), bits, groupSize, format === 'gptq'))
+  const tensors = await Promise.all(
+    modulesWith(ctx, '.qweight').map((module) =>
+      guarded(ctx, module, `${module}.weight`, PARTS, () => gptqTensor(ctx, module, bits, groupSize, format === 'gptq')),
+    ),
+  )
   return { quantization: { method: 'gptq', bits, groupSize, ...optionsOf(ctx.block, ['quant_method', 'bits', 'group_size']) }, tensors }
 }
 

@@ -127,7 +127,8 @@ export class QuantizedTensors {
   }
 
   info(name: string): LogicalTensorInfo {
-    const { dtype, shape, parts, bits, groupSize } = this.#tensors.get(name)!
+    const { dtype, shape, parts, bits, groupSize, error } = this.#tensors.get(name)!
+    if (error) throw error
     const byteLength = elementsOf(shape) * BYTES[dtype]
     return { name, dtype, shape: [...shape], dataOffsets: [0, byteLength], byteLength, quantized: { parts, bits, groupSize } }
   }
@@ -169,6 +170,7 @@ export class QuantizedTensors {
 
   #plan(name: string, ranges: readonly SliceRange[] | undefined, dtype: DType | undefined): ReadPlan {
     const tensor = this.#tensors.get(name)!
+    if (tensor.error) throw tensor.error
     const to = dtype ?? tensor.dtype
     if (to !== 'F32' && to !== 'F16' && to !== 'BF16')
       throw new this.#ctx.runtime.SafetensorsError('UnsupportedConversion', `cannot convert ${tensor.dtype} to ${to}: ${name} is read as F32, F16 or BF16`)

@@ -115,6 +115,29 @@ export interface LogicalTensor {
   readonly rowsApart: boolean
   /** Reads what rows [first, end) of the first dimension need, and plans the kernel's work for at least them. */
   load(first: number, end: number, io: PartIo): Promise<Job>
+  /** Why a module whose parts do not fit together cannot be read: its reads (and info) throw it. */
+  readonly error?: SafetensorsError
+}
+
+/**
+ * The logical tensor `name` of `module`, as `build` makes it; where its parts do not fit together, one whose reads
+ * fail with that InvalidQuantization, so that the model opens and the rest of it can be read. Its parts are then
+ * the stored tensors named `module` + one of `suffixes`.
+ */
+export async function guarded(
+  ctx: LayoutContext,
+  module: string,
+  name: string,
+  suffixes: readonly string[],
+  build: () => LogicalTensor | Promise<LogicalTensor>,
+): Promise<LogicalTensor> {
+  try {
+    return await build()
+  } catch (error) {
+    if (!(error instanceof ctx.runtime.SafetensorsError) || error.code !== 'InvalidQuantization') throw error
+    const parts = suffixes.map((suffix) => module + suffix).filter((part) => ctx.stored.info(part))
+    return { name, module, dtype: 'F32', shape: [], parts, bits: 0, rowsApart: false, error, load: () => Promise.reject(error) }
+  }
 }
 
 /** What every layout is given: the stored tensors, the config, and the errors and numbers it needs. */
@@ -305,4 +328,9 @@ export function scaleGrid(
     groupSize: blockCols >= cols ? WHOLE_ROW : blockCols,
     paramRowOf: (first) => (row) => Math.floor((first + row) / blockRows) - Math.floor(first / blockRows),
   }
+}
+
+/** The modules of the stored tensors named `<module><suffix>`, in the model's order. */
+export function modulesWith(ctx: LayoutContext, suffix: string): string[] {
+  return ctx.stored.names.filter((name) => name.endsWith(suffix)).map((name) => name.slice(0, -suffix.length))
 }

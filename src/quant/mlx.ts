@@ -4,9 +4,10 @@
 // F32 and rounded to T, as MLX's CPU fallback (mlx/ops.cpp affine_dequantize) does. config.json's
 // `quantization` holds the defaults and per-module overrides (an object, or false for a module left as it is);
 // as mlx-lm does, a module is quantized when its `scales` are stored.
-import { elementsOf, type Layout, type LayoutContext, type LogicalTensor, referenceOf, rowBlocks } from './logical.ts'
+import { elementsOf, guarded, type Layout, type LayoutContext, type LogicalTensor, referenceOf, rowBlocks } from './logical.ts'
 
 const BITS = [2, 3, 4, 5, 6, 8]
+const PARTS = ['.weight', '.scales', '.biases']
 
 interface Setting {
   bits: number
@@ -24,20 +25,24 @@ function settingOf(ctx: LayoutContext, value: Record<string, unknown>, where: st
   return { bits, groupSize, mode }
 }
 
-export function mlxLayout(ctx: LayoutContext): Layout {
+export async function mlxLayout(ctx: LayoutContext): Promise<Layout> {
   const block = ctx.block
   const defaults = settingOf(ctx, block, '')
-  const tensors: LogicalTensor[] = []
+  const tensors: Array<Promise<LogicalTensor>> = []
   for (const name of ctx.stored.names) {
     if (!name.endsWith('.scales')) continue
     const module = name.slice(0, -'.scales'.length)
     const override = Object.hasOwn(block, module) ? block[module] : undefined
-    if (override === false) throw ctx.invalid(module, 'config.json leaves it unquantized, but its scales are stored')
     const { bits, groupSize } =
       typeof override === 'object' && override !== null ? settingOf(ctx, override as Record<string, unknown>, ` (${module})`) : defaults
-    tensors.push(affineTensor(ctx, module, bits, groupSize))
+    tensors.push(
+      guarded(ctx, module, `${module}.weight`, PARTS, () => {
+        if (override === false) throw ctx.invalid(module, 'config.json leaves it unquantized, but its scales are stored')
+        return affineTensor(ctx, module, bits, groupSize)
+      }),
+    )
   }
-  return { quantization: { method: 'mlx', bits: defaults.bits, groupSize: defaults.groupSize, mode: defaults.mode }, tensors }
+  return { quantization: { method: 'mlx', bits: defaults.bits, groupSize: defaults.groupSize, mode: defaults.mode }, tensors: await Promise.all(tensors) }
 }
 
 function affineTensor(ctx: LayoutContext, module: string, bits: number, groupSize: number): LogicalTensor {

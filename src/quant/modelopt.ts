@@ -3,14 +3,17 @@
 // `weight_scale` F8_E4M3 [out, in / 16] and `weight_scale_2` F32 [] (one per tensor), which multiplies; and
 // `input_scale`, an activation scale the dequantized model drops. NVFP4QTensor.dequantize (its non-fast path)
 // computes dtype(f32(e2m1 * f32(f32(weight_scale) * weight_scale_2))) with its own E2M1 table, whose code 8 is +0.
-import { e2m1Values, type Layout, type LayoutContext, type LogicalTensor, optionsOf, rowBlocks, scaleGrid } from './logical.ts'
+import { e2m1Values, guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, rowBlocks, scaleGrid } from './logical.ts'
 
 const GROUP = 16
+const PARTS = ['.weight', '.weight_scale', '.weight_scale_2', '.input_scale']
 
-export function modeloptLayout(ctx: LayoutContext): Layout {
+export async function modeloptLayout(ctx: LayoutContext): Promise<Layout> {
   const { quant_algo: algorithm } = ctx.block
   if (algorithm !== 'NVFP4') throw ctx.unsupported(`ModelOpt quant_algo ${JSON.stringify(algorithm)} is not supported: "NVFP4" is`)
-  const tensors = ctx.stored.names.filter((name) => name.endsWith('.weight_scale')).map((name) => nvfp4Tensor(ctx, name.slice(0, -'.weight_scale'.length)))
+  const tensors = await Promise.all(
+    modulesWith(ctx, '.weight_scale').map((module) => guarded(ctx, module, `${module}.weight`, PARTS, () => nvfp4Tensor(ctx, module))),
+  )
   return { quantization: { method: 'nvfp4', bits: 4, groupSize: GROUP, ...optionsOf(ctx.block, ['quant_method']) }, tensors }
 }
 

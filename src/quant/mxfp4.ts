@@ -5,12 +5,14 @@
 // A scale byte of 0xFF is 2^128, not NaN: codes times 2 times 2^(byte - 128) keep every product exact in F32
 // (0.5 x 2^128 is 2^127; larger ones overflow to infinity, and zero stays zero).
 import type { Rect } from './kernels.ts'
-import { e2m1Values, type Layout, type LayoutContext, type LogicalTensor, optionsOf, paramRows, RECT_ELEMENTS } from './logical.ts'
+import { e2m1Values, guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, paramRows, RECT_ELEMENTS } from './logical.ts'
 
 const BLOCK = 32
 
-export function mxfp4Layout(ctx: LayoutContext): Layout {
-  const tensors = ctx.stored.names.filter((name) => name.endsWith('_blocks')).map((name) => mxfp4Tensor(ctx, name.slice(0, -'_blocks'.length)))
+export async function mxfp4Layout(ctx: LayoutContext): Promise<Layout> {
+  const tensors = await Promise.all(
+    modulesWith(ctx, '_blocks').map((module) => guarded(ctx, module, module, ['_blocks', '_scales'], () => mxfp4Tensor(ctx, module))),
+  )
   return { quantization: { method: 'mxfp4', bits: 4, groupSize: BLOCK, ...optionsOf(ctx.block, ['quant_method']) }, tensors }
 }
 
