@@ -8,7 +8,6 @@ import convert from '../../build/convert.wasm'
 import hash from '../../build/hash.wasm'
 import header from '../../build/header.wasm'
 import q8_0 from '../../build/q8_0.wasm'
-import quant from '../../build/quant.wasm'
 import stats from '../../build/stats.wasm'
 import type { WasmSource } from './wasm.ts'
 
@@ -16,5 +15,4 @@ export const kernelsWasm: WasmSource = convert
 export const hashWasm: WasmSource = hash
 export const scannerWasm: WasmSource = header
 export const q8Wasm: WasmSource = q8_0
-export const quantWasm: WasmSource = quant
 export const statsWasm: WasmSource = stats

@@ -3,7 +3,9 @@
 import type { ConvertTarget } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import type { reserveMemory, WasmModule } from '../core/wasm.ts'
-import { quantWasm } from '../core/wasm-code.ts'
+// Imported here, not through src/core/wasm-code.ts: a module that the main graph imports would bring the hex
+// into every bundle's first load, when only a quantized model's reads need it.
+import quantWasm from '../../build/quant.wasm'
 
 /** What the kernels need of the library's core, lent by the reading side (src/quant/logical.ts says why). */
 export interface KernelRuntime {

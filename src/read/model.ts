@@ -5,7 +5,6 @@ import { type DType, dtypeIndex } from '../core/dtypes.ts'
 import { reserveMemory, WasmModule } from '../core/wasm.ts'
 import { inContext, SafetensorsError } from '../errors.ts'
 import type { Header, Metadata, TensorInfo } from '../format/header.ts'
-import { readJsonObject } from '../format/model-config.ts'
 import { DEFAULT_INDEX, type ParsedIndex, parseIndex, SINGLE_FILE } from '../format/model-index.ts'
 import { planSlice, type SliceRange } from '../format/slice.ts'
 import type { QuantizedTensors } from '../quant/index.ts'
@@ -49,6 +48,19 @@ export async function readBeside(located: Located, name: string, options: OpenOp
   } catch (error) {
     if (isMissingFile(error)) return undefined
     throw error
+  }
+}
+
+/**
+ * config.json's object; undefined for none, and for one that is not a JSON object, which is not this library's
+ * to judge (and is what a dev server's fallback page gives for a missing file).
+ */
+function configOf(file: { bytes: Uint8Array } | undefined): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = file && JSON.parse(new TextDecoder().decode(file.bytes))
+    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : undefined
+  } catch {
+    return undefined
   }
 }
 
@@ -226,11 +238,10 @@ export async function openLocated(located: Located, options: OpenModelOptions): 
   }
   const model = await openWeights(located, options, readConfig)
   try {
-    const config = await beside
-    const value = config && readJsonObject(config.bytes, config.where).value
-    if (value && [value.quantization_config, value.quantization].some((block) => typeof block === 'object' && block !== null)) {
+    const config = configOf(await beside)
+    if ([config?.quantization_config, config?.quantization].some((block) => typeof block === 'object' && block !== null)) {
       const { quantizedTensors } = await import('../quant/index.ts')
-      model.quantized = await quantizedTensors(model, model.names(), value, QUANT_RUNTIME)
+      model.quantized = await quantizedTensors(model, model.names(), config!, QUANT_RUNTIME)
     }
   } catch (error) {
     await model.close()
