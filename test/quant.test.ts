@@ -99,7 +99,10 @@ describe.each(FOLDERS)('%s', (folder) => {
         expectSameBytes(index.data, rowsOf(bytes, shape, [rows - 1, rows]), `${name} last row`)
         if (shape.length === 2) {
           const cols = shape[1]
-          const block = await model.getSlice(name, [[first, end], [1, cols - 3]])
+          const block = await model.getSlice(name, [
+            [first, end],
+            [1, cols - 3],
+          ])
           expect(block.shape).toEqual([end - first, cols - 4])
           expectSameBytes(block.data, blockOf(bytes, shape, dtype, [first, end], [1, cols - 3]), `${name} block`)
         } else {

@@ -1,11 +1,12 @@
 // The dequantization kernels (assembly/quant.ts, build/quant.wasm) on a layout's work: a job's codes and
 // parameters laid out once in the module's scratch memory, then each rectangle run and handed out as it is done.
-import type { ConvertTarget } from '../core/convert.ts'
-import type { DType } from '../core/dtypes.ts'
-import type { reserveMemory, WasmModule } from '../core/wasm.ts'
+
 // Imported here, not through src/core/wasm-code.ts: a module that the main graph imports would bring the hex
 // into every bundle's first load, when only a quantized model's reads need it.
 import quantWasm from '../../build/quant.wasm'
+import type { ConvertTarget } from '../core/convert.ts'
+import type { DType } from '../core/dtypes.ts'
+import type { reserveMemory, WasmModule } from '../core/wasm.ts'
 
 /** What the kernels need of the library's core, lent by the reading side (src/quant/logical.ts says why). */
 export interface KernelRuntime {

@@ -1,0 +1,92 @@
+// The CLI on quantized models (src/cli.ts, src/node/convert-file.ts): inspect names the method and bits of each
+// fixture (its modules counted at their own bits), convert writes the plain model (the logical tensors bit for bit
+// the golden values, converted once; no quantization part; config.json without its quantization block; the other
+// files copied, but the quantization's own), and an inconsistent model is one line, exit 1, nothing written.
+// scripts/check-quantized-logits.py checked once, by hand, that transformers loads every such output with no
+// quantization library and gives each fixture's golden logits bit for bit.
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, test } from 'vitest'
+import { referenceConvert } from './float-reference.ts'
+import { FOLDERS, MUTATIONS, mutatedCopy, QUANTIZED, referenceOf, weightFiles } from './quant-fixtures.ts'
+import { expectSameBytes, headerOf, tensorBytes } from './read-helpers.ts'
+import { cli } from './run-cli.ts'
+
+const METHOD: Record<string, string> = {
+  mlx: 'mlx',
+  gptq: 'gptq',
+  awq: 'awq',
+  bnb: 'bitsandbytes',
+  fp8: 'fp8',
+  mxfp4: 'mxfp4',
+  ct: 'compressed-tensors',
+  modelopt: 'nvfp4',
+}
+
+/** Every tensor of a folder's model files: dtype, shape and bytes, by name. */
+function tensorsOf(folder: string): Map<string, { dtype: string; shape: number[]; bytes: Uint8Array }> {
+  return new Map(
+    weightFiles(folder).flatMap((file) => {
+      const bytes = new Uint8Array(readFileSync(join(folder, file)))
+      return Object.entries(headerOf(bytes).tensors).map(([name, t]) => [name, { dtype: t.dtype, shape: t.shape, bytes: tensorBytes(bytes, name) }] as const)
+    }),
+  )
+}
+
+const outDir = () => join(mkdtempSync(join(tmpdir(), 'quant-cli-')), 'out')
+
+describe.each(FOLDERS)('%s', (folder) => {
+  const input = join(QUANTIZED, folder)
+  const reference = referenceOf(folder)
+
+  test('inspect names the method and bits, and counts the modules at their own bits', async () => {
+    const run = await cli('inspect', input)
+    expect(run.code, run.stderr).toBe(0)
+    const line = run.stdout.split('\n').find((l) => l.startsWith('quantization: '))!
+    expect(line).toMatch(new RegExp(`^quantization: ${METHOD[folder.split('-')[0]]}, \\d+-bit`))
+    const modules = Object.values(reference.tensors).filter((t) => t.stored !== null).length
+    expect(line).toContain(`: ${modules} module${modules === 1 ? '' : 's'} (`)
+    const json = JSON.parse((await cli('inspect', input, '--json')).stdout)
+    expect(json.quantization.method).toBe(METHOD[folder.split('-')[0]])
+    expect(json.tensors.filter((t: { quantized?: unknown }) => t.quantized).length).toBe(modules)
+  })
+
+  test.each(['F32', 'BF16'] as const)(
+    'convert --dtype %s writes the plain model: golden values converted once, config.json without its quantization',
+    async (dtype) => {
+      const out = outDir()
+      const run = await cli('convert', input, out, '--dtype', dtype)
+      expect(run.code, run.stderr).toBe(0)
+      const goldenBytes = new Uint8Array(readFileSync(join(input, 'golden.safetensors')))
+      const golden = headerOf(goldenBytes).tensors
+      const written = tensorsOf(out)
+      expect(new Set(written.keys())).toEqual(new Set(Object.keys(golden)))
+      for (const [name, { dtype: from, shape }] of Object.entries(golden)) {
+        const tensor = written.get(name)!
+        const bytes = tensorBytes(goldenBytes, name)
+        expect({ dtype: tensor.dtype, shape: tensor.shape }, name).toEqual({ dtype, shape })
+        expectSameBytes(tensor.bytes, from === dtype ? bytes : referenceConvert(from, dtype, bytes), name)
+      }
+      const config = JSON.parse(readFileSync(join(input, 'config.json'), 'utf8'))
+      delete config.quantization_config
+      delete config.quantization
+      config[config.torch_dtype === undefined ? 'dtype' : 'torch_dtype'] = dtype === 'F32' ? 'float32' : 'bfloat16'
+      expect(JSON.parse(readFileSync(join(out, 'config.json'), 'utf8'))).toEqual(config)
+      const others = readdirSync(input).filter((f) => !f.endsWith('.safetensors') && !f.endsWith('.index.json') && f !== 'config.json')
+      for (const file of others) expect(existsSync(join(out, file)), file).toBe(file !== 'quantize_config.json' && file !== 'hf_quant_config.json')
+    },
+  )
+})
+
+describe('an inconsistent quantized model: one line naming the input, exit 1, nothing written', () => {
+  test.each(MUTATIONS.map((m) => [m.name, m] as const))('%s', async (_, mutation) => {
+    const input = mutatedCopy(mutation)
+    const out = outDir()
+    const run = await cli('convert', input, out, '--dtype', 'F32')
+    expect(run.code).toBe(1)
+    expect(run.stderr.trimEnd().split('\n')).toHaveLength(1)
+    expect(run.stderr).toMatch(new RegExp(`^${input.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: ${mutation.expect.code}: `))
+    expect(existsSync(out)).toBe(false)
+  })
+})
