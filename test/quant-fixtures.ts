@@ -34,10 +34,23 @@ export function quantizedNames(folder: string): string[] {
     .map(([name]) => name)
 }
 
-/** The stored tensors of a fixture's model, from its files' headers: dtype and shape by name. */
-export function storedOf(folder: string): Map<string, { dtype: string; shape: number[] }> {
+/** The stored tensors of a fixture's model, from its files' headers: dtype, shape and byte length by name. */
+export function storedOf(folder: string): Map<string, { dtype: string; shape: number[]; byteLength: number }> {
   const dir = join(QUANTIZED, folder)
-  return new Map(weightFiles(dir).flatMap((file) => Object.entries(headerOf(new Uint8Array(readFileSync(join(dir, file)))).tensors)))
+  return new Map(
+    weightFiles(dir).flatMap((file) =>
+      Object.entries(headerOf(new Uint8Array(readFileSync(join(dir, file)))).tensors).map(
+        ([
+          name,
+          {
+            dtype,
+            shape,
+            data_offsets: [begin, end],
+          },
+        ]) => [name, { dtype, shape, byteLength: end - begin }] as const,
+      ),
+    ),
+  )
 }
 
 /** The safetensors files of a folder's model (not its golden). */
