@@ -8,9 +8,9 @@ import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import { readJsonObject } from '../format/model-config.ts'
 import { toRangeSource } from '../read/file.ts'
-import { type Located, locate, type OpenModelOptions, openLocated } from '../read/model.ts'
+import { type Located, locate, type OpenModelOptions, openLocated, type SafetensorsModel } from '../read/model.ts'
 import { readSmallFile } from '../read/small-file.ts'
-import { ChunkConverter, pulledStream } from '../read/streams.ts'
+import { ChunkConverter, pulledStream, StreamInput } from '../read/streams.ts'
 import { sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
 import { isMissingFile, type ModelFiles, type ModelFolder } from '../sources/source.ts'
@@ -97,19 +97,25 @@ function permuteRows(bytes: Uint8Array, heads: number, rowsPerHead: number): Uin
   return out
 }
 
-/** The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. */
+/**
+ * The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. A quantized module's
+ * logical tensor comes from `model`'s stream of its values (already in the dtype written, or F32 for Q8_0).
+ */
 async function* tensorBytes(
   header: EncodedHeader,
   tensors: PlannedTensor[],
   signal: AbortSignal,
   meter: ProgressMeter | undefined,
+  model: SafetensorsModel,
 ): AsyncGenerator<Uint8Array> {
   const converter = new ChunkConverter(
-    Math.max(0, ...tensors.map((t) => Math.max(byteLengthOf(t.info.dtype, chunkElements(t)), byteLengthOf(middleOf(t), chunkElements(t))))),
+    Math.max(0, ...tensors.map((t) => Math.max(t.logical ? 0 : byteLengthOf(t.info.dtype, chunkElements(t)), byteLengthOf(middleOf(t), chunkElements(t))))),
   )
   // Over HTTP the next chunks, of this tensor and the ones after it, are fetched in parallel while this one is converted and taken.
   const input = sequentialReader(
-    tensors.map(({ file, info }) => ({ source: file.source, offset: file.header.dataStart + info.dataOffsets[0], length: info.byteLength })),
+    tensors
+      .filter((t) => !t.logical)
+      .map(({ file, info }) => ({ source: file.source, offset: file.header.dataStart + info.dataOffsets[0], length: info.byteLength })),
     signal,
   )
   try {
@@ -117,15 +123,19 @@ async function* tensorBytes(
       const { file, info } = t
       const count = elementsOf(t)
       const per = chunkElements(t)
+      const logical = t.logical ? new StreamInput(model.stream(info.name, { dtype: middleOf(t), signal })) : undefined
+      // A logical tensor's values come in the dtype asked for: its "conversion" is a copy.
+      const from = logical ? middleOf(t) : info.dtype
       for (let first = 0; first < count; first += per) {
         const n = Math.min(per, count - first)
-        const inBytes = byteLengthOf(info.dtype, n)
+        const inBytes = byteLengthOf(from, n)
         let arrived = 0
         const onBytes = (bytes: number) => {
           arrived += bytes
           meter?.arrived(bytes)
         }
-        let out = await converter.convert(info.dtype, middleOf(t), file.byteOrder, inBytes, (target) => input.read(target, onBytes))
+        const fill = logical ? async (target: Uint8Array) => onBytes(await logical.fill(target)) : (target: Uint8Array) => input.read(target, onBytes)
+        let out = await converter.convert(from, middleOf(t), logical ? 'little' : file.byteOrder, inBytes, fill)
         // A source that does not stream tells of its bytes only now.
         meter?.arrived(inBytes - arrived)
         if (t.type === 'Q8_0') {
@@ -179,11 +189,12 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
     await model.close()
     throw error
   }
-  meter?.asked(tensors.reduce((sum, t) => sum + t.info.byteLength, 0))
+  // A logical tensor's bytes are its values, as read.
+  meter?.asked(tensors.reduce((sum, t) => sum + (t.logical ? byteLengthOf(middleOf(t), elementsOf(t)) : t.info.byteLength), 0))
   meter?.arrived(0)
   async function* bytes(signal: AbortSignal) {
     yield header.head
-    yield* tensorBytes(header, tensors, signal, meter)
+    yield* tensorBytes(header, tensors, signal, meter, model)
   }
   const stream = pulledStream(options.signal, 'converting to GGUF', bytes, 0, () => model.close())
   return { tensors, fileSize: header.fileSize, stream }

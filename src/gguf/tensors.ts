@@ -39,6 +39,8 @@ function ggufName(name: string, blocks: number): string | undefined {
 export interface PlannedTensor extends TensorEntry {
   file: SafetensorsFile
   info: TensorInfo
+  /** A quantized module's logical tensor: its values come from the model's reads (dequantized), not the file's bytes. */
+  logical: boolean
   /** The heads whose rows are reordered (q_proj: attention heads, k_proj: key-value heads), or 0 for none. */
   heads: number
 }
@@ -54,7 +56,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
   for (const name of model.names()) {
     if (name.endsWith('.rotary_emb.inv_freq')) continue
     const file = model.shards.get(model.shardOf(name))!
-    const info = file.info(name)
+    const info = model.info(name)
     const gguf = ggufName(name, config.blocks)
     if (gguf === undefined || DTYPE_INFO[info.dtype].float === undefined) {
       const why = gguf === undefined ? `maps to no ${config.architecture.name} GGUF tensor` : `is ${info.dtype}, not floating-point`
@@ -66,7 +68,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
     if (heads > 0 && info.shape[0] % (2 * heads) !== 0)
       throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(name)}: ${info.shape[0]} rows are not ${heads} heads of pairs`)
     const type = dims.length === 1 || gguf.endsWith('_norm.weight') ? 'F32' : dtype === 'Q8_0' && dims[0] % Q8_0_BLOCK !== 0 ? 'F16' : dtype
-    planned.push({ name: gguf, dims, type, file, info, heads })
+    planned.push({ name: gguf, dims, type, file, info, heads, logical: 'quantized' in info })
   }
   return planned
 }
