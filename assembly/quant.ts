@@ -12,11 +12,13 @@
 // - dequantRows: rows of codes to values. Per element, in F32 arithmetic, each step rounded as the reference
 //   rounds it (one F32 operation in JS or here is correctly rounded; torch computes a BF16 or F16 operation in
 //   F32 and rounds the result):
-//     value = (code - zero) * scale                     affine (integer codes; zero 0 where there is none)
-//           | table[code] * scale                       4-bit code tables (E2M1, NF4, bitsandbytes' FP4)
-//           | f8(code) * scale                          F8_E4M3 and F8_E5M2 codes, decoded by the conversion kernels
-//     value = ref(value) + bias                         with ROUND_PRODUCT (MLX's T(T(q * s) + b))
-//     value = value * postMultiplier                    with POST_MULTIPLY (bitsandbytes 8-bit's 1/127)
+//     q     = code                                      affine (integer codes)
+//           | table[code]                               4-bit code tables (E2M1, NF4, bitsandbytes' FP4)
+//           | f8(code)                                  F8_E4M3 and F8_E5M2 codes, decoded by the conversion kernels
+//     value = q * scale                                 no zero point, no bias
+//           | (q - zero) * scale                        with zero points (times postMultiplier with POST_MULTIPLY:
+//                                                       bitsandbytes 8-bit's 1/127)
+//           | ref(q * scale) + bias                     with biases (MLX's T(T(q * s) + b))
 //     out   = to(ref(value))                            the reference dtype's rounding, then the dtype asked for
 //   `ref` is the reference's compute dtype (F32, F16, BF16); `to` (F32, F16, BF16) is reached from ref's value in
 //   one more rounding, exact when `to` is as wide. The scale, zero and bias of an element come from its row's
@@ -39,8 +41,7 @@ const VALUE_TABLE: u32 = 1;
 
 // dequantRows' `flags`.
 const SIGNED_CODES: u32 = 1;
-const ROUND_PRODUCT: u32 = 2;
-const POST_MULTIPLY: u32 = 4;
+const POST_MULTIPLY: u32 = 2;
 
 // Codes are unpacked a piece at a time into CODES (a multiple of 32, so that every piece starts on a word for any
 // bit width); 16 bytes of slack let a vector loop's last load run past the piece.
@@ -52,7 +53,7 @@ const TABLE_PLANES = memory.data(64, 16);
 
 // Constants the vector loops load (see SPLATS in convert.ts for why they are not literals); the conversion
 // kernels' own slots hold what their decoders and encoders need, so these have a region of their own.
-const QS = memory.data(10 << 4, 16);
+const QS = memory.data(11 << 4, 16);
 const Q_ABS: u32 = 0;
 const Q_BF16_ROUNDING: u32 = 1; // 0x7fff
 const Q_ONE: u32 = 2;
@@ -61,8 +62,9 @@ const Q_F16_ROUNDING: u32 = 4; // 0xfff
 const Q_F16_MASK: u32 = 5; // 0xffffe000
 const Q_HALF: u32 = 6; // the F32 0.5, whose ulp is the F16 subnormal step 2^-24
 const Q_INFINITY: u32 = 7;
-const Q_F16_NORMAL: u32 = 8; // 2^-14, the smallest normal F16
+const Q_F16_NORMAL_LESS_ONE: u32 = 8; // the F32 bits of 2^-14, the smallest normal F16, minus one
 const Q_F16_OVERFLOW: u32 = 9; // 65520: it and every larger magnitude round to infinity
+const Q_QUIET: u32 = 10; // the quiet bit of an F32 NaN
 
 @inline function qs(slot: u32): v128 {
   return v128.load(QS + (<usize>slot << 4));
@@ -81,8 +83,9 @@ function prepareRounding(): void {
   setQs(Q_F16_MASK, 0xffffe000);
   setQs(Q_HALF, 0x3f000000);
   setQs(Q_INFINITY, 0x7f800000);
-  setQs(Q_F16_NORMAL, 0x38800000);
+  setQs(Q_F16_NORMAL_LESS_ONE, 0x387fffff);
   setQs(Q_F16_OVERFLOW, 0x477ff000);
+  setQs(Q_QUIET, 0x00400000);
 }
 
 // ---- Rounding to the reference's dtype, keeping the result as F32 bits ----
@@ -110,19 +113,25 @@ function prepareRounding(): void {
   return ref == BF16 ? roundBf16(x) : ref == F16 ? roundF16(x) : x;
 }
 
+// No NaN check, unlike roundBf16: what it rounds is always the result of an arithmetic operation, whose NaNs wasm
+// makes quiet (bit 22 set), which the addition cannot carry into infinity.
 @inline function roundBf16X4(x: v128): v128 {
-  let rounded = v128.and(i32x4.add(x, i32x4.add(qs(Q_BF16_ROUNDING), v128.and(i32x4.shr_u(x, 16), qs(Q_ONE)))), qs(Q_BF16_MASK));
-  return v128.bitselect(x, rounded, i32x4.gt_s(v128.and(x, qs(Q_ABS)), qs(Q_INFINITY)));
+  return v128.and(i32x4.add(x, i32x4.add(qs(Q_BF16_ROUNDING), v128.and(i32x4.shr_u(x, 16), qs(Q_ONE)))), qs(Q_BF16_MASK));
 }
 
 @inline function roundF16X4(x: v128): v128 {
   let magnitude = v128.and(x, qs(Q_ABS));
-  let normal = v128.and(i32x4.add(magnitude, i32x4.add(qs(Q_F16_ROUNDING), v128.and(i32x4.shr_u(magnitude, 13), qs(Q_ONE)))), qs(Q_F16_MASK));
-  let subnormal = f32x4.sub(f32x4.add(magnitude, qs(Q_HALF)), qs(Q_HALF));
-  let rounded = v128.bitselect(normal, subnormal, i32x4.ge_s(magnitude, qs(Q_F16_NORMAL)));
-  rounded = v128.bitselect(qs(Q_INFINITY), rounded, i32x4.ge_s(magnitude, qs(Q_F16_OVERFLOW)));
-  let result = v128.or(rounded, v128.andnot(x, qs(Q_ABS)));
-  return v128.bitselect(x, result, i32x4.gt_s(magnitude, qs(Q_INFINITY)));
+  let rounded = v128.and(i32x4.add(magnitude, i32x4.add(qs(Q_F16_ROUNDING), v128.and(i32x4.shr_u(magnitude, 13), qs(Q_ONE)))), qs(Q_F16_MASK));
+  // Zero and the normal F16 range round as above. The rest (below 2^-14, from 65520 on, NaN) is rare in weights:
+  // a branch takes it (as the conversion kernels' BF16 to F16 does).
+  let subnormal = i32x4.lt_u(i32x4.sub(magnitude, qs(Q_ONE)), qs(Q_F16_NORMAL_LESS_ONE));
+  let large = i32x4.ge_s(magnitude, qs(Q_F16_OVERFLOW));
+  if (v128.any_true(v128.or(subnormal, large))) {
+    rounded = v128.bitselect(f32x4.sub(f32x4.add(magnitude, qs(Q_HALF)), qs(Q_HALF)), rounded, subnormal);
+    rounded = v128.bitselect(qs(Q_INFINITY), rounded, large);
+    rounded = v128.bitselect(v128.or(magnitude, qs(Q_QUIET)), rounded, i32x4.gt_s(magnitude, qs(Q_INFINITY)));
+  }
+  return v128.or(rounded, v128.andnot(x, qs(Q_ABS)));
 }
 
 @inline function roundToX4(ref: u32, x: v128): v128 {
@@ -195,140 +204,166 @@ export function unpackCodes(words: usize, wordStride: usize, bits: u32, order: u
 
 // ---- Values ----
 
-// The F32 bits of four codes (zero-extended in i32 lanes), before scaling: the code itself (affine), a table
-// entry (four byte planes), or an F8 code.
-@inline function valuesX4(value: u32, codes: v128, t0: v128, t1: v128, t2: v128, t3: v128): v128 {
-  if (value == VALUE_AFFINE) return f32x4.convert_i32x4_u(codes);
-  if (value == VALUE_TABLE) {
-    // Each lane's code picks its entry's four bytes, one plane at a time, then the bytes are put back in order.
-    let narrow = i8x16.narrow_i16x8_u(i16x8.narrow_i32x4_u(codes, codes), i16x8.splat(0));
-    let b0 = i8x16.swizzle(t0, narrow);
-    let b1 = i8x16.swizzle(t1, narrow);
-    let b2 = i8x16.swizzle(t2, narrow);
-    let b3 = i8x16.swizzle(t3, narrow);
-    let low = i8x16.shuffle(b0, b1, 0, 16, 1, 17, 2, 18, 3, 19, 0, 0, 0, 0, 0, 0, 0, 0);
-    let high = i8x16.shuffle(b2, b3, 0, 16, 1, 17, 2, 18, 3, 19, 0, 0, 0, 0, 0, 0, 0, 0);
-    return i16x8.shuffle(low, high, 0, 8, 1, 9, 2, 10, 3, 11);
-  }
-  return byteCodeBitsX4(value, codes);
-}
-
 @inline function valueOf(value: u32, code: u32, table: usize): u32 {
   if (value == VALUE_AFFINE) return reinterpret<u32>(<f32>code);
   if (value == VALUE_TABLE) return load<u32>(table + (<usize>code << 2));
   return byteCodeBits(value, code);
 }
 
-// How a run of 16 columns finds its parameters (a compile-time constant in each loop).
-const PARAMS_SPLAT: u32 = 0; // all 16 in one group
-const PARAMS_VECTOR: u32 = 1; // one group per column, consecutive (groupSize 1, groupStride 1)
-const PARAMS_GATHER: u32 = 2; // anything else
+// How a run of 16 columns finds its parameters (a compile-time constant in each loop): all 16 in one group, or
+// each its own (consecutive ones with groupSize 1 and groupStride 1, as AWQ's rows have them, else gathered).
+const PARAMS_SPLAT: u32 = 0;
+const PARAMS_EACH: u32 = 1;
 
-// The parameter of columns column .. column + 3 from the parameter row at `row` (0: absent).
-@inline function paramsX4(mode: u32, row: usize, column: usize, groupSize: usize, groupOf: usize, groupStride: usize): v128 {
-  if (mode == PARAMS_SPLAT) return v128.load32_splat(row + ((column / groupSize) * groupStride << 2));
-  if (mode == PARAMS_VECTOR) return v128.load(row + (column << 2));
+// The formula after the value (a compile-time constant in each loop): value * scale, (value - zero) * scale
+// (then times postMultiplier where POST_MULTIPLY says), or ref(value * scale) + bias.
+const FORMULA_SCALE: u32 = 0;
+const FORMULA_ZERO: u32 = 1;
+const FORMULA_BIAS: u32 = 2;
+
+@inline function groupAt(column: usize, groupSize: usize, groupOf: usize): usize {
+  return groupSize != 0 ? column / groupSize : <usize>load<u32>(groupOf + (column << 2));
+}
+
+// The parameters of columns column .. column + 3 from the parameter row at `row`.
+@inline function paramsX4(row: usize, column: usize, groupSize: usize, groupOf: usize, groupStride: usize): v128 {
+  if (groupSize == 1 && groupStride == 1) return v128.load(row + (column << 2));
   let v = v128.load32_splat(row + (groupAt(column, groupSize, groupOf) * groupStride << 2));
   v = v128.load32_lane(row + (groupAt(column + 1, groupSize, groupOf) * groupStride << 2), v, 1);
   v = v128.load32_lane(row + (groupAt(column + 2, groupSize, groupOf) * groupStride << 2), v, 2);
   return v128.load32_lane(row + (groupAt(column + 3, groupSize, groupOf) * groupStride << 2), v, 3);
 }
 
-@inline function groupAt(column: usize, groupSize: usize, groupOf: usize): usize {
-  return groupSize != 0 ? column / groupSize : <usize>load<u32>(groupOf + (column << 2));
-}
-
-// Four elements: the whole formula of the file's top, F32 bits in, reference-rounded F32 bits out.
-@inline function elementsX4(
-  value: u32, ref: u32, flags: u32, x: v128, scale: v128, zero: v128, hasZero: bool, bias: v128, hasBias: bool, post: v128,
-): v128 {
-  if (hasZero) x = f32x4.sub(x, zero);
-  x = f32x4.mul(x, scale);
-  if (hasBias) {
-    if ((flags & ROUND_PRODUCT) != 0) x = roundToX4(ref, x);
-    x = f32x4.add(x, bias);
-  }
-  if ((flags & POST_MULTIPLY) != 0) x = f32x4.mul(x, post);
+// Four values (F32) from their scale and zero or bias: the formula of the file's top, rounded to `ref`.
+@inline function finishX4(formula: u32, ref: u32, x: v128, scale: v128, other: v128, post: v128, postMultiply: bool): v128 {
+  if (formula == FORMULA_ZERO) {
+    x = f32x4.mul(f32x4.sub(x, other), scale);
+    if (postMultiply) x = f32x4.mul(x, post);
+  } else if (formula == FORMULA_BIAS) x = f32x4.add(roundToX4(ref, f32x4.mul(x, scale)), other);
+  else x = f32x4.mul(x, scale);
   return roundToX4(ref, x);
 }
 
-// Columns [first, first + count) of one row (codes at `codes`, one a byte), into `out` as `to`; `mode` and the
-// dtypes are constants in each copy of this loop.
+@inline function finish(formula: u32, ref: u32, x: f32, scale: f32, other: f32, post: f32, postMultiply: bool): u32 {
+  if (formula == FORMULA_ZERO) {
+    x = (x - other) * scale;
+    if (postMultiply) x *= post;
+  } else if (formula == FORMULA_BIAS) x = reinterpret<f32>(roundTo(ref, reinterpret<u32>(x * scale))) + other;
+  else x *= scale;
+  return roundTo(ref, reinterpret<u32>(x));
+}
+
+// Columns [first, first + count) of one row (codes at `codes`, one a byte), into `out` as `to`. The parameter
+// mode, the formula and `to` are constants in each copy of this loop; the value kind and `ref` are the same all
+// along it, branches the processor predicts.
 @inline function piece(
-  mode: u32, value: u32, ref: u32, to: u32, flags: u32,
+  mode: u32, formula: u32, to: u32, value: u32, ref: u32, postMultiply: bool,
   codes: usize, first: usize, count: usize, out: usize,
-  scales: usize, zeros: usize, biases: usize, groupSize: usize, groupOf: usize, groupStride: usize, table: usize, post: f32,
+  scales: usize, others: usize, groupSize: usize, groupOf: usize, groupStride: usize, table: usize, post: f32,
 ): void {
-  let t0 = v128.load(TABLE_PLANES);
-  let t1 = v128.load(TABLE_PLANES, 16);
-  let t2 = v128.load(TABLE_PLANES, 32);
-  let t3 = v128.load(TABLE_PLANES, 48);
-  let postX4 = f32x4.splat(post);
-  let hasZero = zeros != 0;
-  let hasBias = biases != 0;
-  let none = i32x4.splat(0);
   let i: usize = 0;
-  for (; i + 16 <= count; i += 16) {
-    let column = first + i;
-    let c = v128.load(codes + i);
-    let low = i16x8.extend_low_i8x16_u(c);
-    let high = i16x8.extend_high_i8x16_u(c);
-    let q0 = valuesX4(value, i32x4.extend_low_i16x8_u(low), t0, t1, t2, t3);
-    let q1 = valuesX4(value, i32x4.extend_high_i16x8_u(low), t0, t1, t2, t3);
-    let q2 = valuesX4(value, i32x4.extend_low_i16x8_u(high), t0, t1, t2, t3);
-    let q3 = valuesX4(value, i32x4.extend_high_i16x8_u(high), t0, t1, t2, t3);
-    let at = out + (i << outShift(to));
-    if (mode == PARAMS_SPLAT) {
-      let s = paramsX4(mode, scales, column, groupSize, groupOf, groupStride);
-      let z = hasZero ? paramsX4(mode, zeros, column, groupSize, groupOf, groupStride) : none;
-      let b = hasBias ? paramsX4(mode, biases, column, groupSize, groupOf, groupStride) : none;
-      store8(to, elementsX4(value, ref, flags, q0, s, z, hasZero, b, hasBias, postX4), elementsX4(value, ref, flags, q1, s, z, hasZero, b, hasBias, postX4), at);
-      store8(to, elementsX4(value, ref, flags, q2, s, z, hasZero, b, hasBias, postX4), elementsX4(value, ref, flags, q3, s, z, hasZero, b, hasBias, postX4), at + (8 << outShift(to)));
-    } else {
-      let r0 = quarter(mode, value, ref, flags, q0, column, scales, zeros, biases, groupSize, groupOf, groupStride, postX4);
-      let r1 = quarter(mode, value, ref, flags, q1, column + 4, scales, zeros, biases, groupSize, groupOf, groupStride, postX4);
-      let r2 = quarter(mode, value, ref, flags, q2, column + 8, scales, zeros, biases, groupSize, groupOf, groupStride, postX4);
-      let r3 = quarter(mode, value, ref, flags, q3, column + 12, scales, zeros, biases, groupSize, groupOf, groupStride, postX4);
-      store8(to, r0, r1, at);
-      store8(to, r2, r3, at + (8 << outShift(to)));
+  if (mode == PARAMS_SPLAT) {
+    // Group by group (whole runs of 16): its scale and zero or bias are loaded once, with no division per run.
+    while (i + 16 <= count) {
+      let group = (first + i) / groupSize;
+      let end = min(count, (group + 1) * groupSize - first);
+      let param = group * groupStride << 2;
+      let s = v128.load32_splat(scales + param);
+      let o = formula != FORMULA_SCALE ? v128.load32_splat(others + param) : s;
+      for (; i + 16 <= end; i += 16) run16(mode, formula, to, value, ref, postMultiply, codes, first, i, out, s, o, scales, others, 0, 0, 0, post);
     }
+  } else {
+    let none = i32x4.splat(0);
+    for (; i + 16 <= count; i += 16) run16(mode, formula, to, value, ref, postMultiply, codes, first, i, out, none, none, scales, others, groupSize, groupOf, groupStride, post);
   }
   for (; i < count; i++) {
-    let column = first + i;
-    let g = groupAt(column, groupSize, groupOf) * groupStride << 2;
+    let g = groupAt(first + i, groupSize, groupOf) * groupStride << 2;
     let x = reinterpret<f32>(valueOf(value, load<u8>(codes + i), table));
-    if (hasZero) x -= load<f32>(zeros + g);
-    x *= load<f32>(scales + g);
-    if (hasBias) {
-      if ((flags & ROUND_PRODUCT) != 0) x = reinterpret<f32>(roundTo(ref, reinterpret<u32>(x)));
-      x += load<f32>(biases + g);
-    }
-    if ((flags & POST_MULTIPLY) != 0) x *= post;
-    storeElement(to, out, i, roundTo(ref, reinterpret<u32>(x)));
+    let other = formula != FORMULA_SCALE ? load<f32>(others + g) : 0;
+    storeElement(to, out, i, finish(formula, ref, x, load<f32>(scales + g), other, post, postMultiply));
   }
+}
+
+// Columns first + i .. first + i + 15: their values, finished with the parameters (`s` and `o` where the mode
+// is PARAMS_SPLAT), stored.
+@inline function run16(
+  mode: u32, formula: u32, to: u32, value: u32, ref: u32, postMultiply: bool,
+  codes: usize, first: usize, i: usize, out: usize, s: v128, o: v128,
+  scales: usize, others: usize, groupSize: usize, groupOf: usize, groupStride: usize, post: f32,
+): void {
+  let c = v128.load(codes + i);
+  let q0: v128, q1: v128, q2: v128, q3: v128;
+  if (value == VALUE_TABLE) {
+    // Each code picks its entry's four bytes, a byte plane at a time; then the bytes are put back in order.
+    let b0 = i8x16.swizzle(v128.load(TABLE_PLANES), c);
+    let b1 = i8x16.swizzle(v128.load(TABLE_PLANES, 16), c);
+    let b2 = i8x16.swizzle(v128.load(TABLE_PLANES, 32), c);
+    let b3 = i8x16.swizzle(v128.load(TABLE_PLANES, 48), c);
+    let low01 = i8x16.shuffle(b0, b1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    let high01 = i8x16.shuffle(b0, b1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    let low23 = i8x16.shuffle(b2, b3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    let high23 = i8x16.shuffle(b2, b3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    q0 = i16x8.shuffle(low01, low23, 0, 8, 1, 9, 2, 10, 3, 11);
+    q1 = i16x8.shuffle(low01, low23, 4, 12, 5, 13, 6, 14, 7, 15);
+    q2 = i16x8.shuffle(high01, high23, 0, 8, 1, 9, 2, 10, 3, 11);
+    q3 = i16x8.shuffle(high01, high23, 4, 12, 5, 13, 6, 14, 7, 15);
+  } else {
+    let low = i16x8.extend_low_i8x16_u(c);
+    let high = i16x8.extend_high_i8x16_u(c);
+    q0 = i32x4.extend_low_i16x8_u(low);
+    q1 = i32x4.extend_high_i16x8_u(low);
+    q2 = i32x4.extend_low_i16x8_u(high);
+    q3 = i32x4.extend_high_i16x8_u(high);
+    if (value == VALUE_AFFINE) {
+      // Codes are below 256: the signed conversion is exact, and one instruction where the unsigned is several.
+      q0 = f32x4.convert_i32x4_s(q0);
+      q1 = f32x4.convert_i32x4_s(q1);
+      q2 = f32x4.convert_i32x4_s(q2);
+      q3 = f32x4.convert_i32x4_s(q3);
+    } else {
+      q0 = byteCodeBitsX4(value, q0);
+      q1 = byteCodeBitsX4(value, q1);
+      q2 = byteCodeBitsX4(value, q2);
+      q3 = byteCodeBitsX4(value, q3);
+    }
+  }
+  let postX4 = f32x4.splat(post);
+  if (mode == PARAMS_SPLAT) {
+    q0 = finishX4(formula, ref, q0, s, o, postX4, postMultiply);
+    q1 = finishX4(formula, ref, q1, s, o, postX4, postMultiply);
+    q2 = finishX4(formula, ref, q2, s, o, postX4, postMultiply);
+    q3 = finishX4(formula, ref, q3, s, o, postX4, postMultiply);
+  } else {
+    let column = first + i;
+    q0 = quarter(mode, formula, ref, q0, column, scales, others, groupSize, groupOf, groupStride, postX4, postMultiply);
+    q1 = quarter(mode, formula, ref, q1, column + 4, scales, others, groupSize, groupOf, groupStride, postX4, postMultiply);
+    q2 = quarter(mode, formula, ref, q2, column + 8, scales, others, groupSize, groupOf, groupStride, postX4, postMultiply);
+    q3 = quarter(mode, formula, ref, q3, column + 12, scales, others, groupSize, groupOf, groupStride, postX4, postMultiply);
+  }
+  let at = out + (i << outShift(to));
+  store8(to, q0, q1, at);
+  store8(to, q2, q3, at + (8 << outShift(to)));
 }
 
 @inline function quarter(
-  mode: u32, value: u32, ref: u32, flags: u32, x: v128, column: usize,
-  scales: usize, zeros: usize, biases: usize, groupSize: usize, groupOf: usize, groupStride: usize, post: v128,
+  mode: u32, formula: u32, ref: u32, x: v128, column: usize,
+  scales: usize, others: usize, groupSize: usize, groupOf: usize, groupStride: usize, post: v128, postMultiply: bool,
 ): v128 {
-  let hasZero = zeros != 0;
-  let hasBias = biases != 0;
-  let s = paramsX4(mode, scales, column, groupSize, groupOf, groupStride);
-  let z = hasZero ? paramsX4(mode, zeros, column, groupSize, groupOf, groupStride) : s;
-  let b = hasBias ? paramsX4(mode, biases, column, groupSize, groupOf, groupStride) : s;
-  return elementsX4(value, ref, flags, x, s, z, hasZero, b, hasBias, post);
+  let s = paramsX4(scales, column, groupSize, groupOf, groupStride);
+  let o = formula != FORMULA_SCALE ? paramsX4(others, column, groupSize, groupOf, groupStride) : s;
+  return finishX4(formula, ref, x, s, o, post, postMultiply);
 }
 
-// One copy of the loop per parameter mode and output dtype: the two choices that weigh most inside it.
-@inline function pieceFor(
-  mode: u32, value: u32, ref: u32, to: u32, flags: u32,
+// One copy of the loop per output dtype (for the parameter mode `mode`): more copies (per formula, value kind or
+// reference dtype) measured no faster, and multiplied the module's size and its compile time.
+@inline function pieceOf(
+  mode: u32, formula: u32, to: u32, value: u32, ref: u32, postMultiply: bool,
   codes: usize, first: usize, count: usize, out: usize,
-  scales: usize, zeros: usize, biases: usize, groupSize: usize, groupOf: usize, groupStride: usize, table: usize, post: f32,
+  scales: usize, others: usize, groupSize: usize, groupOf: usize, groupStride: usize, table: usize, post: f32,
 ): void {
-  if (to == F32) piece(mode, value, ref, F32, flags, codes, first, count, out, scales, zeros, biases, groupSize, groupOf, groupStride, table, post);
-  else if (to == F16) piece(mode, value, ref, F16, flags, codes, first, count, out, scales, zeros, biases, groupSize, groupOf, groupStride, table, post);
-  else piece(mode, value, ref, BF16, flags, codes, first, count, out, scales, zeros, biases, groupSize, groupOf, groupStride, table, post);
+  if (to == F32) piece(mode, formula, F32, value, ref, postMultiply, codes, first, count, out, scales, others, groupSize, groupOf, groupStride, table, post);
+  else if (to == F16) piece(mode, formula, F16, value, ref, postMultiply, codes, first, count, out, scales, others, groupSize, groupOf, groupStride, table, post);
+  else piece(mode, formula, BF16, value, ref, postMultiply, codes, first, count, out, scales, others, groupSize, groupOf, groupStride, table, post);
 }
 
 /**
@@ -356,14 +391,16 @@ export function dequantRows(
     }
   }
   let signed = (flags & SIGNED_CODES) != 0;
+  let postMultiply = (flags & POST_MULTIPLY) != 0;
+  // No layout has both zero points and biases.
+  let formula = biases != 0 ? FORMULA_BIAS : zeros != 0 ? FORMULA_ZERO : FORMULA_SCALE;
   // Codes used where they lie (8-bit, unsigned, contiguous), else unpacked a piece at a time.
   let inPlace = bits == 8 && !signed && wordStride == 1;
   for (let r: usize = 0; r < rows; r++) {
     let row = codes + r * codeRowBytes;
     let params = (<usize>load<u32>(paramRowOf + (r << 2)) * paramRowStride) << 2;
     let s = scales + params;
-    let z = zeros != 0 ? zeros + params : 0;
-    let b = biases != 0 ? biases + params : 0;
+    let o = formula == FORMULA_BIAS ? biases + params : formula == FORMULA_ZERO ? zeros + params : 0;
     for (let first: usize = 0; first < cols; first += PIECE) {
       let count = min(PIECE, cols - first);
       let at = row + first;
@@ -374,11 +411,11 @@ export function dequantRows(
       let column = colOffset + first;
       let dst = out + ((r * cols + first) << outShift(to));
       // A run of 16 columns stays in one group when groups are whole runs and the runs start on one.
-      let mode = groupSize != 0 && groupSize % 16 == 0 && column % 16 == 0 ? PARAMS_SPLAT
-        : groupSize == 1 && groupStride == 1 ? PARAMS_VECTOR : PARAMS_GATHER;
-      if (mode == PARAMS_SPLAT) pieceFor(PARAMS_SPLAT, value, ref, to, flags, at, column, count, dst, s, z, b, groupSize, groupOf, groupStride, table, postMultiplier);
-      else if (mode == PARAMS_VECTOR) pieceFor(PARAMS_VECTOR, value, ref, to, flags, at, column, count, dst, s, z, b, groupSize, groupOf, groupStride, table, postMultiplier);
-      else pieceFor(PARAMS_GATHER, value, ref, to, flags, at, column, count, dst, s, z, b, groupSize, groupOf, groupStride, table, postMultiplier);
+      if (groupSize != 0 && groupSize % 16 == 0 && column % 16 == 0) {
+        pieceOf(PARAMS_SPLAT, formula, to, value, ref, postMultiply, at, column, count, dst, s, o, groupSize, groupOf, groupStride, table, postMultiplier);
+      } else {
+        pieceOf(PARAMS_EACH, formula, to, value, ref, postMultiply, at, column, count, dst, s, o, groupSize, groupOf, groupStride, table, postMultiplier);
+      }
     }
   }
 }

@@ -40,7 +40,9 @@ export interface CodeFormat {
  */
 export interface Params {
   scales: Float32Array
+  /** Zero points: (q - zero) * scale. */
   zeros?: Float32Array
+  /** Biases, added to the product rounded to the reference's dtype (MLX): ref(q * scale) + bias. */
   biases?: Float32Array
   rowStride: number
   groupSize: number
@@ -49,8 +51,6 @@ export interface Params {
   value: CodeValue
   /** The 16 values of 4-bit codes, for value 'table'. */
   table?: Float32Array
-  /** The product rounded to the reference's dtype before the bias is added (MLX). */
-  roundProduct?: boolean
   /** A last factor (bitsandbytes 8-bit). */
   postMultiplier?: number
   ref: ReferenceDtype
@@ -117,8 +117,7 @@ const ORDERS: Record<CodeFormat['order'], number> = { 'lsb-first': 0, awq: 1, 'h
 const VALUE_AFFINE = 0
 const VALUE_TABLE = 1
 const SIGNED_CODES = 1
-const ROUND_PRODUCT = 2
-const POST_MULTIPLY = 4
+const POST_MULTIPLY = 2
 
 const BYTES: Record<ConvertTarget, number> = { F32: 4, F16: 2, BF16: 2 }
 
@@ -170,7 +169,7 @@ export class Kernels {
     put(params.groupOf, at.groupOf)
     put(params.table, at.table)
     const value = params.value === 'affine' ? VALUE_AFFINE : params.value === 'table' ? VALUE_TABLE : this.#runtime.dtypeIndex(params.value)
-    const flags = (format.signed ? SIGNED_CODES : 0) | (params.roundProduct ? ROUND_PRODUCT : 0) | (params.postMultiplier !== undefined ? POST_MULTIPLY : 0)
+    const flags = (format.signed ? SIGNED_CODES : 0) | (params.postMultiplier !== undefined ? POST_MULTIPLY : 0)
     const { dequantRows, transpose } = core.exports
     try {
       for (const rect of rects) {

@@ -82,7 +82,6 @@ function affineTensor(ctx: LayoutContext, module: string, bits: number, groupSiz
           groupSize,
           groupStride: 1,
           value: 'affine',
-          roundProduct: true,
           ref: referenceOf(scales.dtype)!,
         },
         rects: rowBlocks(first * inner, (end - first) * inner, cols, words * 4, (row) => row),
