@@ -48,10 +48,10 @@ const SIGN: u32 = 0x80000000;
 @inline function expBitsOf(kind: u32): u32 {
   return kind == F8_E8M0 ? 8 : kind == F8_E4M3 || kind == F8_E4M3FNUZ ? 4 : kind == F8_E5M2 || kind == F8_E5M2FNUZ || kind == F16 ? 5 : kind == F6_E3M2 ? 3 : 2;
 }
-@inline function mantBitsOf(kind: u32): u32 {
+@inline export function mantBitsOf(kind: u32): u32 {
   return kind == F8_E8M0 ? 0 : kind == F16 ? 10 : kind == F8_E4M3 || kind == F8_E4M3FNUZ || kind == F6_E2M3 ? 3 : kind == F4 ? 1 : 2;
 }
-@inline function biasOf(kind: u32): u32 {
+@inline export function biasOf(kind: u32): u32 {
   return kind == F8_E8M0 ? 127 : kind == F8_E4M3 ? 7 : kind == F8_E5M2 || kind == F16 ? 15 : kind == F8_E4M3FNUZ ? 8 : kind == F8_E5M2FNUZ ? 16 : kind == F6_E3M2 ? 3 : 1;
 }
 
