@@ -247,10 +247,11 @@ export function unpackCodes(words: usize, wordStride: usize, bits: u32, order: u
   return f32x4.convert_i32x4_s(i32x4.add(i32x4(0, 1, 2, 3), i32x4.splat(first)));
 }
 
-// How a run of 16 columns finds its parameters (a compile-time constant in each loop): all 16 in one group, or
-// each its own (consecutive ones with groupSize 1 and groupStride 1, as AWQ's rows have them, else gathered).
+// How a run of 16 columns finds its parameters (a compile-time constant in each loop): all 16 in one group, each
+// its own and consecutive (groupSize 1, groupStride 1: AWQ's rows, as the kernel reads them), or gathered.
 const PARAMS_SPLAT: u32 = 0;
 const PARAMS_EACH: u32 = 1;
+const PARAMS_VECTOR: u32 = 2;
 
 // The formula after the value (a compile-time constant in each loop): value * scale, (value - zero) * scale
 // (then times postMultiplier where POST_MULTIPLY says), or ref(value * scale) + bias.
@@ -263,8 +264,8 @@ const FORMULA_BIAS: u32 = 2;
 }
 
 // The parameters of columns column .. column + 3 from the parameter row at `row`.
-@inline function paramsX4(row: usize, column: usize, groupSize: usize, groupOf: usize, groupStride: usize): v128 {
-  if (groupSize == 1 && groupStride == 1) return v128.load(row + (column << 2));
+@inline function paramsX4(mode: u32, row: usize, column: usize, groupSize: usize, groupOf: usize, groupStride: usize): v128 {
+  if (mode == PARAMS_VECTOR) return v128.load(row + (column << 2));
   let v = v128.load32_splat(row + (groupAt(column, groupSize, groupOf) * groupStride << 2));
   v = v128.load32_lane(row + (groupAt(column + 1, groupSize, groupOf) * groupStride << 2), v, 1);
   v = v128.load32_lane(row + (groupAt(column + 2, groupSize, groupOf) * groupStride << 2), v, 2);
@@ -413,8 +414,8 @@ const FORMULA_BIAS: u32 = 2;
   mode: u32, formula: u32, ref: u32, x: v128, column: usize,
   scales: usize, others: usize, groupSize: usize, groupOf: usize, groupStride: usize, post: v128, postMultiply: bool,
 ): v128 {
-  let s = paramsX4(scales, column, groupSize, groupOf, groupStride);
-  let o = formula != FORMULA_SCALE ? paramsX4(others, column, groupSize, groupOf, groupStride) : s;
+  let s = paramsX4(mode, scales, column, groupSize, groupOf, groupStride);
+  let o = formula != FORMULA_SCALE ? paramsX4(mode, others, column, groupSize, groupOf, groupStride) : s;
   return finishX4(formula, ref, x, s, o, post, postMultiply);
 }
 
@@ -447,9 +448,9 @@ export function dequantRows(
   else rowsBF16(codes, codeRowBytes, wordStride, bits, order, rows, cols, colOffset, scales, zeros, biases, paramRowOf, paramRowStride, groupSize, groupOf, groupStride, value, table, flags, postMultiplier, ref, out);
 }
 
-// The rows' loop compiled once per output dtype (the choice that weighs most inside it), each a function of its
-// own: as one function, binaryen took 80 s to optimize the module. More copies (per formula, value kind or
-// reference dtype) measured no faster and multiplied its size.
+// The rows' loop compiled once per output dtype and, inside, once per parameter mode (the choices that weigh most in
+// it), each dtype a function of its own: as one function, binaryen took 80 s to optimize the module (now 15 s).
+// More copies (per formula, value kind or reference dtype) measured no faster and multiplied its size.
 function rowsF32(
   codes: usize, codeRowBytes: usize, wordStride: usize, bits: u32, order: u32,
   rows: usize, cols: usize, colOffset: usize,
@@ -515,6 +516,8 @@ function rowsBF16(
       // A run of 16 columns stays in one group when groups are whole runs and the runs start on one.
       if (groupSize != 0 && groupSize % 16 == 0 && column % 16 == 0) {
         piece(PARAMS_SPLAT, formula, to, value, ref, postMultiply, small, at, column, count, dst, s, o, groupSize, groupOf, groupStride, table, postMultiplier);
+      } else if (groupSize == 1 && groupStride == 1) {
+        piece(PARAMS_VECTOR, formula, to, value, ref, postMultiply, small, at, column, count, dst, s, o, groupSize, groupOf, groupStride, table, postMultiplier);
       } else {
         piece(PARAMS_EACH, formula, to, value, ref, postMultiply, small, at, column, count, dst, s, o, groupSize, groupOf, groupStride, table, postMultiplier);
       }
