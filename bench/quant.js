@@ -6,10 +6,7 @@
 // would write (the reference's formula, rounded as it rounds). Medians of interleaved rounds.
 // Run after `npm run build`: `node bench/quant.js`, or import { run }.
 import { pathToFileURL } from 'node:url'
-import { dtypeIndex } from '../dist/core/dtypes.js'
-import { reserveMemory, WasmModule } from '../dist/core/wasm.js'
 import { convert, openModel, serialize } from '../dist/index.js'
-import { Kernels } from '../dist/quant/kernels.js'
 import { table } from './util.js'
 
 const ROWS = 4096
@@ -276,7 +273,8 @@ function modelFiles({ config, parts }) {
       { dtype, shape: shape ?? [data.byteLength], data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) },
     ]),
   )
-  return [new File([serialize(tensors)], 'model.safetensors'), new File([JSON.stringify(config)], 'config.json')]
+  const bytes = /** @type {Uint8Array<ArrayBuffer>} */ (serialize(tensors))
+  return [new File([bytes], 'model.safetensors'), new File([JSON.stringify(config)], 'config.json')]
 }
 
 // ---- The plain JavaScript a user writes: the reference's formula, element by element ----
@@ -333,7 +331,7 @@ function fp8Loop({ parts }, out, table) {
 export async function run({ log = console.log } = {}) {
   const out = new Float32Array(N)
   const source = new Float32Array(N).fill(0.5)
-  const kernels = new Kernels({ WasmModule, reserveMemory, dtypeIndex })
+  const kernels = await internalKernels()
   const nf4 = NF4
   const e4m3Table = convert(
     Uint8Array.from({ length: 256 }, (_, c) => c),
@@ -373,8 +371,20 @@ export async function run({ log = console.log } = {}) {
   return rows
 }
 
+/** The kernels' wrapper (src/quant/kernels.ts) from dist/, with what the library lends it: internal modules. */
+async function internalKernels() {
+  const load = (path) => import(new URL(`../dist/${path}`, import.meta.url).href)
+  const [{ Kernels }, { dtypeIndex }, { reserveMemory, WasmModule }] = await Promise.all([
+    load('quant/kernels.js'),
+    load('core/dtypes.js'),
+    load('core/wasm.js'),
+  ])
+  return new Kernels({ WasmModule, reserveMemory, dtypeIndex })
+}
+
 /** compare() for variants that may be async: each round awaits each variant in turn. */
 async function compareAsync(variants, rounds = 9) {
+  /** @type {Record<string, number[]>} */
   const times = Object.fromEntries(Object.keys(variants).map((k) => [k, []]))
   for (const fn of Object.values(variants)) await fn()
   for (let r = 0; r < rounds; r++) {

@@ -4,7 +4,17 @@
 // W^T[k, n] = f16((q[k, n] - z[k / group, n]) * scale[k / group, n]), one rounding of an exact product, [in, out]:
 // the kernel works on those rows and writes them transposed.
 import type { Rect } from './kernels.ts'
-import { guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, paramRows, RECT_ELEMENTS, referenceOf } from './logical.ts'
+import {
+  guarded,
+  type Layout,
+  type LayoutContext,
+  type LogicalTensor,
+  modulesWith,
+  optionsOf,
+  paramRows,
+  referenceOf,
+  TRANSPOSED_RECT_ELEMENTS,
+} from './logical.ts'
 
 const PARTS = ['.qweight', '.qzeros', '.scales']
 
@@ -48,7 +58,7 @@ function awqTensor(ctx: LayoutContext, module: string, groupSize: number): Logic
       const [codes, zeroWords, s] = await Promise.all([qweight, qzeros, scales].map((part) => ctx.stored.read(part.name, undefined, io)))
       // Rows n of the logical tensor are columns n of AWQ's [in, out]: blocks of whole words of them, each
       // computed as qweight's rows (all of them) over its columns, then transposed.
-      const per = Math.max(8, Math.floor(RECT_ELEMENTS / cols / 8) * 8)
+      const per = Math.max(8, Math.floor(TRANSPOSED_RECT_ELEMENTS / cols / 8) * 8)
       const rects: Rect[] = []
       for (let n = Math.floor(first / 8) * 8; n < end; n += per) {
         const count = Math.min(per, out - n)

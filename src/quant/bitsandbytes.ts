@@ -145,9 +145,9 @@ async function fourBitTensor(ctx: LayoutContext, module: string): Promise<Logica
       if (nestedParts) {
         const map = ctx.floats(nestedMap, 'F32')
         const nestedScales = ctx.floats(nestedAbsmax, 'F32')
-        scales = Float32Array.from(scaleBytes, (code, i) =>
-          Math.fround(Math.fround(map[code] * nestedScales[Math.floor((from + i) / nestedParts!.blocksize)]) + nestedParts!.offset),
-        )
+        const { blocksize: nestedBlocksize, offset } = nestedParts
+        scales = new Float32Array(scaleBytes.length)
+        for (let i = 0; i < scales.length; i++) scales[i] = Math.fround(map[scaleBytes[i]] * nestedScales[Math.floor((from + i) / nestedBlocksize)]) + offset
       } else scales = ctx.floats(scaleBytes, 'F32')
       // One row of codes from the first block on, in rectangles of whole blocks.
       const per = Math.max(blocksize, Math.floor(RECT_ELEMENTS / blocksize) * blocksize)

@@ -253,11 +253,13 @@ function nvfp4Tensor(ctx: LayoutContext, module: string, scale: TensorInfo, drop
         ctx.stored.read(global.name, undefined, io),
       ])
       const divisor = ctx.floats(g, 'F32')[0]
+      const scales = ctx.floats(s, 'F8_E4M3')
+      for (let i = 0; i < scales.length; i++) scales[i] /= divisor
       return {
         codes,
         format: { rowBytes: weight.shape[1], wordStride: 1, bits: 4, order: 'lsb-first' },
         params: {
-          scales: ctx.floats(s, 'F8_E4M3').map((v) => v / divisor),
+          scales,
           rowStride: grid.rowStride,
           groupSize: grid.groupSize,
           groupStride: 1,

@@ -48,7 +48,8 @@ function nvfp4Tensor(ctx: LayoutContext, module: string): LogicalTensor {
         ctx.stored.read(scale2.name, undefined, io),
       ])
       const perTensor = ctx.floats(s2, 'F32')[0]
-      const scales = ctx.floats(s, 'F8_E4M3').map((v) => v * perTensor)
+      const scales = ctx.floats(s, 'F8_E4M3')
+      for (let i = 0; i < scales.length; i++) scales[i] *= perTensor
       return {
         codes,
         format: { rowBytes: weight.shape[1], wordStride: 1, bits: 4, order: 'lsb-first' },

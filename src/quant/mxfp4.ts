@@ -5,9 +5,28 @@
 // A scale byte of 0xFF is 2^128, not NaN: codes times 2 times 2^(byte - 128) keep every product exact in F32
 // (0.5 x 2^128 is 2^127; larger ones overflow to infinity, and zero stays zero).
 import type { Rect } from './kernels.ts'
-import { e2m1Values, guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, paramRows, RECT_ELEMENTS } from './logical.ts'
+import {
+  e2m1Values,
+  guarded,
+  type Layout,
+  type LayoutContext,
+  type LogicalTensor,
+  modulesWith,
+  optionsOf,
+  paramRows,
+  TRANSPOSED_RECT_ELEMENTS,
+} from './logical.ts'
 
 const BLOCK = 32
+
+/** 2^(byte - 128) by E8M0 byte: the scale the doubled codes are multiplied by. */
+const HALF_POWERS = Float32Array.from({ length: 256 }, (_, byte) => 2 ** (byte - 128))
+
+function scalesOf(bytes: Uint8Array): Float32Array {
+  const scales = new Float32Array(bytes.length)
+  for (let i = 0; i < bytes.length; i++) scales[i] = HALF_POWERS[bytes[i]]
+  return scales
+}
 
 export async function mxfp4Layout(ctx: LayoutContext): Promise<Layout> {
   const tensors = await Promise.all(
@@ -40,7 +59,7 @@ function mxfp4Tensor(ctx: LayoutContext, module: string): LogicalTensor {
       const range: [number, number] = [first, end]
       const [codes, bytes] = await Promise.all([ctx.stored.read(blocks.name, range, io), ctx.stored.read(scales.name, range, io)])
       // An expert's rows k of the result are column k of its blocks: rectangles of whole blocks of columns, transposed.
-      const per = Math.max(BLOCK, Math.floor(RECT_ELEMENTS / rows / BLOCK) * BLOCK)
+      const per = Math.max(BLOCK, Math.floor(TRANSPOSED_RECT_ELEMENTS / rows / BLOCK) * BLOCK)
       const rects: Rect[] = []
       for (let expert = first; expert < end; expert++) {
         const base = (expert - first) * rows
@@ -60,7 +79,7 @@ function mxfp4Tensor(ctx: LayoutContext, module: string): LogicalTensor {
         codes,
         format: { rowBytes: groups * 16, wordStride: 1, bits: 4, order: 'lsb-first' },
         params: {
-          scales: Float32Array.from(bytes, (byte) => 2 ** (byte - 128)),
+          scales: scalesOf(bytes),
           rowStride: groups,
           groupSize: BLOCK,
           groupStride: 1,
