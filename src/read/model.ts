@@ -31,15 +31,21 @@ import { readSmallFile } from './small-file.ts'
 import { pulledStream } from './streams.ts'
 
 /**
- * The model's file `name` beside its weights (config.json, tokenizer.json), whole; undefined where it is missing.
- * `where` names it in messages: its path or URL, else `name`.
+ * The model's file `name` beside its weights (config.json), whole, its reads counted by `meter`; undefined where
+ * it is missing. `where` names it in messages: its path or URL, else `name`.
  */
-export async function readBeside(located: Located, name: string, options: OpenOptions): Promise<{ bytes: Uint8Array; where: string } | undefined> {
+async function readBeside(
+  located: Located,
+  name: string,
+  options: OpenOptions,
+  meter: ProgressMeter | undefined,
+): Promise<{ bytes: Uint8Array; where: string } | undefined> {
   const found = await located.beside(name)
   if (found === undefined) return undefined
   const where = found instanceof URL || typeof found === 'string' ? String(found) : name
   try {
-    const source = await toRangeSource(found, options)
+    const opened = await toRangeSource(found, options)
+    const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
     try {
       return { bytes: await readSmallFile(source, where, options.signal, name), where }
     } finally {
@@ -231,8 +237,8 @@ export async function openLocated(located: Located, options: OpenModelOptions): 
   // config.json says whether the model is quantized; it is read beside the shards' headers, once the index is
   // known to be good, and the code that reads quantized models is loaded only for one.
   let beside: ReturnType<typeof readBeside> | undefined
-  const readConfig = () => {
-    beside = readBeside(located, 'config.json', options)
+  const readConfig = (meter: ProgressMeter | undefined) => {
+    beside = readBeside(located, 'config.json', options, meter)
     // Handled here too: the weights may fail first, and then nobody waits for it.
     beside.catch(() => {})
   }
@@ -250,13 +256,20 @@ export async function openLocated(located: Located, options: OpenModelOptions): 
   return model
 }
 
-/** The model's weights: its one file, or its index and every shard; `beside` starts once the index checks out. */
-async function openWeights({ entry, name, where, shard }: Located, options: OpenModelOptions, beside: () => void): Promise<SafetensorsModel> {
+/**
+ * The model's weights: its one file, or its index and every shard; `beside` starts once the index checks out, its
+ * reads counted with theirs.
+ */
+async function openWeights(
+  { entry, name, where, shard }: Located,
+  options: OpenModelOptions,
+  beside: (meter: ProgressMeter | undefined) => void,
+): Promise<SafetensorsModel> {
   const concurrency = checkConcurrency(options)
   // One meter for the index and every shard: the model's progress is their sum.
   const meter = options.onProgress && new ProgressMeter(options.onProgress)
   if (isOneFile(name)) {
-    beside()
+    beside(meter)
     const file = await openPart(where, () => entry, options, meter)
     return new SafetensorsModel(oneFile(name, file.header), new Map([[name, file]]))
   }
@@ -269,7 +282,7 @@ async function openWeights({ entry, name, where, shard }: Located, options: Open
     await source.close?.()
   }
   const index = parseIndex(where, bytes)
-  beside()
+  beside(meter)
   const shardNames = index.shards
   const shards: Array<SafetensorsFile | undefined> = []
   let files: Map<string, SafetensorsFile>
