@@ -51,7 +51,9 @@ describe('the packed package', () => {
       'dist/boundary.js',
       ...wasm,
       // The entries' CommonJS files, entry types and workerd bundles (one chunk shared by its two entries).
-      ...['node.cjs', 'gguf-node.cjs', 'workerd.js', 'gguf/workerd.js', 'workerd-shared.js', 'workerd-multipart.js', 'workerd-quant.js'].map((f) => `dist/${f}`),
+      ...['node.cjs', 'gguf-node.cjs', 'workerd.js', 'gguf/workerd.js', 'workerd-shared.js', 'workerd-multipart.js', 'workerd-quant.js'].map(
+        (f) => `dist/${f}`,
+      ),
       ...['index', 'node', 'gguf', 'gguf-node'].map((entry) => `dist/${entry}.d.ts`),
       ...['node', 'gguf-node'].map((entry) => `dist/types/${entry}.d.cts`),
       ...modules.filter((m) => m !== 'cli').map((m) => `dist/types/${m}.d.ts`),

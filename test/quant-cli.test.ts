@@ -10,20 +10,9 @@ import { join } from 'node:path'
 import { gguf } from '@huggingface/gguf'
 import { describe, expect, test } from 'vitest'
 import { referenceConvert } from './float-reference.ts'
-import { FOLDERS, MUTATIONS, mutatedCopy, QUANTIZED, referenceOf, weightFiles } from './quant-fixtures.ts'
+import { FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, referenceOf, weightFiles } from './quant-fixtures.ts'
 import { expectSameBytes, headerOf, tensorBytes } from './read-helpers.ts'
 import { cli } from './run-cli.ts'
-
-const METHOD: Record<string, string> = {
-  mlx: 'mlx',
-  gptq: 'gptq',
-  awq: 'awq',
-  bnb: 'bitsandbytes',
-  fp8: 'fp8',
-  mxfp4: 'mxfp4',
-  ct: 'compressed-tensors',
-  modelopt: 'nvfp4',
-}
 
 /** Every tensor of a folder's model files: dtype, shape and bytes, by name. */
 function tensorsOf(folder: string): Map<string, { dtype: string; shape: number[]; bytes: Uint8Array }> {
@@ -45,11 +34,11 @@ describe.each(FOLDERS)('%s', (folder) => {
     const run = await cli('inspect', input)
     expect(run.code, run.stderr).toBe(0)
     const line = run.stdout.split('\n').find((l) => l.startsWith('quantization: '))!
-    expect(line).toMatch(new RegExp(`^quantization: ${METHOD[folder.split('-')[0]]}, \\d+-bit`))
+    expect(line).toMatch(new RegExp(`^quantization: ${methodOf(folder)}, \\d+-bit`))
     const modules = Object.values(reference.tensors).filter((t) => t.stored !== null).length
     expect(line).toContain(`: ${modules} module${modules === 1 ? '' : 's'} (`)
     const json = JSON.parse((await cli('inspect', input, '--json')).stdout)
-    expect(json.quantization.method).toBe(METHOD[folder.split('-')[0]])
+    expect(json.quantization.method).toBe(methodOf(folder))
     expect(json.tensors.filter((t: { quantized?: unknown }) => t.quantized).length).toBe(modules)
   })
 

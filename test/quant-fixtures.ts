@@ -27,6 +27,21 @@ export function referenceOf(folder: string): Reference {
   return JSON.parse(readFileSync(join(QUANTIZED, folder, 'reference.json'), 'utf8'))
 }
 
+/** The quantization method a fixture's folder is of (as `Quantization.method` names it), by its name's first word. */
+export function methodOf(folder: string): string {
+  const methods: Record<string, string> = {
+    mlx: 'mlx',
+    gptq: 'gptq',
+    awq: 'awq',
+    bnb: 'bitsandbytes',
+    fp8: 'fp8',
+    mxfp4: 'mxfp4',
+    ct: 'compressed-tensors',
+    modelopt: 'nvfp4',
+  }
+  return methods[folder.split('-')[0]]
+}
+
 /** The logical tensors a folder quantizes (those read from stored parts). */
 export function quantizedNames(folder: string): string[] {
   return Object.entries(referenceOf(folder).tensors)

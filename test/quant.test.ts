@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { type DType, openModel, SafetensorsError } from '../src/node.ts'
 import { referenceConvert } from './float-reference.ts'
-import { FOLDERS, MUTATIONS, mutatedCopy, QUANTIZED, quantizedNames, referenceOf, storedOf } from './quant-fixtures.ts'
+import { FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, quantizedNames, referenceOf, storedOf } from './quant-fixtures.ts'
 import { errorOf, expectSameBytes, headerOf, tensorBytes } from './read-helpers.ts'
 
 /** Each fixture's golden tensors: dtype, shape and bytes, read from golden.safetensors by hand. */
@@ -33,17 +33,6 @@ function blockOf(bytes: Uint8Array, [, cols]: number[], dtype: string, [r0, r1]:
   return out
 }
 
-const METHODS: Record<string, string> = {
-  mlx: 'mlx',
-  gptq: 'gptq',
-  awq: 'awq',
-  bnb: 'bitsandbytes',
-  fp8: 'fp8',
-  mxfp4: 'mxfp4',
-  ct: 'compressed-tensors',
-  modelopt: 'nvfp4',
-}
-
 describe.each(FOLDERS)('%s', (folder) => {
   const reference = referenceOf(folder)
   const golden = goldenOf(folder)
@@ -52,7 +41,7 @@ describe.each(FOLDERS)('%s', (folder) => {
   test('lists the logical tensors, with their dtype and shape; quantization names the method', async () => {
     const model = await openModel(join(QUANTIZED, folder))
     try {
-      expect(model.quantization?.method).toBe(METHODS[folder.split('-')[0]])
+      expect(model.quantization?.method).toBe(methodOf(folder))
       expect(new Set(model.names())).toEqual(new Set(golden.keys()))
       for (const name of quantized) {
         const info = model.info(name)

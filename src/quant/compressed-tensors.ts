@@ -13,21 +13,9 @@
 // The reference (<Compressor>.decompress, then forward.py dequantize) computes in the scale's dtype T:
 // T((q - z) * scale), one rounding of an exact product for integer codes and F8; NVFP4 is
 // bf16(f32(e2m1 * f32(f32(scale) / global_scale))) (E2M1 code 8 is -0 there, as the F4 dtype has it).
-import type { TensorInfo } from '../format/header.ts'
 import type { CodeFormat, Params } from './kernels.ts'
-import {
-  e2m1Values,
-  elementsOf,
-  guarded,
-  type Layout,
-  type LayoutContext,
-  type LogicalTensor,
-  modulesWith,
-  optionsOf,
-  rowBlocks,
-  type ScaleGrid,
-  scaleGrid,
-} from './logical.ts'
+import { guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, rowBlocks, scaleGrid } from './logical.ts'
+import { nvfp4Tensor } from './nvfp4.ts'
 
 const FORMATS = ['pack-quantized', 'int-quantized', 'naive-quantized', 'float-quantized', 'nvfp4-pack-quantized']
 const PACKED_BITS = [2, 4, 8]
@@ -106,7 +94,11 @@ async function ctTensor(ctx: LayoutContext, module: string, group: Group): Promi
   const { weights, format } = group
   const scale = ctx.part(module, `${module}.weight_scale`)
   const dropped = ['input_global_scale', 'input_scale', 'input_zero_point'].map((part) => `${module}.${part}`).filter((part) => ctx.stored.info(part))
-  if (format === 'nvfp4-pack-quantized') return nvfp4Tensor(ctx, module, scale, dropped)
+  if (format === 'nvfp4-pack-quantized') {
+    const names = { weight: `${module}.weight_packed`, scale: scale.name, global: `${module}.weight_global_scale` }
+    // Its reference unpacks to BF16 and computes in it, whatever the model's dtype.
+    return nvfp4Tensor(ctx, module, { ...names, divides: true, dropped, positiveZero: false, ref: 'BF16' })
+  }
   const bits = weights.num_bits
   const symmetric = weights.symmetric !== false
   const packed = format === 'pack-quantized'
@@ -223,52 +215,4 @@ function zerosOf(
   // `first` on) take theirs, [row, group] as the scales are.
   const columns = ctx.kernels.unpack(stored, { bits, order: 'lsb-first', wordStride: groups }, rows, groups, 1)
   return Float32Array.from({ length: count }, (_, i) => columns[(i % groups) * rows + first + Math.floor(i / groups)])
-}
-
-function nvfp4Tensor(ctx: LayoutContext, module: string, scale: TensorInfo, dropped: string[]): LogicalTensor {
-  const weight = ctx.part(module, `${module}.weight_packed`)
-  const global = ctx.part(module, `${module}.weight_global_scale`)
-  ctx.expect(module, weight, ['U8'])
-  if (weight.shape.length !== 2) throw ctx.invalid(module, `${weight.name} has shape [${weight.shape.join(', ')}], not 2 dimensions`)
-  const shape = [weight.shape[0], weight.shape[1] * 2]
-  ctx.expect(module, scale, ['F8_E4M3'])
-  const grid: ScaleGrid = scaleGrid(ctx, module, scale, shape, [1, 16])
-  ctx.expect(module, global, ['F32'])
-  if (elementsOf(global.shape) !== 1) throw ctx.invalid(module, `${global.name} has shape [${global.shape.join(', ')}], where one value is stored`)
-  const table = e2m1Values(ctx)
-  return {
-    name: `${module}.weight`,
-    module,
-    dtype: 'BF16',
-    shape,
-    parts: [weight.name, scale.name, global.name, ...dropped],
-    bits: 4,
-    groupSize: 16,
-    rowsApart: true,
-    async load(first, end, io) {
-      const range: [number, number] = [first, end]
-      const [codes, s, g] = await Promise.all([
-        ctx.stored.read(weight.name, range, io),
-        ctx.stored.read(scale.name, range, io),
-        ctx.stored.read(global.name, undefined, io),
-      ])
-      const divisor = ctx.floats(g, 'F32')[0]
-      const scales = ctx.floats(s, 'F8_E4M3')
-      for (let i = 0; i < scales.length; i++) scales[i] /= divisor
-      return {
-        codes,
-        format: { rowBytes: weight.shape[1], wordStride: 1, bits: 4, order: 'lsb-first' },
-        params: {
-          scales,
-          rowStride: grid.rowStride,
-          groupSize: grid.groupSize,
-          groupStride: 1,
-          value: 'table',
-          table,
-          ref: 'BF16',
-        },
-        rects: rowBlocks(first, end - first, shape[1], weight.shape[1], grid.paramRowOf(first)),
-      }
-    },
-  }
 }
