@@ -32,6 +32,11 @@ export interface CodeFormat {
   order: 'lsb-first' | 'awq' | 'high-nibble-first'
   /** I8 codes, read as unsigned ones offset by 128. */
   signed?: boolean
+  /**
+   * 4-bit codes that run down the columns of words: row r's are code r % 8 (in `order`) of word r / 8 of each of
+   * the rectangle's `cols` rows of words, rowBytes apart (AWQ's qweight, [in, out / 8], read as [out, in]).
+   */
+  columns?: boolean
 }
 
 /**
@@ -118,6 +123,7 @@ const VALUE_AFFINE = 0
 const VALUE_TABLE = 1
 const SIGNED_CODES = 1
 const POST_MULTIPLY = 2
+const COLUMN_CODES = 4
 
 const BYTES: Record<ConvertTarget, number> = { F32: 4, F16: 2, BF16: 2 }
 
@@ -169,7 +175,7 @@ export class Kernels {
     put(params.groupOf, at.groupOf)
     put(params.table, at.table)
     const value = params.value === 'affine' ? VALUE_AFFINE : params.value === 'table' ? VALUE_TABLE : this.#runtime.dtypeIndex(params.value)
-    const flags = (format.signed ? SIGNED_CODES : 0) | (params.postMultiplier !== undefined ? POST_MULTIPLY : 0)
+    const flags = (format.signed ? SIGNED_CODES : 0) | (params.postMultiplier !== undefined ? POST_MULTIPLY : 0) | (format.columns ? COLUMN_CODES : 0)
     const { dequantRows, transpose } = core.exports
     try {
       for (const rect of rects) {
