@@ -25,7 +25,6 @@
 //   parameter row (paramRowOf[row]) and its group (column / groupSize, or groupOf[column] where a g_idx says).
 //   The rows' codes may also run down the columns of words (COLUMN_CODES: AWQ's qweight is [in, out / 8], the
 //   logical tensor's row n a column of its codes), eight rows unpacked together.
-// - transpose: 2- and 4-byte matrices, for layouts whose rows run the other way (gpt-oss's experts).
 //
 // Nothing is allocated; the kernels use only the scratch below heapBase.
 
@@ -675,107 +674,4 @@ function rowsBF16(
       r0 += block;
     }
   }
-}
-
-// ---- Transposition ----
-
-/**
- * Writes the transpose of the `rows` x `cols` matrix at `src` (rows `srcStride` elements apart) to `dst`
- * (`cols` x `rows`, packed), for elements of `bytes` bytes (2 or 4); in blocks of 4 x 4 (4-byte) or 8 x 8
- * (2-byte) elements moved with vectors.
- */
-export function transpose(bytes: u32, src: usize, srcStride: usize, dst: usize, rows: usize, cols: usize): void {
-  if (bytes == 4) transposeBlocks(4, src, srcStride, dst, rows, cols);
-  else transposeBlocks(2, src, srcStride, dst, rows, cols);
-}
-
-// Tiles of TILE_ROWS x TILE_COLS elements, in blocks of 4 x 4 or 8 x 8: a tile writes TILE_COLS output rows, which
-// lie a power of two of bytes apart in a weight's transpose and so share the cache's sets; few of them, each written
-// TILE_ROWS elements at a time, stay cached (measured on 16M 4-byte elements, 4096 output rows: a whole row of
-// blocks at a time 29 ms, tiles of 32 x 32 23 ms, 64 x 16 11 ms, 128 x 8 2.7 ms).
-const TILE_ROWS: usize = 128;
-const TILE_COLS: usize = 8;
-
-@inline function transposeBlocks(bytes: usize, src: usize, srcStride: usize, dst: usize, rows: usize, cols: usize): void {
-  let block: usize = bytes == 4 ? 4 : 8;
-  let shift: usize = bytes == 4 ? 2 : 1;
-  let wholeRows = rows - rows % block;
-  let wholeCols = cols - cols % block;
-  for (let r0: usize = 0; r0 < wholeRows; r0 += TILE_ROWS) {
-    let r1 = min(r0 + TILE_ROWS, wholeRows);
-    for (let c0: usize = 0; c0 < wholeCols; c0 += TILE_COLS) {
-      let c1 = min(c0 + TILE_COLS, wholeCols);
-      for (let r = r0; r < r1; r += block) {
-        for (let c = c0; c < c1; c += block) {
-          let from = src + ((r * srcStride + c) << shift);
-          let to = dst + ((c * rows + r) << shift);
-          if (bytes == 4) transpose4x4(from, srcStride << 2, to, rows << 2);
-          else transpose8x8(from, srcStride << 1, to, rows << 1);
-        }
-      }
-    }
-  }
-  // The edges: the last columns of every row, then the last rows.
-  for (let r: usize = 0; r < wholeRows; r++) {
-    for (let c = wholeCols; c < cols; c++) copyElement(bytes, src + ((r * srcStride + c) << shift), dst + ((c * rows + r) << shift));
-  }
-  for (let r = wholeRows; r < rows; r++) {
-    for (let c: usize = 0; c < cols; c++) copyElement(bytes, src + ((r * srcStride + c) << shift), dst + ((c * rows + r) << shift));
-  }
-}
-
-@inline function copyElement(bytes: usize, from: usize, to: usize): void {
-  if (bytes == 4) store<u32>(to, load<u32>(from));
-  else store<u16>(to, load<u16>(from));
-}
-
-@inline function transpose4x4(src: usize, srcStep: usize, dst: usize, dstStep: usize): void {
-  let a = v128.load(src);
-  let b = v128.load(src + srcStep);
-  let c = v128.load(src + 2 * srcStep);
-  let d = v128.load(src + 3 * srcStep);
-  let ab0 = i32x4.shuffle(a, b, 0, 4, 1, 5);
-  let ab1 = i32x4.shuffle(a, b, 2, 6, 3, 7);
-  let cd0 = i32x4.shuffle(c, d, 0, 4, 1, 5);
-  let cd1 = i32x4.shuffle(c, d, 2, 6, 3, 7);
-  v128.store(dst, i64x2.shuffle(ab0, cd0, 0, 2));
-  v128.store(dst + dstStep, i64x2.shuffle(ab0, cd0, 1, 3));
-  v128.store(dst + 2 * dstStep, i64x2.shuffle(ab1, cd1, 0, 2));
-  v128.store(dst + 3 * dstStep, i64x2.shuffle(ab1, cd1, 1, 3));
-}
-
-@inline function transpose8x8(src: usize, srcStep: usize, dst: usize, dstStep: usize): void {
-  let r0 = v128.load(src);
-  let r1 = v128.load(src + srcStep);
-  let r2 = v128.load(src + 2 * srcStep);
-  let r3 = v128.load(src + 3 * srcStep);
-  let r4 = v128.load(src + 4 * srcStep);
-  let r5 = v128.load(src + 5 * srcStep);
-  let r6 = v128.load(src + 6 * srcStep);
-  let r7 = v128.load(src + 7 * srcStep);
-  // 16-bit pairs, then 32-bit pairs, then 64-bit halves.
-  let a0 = i16x8.shuffle(r0, r1, 0, 8, 1, 9, 2, 10, 3, 11);
-  let a1 = i16x8.shuffle(r0, r1, 4, 12, 5, 13, 6, 14, 7, 15);
-  let a2 = i16x8.shuffle(r2, r3, 0, 8, 1, 9, 2, 10, 3, 11);
-  let a3 = i16x8.shuffle(r2, r3, 4, 12, 5, 13, 6, 14, 7, 15);
-  let a4 = i16x8.shuffle(r4, r5, 0, 8, 1, 9, 2, 10, 3, 11);
-  let a5 = i16x8.shuffle(r4, r5, 4, 12, 5, 13, 6, 14, 7, 15);
-  let a6 = i16x8.shuffle(r6, r7, 0, 8, 1, 9, 2, 10, 3, 11);
-  let a7 = i16x8.shuffle(r6, r7, 4, 12, 5, 13, 6, 14, 7, 15);
-  let b0 = i32x4.shuffle(a0, a2, 0, 4, 1, 5);
-  let b1 = i32x4.shuffle(a0, a2, 2, 6, 3, 7);
-  let b2 = i32x4.shuffle(a1, a3, 0, 4, 1, 5);
-  let b3 = i32x4.shuffle(a1, a3, 2, 6, 3, 7);
-  let b4 = i32x4.shuffle(a4, a6, 0, 4, 1, 5);
-  let b5 = i32x4.shuffle(a4, a6, 2, 6, 3, 7);
-  let b6 = i32x4.shuffle(a5, a7, 0, 4, 1, 5);
-  let b7 = i32x4.shuffle(a5, a7, 2, 6, 3, 7);
-  v128.store(dst, i64x2.shuffle(b0, b4, 0, 2));
-  v128.store(dst + dstStep, i64x2.shuffle(b0, b4, 1, 3));
-  v128.store(dst + 2 * dstStep, i64x2.shuffle(b1, b5, 0, 2));
-  v128.store(dst + 3 * dstStep, i64x2.shuffle(b1, b5, 1, 3));
-  v128.store(dst + 4 * dstStep, i64x2.shuffle(b2, b6, 0, 2));
-  v128.store(dst + 5 * dstStep, i64x2.shuffle(b2, b6, 1, 3));
-  v128.store(dst + 6 * dstStep, i64x2.shuffle(b3, b7, 0, 2));
-  v128.store(dst + 7 * dstStep, i64x2.shuffle(b3, b7, 1, 3));
 }

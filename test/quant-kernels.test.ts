@@ -1,9 +1,8 @@
 // The dequantization kernels (src/quant/kernels.ts, assembly/quant.ts) on what the fixtures hold little or none of:
 // every bit width's unpack (3, 5, 6 and 7 bits straddling words, strided words, AWQ's and bitsandbytes' orders,
-// codes down the columns of words),
-// the reference roundings at their edges (F16 subnormals, overflow to infinity, NaN), every F8_E4M3 code (NaN and
-// subnormal runs take the full decoder), groups that are not runs of 16 and a g_idx, the 16-result tables of large
-// groups, and transposes of odd sizes. The expected values come from the formulas written out here, with the
+// codes down the columns of words), the reference roundings at their edges (F16 subnormals, overflow to infinity,
+// NaN), every F8_E4M3 code (NaN and subnormal runs take the full decoder), groups that are not runs of 16 and a
+// g_idx, and the 16-result tables of large groups. The expected values come from the formulas written out here, with the
 // independent F16/BF16 encoder of test/float-reference.ts.
 import { describe, expect, test } from 'vitest'
 import { dtypeIndex } from '../src/core/dtypes.ts'
@@ -225,32 +224,5 @@ describe('values, rounded as the references round them', () => {
       return rounded('BF16', Math.abs(exact) > 3.4e38 ? f32Bits(exact > 0 ? Infinity : -Infinity) : value(exact))
     })
     expect([...out]).toEqual(expected)
-  })
-})
-
-describe('transpose', () => {
-  test.each([
-    [13, 29],
-    [8, 8],
-    [129, 17],
-    [4, 300],
-  ])('%i x %i rows of F32 and of BF16 written transposed', (rows, cols) => {
-    const random = prng(rows * cols)
-    const codes = Array.from({ length: rows * cols }, () => Math.floor(random() * 256))
-    const params: Params = { scales: Float32Array.of(1), rowStride: 0, groupStride: 1, groupSize: 2 ** 30, value: 'affine', ref: 'F32' }
-    const job = (): Job => ({
-      codes: Uint8Array.from(codes),
-      format: { rowBytes: cols, wordStride: 1, bits: 8, order: 'lsb-first' },
-      params,
-      rects: [{ codeOffset: 0, rows, cols, colOffset: 0, paramRowOf: new Int32Array(rows), transpose: true, first: 0 }],
-    })
-    const transposed = Array.from({ length: rows * cols }, (_, i) => codes[(i % rows) * cols + Math.floor(i / rows)])
-    for (const to of ['F32', 'BF16'] as const) {
-      let out: number[] = []
-      kernels.run(job(), to, (output) => {
-        out = to === 'F32' ? [...new Float32Array(output.slice().buffer)] : [...new Uint16Array(output.slice().buffer)].map((h) => f32FromBits(h << 16))
-      })
-      expect(out, to).toEqual(transposed)
-    }
   })
 })

@@ -71,8 +71,6 @@ export interface Rect {
   colOffset: number
   /** Each row's parameter row. */
   paramRowOf: Int32Array
-  /** The output, rows x cols, is the logical tensor's transposed: written as cols x rows. */
-  transpose?: boolean
   /** The logical tensor's (row-major, flattened) element the output's first one is. */
   first: number
 }
@@ -113,7 +111,6 @@ interface QuantExports {
     to: number,
     out: number,
   ): void
-  transpose(bytes: number, src: number, srcStride: number, dst: number, rows: number, cols: number): void
   unpackCodes(words: number, wordStride: number, bits: number, order: number, signed: boolean, count: number, out: number): void
 }
 
@@ -163,7 +160,6 @@ export class Kernels {
       table: params.table ? region(params.table.byteLength) : 0,
       paramRowOf: region(4 * most((r) => r.rows)),
       out: region(outBytes),
-      transposed: rects.some((r) => r.transpose) ? region(outBytes) : 0,
     }
     this.#runtime.reserveMemory(core, end)
     const memory = new Uint8Array(core.memory.buffer)
@@ -176,7 +172,7 @@ export class Kernels {
     put(params.table, at.table)
     const value = params.value === 'affine' ? VALUE_AFFINE : params.value === 'table' ? VALUE_TABLE : this.#runtime.dtypeIndex(params.value)
     const flags = (format.signed ? SIGNED_CODES : 0) | (params.postMultiplier !== undefined ? POST_MULTIPLY : 0) | (format.columns ? COLUMN_CODES : 0)
-    const { dequantRows, transpose } = core.exports
+    const { dequantRows } = core.exports
     try {
       for (const rect of rects) {
         put(rect.paramRowOf, at.paramRowOf)
@@ -205,9 +201,7 @@ export class Kernels {
           this.#runtime.dtypeIndex(to),
           at.out,
         )
-        const bytes = rect.rows * rect.cols * BYTES[to]
-        if (rect.transpose) transpose(BYTES[to], at.out, rect.cols, at.transposed, rect.rows, rect.cols)
-        each(memory.subarray(rect.transpose ? at.transposed : at.out, (rect.transpose ? at.transposed : at.out) + bytes), rect)
+        each(memory.subarray(at.out, at.out + rect.rows * rect.cols * BYTES[to]), rect)
       }
     } finally {
       this.#module.trimShared()
