@@ -436,9 +436,10 @@ const FORMULA_BIAS: u32 = 2;
   let p2 = v128.load(TABLE_PLANES, 32);
   let p3 = v128.load(TABLE_PLANES, 48);
   if (mode == PARAMS_SPLAT) {
-    // Group by group (whole runs of 16): its scale and zero or bias are loaded once, with no division per run.
-    while (i + 16 <= count) {
-      let group = (first + i) / groupSize;
+    // Group by group (whole runs of 16): its scale and zero or bias are loaded once, with no division per run
+    // (nor per group: each group ends where the next begins).
+    let group = first / groupSize;
+    for (; i + 16 <= count; group++) {
       let end = min(count, (group + 1) * groupSize - first);
       let param = group * groupStride << 2;
       let s = v128.load32_splat(scales + param);
