@@ -23,7 +23,8 @@
 //   `ref` is the reference's compute dtype (F32, F16, BF16); `to` (F32, F16, BF16) is reached from ref's value in
 //   one more rounding, exact when `to` is as wide. The scale, zero and bias of an element come from its row's
 //   parameter row (paramRowOf[row]) and its group (column / groupSize, or groupOf[column] where a g_idx says).
-// - transpose: 2- and 4-byte matrices, for layouts whose rows run the other way (AWQ, gpt-oss's experts).
+//   The rows' codes may also run down the columns of words (COLUMN_CODES: AWQ's qweight is [in, out / 8], the
+//   logical tensor's row n a column of its codes), eight rows unpacked together.
 //
 // Nothing is allocated; the kernels use only the scratch below heapBase.
 
@@ -49,6 +50,8 @@ const GROUP_TABLE_MIN: usize = 64;
 // dequantRows' `flags`.
 const SIGNED_CODES: u32 = 1;
 const POST_MULTIPLY: u32 = 2;
+// 4-bit codes that run down the columns of words (AWQ's qweight, read as the logical tensor's rows): see dequantRows.
+const COLUMN_CODES: u32 = 4;
 
 // Codes are unpacked a piece at a time into CODES (a multiple of 32, so that every piece starts on a word for any
 // bit width); 16 bytes of slack let a vector loop's last load run past the piece.
@@ -215,6 +218,134 @@ export function unpackCodes(words: usize, wordStride: usize, bits: u32, order: u
   }
 }
 
+// The 4- or 8-bit codes of 16 rows whose words interleave (word w of row j at words + (w * wordStride + j) * 4:
+// GPTQ's qweight, its columns read as rows): `count` codes of each (rounded up to whole words), stream j at
+// out + j * outStride. The 16 rows' words of a row of words are one cache line, read once for all of them (row by
+// row, a line is read again for each, the rows' words far enough apart to evict it in between).
+function unpackInterleaved(words: usize, wordStride: usize, bits: u32, signed: bool, count: usize, out: usize, outStride: usize): void {
+  let perWord: usize = 32 / bits;
+  let offset = signed ? i8x16.splat(-128) : i8x16.splat(0);
+  for (let w: usize = 0; w * perWord < count; w++) {
+    let at = words + ((w * wordStride) << 2);
+    for (let quad: usize = 0; quad < 4; quad++) {
+      let v = v128.load(at + (quad << 4));
+      let row = out + w * perWord + (quad << 2) * outStride;
+      if (bits == 4) {
+        let low = v128.and(v, i8x16.splat(0x0f));
+        let high = i8x16.shr_u(v, 4);
+        let first = i8x16.shuffle(low, high, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        let second = i8x16.shuffle(low, high, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        v128.store64_lane(row, first, 0);
+        v128.store64_lane(row + outStride, first, 1);
+        v128.store64_lane(row + 2 * outStride, second, 0);
+        v128.store64_lane(row + 3 * outStride, second, 1);
+      } else {
+        v = v128.xor(v, offset);
+        v128.store32_lane(row, v, 0);
+        v128.store32_lane(row + outStride, v, 1);
+        v128.store32_lane(row + 2 * outStride, v, 2);
+        v128.store32_lane(row + 3 * outStride, v, 3);
+      }
+    }
+  }
+}
+
+// The 4-bit codes of four words a row, rows `rowBytes` bytes apart: `count` rows of 32 streams, stream j (at
+// out + j * outStride) code j % 8 in `order` of word j / 8 of each row. Sixteen rows at a time are loaded whole
+// (a vector each) and transposed into 16 byte planes (plane b: byte b of each row), each plane two nibbles; four
+// rounds of zips, each an instruction on x86 and ARM. A vector load may read past the rows' last word: callers
+// leave 16 bytes of slack after the codes, and the streams of rows past the words are not used.
+function unpackColumns(words: usize, rowBytes: usize, order: u32, count: usize, out: usize, outStride: usize): void {
+  let i: usize = 0;
+  for (; i + 16 <= count; i += 16) {
+    let at = words + i * rowBytes;
+    let r0 = v128.load(at);
+    let r1 = v128.load(at + rowBytes);
+    let r2 = v128.load(at + 2 * rowBytes);
+    let r3 = v128.load(at + 3 * rowBytes);
+    let r4 = v128.load(at + 4 * rowBytes);
+    let r5 = v128.load(at + 5 * rowBytes);
+    let r6 = v128.load(at + 6 * rowBytes);
+    let r7 = v128.load(at + 7 * rowBytes);
+    let r8 = v128.load(at + 8 * rowBytes);
+    let r9 = v128.load(at + 9 * rowBytes);
+    let r10 = v128.load(at + 10 * rowBytes);
+    let r11 = v128.load(at + 11 * rowBytes);
+    let r12 = v128.load(at + 12 * rowBytes);
+    let r13 = v128.load(at + 13 * rowBytes);
+    let r14 = v128.load(at + 14 * rowBytes);
+    let r15 = v128.load(at + 15 * rowBytes);
+    // Bytes of rows 2m and 2m + 1 side by side: a16 bytes 0-7, b16 bytes 8-15 (16-bit units).
+    let a0 = zip8(r0, r1, false), b0 = zip8(r0, r1, true);
+    let a1 = zip8(r2, r3, false), b1 = zip8(r2, r3, true);
+    let a2 = zip8(r4, r5, false), b2 = zip8(r4, r5, true);
+    let a3 = zip8(r6, r7, false), b3 = zip8(r6, r7, true);
+    let a4 = zip8(r8, r9, false), b4 = zip8(r8, r9, true);
+    let a5 = zip8(r10, r11, false), b5 = zip8(r10, r11, true);
+    let a6 = zip8(r12, r13, false), b6 = zip8(r12, r13, true);
+    let a7 = zip8(r14, r15, false), b7 = zip8(r14, r15, true);
+    // Rows 4m .. 4m + 3 (32-bit units): qN_k bytes 4k .. 4k + 3.
+    let q0_0 = zip16(a0, a1, false), q0_1 = zip16(a0, a1, true), q0_2 = zip16(b0, b1, false), q0_3 = zip16(b0, b1, true);
+    let q1_0 = zip16(a2, a3, false), q1_1 = zip16(a2, a3, true), q1_2 = zip16(b2, b3, false), q1_3 = zip16(b2, b3, true);
+    let q2_0 = zip16(a4, a5, false), q2_1 = zip16(a4, a5, true), q2_2 = zip16(b4, b5, false), q2_3 = zip16(b4, b5, true);
+    let q3_0 = zip16(a6, a7, false), q3_1 = zip16(a6, a7, true), q3_2 = zip16(b6, b7, false), q3_3 = zip16(b6, b7, true);
+    // Rows 8h .. 8h + 7 (64-bit units): oN_k bytes 2k, 2k + 1.
+    let o0_0 = zip32(q0_0, q1_0, false), o0_1 = zip32(q0_0, q1_0, true), o0_2 = zip32(q0_1, q1_1, false), o0_3 = zip32(q0_1, q1_1, true);
+    let o0_4 = zip32(q0_2, q1_2, false), o0_5 = zip32(q0_2, q1_2, true), o0_6 = zip32(q0_3, q1_3, false), o0_7 = zip32(q0_3, q1_3, true);
+    let o1_0 = zip32(q2_0, q3_0, false), o1_1 = zip32(q2_0, q3_0, true), o1_2 = zip32(q2_1, q3_1, false), o1_3 = zip32(q2_1, q3_1, true);
+    let o1_4 = zip32(q2_2, q3_2, false), o1_5 = zip32(q2_2, q3_2, true), o1_6 = zip32(q2_3, q3_3, false), o1_7 = zip32(q2_3, q3_3, true);
+    // Byte b of all 16 rows: word b / 4's codes 2 (b % 4) and 2 (b % 4) + 1.
+    let dst = out + i;
+    storePlanes(order, o0_0, o1_0, 0, dst, outStride);
+    storePlanes(order, o0_1, o1_1, 2, dst, outStride);
+    storePlanes(order, o0_2, o1_2, 4, dst, outStride);
+    storePlanes(order, o0_3, o1_3, 6, dst, outStride);
+    storePlanes(order, o0_4, o1_4, 8, dst, outStride);
+    storePlanes(order, o0_5, o1_5, 10, dst, outStride);
+    storePlanes(order, o0_6, o1_6, 12, dst, outStride);
+    storePlanes(order, o0_7, o1_7, 14, dst, outStride);
+  }
+  for (; i < count; i++) {
+    for (let w: usize = 0; w < 4; w++) {
+      let word = load<u32>(words + i * rowBytes + (w << 2));
+      for (let j: usize = 0; j < 8; j++) store<u8>(out + ((w << 3) + j) * outStride + i, (word >> (<u32>positionOf(order, j) << 2)) & 15);
+    }
+  }
+}
+
+@inline function zip8(a: v128, b: v128, high: bool): v128 {
+  return high
+    ? i8x16.shuffle(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
+    : i8x16.shuffle(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+}
+
+@inline function zip16(a: v128, b: v128, high: bool): v128 {
+  return high ? i16x8.shuffle(a, b, 4, 12, 5, 13, 6, 14, 7, 15) : i16x8.shuffle(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
+}
+
+@inline function zip32(a: v128, b: v128, high: bool): v128 {
+  return high ? i32x4.shuffle(a, b, 2, 6, 3, 7) : i32x4.shuffle(a, b, 0, 4, 1, 5);
+}
+
+// Bytes b and b + 1 of 16 rows, from the 64-bit units of rows 0-7 (`low`) and 8-15 (`high`): two planes.
+@inline function storePlanes(order: u32, low: v128, high: v128, b: usize, out: usize, outStride: usize): void {
+  storeNibbles(order, i64x2.shuffle(low, high, 0, 2), b, out, outStride);
+  storeNibbles(order, i64x2.shuffle(low, high, 1, 3), b + 1, out, outStride);
+}
+
+// Plane b's low nibbles (code 2 (b % 4) of word b / 4) and high nibbles (the next code), each to its stream.
+@inline function storeNibbles(order: u32, plane: v128, b: usize, out: usize, outStride: usize): void {
+  let word = out + ((b >> 2) << 3) * outStride;
+  let position = (b & 3) << 1;
+  v128.store(word + streamOf(order, position) * outStride, v128.and(plane, i8x16.splat(0x0f)));
+  v128.store(word + streamOf(order, position + 1) * outStride, i8x16.shr_u(plane, 4));
+}
+
+// The column (0-7) of a word's code at `position`: positionOf's inverse for a word's eight codes.
+@inline function streamOf(order: u32, position: usize): usize {
+  return order == ORDER_AWQ ? ((position & 3) << 1) | (position >> 2) : position;
+}
+
 // ---- Values ----
 
 @inline function valueOf(value: u32, code: u32, table: usize): u32 {
@@ -305,9 +436,10 @@ const FORMULA_BIAS: u32 = 2;
   let p2 = v128.load(TABLE_PLANES, 32);
   let p3 = v128.load(TABLE_PLANES, 48);
   if (mode == PARAMS_SPLAT) {
-    // Group by group (whole runs of 16): its scale and zero or bias are loaded once, with no division per run.
-    while (i + 16 <= count) {
-      let group = (first + i) / groupSize;
+    // Group by group (whole runs of 16): its scale and zero or bias are loaded once, with no division per run
+    // (nor per group: each group ends where the next begins).
+    let group = first / groupSize;
+    for (; i + 16 <= count; group++) {
       let end = min(count, (group + 1) * groupSize - first);
       let param = group * groupStride << 2;
       let s = v128.load32_splat(scales + param);
@@ -426,7 +558,9 @@ const FORMULA_BIAS: u32 = 2;
  * and `zeros` and `biases` where not 0) are in parameter row paramRowOf[r] (an i32 array), `paramRowStride`
  * entries apart, group g at entry g * groupStride of its row; a column's group is column / groupSize, or
  * groupOf[column] (i32) with groupSize 0. `value` is VALUE_AFFINE, VALUE_TABLE (`table`: 16 F32) or an F8 dtype
- * index; `flags` as above; `ref` and `to` are dtype indices (F32, F16, BF16).
+ * index; `flags` as above; `ref` and `to` are dtype indices (F32, F16, BF16). With COLUMN_CODES (4-bit codes), the
+ * codes run down the columns of words instead: row r's are code r % 8 (in `order`) of word r / 8 of each of `cols`
+ * rows of words, `codeRowBytes` apart from `codes` on.
  */
 export function dequantRows(
   codes: usize, codeRowBytes: usize, wordStride: usize, bits: u32, order: u32,
@@ -499,131 +633,46 @@ function rowsBF16(
   // Codes used where they lie (8-bit, unsigned, contiguous), else unpacked a piece at a time.
   let inPlace = bits == 8 && !signed && wordStride == 1;
   let small = bits <= 4;
-  for (let r: usize = 0; r < rows; r++) {
-    let row = codes + r * codeRowBytes;
-    let params = (<usize>load<u32>(paramRowOf + (r << 2)) * paramRowStride) << 2;
-    let s = scales + params;
-    let o = formula == FORMULA_BIAS ? biases + params : formula == FORMULA_ZERO ? zeros + params : 0;
-    for (let first: usize = 0; first < cols; first += PIECE) {
-      let count = min(PIECE, cols - first);
+  // Codes down the columns of words are unpacked 32 rows (four columns of words) at a time, interleaved rows' 16
+  // at a time, in pieces of a 32nd or a 16th.
+  let columnCodes = (flags & COLUMN_CODES) != 0;
+  let interleaved = !columnCodes && wordStride != 1 && codeRowBytes == 4 && (bits == 4 || bits == 8) && order == ORDER_LSB_FIRST;
+  let pieceCols: usize = columnCodes ? PIECE >> 5 : interleaved ? PIECE >> 4 : PIECE;
+  for (let first: usize = 0; first < cols; first += pieceCols) {
+    let count = min(pieceCols, cols - first);
+    let column = colOffset + first;
+    for (let r0: usize = 0; r0 < rows; ) {
+      let row = codes + r0 * codeRowBytes;
       let at = row + first;
-      if (!inPlace) {
+      let block: usize = 1;
+      if (columnCodes) {
+        unpackColumns(codes + (r0 >> 1) + first * codeRowBytes, codeRowBytes, order, count, CODES, pieceCols);
+        at = CODES;
+        block = 32;
+      } else if (interleaved && rows - r0 >= 16) {
+        unpackInterleaved(row + (((first * bits) >> 5) * wordStride << 2), wordStride, bits, signed, count, CODES, pieceCols);
+        at = CODES;
+        block = 16;
+      } else if (!inPlace) {
         unpackCodes(row + (((first * bits) >> 5) * wordStride << 2), wordStride, bits, order, signed, count, CODES);
         at = CODES;
       }
-      let column = colOffset + first;
-      let dst = out + ((r * cols + first) << outShift(to));
-      // A run of 16 columns stays in one group when groups are whole runs and the runs start on one.
-      if (groupSize != 0 && groupSize % 16 == 0 && column % 16 == 0) {
-        piece(PARAMS_SPLAT, formula, to, value, ref, postMultiply, small, at, column, count, dst, s, o, groupSize, groupOf, groupStride, table, postMultiplier);
-      } else if (groupSize == 1 && groupStride == 1) {
-        piece(PARAMS_VECTOR, formula, to, value, ref, postMultiply, small, at, column, count, dst, s, o, groupSize, groupOf, groupStride, table, postMultiplier);
-      } else {
-        piece(PARAMS_EACH, formula, to, value, ref, postMultiply, small, at, column, count, dst, s, o, groupSize, groupOf, groupStride, table, postMultiplier);
-      }
-    }
-  }
-}
-
-// ---- Transposition ----
-
-/**
- * Writes the transpose of the `rows` x `cols` matrix at `src` (rows `srcStride` elements apart) to `dst`
- * (`cols` x `rows`, packed), for elements of `bytes` bytes (2 or 4); in blocks of 4 x 4 (4-byte) or 8 x 8
- * (2-byte) elements moved with vectors.
- */
-export function transpose(bytes: u32, src: usize, srcStride: usize, dst: usize, rows: usize, cols: usize): void {
-  if (bytes == 4) transposeBlocks(4, src, srcStride, dst, rows, cols);
-  else transposeBlocks(2, src, srcStride, dst, rows, cols);
-}
-
-// Tiles of TILE_ROWS x TILE_COLS elements, in blocks of 4 x 4 or 8 x 8: a tile writes TILE_COLS output rows, which
-// lie a power of two of bytes apart in a weight's transpose and so share the cache's sets; few of them, each written
-// TILE_ROWS elements at a time, stay cached (measured on 16M 4-byte elements, 4096 output rows: a whole row of
-// blocks at a time 29 ms, tiles of 32 x 32 23 ms, 64 x 16 11 ms, 128 x 8 2.7 ms).
-const TILE_ROWS: usize = 128;
-const TILE_COLS: usize = 8;
-
-@inline function transposeBlocks(bytes: usize, src: usize, srcStride: usize, dst: usize, rows: usize, cols: usize): void {
-  let block: usize = bytes == 4 ? 4 : 8;
-  let shift: usize = bytes == 4 ? 2 : 1;
-  let wholeRows = rows - rows % block;
-  let wholeCols = cols - cols % block;
-  for (let r0: usize = 0; r0 < wholeRows; r0 += TILE_ROWS) {
-    let r1 = min(r0 + TILE_ROWS, wholeRows);
-    for (let c0: usize = 0; c0 < wholeCols; c0 += TILE_COLS) {
-      let c1 = min(c0 + TILE_COLS, wholeCols);
-      for (let r = r0; r < r1; r += block) {
-        for (let c = c0; c < c1; c += block) {
-          let from = src + ((r * srcStride + c) << shift);
-          let to = dst + ((c * rows + r) << shift);
-          if (bytes == 4) transpose4x4(from, srcStride << 2, to, rows << 2);
-          else transpose8x8(from, srcStride << 1, to, rows << 1);
+      for (let r = r0; r < min(rows, r0 + block); r++) {
+        let params = (<usize>load<u32>(paramRowOf + (r << 2)) * paramRowStride) << 2;
+        let s = scales + params;
+        let o = formula == FORMULA_BIAS ? biases + params : formula == FORMULA_ZERO ? zeros + params : 0;
+        let dst = out + ((r * cols + first) << outShift(to));
+        let src = at + (r - r0) * pieceCols;
+        // A run of 16 columns stays in one group when groups are whole runs and the runs start on one.
+        if (groupSize != 0 && groupSize % 16 == 0 && column % 16 == 0) {
+          piece(PARAMS_SPLAT, formula, to, value, ref, postMultiply, small, src, column, count, dst, s, o, groupSize, groupOf, groupStride, table, postMultiplier);
+        } else if (groupSize == 1 && groupStride == 1) {
+          piece(PARAMS_VECTOR, formula, to, value, ref, postMultiply, small, src, column, count, dst, s, o, groupSize, groupOf, groupStride, table, postMultiplier);
+        } else {
+          piece(PARAMS_EACH, formula, to, value, ref, postMultiply, small, src, column, count, dst, s, o, groupSize, groupOf, groupStride, table, postMultiplier);
         }
       }
+      r0 += block;
     }
   }
-  // The edges: the last columns of every row, then the last rows.
-  for (let r: usize = 0; r < wholeRows; r++) {
-    for (let c = wholeCols; c < cols; c++) copyElement(bytes, src + ((r * srcStride + c) << shift), dst + ((c * rows + r) << shift));
-  }
-  for (let r = wholeRows; r < rows; r++) {
-    for (let c: usize = 0; c < cols; c++) copyElement(bytes, src + ((r * srcStride + c) << shift), dst + ((c * rows + r) << shift));
-  }
-}
-
-@inline function copyElement(bytes: usize, from: usize, to: usize): void {
-  if (bytes == 4) store<u32>(to, load<u32>(from));
-  else store<u16>(to, load<u16>(from));
-}
-
-@inline function transpose4x4(src: usize, srcStep: usize, dst: usize, dstStep: usize): void {
-  let a = v128.load(src);
-  let b = v128.load(src + srcStep);
-  let c = v128.load(src + 2 * srcStep);
-  let d = v128.load(src + 3 * srcStep);
-  let ab0 = i32x4.shuffle(a, b, 0, 4, 1, 5);
-  let ab1 = i32x4.shuffle(a, b, 2, 6, 3, 7);
-  let cd0 = i32x4.shuffle(c, d, 0, 4, 1, 5);
-  let cd1 = i32x4.shuffle(c, d, 2, 6, 3, 7);
-  v128.store(dst, i64x2.shuffle(ab0, cd0, 0, 2));
-  v128.store(dst + dstStep, i64x2.shuffle(ab0, cd0, 1, 3));
-  v128.store(dst + 2 * dstStep, i64x2.shuffle(ab1, cd1, 0, 2));
-  v128.store(dst + 3 * dstStep, i64x2.shuffle(ab1, cd1, 1, 3));
-}
-
-@inline function transpose8x8(src: usize, srcStep: usize, dst: usize, dstStep: usize): void {
-  let r0 = v128.load(src);
-  let r1 = v128.load(src + srcStep);
-  let r2 = v128.load(src + 2 * srcStep);
-  let r3 = v128.load(src + 3 * srcStep);
-  let r4 = v128.load(src + 4 * srcStep);
-  let r5 = v128.load(src + 5 * srcStep);
-  let r6 = v128.load(src + 6 * srcStep);
-  let r7 = v128.load(src + 7 * srcStep);
-  // 16-bit pairs, then 32-bit pairs, then 64-bit halves.
-  let a0 = i16x8.shuffle(r0, r1, 0, 8, 1, 9, 2, 10, 3, 11);
-  let a1 = i16x8.shuffle(r0, r1, 4, 12, 5, 13, 6, 14, 7, 15);
-  let a2 = i16x8.shuffle(r2, r3, 0, 8, 1, 9, 2, 10, 3, 11);
-  let a3 = i16x8.shuffle(r2, r3, 4, 12, 5, 13, 6, 14, 7, 15);
-  let a4 = i16x8.shuffle(r4, r5, 0, 8, 1, 9, 2, 10, 3, 11);
-  let a5 = i16x8.shuffle(r4, r5, 4, 12, 5, 13, 6, 14, 7, 15);
-  let a6 = i16x8.shuffle(r6, r7, 0, 8, 1, 9, 2, 10, 3, 11);
-  let a7 = i16x8.shuffle(r6, r7, 4, 12, 5, 13, 6, 14, 7, 15);
-  let b0 = i32x4.shuffle(a0, a2, 0, 4, 1, 5);
-  let b1 = i32x4.shuffle(a0, a2, 2, 6, 3, 7);
-  let b2 = i32x4.shuffle(a1, a3, 0, 4, 1, 5);
-  let b3 = i32x4.shuffle(a1, a3, 2, 6, 3, 7);
-  let b4 = i32x4.shuffle(a4, a6, 0, 4, 1, 5);
-  let b5 = i32x4.shuffle(a4, a6, 2, 6, 3, 7);
-  let b6 = i32x4.shuffle(a5, a7, 0, 4, 1, 5);
-  let b7 = i32x4.shuffle(a5, a7, 2, 6, 3, 7);
-  v128.store(dst, i64x2.shuffle(b0, b4, 0, 2));
-  v128.store(dst + dstStep, i64x2.shuffle(b0, b4, 1, 3));
-  v128.store(dst + 2 * dstStep, i64x2.shuffle(b1, b5, 0, 2));
-  v128.store(dst + 3 * dstStep, i64x2.shuffle(b1, b5, 1, 3));
-  v128.store(dst + 4 * dstStep, i64x2.shuffle(b2, b6, 0, 2));
-  v128.store(dst + 5 * dstStep, i64x2.shuffle(b2, b6, 1, 3));
-  v128.store(dst + 6 * dstStep, i64x2.shuffle(b3, b7, 0, 2));
-  v128.store(dst + 7 * dstStep, i64x2.shuffle(b3, b7, 1, 3));
 }

@@ -1,7 +1,6 @@
 // Dequantization speed (docs/quantized.md), on a 16M-element weight of each layout, as F32, against a memcpy of the
 // F32 output (TypedArray.prototype.set) in the same run: the kernels (src/quant/kernels.ts on a job of the layout's
-// shape: its codes and scales copied into wasm memory, each rectangle dequantized there, transposed where the layout
-// needs it, and left there), and `getTensor` into `out` from a model in memory (all of it: the parts read from
+// shape: its codes and scales copied into wasm memory, each rectangle dequantized there and left there), and `getTensor` into `out` from a model in memory (all of it: the parts read from
 // their Blob, the scales decoded, the kernels, the copy out); for three layouts, the plain JavaScript loop a user
 // would write (the reference's formula, rounded as it rounds). Medians of interleaved rounds.
 // Run after `npm run build`: `node bench/quant.js`, or import { run }.
@@ -95,24 +94,23 @@ const LAYOUTS = [
     tensor: 'w.weight',
     job: ({ parts }) => ({
       codes: parts['w.qweight'].data,
-      format: { rowBytes: ROWS / 2, wordStride: 1, bits: 4, order: 'awq' },
+      format: { rowBytes: ROWS / 2, wordStride: 1, bits: 4, order: 'awq', columns: true },
       params: {
         scales: f32(parts['w.scales']),
         zeros: new Float32Array(N / 128).fill(8),
-        rowStride: ROWS,
-        groupSize: 1,
-        groupStride: 1,
+        rowStride: 1,
+        groupSize: 128,
+        groupStride: ROWS,
         value: 'affine',
         ref: 'F16',
       },
-      rects: Array.from({ length: ROWS / 256 }, (_, i) => ({
-        codeOffset: i * 128,
-        rows: COLS,
-        cols: 256,
-        colOffset: i * 256,
-        paramRowOf: Int32Array.from({ length: COLS }, (_, k) => k >> 7),
-        transpose: true,
-        first: i * 256 * COLS,
+      rects: Array.from({ length: ROWS / 64 }, (_, i) => ({
+        codeOffset: i * 32,
+        rows: 64,
+        cols: COLS,
+        colOffset: 0,
+        paramRowOf: Int32Array.from({ length: 64 }, (_, r) => i * 64 + r),
+        first: i * 64 * COLS,
       })),
     }),
     parts: {
@@ -193,24 +191,24 @@ const LAYOUTS = [
     tensor: 'e',
     job: ({ parts }) => ({
       codes: parts.e_blocks.data,
-      format: { rowBytes: 512, wordStride: 1, bits: 4, order: 'lsb-first' },
+      format: { rowBytes: 512, wordStride: 1, bits: 4, order: 'lsb-first', columns: true },
       params: {
+        // Transposed by the layout ([experts, groups, rows]); the bytes' order does not change the timing.
         scales: Float32Array.from(parts.e_scales.data, (byte) => 2 ** (byte - 128)),
-        rowStride: 32,
-        groupSize: 32,
+        rowStride: 1024,
+        groupSize: 1,
         groupStride: 1,
         value: 'table',
         table: E2M1.map((v) => v * 2),
-        ref: 'BF16',
+        ref: 'F32', // as the layout passes it: its products are exact in BF16
       },
-      rects: Array.from({ length: 16 }, (_, e) => ({
-        codeOffset: e << 19,
-        rows: 1024,
+      rects: Array.from({ length: 64 }, (_, i) => ({
+        codeOffset: (i >> 2) * (1 << 19) + (i & 3) * 128,
+        rows: 256,
         cols: 1024,
         colOffset: 0,
-        paramRowOf: Int32Array.from({ length: 1024 }, (_, r) => e * 1024 + r),
-        transpose: true,
-        first: e << 20,
+        paramRowOf: Int32Array.from({ length: 256 }, (_, r) => (i >> 2) * 32 + (((i & 3) * 256 + r) >> 5)),
+        first: i << 18,
       })),
     }),
     parts: {

@@ -1,8 +1,8 @@
 // The dequantization kernels (src/quant/kernels.ts, assembly/quant.ts) on what the fixtures hold little or none of:
-// every bit width's unpack (3, 5, 6 and 7 bits straddling words, strided words, AWQ's and bitsandbytes' orders),
-// the reference roundings at their edges (F16 subnormals, overflow to infinity, NaN), every F8_E4M3 code (NaN and
-// subnormal runs take the full decoder), groups that are not runs of 16 and a g_idx, the 16-result tables of large
-// groups, and transposes of odd sizes. The expected values come from the formulas written out here, with the
+// every bit width's unpack (3, 5, 6 and 7 bits straddling words, strided words, AWQ's and bitsandbytes' orders,
+// codes down the columns of words), the reference roundings at their edges (F16 subnormals, overflow to infinity,
+// NaN), every F8_E4M3 code (NaN and subnormal runs take the full decoder), groups that are not runs of 16 and a
+// g_idx, and the 16-result tables of large groups. The expected values come from the formulas written out here, with the
 // independent F16/BF16 encoder of test/float-reference.ts.
 import { describe, expect, test } from 'vitest'
 import { dtypeIndex } from '../src/core/dtypes.ts'
@@ -81,6 +81,49 @@ describe('unpack', () => {
     expect([...kernels.unpack(new Uint8Array(awq.buffer), { bits: 4, order: 'awq', wordStride: 1 }, 64)]).toEqual(codes)
     const bnb = Uint8Array.from({ length: 32 }, (_, i) => (codes[2 * i] << 4) | codes[2 * i + 1])
     expect([...kernels.unpack(bnb, { bits: 4, order: 'high-nibble-first', wordStride: 1 }, 64)]).toEqual(codes)
+  })
+
+  test.each([4, 8])('%i-bit rows whose words interleave (GPTQ: qweight read by columns), 16 rows at a time and the rest', (bits) => {
+    const random = prng(bits + 100)
+    const [rows, cols] = [37, 300]
+    const codes = Array.from({ length: rows }, () => Array.from({ length: cols }, () => Math.floor(random() * 2 ** bits)))
+    // Word w of row j at word w * rows + j.
+    const packed = codes.map((row) => new Uint32Array(pack(row, bits).buffer))
+    const words = new Uint32Array(packed[0].length * rows)
+    packed.forEach((row, j) => row.forEach((word, w) => (words[w * rows + j] = word)))
+    const out = run(
+      new Uint8Array(words.buffer),
+      { rowBytes: 4, wordStride: rows, bits, order: 'lsb-first' },
+      { scales: Float32Array.of(1), rowStride: 0, groupStride: 1, groupSize: 2 ** 30, value: 'affine', ref: 'F32' },
+      rows,
+      cols,
+    )
+    expect([...out].map(f32FromBits)).toEqual(codes.flat())
+  })
+
+  test.each([
+    ['awq', 45, 1100],
+    ['lsb-first', 8, 37],
+  ] as const)('codes down the columns of words (AWQ qweight read as rows), %s order: %i rows of %i', (order, rows, cols) => {
+    const random = prng(rows)
+    const wordsPerRow = Math.ceil(rows / 8)
+    // The stored matrix is cols x (8 * wordsPerRow) codes; row r of the result is its column r.
+    const stored = Array.from({ length: cols }, () => Array.from({ length: 8 * wordsPerRow }, () => Math.floor(random() * 16)))
+    const words = new Uint32Array(cols * wordsPerRow)
+    const nibble = order === 'awq' ? [0, 4, 1, 5, 2, 6, 3, 7] : [0, 1, 2, 3, 4, 5, 6, 7]
+    stored.forEach((row, k) => {
+      row.forEach((code, c) => {
+        words[k * wordsPerRow + (c >> 3)] |= code << (4 * nibble[c & 7])
+      })
+    })
+    const out = run(
+      new Uint8Array(words.buffer),
+      { rowBytes: wordsPerRow * 4, wordStride: 1, bits: 4, order, columns: true },
+      { scales: Float32Array.of(1), rowStride: 0, groupStride: 1, groupSize: 2 ** 30, value: 'affine', ref: 'F32' },
+      rows,
+      cols,
+    )
+    expect([...out].map(f32FromBits)).toEqual(Array.from({ length: rows * cols }, (_, i) => stored[i % cols][Math.floor(i / cols)]))
   })
 })
 
@@ -181,32 +224,5 @@ describe('values, rounded as the references round them', () => {
       return rounded('BF16', Math.abs(exact) > 3.4e38 ? f32Bits(exact > 0 ? Infinity : -Infinity) : value(exact))
     })
     expect([...out]).toEqual(expected)
-  })
-})
-
-describe('transpose', () => {
-  test.each([
-    [13, 29],
-    [8, 8],
-    [129, 17],
-    [4, 300],
-  ])('%i x %i rows of F32 and of BF16 written transposed', (rows, cols) => {
-    const random = prng(rows * cols)
-    const codes = Array.from({ length: rows * cols }, () => Math.floor(random() * 256))
-    const params: Params = { scales: Float32Array.of(1), rowStride: 0, groupStride: 1, groupSize: 2 ** 30, value: 'affine', ref: 'F32' }
-    const job = (): Job => ({
-      codes: Uint8Array.from(codes),
-      format: { rowBytes: cols, wordStride: 1, bits: 8, order: 'lsb-first' },
-      params,
-      rects: [{ codeOffset: 0, rows, cols, colOffset: 0, paramRowOf: new Int32Array(rows), transpose: true, first: 0 }],
-    })
-    const transposed = Array.from({ length: rows * cols }, (_, i) => codes[(i % rows) * cols + Math.floor(i / rows)])
-    for (const to of ['F32', 'BF16'] as const) {
-      let out: number[] = []
-      kernels.run(job(), to, (output) => {
-        out = to === 'F32' ? [...new Float32Array(output.slice().buffer)] : [...new Uint16Array(output.slice().buffer)].map((h) => f32FromBits(h << 16))
-      })
-      expect(out, to).toEqual(transposed)
-    }
   })
 })

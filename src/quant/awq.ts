@@ -2,19 +2,9 @@
 // on the Hub: per module `qweight` I32 [in, out / 8] and `qzeros` I32 [in / group, out / 8], eight 4-bit codes a
 // word in AWQ's interleaved order, and `scales` F16 [in / group, out]. AutoAWQ's dequantize_gemm computes
 // W^T[k, n] = f16((q[k, n] - z[k / group, n]) * scale[k / group, n]), one rounding of an exact product, [in, out]:
-// the kernel works on those rows and writes them transposed.
+// the logical tensor, [out, in], is its transpose: the kernel reads qweight's codes down its columns.
 import type { Rect } from './kernels.ts'
-import {
-  guarded,
-  type Layout,
-  type LayoutContext,
-  type LogicalTensor,
-  modulesWith,
-  optionsOf,
-  paramRows,
-  referenceOf,
-  TRANSPOSED_RECT_ELEMENTS,
-} from './logical.ts'
+import { guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, paramRows, RECT_ELEMENTS, referenceOf } from './logical.ts'
 
 const PARTS = ['.qweight', '.qzeros', '.scales']
 
@@ -56,27 +46,19 @@ function awqTensor(ctx: LayoutContext, module: string, groupSize: number): Logic
     rowsApart: false,
     async load(first, end, io) {
       const [codes, zeroWords, s] = await Promise.all([qweight, qzeros, scales].map((part) => ctx.stored.read(part.name, undefined, io)))
-      // Rows n of the logical tensor are columns n of AWQ's [in, out]: blocks of whole words of them, each
-      // computed as qweight's rows (all of them) over its columns, then transposed.
-      const per = Math.max(8, Math.floor(TRANSPOSED_RECT_ELEMENTS / cols / 8) * 8)
+      // Row n of the logical tensor is column n of AWQ's [in, out]: code n % 8 of word n / 8 of each qweight row.
+      // Rectangles of whole words of rows (a slice's first row rounded down to one), 32 rows (four words) at a time.
+      const per = Math.max(32, Math.floor(RECT_ELEMENTS / cols / 32) * 32)
       const rects: Rect[] = []
       for (let n = Math.floor(first / 8) * 8; n < end; n += per) {
         const count = Math.min(per, out - n)
-        rects.push({
-          codeOffset: n / 2,
-          rows: cols,
-          cols: count,
-          colOffset: n,
-          paramRowOf: paramRows(cols, (k) => Math.floor(k / groupSize)),
-          transpose: true,
-          first: n * cols,
-        })
+        rects.push({ codeOffset: n / 2, rows: count, cols, colOffset: 0, paramRowOf: paramRows(count, (i) => n + i), first: n * cols })
       }
       const zeros = ctx.kernels.unpack(zeroWords, { bits: 4, order: 'awq', wordStride: 1 }, groups * out)
       return {
         codes,
-        format: { rowBytes: words * 4, wordStride: 1, bits: 4, order: 'awq' },
-        params: { scales: ctx.floats(s, scales.dtype), zeros: Float32Array.from(zeros), rowStride: out, groupSize: 1, groupStride: 1, value: 'affine', ref },
+        format: { rowBytes: words * 4, wordStride: 1, bits: 4, order: 'awq', columns: true },
+        params: { scales: ctx.floats(s, scales.dtype), zeros: Float32Array.from(zeros), rowStride: 1, groupSize, groupStride: out, value: 'affine', ref },
         rects,
       }
     },

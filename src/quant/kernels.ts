@@ -32,6 +32,11 @@ export interface CodeFormat {
   order: 'lsb-first' | 'awq' | 'high-nibble-first'
   /** I8 codes, read as unsigned ones offset by 128. */
   signed?: boolean
+  /**
+   * 4-bit codes that run down the columns of words: row r's are code r % 8 (in `order`) of word r / 8 of each of
+   * the rectangle's `cols` rows of words, rowBytes apart (AWQ's qweight, [in, out / 8], read as [out, in]).
+   */
+  columns?: boolean
 }
 
 /**
@@ -66,8 +71,6 @@ export interface Rect {
   colOffset: number
   /** Each row's parameter row. */
   paramRowOf: Int32Array
-  /** The output, rows x cols, is the logical tensor's transposed: written as cols x rows. */
-  transpose?: boolean
   /** The logical tensor's (row-major, flattened) element the output's first one is. */
   first: number
 }
@@ -108,7 +111,6 @@ interface QuantExports {
     to: number,
     out: number,
   ): void
-  transpose(bytes: number, src: number, srcStride: number, dst: number, rows: number, cols: number): void
   unpackCodes(words: number, wordStride: number, bits: number, order: number, signed: boolean, count: number, out: number): void
 }
 
@@ -118,6 +120,7 @@ const VALUE_AFFINE = 0
 const VALUE_TABLE = 1
 const SIGNED_CODES = 1
 const POST_MULTIPLY = 2
+const COLUMN_CODES = 4
 
 const BYTES: Record<ConvertTarget, number> = { F32: 4, F16: 2, BF16: 2 }
 
@@ -157,7 +160,6 @@ export class Kernels {
       table: params.table ? region(params.table.byteLength) : 0,
       paramRowOf: region(4 * most((r) => r.rows)),
       out: region(outBytes),
-      transposed: rects.some((r) => r.transpose) ? region(outBytes) : 0,
     }
     this.#runtime.reserveMemory(core, end)
     const memory = new Uint8Array(core.memory.buffer)
@@ -169,8 +171,8 @@ export class Kernels {
     put(params.groupOf, at.groupOf)
     put(params.table, at.table)
     const value = params.value === 'affine' ? VALUE_AFFINE : params.value === 'table' ? VALUE_TABLE : this.#runtime.dtypeIndex(params.value)
-    const flags = (format.signed ? SIGNED_CODES : 0) | (params.postMultiplier !== undefined ? POST_MULTIPLY : 0)
-    const { dequantRows, transpose } = core.exports
+    const flags = (format.signed ? SIGNED_CODES : 0) | (params.postMultiplier !== undefined ? POST_MULTIPLY : 0) | (format.columns ? COLUMN_CODES : 0)
+    const { dequantRows } = core.exports
     try {
       for (const rect of rects) {
         put(rect.paramRowOf, at.paramRowOf)
@@ -199,9 +201,7 @@ export class Kernels {
           this.#runtime.dtypeIndex(to),
           at.out,
         )
-        const bytes = rect.rows * rect.cols * BYTES[to]
-        if (rect.transpose) transpose(BYTES[to], at.out, rect.cols, at.transposed, rect.rows, rect.cols)
-        each(memory.subarray(rect.transpose ? at.transposed : at.out, (rect.transpose ? at.transposed : at.out) + bytes), rect)
+        each(memory.subarray(at.out, at.out + rect.rows * rect.cols * BYTES[to]), rect)
       }
     } finally {
       this.#module.trimShared()

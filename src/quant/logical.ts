@@ -219,12 +219,6 @@ export const WHOLE_ROW = 2 ** 30
 /** The elements one rectangle's output is kept to, so that it stays in cache on its way out. */
 export const RECT_ELEMENTS = 1 << 18
 
-/**
- * The same for a rectangle written transposed (AWQ, gpt-oss's experts): its rows are short pieces of the layout's
- * rows, each a kernel row's overhead, so it is larger (measured: AWQ 16M elements 48 ms at RECT_ELEMENTS).
- */
-export const TRANSPOSED_RECT_ELEMENTS = 1 << 20
-
 /** Blocks of `rows` rows of `cols` elements each (the first `first` of the tensor), at most RECT_ELEMENTS each (and at least a row). */
 export function rowBlocks(first: number, rows: number, cols: number, rowBytes: number, paramRowOf: (row: number) => number): Rect[] {
   const per = Math.max(1, Math.floor(RECT_ELEMENTS / Math.max(1, cols)))

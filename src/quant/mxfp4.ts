@@ -5,26 +5,20 @@
 // A scale byte of 0xFF is 2^128, not NaN: codes times 2 times 2^(byte - 128) keep every product exact in F32
 // (0.5 x 2^128 is 2^127; larger ones overflow to infinity, and zero stays zero).
 import type { Rect } from './kernels.ts'
-import {
-  e2m1Values,
-  guarded,
-  type Layout,
-  type LayoutContext,
-  type LogicalTensor,
-  modulesWith,
-  optionsOf,
-  paramRows,
-  TRANSPOSED_RECT_ELEMENTS,
-} from './logical.ts'
+import { e2m1Values, guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, paramRows, RECT_ELEMENTS } from './logical.ts'
 
 const BLOCK = 32
 
 /** 2^(byte - 128) by E8M0 byte: the scale the doubled codes are multiplied by. */
 const HALF_POWERS = Float32Array.from({ length: 256 }, (_, byte) => 2 ** (byte - 128))
 
-function scalesOf(bytes: Uint8Array): Float32Array {
+/** The scales of `experts` experts' [rows, groups] bytes, as F32 transposed: [experts, groups, rows]. */
+function scalesOf(bytes: Uint8Array, experts: number, rows: number, groups: number): Float32Array {
   const scales = new Float32Array(bytes.length)
-  for (let i = 0; i < bytes.length; i++) scales[i] = HALF_POWERS[bytes[i]]
+  for (let e = 0; e < experts; e++) {
+    const base = e * rows * groups
+    for (let r = 0; r < rows; r++) for (let g = 0; g < groups; g++) scales[base + g * rows + r] = HALF_POWERS[bytes[base + r * groups + g]]
+  }
   return scales
 }
 
@@ -58,34 +52,37 @@ function mxfp4Tensor(ctx: LayoutContext, module: string): LogicalTensor {
     async load(first, end, io) {
       const range: [number, number] = [first, end]
       const [codes, bytes] = await Promise.all([ctx.stored.read(blocks.name, range, io), ctx.stored.read(scales.name, range, io)])
-      // An expert's rows k of the result are column k of its blocks: rectangles of whole blocks of columns, transposed.
-      const per = Math.max(BLOCK, Math.floor(TRANSPOSED_RECT_ELEMENTS / rows / BLOCK) * BLOCK)
+      // An expert's row k of the result is column k of its blocks: code k % 8 of word k / 8 of each of its rows.
+      // Its scales are those of column k's group in each row: the scales transposed, a row per group.
+      const per = Math.max(32, Math.floor(RECT_ELEMENTS / rows / 32) * 32)
       const rects: Rect[] = []
       for (let expert = first; expert < end; expert++) {
-        const base = (expert - first) * rows
+        const base = expert - first
         for (let k = 0; k < cols; k += per) {
+          const count = Math.min(per, cols - k)
           rects.push({
-            codeOffset: base * groups * 16 + k / 2,
-            rows,
-            cols: Math.min(per, cols - k),
-            colOffset: k,
-            paramRowOf: paramRows(rows, (r) => base + r),
-            transpose: true,
+            codeOffset: base * rows * groups * 16 + k / 2,
+            rows: count,
+            cols: rows,
+            colOffset: 0,
+            paramRowOf: paramRows(count, (i) => base * groups + Math.floor((k + i) / BLOCK)),
             first: (expert * cols + k) * rows,
           })
         }
       }
       return {
         codes,
-        format: { rowBytes: groups * 16, wordStride: 1, bits: 4, order: 'lsb-first' },
+        format: { rowBytes: groups * 16, wordStride: 1, bits: 4, order: 'lsb-first', columns: true },
         params: {
-          scales: scalesOf(bytes),
-          rowStride: groups,
-          groupSize: BLOCK,
+          scales: scalesOf(bytes, end - first, rows, groups),
+          rowStride: rows,
+          groupSize: 1,
           groupStride: 1,
           value: 'table',
           table: doubled,
-          ref,
+          // A product of at most two significant bits is exact in BF16 as in F32 (an overflow is infinity in both):
+          // rounding it to BF16 changes nothing, and is left out. F16's range is narrower.
+          ref: ref === 'F16' ? 'F16' : 'F32',
         },
         rects,
       }
