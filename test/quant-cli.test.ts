@@ -112,8 +112,11 @@ async function ggufContents(path: string) {
 /** The architectures the GGUF converter takes (docs/gguf.md); a fixture of another is refused alike both ways. */
 const CONVERTED = ['LlamaForCausalLM', 'Qwen2ForCausalLM']
 
+// Five conversions a fixture: the quick loop (TEST_QUICK) takes the first fixture of each method, test:all every one.
+const GGUF_FOLDERS = process.env.TEST_QUICK === '1' ? FOLDERS.filter((folder, i) => FOLDERS.findIndex((f) => methodOf(f) === methodOf(folder)) === i) : FOLDERS
+
 describe('convert <quantized model> out.gguf: the GGUF of the dequantized model', () => {
-  test.each(FOLDERS)('%s', async (folder) => {
+  test.each(GGUF_FOLDERS)('%s', async (folder) => {
     const input = join(mkdtempSync(join(tmpdir(), 'quant-gguf-')), folder)
     cpSync(join(QUANTIZED, folder), input, { recursive: true })
     writeFileSync(join(input, 'tokenizer.json'), byteLevelTokenizer())

@@ -9,7 +9,7 @@ import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import { jsonFileError, readJsonObject } from '../format/model-config.ts'
 import { type Located, locate, type OpenModelOptions, openLocated, readBeside, type SafetensorsModel } from '../read/model.ts'
-import { ChunkConverter, pulledStream, StreamInput } from '../read/streams.ts'
+import { ChunkConverter, pulledStream } from '../read/streams.ts'
 import { sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
@@ -140,22 +140,12 @@ function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: Progr
   return { values, close: () => input.close() }
 }
 
-/** PartValues for a quantized module's logical tensor: `model`'s stream of its dequantized values, already in the dtype asked for. */
+/** PartValues for a quantized module's logical tensor: its dequantized values, as the model's reads compute them. */
 function logicalValues(model: SafetensorsModel, signal: AbortSignal, meter: ProgressMeter | undefined): PartValues {
   return async function* values({ info }, dtype, chunk) {
-    const input = new StreamInput(model.stream(info.name, { dtype, signal }))
-    const count = elementsOf(info)
-    const buffer = new Uint8Array(byteLengthOf(dtype, Math.min(chunk, count)))
-    try {
-      for (let first = 0; first < count; first += chunk) {
-        const target = buffer.subarray(0, byteLengthOf(dtype, Math.min(chunk, count - first)))
-        const filled = await input.fill(target)
-        if (filled < target.length) throw new SafetensorsError('Io', `tensor ${JSON.stringify(info.name)}: its values ended after ${input.position} bytes`)
-        meter?.arrived(filled)
-        yield target
-      }
-    } finally {
-      await input.cancel('done')
+    for await (const chunkValues of model.quantized!.chunks(info.name, dtype, chunk, signal)) {
+      meter?.arrived(chunkValues.length)
+      yield chunkValues
     }
   }
 }

@@ -155,17 +155,42 @@ export class QuantizedTensors {
    */
   stream(name: string, options: { dtype?: DType; signal?: AbortSignal; ranges?: readonly SliceRange[] }): ReadableStream<Uint8Array> {
     const plan = this.#plan(name, options.ranges, options.dtype)
-    const blocks = async function* (this: QuantizedTensors, signal: AbortSignal) {
-      const { tensor, to, rows } = plan
-      const rowBytes = elementsOf(tensor.shape.slice(1)) * BYTES[to]
-      const step = tensor.rowsApart ? Math.max(1, Math.floor((STREAM_ELEMENTS * BYTES[to]) / rowBytes)) : rows[1] - rows[0]
-      for (let first = rows[0]; first < rows[1]; first += step) {
-        const part: [number, number] = [first, Math.min(rows[1], first + step)]
-        const block = await this.#rows(plan, part, { signal })
-        yield plan.rest ? this.#gather(plan, part, block) : block
+    return this.#ctx.runtime.pulledStream(options.signal, `reading tensor ${JSON.stringify(name)}`, (signal) => this.#blocks(plan, signal), 1)
+  }
+
+  /**
+   * The values of logical tensor `name` as `dtype`, `chunk` elements at a time (the last chunk the rest), each a
+   * view valid until the next is asked for: the fixed-size chunks a GGUF conversion takes (src/gguf/index.ts).
+   */
+  async *chunks(name: string, dtype: DType, chunk: number, signal: AbortSignal): AsyncGenerator<Uint8Array> {
+    const plan = this.#plan(name, undefined, dtype)
+    const buffer = new Uint8Array(chunk * BYTES[plan.to])
+    let filled = 0
+    for await (const block of this.#blocks(plan, signal)) {
+      for (let at = 0; at < block.length; ) {
+        const length = Math.min(buffer.length - filled, block.length - at)
+        buffer.set(block.subarray(at, at + length), filled)
+        filled += length
+        at += length
+        if (filled === buffer.length) {
+          yield buffer
+          filled = 0
+        }
       }
     }
-    return this.#ctx.runtime.pulledStream(options.signal, `reading tensor ${JSON.stringify(name)}`, (signal) => blocks.call(this, signal), 1)
+    if (filled > 0) yield buffer.subarray(0, filled)
+  }
+
+  /** The plan's bytes, a block of rows of the first dimension at a time. */
+  async *#blocks(plan: ReadPlan, signal: AbortSignal): AsyncGenerator<Uint8Array> {
+    const { tensor, to, rows } = plan
+    const rowBytes = elementsOf(tensor.shape.slice(1)) * BYTES[to]
+    const step = tensor.rowsApart ? Math.max(1, Math.floor((STREAM_ELEMENTS * BYTES[to]) / rowBytes)) : rows[1] - rows[0]
+    for (let first = rows[0]; first < rows[1]; first += step) {
+      const part: [number, number] = [first, Math.min(rows[1], first + step)]
+      const block = await this.#rows(plan, part, { signal })
+      yield plan.rest ? this.#gather(plan, part, block) : block
+    }
   }
 
   #plan(name: string, ranges: readonly SliceRange[] | undefined, dtype: DType | undefined): ReadPlan {
