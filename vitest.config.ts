@@ -10,7 +10,7 @@ const all = process.env.TEST_ALL === '1'
 const FULL_ONLY = ['test/runtimes/**', 'test/consumers/**', 'test/gguf-llama.test.ts']
 if (!all && !process.env.VITEST_WORKER_ID)
   console.log(
-    'the quick loop: Deno and Bun (test/runtimes), the bundlers (test/consumers), llama.cpp (test/gguf-llama.test.ts) the 200 kills of saves (test/save-model.test.ts) and the GGUF of all but one quantized fixture per method (test/quant-cli.test.ts) left out; npm run test:all runs them',
+    'the quick loop: Deno and Bun (test/runtimes), the bundlers (test/consumers), llama.cpp (test/gguf-llama.test.ts), the 200 kills of saves (test/save-model.test.ts) and the GGUF of all but one quantized fixture per method (test/quant-cli.test.ts) left out; npm run test:all runs them',
   )
 
 export default defineConfig({
