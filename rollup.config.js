@@ -95,10 +95,12 @@ export default [
       dir: 'dist',
       format: 'es',
       entryFileNames: '[name].js',
-      // One chunk of what the entries share, and one per module loaded on demand (only a dynamic import() takes it).
+      // One chunk of what the entries share, and one per module loaded on demand (only a dynamic import() takes it);
+      // the quantization code, loaded on demand as a whole, is one chunk with its own imports.
       chunkFileNames: 'workerd-[name].js',
       manualChunks: (id, { getModuleInfo }) => {
         const { isEntry, importers, dynamicImporters } = getModuleInfo(id)
+        if (id.includes('/build/js/quant/')) return 'quant'
         return isEntry || (importers.length === 0 && dynamicImporters.length > 0) ? undefined : 'shared'
       },
       paths: (id) => (id.endsWith('.wasm') ? `./${basename(id)}` : id),

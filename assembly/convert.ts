@@ -48,10 +48,10 @@ const SIGN: u32 = 0x80000000;
 @inline function expBitsOf(kind: u32): u32 {
   return kind == F8_E8M0 ? 8 : kind == F8_E4M3 || kind == F8_E4M3FNUZ ? 4 : kind == F8_E5M2 || kind == F8_E5M2FNUZ || kind == F16 ? 5 : kind == F6_E3M2 ? 3 : 2;
 }
-@inline function mantBitsOf(kind: u32): u32 {
+@inline export function mantBitsOf(kind: u32): u32 {
   return kind == F8_E8M0 ? 0 : kind == F16 ? 10 : kind == F8_E4M3 || kind == F8_E4M3FNUZ || kind == F6_E2M3 ? 3 : kind == F4 ? 1 : 2;
 }
-@inline function biasOf(kind: u32): u32 {
+@inline export function biasOf(kind: u32): u32 {
   return kind == F8_E8M0 ? 127 : kind == F8_E4M3 ? 7 : kind == F8_E5M2 || kind == F16 ? 15 : kind == F8_E4M3FNUZ ? 8 : kind == F8_E5M2FNUZ ? 16 : kind == F6_E3M2 ? 3 : 1;
 }
 
@@ -65,7 +65,7 @@ const SIGN: u32 = 0x80000000;
 }
 
 // F32 bits of one byte code of the given kind.
-@inline function byteCodeBits(kind: u32, code: u32): u32 {
+@inline export function byteCodeBits(kind: u32, code: u32): u32 {
   let sign = (code & 0x80) << 24;
   if (kind == F8_E4M3) return (code & 0x7f) == 0x7f ? sign | QUIET_NAN : finiteBits(kind, code);
   if (kind == F8_E5M2) {
@@ -126,12 +126,12 @@ const SIGN: u32 = 0x80000000;
 }
 
 // Output elements are 4 bytes (F32) or 2 (F16, BF16).
-@inline function outShift(to: u32): usize {
+@inline export function outShift(to: u32): usize {
   return to == F32 ? 2 : 1;
 }
 
 // Stores F32 bits as output element i in the format `to`.
-@inline function storeElement(to: u32, dst: usize, i: usize, bits: u32): void {
+@inline export function storeElement(to: u32, dst: usize, i: usize, bits: u32): void {
   if (to == F32) store<u32>(dst + (i << 2), bits);
   else store<u16>(dst + (i << 1), <u16>(to == F16 ? toF16Bits(bits) : toBf16Bits(bits)));
 }
@@ -186,7 +186,7 @@ const K_B: u32 = 7;
   return v128.bitselect(nan, x, mask);
 }
 
-@inline function prepareByteCodes(kind: u32): void {
+@inline export function prepareByteCodes(kind: u32): void {
   if (isMinifloat(kind) && kind != F8_E8M0) prepareScaledFloat(kind);
   setSplat(K_QUIET_NAN, QUIET_NAN);
   setSplat(K_INFINITY, F32_INFINITY);
@@ -201,7 +201,7 @@ const K_B: u32 = 7;
 }
 
 // F32 bits of four byte codes (zero-extended into i32 lanes) of the given kind.
-@inline function byteCodeBitsX4(kind: u32, codes: v128): v128 {
+@inline export function byteCodeBitsX4(kind: u32, codes: v128): v128 {
   if (kind == F8_E4M3) {
     let isNaN = i32x4.eq(v128.and(codes, splat(K_A)), splat(K_A));
     return nanWhereX4(scaledFloatBitsX4(kind, codes), codes, isNaN);
@@ -338,13 +338,13 @@ const B_QUIET: u32 = ENCODER + 4;
   return v128.bitselect(v128.or(x, splat(B_QUIET)), rounded, isNaN);
 }
 
-@inline function prepareTarget(to: u32): void {
+@inline export function prepareTarget(to: u32): void {
   if (to == F16) prepareToF16();
   if (to == BF16) prepareToBf16();
 }
 
 // Stores eight F32 bit patterns (low: elements 0-3, high: 4-7) at `at` in the format `to`.
-@inline function store8(to: u32, low: v128, high: v128, at: usize): void {
+@inline export function store8(to: u32, low: v128, high: v128, at: usize): void {
   if (to == F32) {
     v128.store(at, low);
     v128.store(at, high, 16);

@@ -14,9 +14,11 @@ import {
   convertModel,
   type DType,
   type Header,
+  type LogicalTensorInfo,
   open,
   openModel,
   type ProgressCallback,
+  type Quantization,
   SafetensorsError,
   type SafetensorsFile,
   type SafetensorsModel,
@@ -217,30 +219,66 @@ function printHeader(location: string, header: Header, json: boolean): void {
 }
 
 function printModel(location: string, model: SafetensorsModel, json: boolean): void {
-  const shardOf = new Map(model.names().map((name) => [name, '']))
-  const shards = [...model.shards].map(([file, shard]) => {
-    const tensors = shard.header.tensors.filter((t) => shardOf.has(t.name))
-    for (const t of tensors) shardOf.set(t.name, file)
-    return { file, fileSize: shard.header.fileSize, headerSize: shard.header.headerSize, ...summarize(tensors).total }
-  })
+  // checkedModel leaves no stored tensor unlisted: each shard's are the model's (a quantized module's parts included).
+  const shards = [...model.shards].map(([file, shard]) => ({
+    file,
+    fileSize: shard.header.fileSize,
+    headerSize: shard.header.headerSize,
+    ...summarize(shard.header.tensors).total,
+  }))
   const infos = model.names().map((name) => model.info(name))
   const totals = summarize(infos)
+  const { quantization } = model
   if (json) {
-    const tensors = infos.map((t) => ({ ...t, shard: shardOf.get(t.name) }))
-    console.log(JSON.stringify({ model: location, metadata: model.metadata, shards, tensors, totals: { ...totals.total, byDtype: totals.byDtype } }, null, 2))
+    const tensors = infos.map((t) => ({ ...t, shard: model.shardOf(t.name) }))
+    console.log(
+      JSON.stringify(
+        {
+          model: location,
+          metadata: model.metadata,
+          ...(quantization && { quantization }),
+          shards,
+          tensors,
+          totals: { ...totals.total, byDtype: totals.byDtype },
+        },
+        null,
+        2,
+      ),
+    )
     return
   }
   const fileBytes = shards.reduce((sum, s) => sum + s.fileSize, 0)
   console.log(`${location}: sharded model, ${count(shards.length, 'shard')}, ${count(fileBytes)} bytes in all`)
   printMetadata(model.metadata)
+  if (quantization) console.log(`\n${quantizationLine(quantization, infos)}`)
   console.log('\nshards:')
   const width = Math.max(...shards.map((s) => s.file.length))
   for (const s of shards) console.log(`  ${s.file.padEnd(width)}  ${count(s.tensors, 'tensor').padStart(13)}  ${count(s.fileSize, 'byte').padStart(20)}`)
   printTable(
-    infos.map((t) => tensorRow(t, shardOf.get(t.name))),
-    ['shard'],
+    infos.map((t) => tensorRow(t, model.shardOf(t.name), ...(quantization ? [quantizedCell(t)] : []))),
+    quantization ? ['shard', 'quantized'] : ['shard'],
   )
   printTotals(totals)
+}
+
+/** "quantization: gptq, 4-bit, group 32: 14 modules (12 at 4 bits, group 32; 2 at 8 bits, group 32)", each module counted at its own bits. */
+function quantizationLine(quantization: Quantization, infos: TensorInfo[]): string {
+  const counts = new Map<string, number>()
+  for (const cell of infos.map(quantizedCell)) if (cell) counts.set(cell, (counts.get(cell) ?? 0) + 1)
+  const modules = [...counts.values()].reduce((a, b) => a + b, 0)
+  const { method, bits, groupSize } = quantization
+  const each = [...counts]
+    .sort(([, a], [, b]) => b - a)
+    .map(([cell, n]) => `${count(n)} at ${cell}`)
+    .join('; ')
+  return `quantization: ${method}, ${bits}-bit${groupSize ? `, group ${groupSize}` : ''}: ${count(modules, 'module')} (${each})`
+}
+
+/** A logical tensor's bits and group ("4 bits, group 64"); '' for a stored one. */
+function quantizedCell(info: TensorInfo | LogicalTensorInfo): string {
+  if (!('quantized' in info)) return ''
+  const { bits, groupSize } = info.quantized
+  return `${bits} bits${groupSize ? `, group ${groupSize}` : ''}`
 }
 
 function printMetadata(metadata: Record<string, unknown> | null): void {

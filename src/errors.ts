@@ -25,6 +25,13 @@
  * - `Io`: the bytes could not be read or written: a missing file, an HTTP error, a file that changed while
  *   read, a full disk.
  * - `Aborted`: the caller's `signal` aborted.
+ *
+ * And a quantized model's (its config.json's quantization block and the parts of its modules):
+ *
+ * - `UnsupportedQuantization`: a method, bit width or option this library does not read (the message names it
+ *   and those it reads).
+ * - `InvalidQuantization`: parts that do not fit together: a scale of the wrong shape, a g_idx out of range, a
+ *   missing part (the message names the module).
  */
 export type ErrorCode =
   | 'HeaderTooSmall'
@@ -43,6 +50,8 @@ export type ErrorCode =
   | 'UnsupportedConversion'
   | 'Io'
   | 'Aborted'
+  | 'UnsupportedQuantization'
+  | 'InvalidQuantization'
 
 /** The facts an error carries besides its code and message, as fields; each is set where it applies. */
 export interface ErrorFacts {

@@ -83,6 +83,12 @@ describe('the documentation', () => {
     for (const [name, fixture] of Object.entries(GUIDE_FILES)) cpSync(join(FIXTURES_REAL, fixture), join(folder, name), { recursive: true })
     // docs/gguf.md converts a model folder: the Qwen2 test model.
     cpSync(join(ROOT, 'test/fixtures/gguf/qwen2'), join(folder, 'qwen2'), { recursive: true })
+    // docs/quantized.md reads two quantized test models: MLX 4-bit (two shards) and GPTQ 4-bit.
+    for (const [name, fixture] of [
+      ['mlx-4bit', 'mlx-affine-4bit'],
+      ['gptq-4bit', 'gptq-4bit-sym'],
+    ])
+      cpSync(join(ROOT, 'test/fixtures/quantized', fixture), join(folder, name), { recursive: true })
     origin = await startServer(
       rangeHandler((path) => {
         const file = join(folder, path)

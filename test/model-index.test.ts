@@ -312,7 +312,9 @@ describe('shard names: a file directly in the index folder, or an error that nam
         expect([...(await model.getTensor('w')).data]).toEqual([1, 2])
         await model.close()
         await server.settled()
-        expect(new Set(server.log.map((e) => e.path))).toEqual(new Set(['/models/m/model.safetensors.index.json', `/models/m/${name}`]))
+        expect(new Set(server.log.map((e) => e.path))).toEqual(
+          new Set(['/models/m/model.safetensors.index.json', `/models/m/${name}`, '/models/m/config.json']),
+        )
       }
     } finally {
       await server.close()

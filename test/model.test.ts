@@ -279,11 +279,11 @@ describe('a model of one file', () => {
     }
   })
 
-  test('a .safetensors URL over HTTP: one request for the header, no index asked for', async () => {
+  test('a .safetensors URL over HTTP: one request for the header and one for the config.json beside it, no index asked for', async () => {
     const dir = folderOf({ 'x.safetensors': SINGLE })
     const model = await openModel(`${server.origin}/tmp/${dir.slice(tmp.length + 1)}/x.safetensors`)
     try {
-      expect(server.log.map((e) => e.path)).toEqual([`/tmp/${dir.slice(tmp.length + 1)}/x.safetensors`])
+      expect(server.log.map((e) => e.path).sort()).toEqual([`/tmp/${dir.slice(tmp.length + 1)}/config.json`, `/tmp/${dir.slice(tmp.length + 1)}/x.safetensors`])
       await expectSameAsSingleFile(model as unknown as ModelLike, null)
     } finally {
       await model.close()

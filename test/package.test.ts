@@ -60,6 +60,7 @@ describe('the packed package', () => {
         'workerd-multipart.js',
         'workerd-whole-file.js',
         'workerd-sentencepiece.js',
+        'workerd-quant.js',
       ].map((f) => `dist/${f}`),
       ...['index', 'node', 'gguf', 'gguf-node'].map((entry) => `dist/${entry}.d.ts`),
       ...['node', 'gguf-node'].map((entry) => `dist/types/${entry}.d.cts`),

@@ -37,6 +37,7 @@ interface App {
 const WRITER = ['write/writer.js', 'format/layout.js']
 const CACHE = ['cache/cache.js', 'cache/storage.js', 'core/checksum.js', 'hash.wasm.js']
 const STATS = ['core/stats.js', 'stats.wasm.js']
+const QUANT = ['quant/index.js', 'quant/kernels.js', 'quant/mlx.js', 'quant/gptq.js', 'quant/bitsandbytes.js', 'quant.wasm.js']
 const GGUF = ['gguf/index.js', 'gguf/format.js', 'gguf/metadata.js', 'gguf/tensors.js', 'gguf/tokenizer.js', 'gguf/q8_0.js', 'q8_0.wasm.js']
 
 const APPS: App[] = [
@@ -74,7 +75,9 @@ export async function first(source) {
 `,
     budget: 28_000,
     present: ['read/model.js', 'read/file.js', 'format/model-index.js', 'sources/http/source.js', 'header.wasm.js', 'convert.wasm.js'],
-    absent: [...WRITER, ...CACHE, ...STATS, ...GGUF],
+    absent: [...WRITER, ...CACHE, ...STATS, ...GGUF, ...QUANT],
+    // A quantized model (its config.json has a quantization block) loads the layouts and their kernels when it opens.
+    onDemand: QUANT,
   },
   {
     name: 'the whole main entry',

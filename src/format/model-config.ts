@@ -1,6 +1,6 @@
 // The JSON files of a Hugging Face model folder (read as objects, errors naming the file), and config.json as
 // convertModel copies it: the dtype it names (torch_dtype, or dtype as transformers writes it since 4.56)
-// becomes the converted weights' dtype, and every other byte stays. Parsing and writing it again would not
+// becomes the converted weights' dtype, a quantized model's quantization block goes, and every other byte stays. Parsing and writing it again would not
 // do: JSON.parse turns 10000.0 into 10000 and 1e-05 into 0.00001, and transformers checks the types of some
 // fields (rope_scaling's factor must be a float).
 import type { ConvertTarget } from '../core/convert.ts'
@@ -80,4 +80,58 @@ export function withDtype(bytes: Uint8Array, dtype: ConvertTarget, where: string
     else if (c === ',' && top) top.atKey = true
   }
   return new TextEncoder().encode(out + text.slice(copied))
+}
+
+/** The keys of a quantized model's config.json that say how it is quantized (MLX writes both). */
+const QUANTIZATION_KEYS = new Set(['quantization_config', 'quantization'])
+
+/** The end of the JSON value at `at` (or after the whitespace there) in valid JSON `text`. */
+function valueEnd(text: string, at: number): number {
+  while (/\s/.test(text[at])) at++
+  let depth = 0
+  for (let i = at; i < text.length; i++) {
+    const c = text[i]
+    if (depth === 0 && /[\s,}\]]/.test(c)) return i
+    if (c === '"') {
+      i++
+      while (text[i] !== '"') i += text[i] === '\\' ? 2 : 1
+      if (depth === 0) return i + 1
+    } else if (c === '{' || c === '[') depth++
+    else if ((c === '}' || c === ']') && --depth === 0) return i + 1
+  }
+  return text.length
+}
+
+/**
+ * The bytes of config.json without its quantization block (`quantization_config`, and MLX's `quantization`), as
+ * the dequantized model's: the other members keep their bytes and the separators before them. Throws
+ * InvalidHeaderDeserialization naming `where` when the bytes are not UTF-8 text of a JSON object.
+ */
+export function withoutQuantization(bytes: Uint8Array, where: string): Uint8Array {
+  const { text } = readJsonObject(bytes, where)
+  // The top-level members' spans: from a key's quote to its value's end.
+  const members: Array<{ start: number; end: number; key: string }> = []
+  let at = text.indexOf('{') + 1
+  for (;;) {
+    const start = text.indexOf('"', at)
+    const object = text.indexOf('}', at)
+    // An empty object has no key before its brace.
+    if (start < 0 || (object >= 0 && object < start)) break
+    const keyEnd = valueEnd(text, start)
+    const valueStart = text.indexOf(':', keyEnd) + 1
+    const end = valueEnd(text, valueStart)
+    members.push({ start, end, key: JSON.parse(text.slice(start, keyEnd)) as string })
+    at = end
+    if (text.slice(at).trimStart()[0] !== ',') break
+  }
+  const kept = members.filter((member) => !QUANTIZATION_KEYS.has(member.key))
+  if (kept.length === members.length) return bytes
+  if (kept.length === 0) return new TextEncoder().encode(text.slice(0, members[0].start).trimEnd() + text.slice(members.at(-1)!.end).trimStart())
+  // Each kept member after the first keeps the separator that came before it.
+  let out = text.slice(0, members[0].start)
+  kept.forEach((member, i) => {
+    const before = members.indexOf(member)
+    out += (i === 0 ? '' : text.slice(members[before - 1].end, member.start)) + text.slice(member.start, member.end)
+  })
+  return new TextEncoder().encode(out + text.slice(members.at(-1)!.end))
 }

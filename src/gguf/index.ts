@@ -8,13 +8,11 @@ import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import { jsonFileError, readJsonObject } from '../format/model-config.ts'
-import { toRangeSource } from '../read/file.ts'
-import { type Located, locate, type OpenModelOptions, openLocated } from '../read/model.ts'
-import { readSmallFile } from '../read/small-file.ts'
+import { type Located, locate, type OpenModelOptions, openLocated, readBeside, type SafetensorsModel } from '../read/model.ts'
 import { ChunkConverter, pulledStream } from '../read/streams.ts'
 import { sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
-import { isMissingFile, type ModelFiles, type ModelFolder } from '../sources/source.ts'
+import type { ModelFiles, ModelFolder } from '../sources/source.ts'
 import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype } from './format.ts'
 
 export type { GgufDtype } from './format.ts'
@@ -55,26 +53,12 @@ async function readTokenizerModel(bytes: Uint8Array): Promise<SentencePieceModel
 }
 
 /** The model's file `name` beside its weights, whole; undefined for a missing optional one. */
-async function readBeside(located: Located, name: string, required: boolean, options: OpenModelOptions): Promise<Uint8Array | undefined> {
-  const found = await located.beside(name)
-  const where = found instanceof URL || typeof found === 'string' ? String(found) : name
-  let missing: SafetensorsError | undefined
-  if (found !== undefined) {
-    try {
-      const source = await toRangeSource(found, options)
-      try {
-        return await readSmallFile(source, where, options.signal, name)
-      } finally {
-        await source.close?.()
-      }
-    } catch (error) {
-      if (!isMissingFile(error)) throw error
-      missing = error as SafetensorsError
-    }
-  }
+async function readBesideModel(located: Located, name: string, required: boolean, options: OpenModelOptions): Promise<Uint8Array | undefined> {
+  const file = await readBeside(located, name, options)
+  if (file.bytes || !required) return file.bytes
   // Without the system's error as its cause: it is about the input, not a file being written.
-  if (required)
-    throw new SafetensorsError('Io', `${where} is missing, and a GGUF needs it`, { status: missing?.status, url: missing?.url, path: missing?.path })
+  const { missing } = file
+  throw new SafetensorsError('Io', `${file.where} is missing, and a GGUF needs it`, { status: missing?.status, url: missing?.url, path: missing?.path })
 }
 
 /** A part's elements per chunk: the whole of a transposed tensor, whole heads of a reordered one, else whole Q8_0 blocks. */
@@ -120,8 +104,8 @@ function transposed(bytes: Uint8Array, rows: number, elementBytes: number): Uint
 /**
  * The seam through which the GGUF reads every source value: the elements of `part`, `chunk` at a time, as
  * `dtype` (little-endian; each a view valid until the next is asked for). Nothing after it knows where the
- * values come from: shardValues reads stored tensors' byte ranges; a tensor whose values are computed from
- * other stored ones (a quantized model's dequantized weights) can come through it from model.stream(name, { dtype }).
+ * values come from: shardValues reads stored tensors' byte ranges, logicalValues a quantized module's
+ * dequantized weights.
  */
 type PartValues = (part: TensorPart, dtype: DType, chunk: number) => AsyncGenerator<Uint8Array>
 
@@ -131,12 +115,12 @@ type PartValues = (part: TensorPart, dtype: DType, chunk: number) => AsyncGenera
  * are fetched in parallel while this one is converted and taken) into one wasm memory sized once, converted there.
  */
 function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: ProgressMeter | undefined): { values: PartValues; close(): void } {
-  const planned = tensors.flatMap((t) => t.parts.map((part) => ({ part, chunk: chunkElements(t, part), middle: middleOf(t) })))
+  const planned = tensors.flatMap((t) => t.parts.filter((part) => part.file).map((part) => ({ part, chunk: chunkElements(t, part), middle: middleOf(t) })))
   const converter = new ChunkConverter(
     Math.max(0, ...planned.map(({ part, chunk, middle }) => Math.max(byteLengthOf(part.info.dtype, chunk), byteLengthOf(middle, chunk)))),
   )
   const input = sequentialReader(
-    planned.map(({ part: { file, info } }) => ({ source: file.source, offset: file.header.dataStart + info.dataOffsets[0], length: info.byteLength })),
+    planned.map(({ part: { file, info } }) => ({ source: file!.source, offset: file!.header.dataStart + info.dataOffsets[0], length: info.byteLength })),
     signal,
   )
   async function* values({ file, info }: TensorPart, dtype: DType, chunk: number) {
@@ -148,12 +132,22 @@ function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: Progr
         arrived += bytes
         meter?.arrived(bytes)
       }
-      yield await converter.convert(info.dtype, dtype, file.byteOrder, inBytes, (target) => input.read(target, onBytes))
+      yield await converter.convert(info.dtype, dtype, file!.byteOrder, inBytes, (target) => input.read(target, onBytes))
       // A source that does not stream tells of its bytes only now.
       meter?.arrived(inBytes - arrived)
     }
   }
   return { values, close: () => input.close() }
+}
+
+/** PartValues for a quantized module's logical tensor: its dequantized values, as the model's reads compute them. */
+function logicalValues(model: SafetensorsModel, signal: AbortSignal, meter: ProgressMeter | undefined): PartValues {
+  return async function* values({ info }, dtype, chunk) {
+    for await (const chunkValues of model.quantized!.chunks(info.name, dtype, chunk, signal)) {
+      meter?.arrived(chunkValues.length)
+      yield chunkValues
+    }
+  }
 }
 
 /** The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. */
@@ -204,7 +198,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
   const meter = onProgress && new ProgressMeter(onProgress)
   const located = await locate(input)
   const json = async (name: string, required: boolean) => {
-    const bytes = await readBeside(located, name, required, read)
+    const bytes = await readBesideModel(located, name, required, read)
     return bytes && readJsonObject(bytes, name).value
   }
   // The weights first: a missing model says so before anything about the files beside it.
@@ -214,12 +208,12 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
   try {
     const config = readModelConfig((await json('config.json', true))!)
     // A SentencePiece model's own file, if there is one, else tokenizer.json says what the tokenizer is.
-    const sentencePiece = await readBeside(located, 'tokenizer.model', false, read)
+    const sentencePiece = await readBesideModel(located, 'tokenizer.model', false, read)
     const files = {
       model: sentencePiece && (await readTokenizerModel(sentencePiece)),
       json: await json('tokenizer.json', !sentencePiece),
       config: await json('tokenizer_config.json', false),
-      chatTemplate: await readBeside(located, 'chat_template.jinja', false, read).then((bytes) => bytes && new TextDecoder().decode(bytes)),
+      chatTemplate: await readBesideModel(located, 'chat_template.jinja', false, read).then((bytes) => bytes && new TextDecoder().decode(bytes)),
     }
     const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)]
     tensors = planTensors(model, config, dtype)
@@ -228,15 +222,18 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
     await model.close()
     throw error
   }
-  meter?.asked(tensors.reduce((sum, t) => t.parts.reduce((bytes, part) => bytes + part.info.byteLength, sum), 0))
+  // A logical tensor's bytes are its values, as read.
+  const partBytes = (t: PlannedTensor, part: TensorPart) => (part.file ? part.info.byteLength : byteLengthOf(middleOf(t), elementsOf(part.info)))
+  meter?.asked(tensors.reduce((sum, t) => t.parts.reduce((bytes, part) => bytes + partBytes(t, part), sum), 0))
   meter?.arrived(0)
   async function* bytes(signal: AbortSignal) {
     yield header.head
-    const input = shardValues(tensors, signal, meter)
+    const stored = shardValues(tensors, signal, meter)
+    const logical = logicalValues(model, signal, meter)
     try {
-      yield* tensorBytes(header, tensors, input.values)
+      yield* tensorBytes(header, tensors, (part, dtype, chunk) => (part.file ? stored.values : logical)(part, dtype, chunk))
     } finally {
-      input.close()
+      stored.close()
     }
   }
   const stream = pulledStream(options.signal, 'converting to GGUF', bytes, 0, () => model.close())

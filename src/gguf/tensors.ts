@@ -75,7 +75,8 @@ function ggufName(name: string, { blocks, architecture }: ModelConfig): { name: 
 
 /** A source tensor whose values are (part of) a GGUF tensor's. */
 export interface TensorPart {
-  file: SafetensorsFile
+  /** The shard that stores it; none for a quantized module's logical tensor, whose values the model's reads compute. */
+  file?: SafetensorsFile
   info: TensorInfo
 }
 
@@ -126,14 +127,13 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
   for (const name of model.names()) {
     // Gemma ties its output to the embeddings: llama.cpp uses token_embd, and its converter skips a stored lm_head.
     if (SKIPPED.test(name) || (architecture.gemma && name === 'lm_head.weight')) continue
-    const file = model.shards.get(model.shardOf(name))!
-    const info = file.info(name)
+    const info = model.info(name)
     const gguf = ggufName(name, config)
     if (gguf === undefined || DTYPE_INFO[info.dtype].float === undefined) {
       const why = gguf === undefined ? `maps to no ${architecture.name} GGUF tensor` : `is ${info.dtype}, not floating-point`
       throw new SafetensorsError('UnsupportedConversion', `tensor ${JSON.stringify(name)} ${why}`)
     }
-    const part = { file, info }
+    const part: TensorPart = 'quantized' in info ? { info } : { file: model.shards.get(model.shardOf(name))!, info }
     if (gguf.expert !== undefined) {
       if (gguf.expert >= experts) throw new SafetensorsError('UnsupportedConversion', `tensor ${JSON.stringify(name)}: config.json has ${experts} experts`)
       let stack = stacks.get(gguf.name)

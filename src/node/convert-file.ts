@@ -10,7 +10,7 @@ import { byteLengthOf, type ConvertTarget, type Core, convertInto, instantiate, 
 import { DTYPE_INFO, type DType } from '../core/dtypes.ts'
 import type { TensorInfo } from '../format/header.ts'
 import { tensorByteLength } from '../format/layout.ts'
-import { checkConfigSize, withDtype } from '../format/model-config.ts'
+import { checkConfigSize, withDtype, withoutQuantization } from '../format/model-config.ts'
 import { DEFAULT_INDEX, SINGLE_FILE } from '../format/model-index.ts'
 import { type OpenOptions, open, type SafetensorsFile, type Source, urlOf } from '../read/file.ts'
 import { openModel } from '../read/model.ts'
@@ -107,6 +107,18 @@ class ChunkPipeline {
     }
   }
 
+  /** Writes a logical tensor's values, as its stream gives them, into tensor `name` of `writer`. */
+  async dequantize(logical: { stream: () => ReadableStream<Uint8Array>; bytes: number }, name: string, writer: SafetensorsWriter): Promise<void> {
+    await this.drain()
+    const reader = logical.stream().getReader()
+    try {
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) await writer.write(name, chunk.value)
+    } finally {
+      reader.releaseLock()
+    }
+    this.#meter?.arrived(logical.bytes)
+  }
+
   /** Waits for the last write; a failed write rejects here if no later step has seen it. */
   async drain(): Promise<void> {
     const writing = this.#writing
@@ -147,14 +159,20 @@ class ChunkPipeline {
 
 interface Planned {
   file: string
-  tensors: Array<{ source: SafetensorsFile; info: TensorInfo; to: DType }>
+  tensors: Array<{
+    source: SafetensorsFile
+    info: TensorInfo
+    to: DType
+    /** A quantized model's logical tensor: its values as `to`, streamed, and the stored bytes they are read from. */
+    logical?: { stream: () => ReadableStream<Uint8Array>; bytes: number }
+  }>
   metadata: Record<string, string> | null
 }
 
 /** The conversion's progress, over the input bytes of `tensors`: the first event tells the total, before any byte. */
 function startProgress(meter: ProgressMeter | undefined, tensors: Planned['tensors']): void {
   if (!meter) return
-  meter.asked(tensors.reduce((sum, t) => sum + t.info.byteLength, 0))
+  meter.asked(tensors.reduce((sum, t) => sum + (t.logical?.bytes ?? t.info.byteLength), 0))
   meter.arrived(0)
 }
 
@@ -167,7 +185,10 @@ async function writeShards(folder: string, set: FileSet, shards: Planned[], opti
       const declarations = shard.tensors.map(({ info, to }) => ({ name: info.name, dtype: to, shape: info.shape }))
       const writer = SafetensorsWriter.create(await set.sink(join(folder, shard.file)), declarations, { metadata: shard.metadata })
       try {
-        for (const { source, info, to } of shard.tensors) await pipeline.copy(source, info, to, writer)
+        for (const { source, info, to, logical } of shard.tensors) {
+          if (logical) await pipeline.dequantize(logical, info.name, writer)
+          else await pipeline.copy(source, info, to, writer)
+        }
         await pipeline.drain()
         await writer.close()
       } catch (error) {
@@ -257,18 +278,27 @@ export async function convertModel(index: string | URL, folder: string, options:
     const inputs = [...model.shards]
     const listed = model.names().map((name) => {
       const source = model.shards.get(model.shardOf(name))!
-      const info = source.info(name)
-      return { source, info, to: targetOf(info, options.dtype) }
+      const info = model.info(name)
+      const to = targetOf(info, options.dtype)
+      // A quantized module's logical tensor is written as its values, read from its parts.
+      const parts = 'quantized' in info ? info.quantized.parts : undefined
+      const logical = parts && {
+        stream: () => model.stream(name, { dtype: to, signal: options.signal }),
+        bytes: parts.reduce((sum, part) => sum + model.info(part, { stored: true }).byteLength, 0),
+      }
+      return { source, info, to, logical }
     })
     const shards: Planned[] =
       options.maxShardSize === undefined
         ? inputs.map(([file, source]) => ({ file, tensors: listed.filter((t) => t.source === source), metadata: source.metadata }))
         : reshard(listed, options.maxShardSize)
     const { total_size: _, ...metadata } = model.metadata ?? {}
-    const others = entry ? await otherFiles(entry, model.shards.keys()) : []
+    const quantized = model.quantization !== null
+    // A quantized model's own config files (AutoGPTQ's, ModelOpt's) would pass the plain model off as quantized.
+    const others = (entry ? await otherFiles(entry, model.shards.keys()) : []).filter((f) => !quantized || !QUANTIZATION_FILES.has(basename(f)))
     // Rewritten before any tensor is converted: a broken config.json fails at once.
     const config = others.find((f) => basename(f) === 'config.json')
-    const configBytes = config !== undefined && options.dtype !== undefined ? await readConfig(config, options.dtype) : undefined
+    const configBytes = config !== undefined && (options.dtype !== undefined || quantized) ? await readConfig(config, options.dtype, quantized) : undefined
     startProgress(meter, listed)
     // The same layout keeps the index's name too, and a model of one file stays one, with no index beside it.
     const entryName = entry?.name ?? basename(String(index))
@@ -330,6 +360,9 @@ async function otherFiles(entry: { file: string; name: string }, shards: Iterabl
   return files
 }
 
+/** The files beside a quantized model's weights that say how it is quantized (AutoGPTQ's, ModelOpt's). */
+const QUANTIZATION_FILES = new Set(['quantize_config.json', 'hf_quant_config.json'])
+
 /** Bytes of each read and write of a copied file. */
 const COPY_BYTES = 16 << 20
 
@@ -354,12 +387,14 @@ async function copyInto(set: FileSet, source: RangeSource & { size: number }, to
   }
 }
 
-/** The bytes of the config.json at `path` naming `dtype`. */
-async function readConfig(path: string, dtype: ConvertTarget): Promise<Uint8Array> {
+/** The bytes of the config.json at `path` naming `dtype` (if given), without its quantization block for a quantized model. */
+async function readConfig(path: string, dtype: ConvertTarget | undefined, quantized: boolean): Promise<Uint8Array> {
   const source = await fileSource(path)
   try {
     checkConfigSize(path, source.size)
-    return withDtype(await source.read(0, source.size), dtype, path)
+    const bytes = await source.read(0, source.size)
+    const plain = quantized ? withoutQuantization(bytes, path) : bytes
+    return dtype === undefined ? plain : withDtype(plain, dtype, path)
   } finally {
     await source.close?.()
   }

@@ -431,7 +431,7 @@ interface Output {
 }
 
 /** The result's array inside the caller's `out` (its first bytes); a RangeError when it is too small or misaligned. */
-function outputIn(out: ArrayBuffer | ArrayBufferView, info: TensorInfo, to: DType, outBytes: number): Output {
+export function outputIn(out: ArrayBuffer | ArrayBufferView, info: Pick<TensorInfo, 'name'>, to: DType, outBytes: number): Output {
   const isBuffer = out instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && out instanceof SharedArrayBuffer)
   if (!isBuffer && !ArrayBuffer.isView(out))
     throw new TypeError(`out must be an ArrayBuffer or a TypedArray/DataView, got ${Object.prototype.toString.call(out)}`)
@@ -447,7 +447,7 @@ function outputIn(out: ArrayBuffer | ArrayBufferView, info: TensorInfo, to: DTyp
 type Float16ArrayConstructor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => Float16Array
 
 /** The runtime's Float16Array when a read asks for one; a TypeError for a non-boolean or a runtime without it. */
-function float16ArrayFor(option: unknown): Float16ArrayConstructor | undefined {
+export function float16ArrayFor(option: unknown): Float16ArrayConstructor | undefined {
   if (option === undefined || option === false) return undefined
   if (option !== true) throw new TypeError(`float16Array must be a boolean, got ${typeof option}`)
   const native = (globalThis as { Float16Array?: Float16ArrayConstructor }).Float16Array
@@ -464,12 +464,12 @@ interface ReadIo {
   onBytes?: OnBytes
 }
 
-function tooLarge(info: TensorInfo, bytes: number, dtype: DType, cause: unknown): SafetensorsError {
+function tooLarge(info: Pick<TensorInfo, 'name'>, bytes: number, dtype: DType, cause: unknown): SafetensorsError {
   return new SafetensorsError('Io', `tensor ${JSON.stringify(info.name)} needs ${bytes} bytes as ${dtype}, more than one buffer can hold here`, { cause })
 }
 
 /** A new natural array of `dtype` holding `bytes` bytes, and its bytes; an error naming the size if it cannot exist. */
-function allocate(info: TensorInfo, dtype: DType, bytes: number): Output {
+export function allocate(info: Pick<TensorInfo, 'name'>, dtype: DType, bytes: number): Output {
   const Natural = DTYPE_INFO[dtype].array
   try {
     const data = new Natural(bytes / Natural.BYTES_PER_ELEMENT)

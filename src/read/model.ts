@@ -1,16 +1,88 @@
 // openModel(): a sharded model (model.safetensors.index.json and its shards) behind the same reading API
 // as one file. Every weight_map entry is checked against its shard's header when the model opens.
-import type { DType } from '../core/dtypes.ts'
+import { convertOverlapping } from '../core/convert.ts'
+import { type DType, dtypeIndex } from '../core/dtypes.ts'
+import { reserveMemory, WasmModule } from '../core/wasm.ts'
 import { inContext, SafetensorsError } from '../errors.ts'
 import type { Header, Metadata, TensorInfo } from '../format/header.ts'
 import { DEFAULT_INDEX, type ParsedIndex, parseIndex, SINGLE_FILE } from '../format/model-index.ts'
-import type { SliceRange } from '../format/slice.ts'
+import { planSlice, type SliceRange } from '../format/slice.ts'
+import type { QuantizedTensors } from '../quant/index.ts'
+import type { LogicalTensorInfo, Quantization, QuantRuntime } from '../quant/logical.ts'
 import { requireLocalFiles } from '../sources/local-files.ts'
 import { readingAhead, runPool } from '../sources/pool.ts'
 import { metered, ProgressMeter } from '../sources/progress.ts'
-import type { ModelFiles, ModelFolder } from '../sources/source.ts'
-import { type DataFor, type OpenOptions, openMetered, type ReadOptions, type SafetensorsFile, type Source, type Tensor, toRangeSource, urlOf } from './file.ts'
+import { isMissingFile, type ModelFiles, type ModelFolder } from '../sources/source.ts'
+import {
+  allocate,
+  type DataFor,
+  float16ArrayFor,
+  type OpenOptions,
+  openMetered,
+  outputIn,
+  type ReadOptions,
+  type SafetensorsFile,
+  type Source,
+  type Tensor,
+  toRangeSource,
+  urlOf,
+} from './file.ts'
 import { readSmallFile } from './small-file.ts'
+import { pulledStream } from './streams.ts'
+
+/**
+ * The model's file `name` beside its weights (config.json, the tokenizer's files), whole, its reads counted by
+ * `meter`: its bytes, or where it is missing, `where` it was looked for (its path or URL, else `name`) and the
+ * error that says so (none where the input lists no such file).
+ */
+export async function readBeside(
+  located: Located,
+  name: string,
+  options: OpenOptions,
+  meter?: ProgressMeter,
+): Promise<{ bytes: Uint8Array } | { bytes?: undefined; where: string; missing?: SafetensorsError }> {
+  const found = await located.beside(name)
+  const where = found instanceof URL || typeof found === 'string' ? String(found) : name
+  if (found === undefined) return { where }
+  try {
+    const opened = await toRangeSource(found, options)
+    const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
+    try {
+      return { bytes: await readSmallFile(source, where, options.signal, name) }
+    } finally {
+      await source.close?.()
+    }
+  } catch (error) {
+    if (isMissingFile(error)) return { where, missing: error as SafetensorsError }
+    throw error
+  }
+}
+
+/**
+ * config.json's object; undefined for none, and for one that is not a JSON object, which is not this library's
+ * to judge (and is what a dev server's fallback page gives for a missing file).
+ */
+function configOf(file: { bytes?: Uint8Array }): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = file.bytes && JSON.parse(new TextDecoder().decode(file.bytes))
+    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** What the quantization code (src/quant/, loaded on demand) borrows of the library: see QuantRuntime. */
+const QUANT_RUNTIME: QuantRuntime = {
+  SafetensorsError,
+  WasmModule,
+  reserveMemory,
+  convertOverlapping,
+  planSlice,
+  dtypeIndex,
+  output: (name, dtype, bytes, out) => (out === undefined ? allocate({ name }, dtype, bytes) : outputIn(out, { name }, dtype, bytes)),
+  float16Array: float16ArrayFor,
+  pulledStream,
+}
 
 /** A model's entry of this name is its one file; of any other name, its index. */
 function isOneFile(name: string): boolean {
@@ -162,11 +234,44 @@ function checkConcurrency(options: OpenModelOptions): number {
 }
 
 /** openModel() of a model already located. */
-export async function openLocated({ entry, name, where, shard }: Located, options: OpenModelOptions): Promise<SafetensorsModel> {
+export async function openLocated(located: Located, options: OpenModelOptions): Promise<SafetensorsModel> {
+  // config.json says whether the model is quantized; it is read beside the shards' headers, once the index is
+  // known to be good, and the code that reads quantized models is loaded only for one.
+  let beside: ReturnType<typeof readBeside> | undefined
+  const readConfig = (meter: ProgressMeter | undefined) => {
+    beside = readBeside(located, 'config.json', options, meter)
+    // Handled here too: the weights may fail first, and then nobody waits for it.
+    beside.catch(() => {})
+  }
+  const model = await openWeights(located, options, readConfig)
+  try {
+    // openWeights started it, whichever the model's kind.
+    const config = configOf(await beside!)
+    if ([config?.quantization_config, config?.quantization].some((block) => typeof block === 'object' && block !== null)) {
+      const { quantizedTensors } = await import('../quant/index.ts')
+      model.quantized = await quantizedTensors(model, model.names(), config!, QUANT_RUNTIME)
+    }
+  } catch (error) {
+    await model.close()
+    throw error
+  }
+  return model
+}
+
+/**
+ * The model's weights: its one file, or its index and every shard; `beside` starts once the index checks out, its
+ * reads counted with theirs.
+ */
+async function openWeights(
+  { entry, name, where, shard }: Located,
+  options: OpenModelOptions,
+  beside: (meter: ProgressMeter | undefined) => void,
+): Promise<SafetensorsModel> {
   const concurrency = checkConcurrency(options)
   // One meter for the index and every shard: the model's progress is their sum.
   const meter = options.onProgress && new ProgressMeter(options.onProgress)
   if (isOneFile(name)) {
+    beside(meter)
     const file = await openPart(where, () => entry, options, meter)
     return new SafetensorsModel(oneFile(name, file.header), new Map([[name, file]]))
   }
@@ -179,6 +284,7 @@ export async function openLocated({ entry, name, where, shard }: Located, option
     await source.close?.()
   }
   const index = parseIndex(where, bytes)
+  beside(meter)
   const shardNames = index.shards
   const shards: Array<SafetensorsFile | undefined> = []
   let files: Map<string, SafetensorsFile>
@@ -208,10 +314,28 @@ export async function openLocated({ entry, name, where, shard }: Located, option
   return new SafetensorsModel(index, files)
 }
 
-/** A sharded model, from {@link openModel}: the reading API of {@link SafetensorsFile}, over every shard. */
+/**
+ * Options of a model's reads: those of {@link SafetensorsFile}'s, and `stored`, for a quantized model's stored
+ * tensor whose name is also a logical tensor's (MLX's and bitsandbytes' `<module>.weight`).
+ */
+export interface ModelReadOptions<D extends DType = DType, H extends boolean = boolean> extends ReadOptions<D, H> {
+  /**
+   * Read the stored tensor of this name, not the logical tensor of a quantized module named alike.
+   * @defaultValue false
+   */
+  stored?: boolean
+}
+
+/**
+ * A sharded model, from {@link openModel}: the reading API of {@link SafetensorsFile}, over every shard. In a
+ * quantized model (docs/quantized.md), each quantized module is its logical tensor: the dequantized weight, under
+ * the name and shape transformers gives it, read as the layout's reference computes it.
+ */
 export class SafetensorsModel {
   readonly #index: WeightMap
   readonly #files: Map<string, SafetensorsFile>
+  /** @internal openModel sets it for a quantized model. */
+  quantized: QuantizedTensors | undefined
 
   /** @internal openModel makes a model, once every entry of the index is found in its shard. */
   constructor(index: WeightMap, files: Map<string, SafetensorsFile>) {
@@ -224,58 +348,73 @@ export class SafetensorsModel {
     return this.#index.metadata ?? null
   }
 
+  /** How the model is quantized (config.json's quantization block), or null for a model that is not. */
+  get quantization(): Quantization | null {
+    return this.quantized?.quantization ?? null
+  }
+
   /** The open shards, by file name. */
   get shards(): ReadonlyMap<string, SafetensorsFile> {
     return this.#files
   }
 
-  /** Tensor names, shard by shard in data order. */
+  /**
+   * Tensor names, shard by shard in data order; in a quantized model, each module's logical tensor where its
+   * first stored part is, and the parts left out (each is still read by its own name).
+   */
   names(): string[] {
-    return this.#listed().map(([, info]) => info.name)
+    return this.quantized?.names ?? this.#listed().map(([, info]) => info.name)
   }
 
   /**
-   * The header entry of a tensor, from its shard.
+   * The header entry of a tensor, from its shard; a logical tensor's says its dtype, shape and parts.
    * @throws {@link SafetensorsError} `TensorNotFound`
    */
-  info(name: string): TensorInfo {
-    return this.#fileOf(name).info(name)
+  info(name: string, options?: { stored?: boolean }): TensorInfo | LogicalTensorInfo {
+    return this.#logical(name, options)?.info(name) ?? this.#fileOf(name).info(name)
   }
 
   /**
-   * Reads one tensor from its shard: see {@link SafetensorsFile.getTensor}.
-   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getTensor} does.
+   * Reads one tensor from its shard: see {@link SafetensorsFile.getTensor}. A logical tensor is read from its parts
+   * and dequantized, in the reference's dtype unless `dtype` says otherwise (F32, F16 or BF16).
+   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getTensor} does, and `InvalidQuantization` or
+   * `UnsupportedQuantization` for parts that do not fit together or are not read.
    */
-  getTensor<D extends DType, H extends boolean = false>(name: string, options?: ReadOptions<D, H>): Promise<Tensor<DataFor<D, H>>> {
-    return this.#fileOf(name).getTensor(name, options)
+  getTensor<D extends DType, H extends boolean = false>(name: string, options: ModelReadOptions<D, H> = {}): Promise<Tensor<DataFor<D, H>>> {
+    const quantized = this.#logical(name, options)
+    return (quantized ? quantized.read(name, undefined, options) : this.#fileOf(name).getTensor(name, options)) as Promise<Tensor<DataFor<D, H>>>
   }
 
   /**
-   * Reads a slice of one tensor from its shard: see {@link SafetensorsFile.getSlice}.
-   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getSlice} does.
+   * Reads a slice of one tensor from its shard: see {@link SafetensorsFile.getSlice}. A slice of a logical tensor
+   * reads the parts of its rows of the first dimension only, where the layout stores them apart.
+   * @throws {@link SafetensorsError} as {@link SafetensorsModel.getTensor} does, and `SliceOutOfRange`,
+   * `TooManySlices`, `MisalignedSlice`.
    */
   getSlice<D extends DType, H extends boolean = false>(
     name: string,
     ranges: readonly SliceRange[],
-    options?: ReadOptions<D, H>,
+    options: ModelReadOptions<D, H> = {},
   ): Promise<Tensor<DataFor<D, H>>> {
-    return this.#fileOf(name).getSlice(name, ranges, options)
+    const quantized = this.#logical(name, options)
+    return (quantized ? quantized.read(name, ranges, options) : this.#fileOf(name).getSlice(name, ranges, options)) as Promise<Tensor<DataFor<D, H>>>
   }
 
   /**
-   * One tensor or slice as a stream, from its shard: see SafetensorsFile.stream.
+   * One tensor or slice as a stream, from its shard: see SafetensorsFile.stream; a logical tensor comes in blocks
+   * of rows of its first dimension.
    * @throws {@link SafetensorsError} as {@link SafetensorsFile.stream} does.
    */
-  stream(name: string, options?: Parameters<SafetensorsFile['stream']>[1]): ReadableStream<Uint8Array> {
-    return this.#fileOf(name).stream(name, options)
+  stream(name: string, options: Parameters<SafetensorsFile['stream']>[1] & { stored?: boolean } = {}): ReadableStream<Uint8Array> {
+    return this.#logical(name, options)?.stream(name, options) ?? this.#fileOf(name).stream(name, options)
   }
 
   /**
-   * Every tensor, shard by shard in data order; the next one (when small) is read while this one is handled.
-   * @throws {@link SafetensorsError} as {@link SafetensorsFile.getTensor} does, from the iteration.
+   * Every tensor of {@link SafetensorsModel.names}, in its order; the next one (when small) is read while this one is handled.
+   * @throws {@link SafetensorsError} as {@link SafetensorsModel.getTensor} does, from the iteration.
    */
   tensors<D extends DType, H extends boolean = false>(options?: ReadOptions<D, H>): AsyncGenerator<Tensor<DataFor<D, H>>> {
-    return readingAhead(this.#listed().map(([file, info]) => ({ bytes: info.byteLength, read: () => file.getTensor(info.name, options) })))
+    return readingAhead(this.names().map((name) => ({ bytes: this.info(name).byteLength, read: () => this.getTensor(name, options) })))
   }
 
   /**
@@ -283,7 +422,7 @@ export class SafetensorsModel {
    * @throws {@link SafetensorsError} `TensorNotFound`
    */
   shardOf(name: string): string {
-    const shard = this.#index.shardOf(name)
+    const shard = this.#index.shardOf(this.quantized?.has(name) ? this.quantized.firstPart(name) : name)
     if (shard === undefined) throw new SafetensorsError('TensorNotFound', `no tensor named ${JSON.stringify(name)} in this model's weight_map`)
     return shard
   }
@@ -323,6 +462,11 @@ export class SafetensorsModel {
   }
 
   #fileOf(name: string): SafetensorsFile {
-    return this.#files.get(this.shardOf(name))!
+    return this.#files.get(this.#index.shardOf(name) ?? this.shardOf(name))!
+  }
+
+  /** The logical tensors, where `name` is one of them (and the read is not of the stored tensor of that name). */
+  #logical(name: string, options?: { stored?: boolean }): QuantizedTensors | undefined {
+    return !options?.stored && this.quantized?.has(name) ? this.quantized : undefined
   }
 }

@@ -20,6 +20,9 @@ import { chromiumChoice } from './chromium.ts'
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const REAL = join(ROOT, 'test/fixtures/real')
 const SHARDED = join(REAL, 'sharded/fluxml__safetensors.jl')
+/** A config.json beside a model served by URL, as real models have one: openModel reads it (a quantized model's says so). */
+const CONFIG = join(mkdtempSync(join(tmpdir(), 'safetensors-inspector-config-')), 'config.json')
+writeFileSync(CONFIG, '{"model_type": "llama"}')
 const SCREENSHOTS = join(ROOT, 'test/screenshots')
 const MiB = 1024 * 1024
 const GiB = 1024 * MiB
@@ -496,7 +499,10 @@ describe('inspector', () => {
     let server: TestServer
 
     beforeAll(async () => {
-      server = await serveFiles(Object.fromEntries(readdirSync(SHARDED).map((name) => [name, join(SHARDED, name)])), { cors: true })
+      server = await serveFiles(
+        { ...Object.fromEntries(readdirSync(SHARDED).map((name) => [name, join(SHARDED, name)])), 'config.json': CONFIG },
+        { cors: true },
+      )
     })
 
     afterAll(async () => {
@@ -567,8 +573,8 @@ describe('inspector', () => {
       await page.fill('#url-input', url)
       await page.click('#url-form button[type="submit"]')
       await expectModelShown(page, model, url)
-      // The index and each shard's header: no more than the files hold.
-      const sizes = files.reduce((s, path) => s + statSync(path).size, 0)
+      // The index, each shard's header and the config.json beside them: no more than the files hold.
+      const sizes = [...files, CONFIG].reduce((s, path) => s + statSync(path).size, 0)
       expect(server.bytesSent()).toBeLessThanOrEqual(sizes)
       expect(Number(await page.getAttribute('#bytes-read', 'data-header-bytes'))).toBe(server.bytesSent())
       // Without the cache, the network delivered what was read.
@@ -584,7 +590,7 @@ describe('inspector', () => {
 
     beforeAll(async () => {
       const files = Object.fromEntries(readdirSync(SHARDED).map((name) => [name, join(SHARDED, name)]))
-      server = await serveFiles({ ...files, [lora]: join(REAL, lora) }, { cors: true })
+      server = await serveFiles({ ...files, [lora]: join(REAL, lora), 'config.json': CONFIG }, { cors: true })
     })
 
     afterAll(async () => {
@@ -637,9 +643,10 @@ describe('inspector', () => {
       await page.fill('#url-input', url)
       await page.click('#url-form button[type="submit"]')
       await expectModelShown(page, model, url)
-      expect(server.ranges()).toEqual(Array(model.shardFiles.length + 1).fill('bytes=0-0'))
-      expect(server.bytesSent()).toBe(model.shardFiles.length + 1)
-      expect(await network()).toBe(model.shardFiles.length + 1)
+      // The index, each shard and the config.json beside them.
+      expect(server.ranges()).toEqual(Array(model.shardFiles.length + 2).fill('bytes=0-0'))
+      expect(server.bytesSent()).toBe(model.shardFiles.length + 2)
+      expect(await network()).toBe(model.shardFiles.length + 2)
       const read = await headerBytes(page)
       expect(await page.textContent('#status')).toContain(
         `${server.bytesSent()} bytes over the network, at least ${(read - server.bytesSent()).toLocaleString('en-US')} from the cache`,
@@ -647,7 +654,7 @@ describe('inspector', () => {
       // A tensor read wholly from the cache: nothing over the network, and the page says so.
       await page.click('#tensors tbody tr[data-name="float64_357"] button')
       await page.locator('#histogram').waitFor({ state: 'visible' })
-      expect(server.bytesSent()).toBe(model.shardFiles.length + 1)
+      expect(server.bytesSent()).toBe(model.shardFiles.length + 2)
       expect(await page.getAttribute('#detail-status', 'data-network')).toBe('0')
       expect(await page.textContent('#detail-status')).toContain('all from the cache, nothing over the network')
       await expectLaidOut(page, 'inspector-cache')

@@ -1,0 +1,227 @@
+// The dequantization kernels (assembly/quant.ts, build/quant.wasm) on a layout's work: a job's codes and
+// parameters laid out once in the module's scratch memory, then each rectangle run and handed out as it is done.
+
+// Imported here, not through src/core/wasm-code.ts: a module that the main graph imports would bring the hex
+// into every bundle's first load, when only a quantized model's reads need it.
+import quantWasm from '../../build/quant.wasm'
+import type { ConvertTarget } from '../core/convert.ts'
+import type { DType } from '../core/dtypes.ts'
+import type { reserveMemory, WasmModule } from '../core/wasm.ts'
+
+/** What the kernels need of the library's core, lent by the reading side (src/quant/logical.ts says why). */
+export interface KernelRuntime {
+  WasmModule: typeof WasmModule
+  reserveMemory: typeof reserveMemory
+  /** A dtype's index in DTYPES: how the wasm code names it. */
+  dtypeIndex: (dtype: DType) => number
+}
+
+/** The dtypes the references compute in. */
+export type ReferenceDtype = 'F32' | 'F16' | 'BF16'
+
+/** What one code is worth before its scale: itself (affine), an entry of a 16-entry table, or an F8 value. */
+export type CodeValue = 'affine' | 'table' | 'F8_E4M3' | 'F8_E5M2'
+
+/** How rows of codes are stored (assembly/quant.ts, unpackCodes). */
+export interface CodeFormat {
+  /** Bytes from one row's stream to the next one's. */
+  rowBytes: number
+  /** Words from one 32-bit word of a stream to its next (1: contiguous). */
+  wordStride: number
+  bits: number
+  order: 'lsb-first' | 'awq' | 'high-nibble-first'
+  /** I8 codes, read as unsigned ones offset by 128. */
+  signed?: boolean
+  /**
+   * 4-bit codes that run down the columns of words: row r's are code r % 8 (in `order`) of word r / 8 of each of
+   * the rectangle's `cols` rows of words, rowBytes apart (AWQ's qweight, [in, out / 8], read as [out, in]).
+   */
+  columns?: boolean
+}
+
+/**
+ * The per-group numbers of a job, F32: scale, zero and bias of group g of parameter row p at entry
+ * p * rowStride + g * groupStride. A column's group is column / groupSize, or groupOf[column] (groupSize 0).
+ */
+export interface Params {
+  scales: Float32Array
+  /** Zero points: (q - zero) * scale. */
+  zeros?: Float32Array
+  /** Biases, added to the product rounded to the reference's dtype (MLX): ref(q * scale) + bias. */
+  biases?: Float32Array
+  rowStride: number
+  groupSize: number
+  groupOf?: Int32Array
+  groupStride: number
+  value: CodeValue
+  /** The 16 values of 4-bit codes, for value 'table'. */
+  table?: Float32Array
+  /** A last factor (bitsandbytes 8-bit). */
+  postMultiplier?: number
+  ref: ReferenceDtype
+}
+
+/** One call of the kernel: a rectangle of rows of codes, its output a run of the logical tensor's elements. */
+export interface Rect {
+  /** Where its first row's stream starts in the job's codes. */
+  codeOffset: number
+  rows: number
+  cols: number
+  /** The column of the layout's rows its first column is (groups count from there). */
+  colOffset: number
+  /** Each row's parameter row. */
+  paramRowOf: Int32Array
+  /** The logical tensor's (row-major, flattened) element the output's first one is. */
+  first: number
+}
+
+/** What a read of a logical tensor hands the kernels: the codes it reads, how, and the rectangles. */
+export interface Job {
+  codes: Uint8Array
+  format: CodeFormat
+  params: Params
+  rects: Rect[]
+}
+
+/** The quant module's functions (assembly/modules/quant.ts; the meaning of each argument is there). */
+interface QuantExports {
+  heapBase(): number
+  dequantRows(
+    codes: number,
+    codeRowBytes: number,
+    wordStride: number,
+    bits: number,
+    order: number,
+    rows: number,
+    cols: number,
+    colOffset: number,
+    scales: number,
+    zeros: number,
+    biases: number,
+    paramRowOf: number,
+    paramRowStride: number,
+    groupSize: number,
+    groupOf: number,
+    groupStride: number,
+    value: number,
+    table: number,
+    flags: number,
+    postMultiplier: number,
+    ref: number,
+    to: number,
+    out: number,
+  ): void
+  unpackCodes(words: number, wordStride: number, bits: number, order: number, signed: boolean, count: number, out: number): void
+}
+
+const ORDERS: Record<CodeFormat['order'], number> = { 'lsb-first': 0, awq: 1, 'high-nibble-first': 2 }
+// dequantRows' value and flags (assembly/quant.ts).
+const VALUE_AFFINE = 0
+const VALUE_TABLE = 1
+const SIGNED_CODES = 1
+const POST_MULTIPLY = 2
+const COLUMN_CODES = 4
+
+const BYTES: Record<ConvertTarget, number> = { F32: 4, F16: 2, BF16: 2 }
+
+/** Slack after each region: a vector load may read a little past the bytes it uses. */
+const SLACK = 16
+
+export class Kernels {
+  readonly #runtime: KernelRuntime
+  readonly #module: WasmModule<QuantExports>
+
+  constructor(runtime: KernelRuntime) {
+    this.#runtime = runtime
+    this.#module = new runtime.WasmModule<QuantExports>(quantWasm)
+  }
+
+  /**
+   * Runs every rectangle of `job`, its output in `to`, and hands each output to `each` (a view of wasm memory,
+   * valid until `each` returns) with its rectangle, in order.
+   */
+  run(job: Job, to: ConvertTarget, each: (output: Uint8Array, rect: Rect) => void): void {
+    const { codes, format, params, rects } = job
+    const core = this.#module.shared()
+    const most = (of: (rect: Rect) => number) => Math.max(0, ...rects.map(of))
+    const outBytes = most((r) => r.rows * r.cols) * BYTES[to]
+    let end = core.heapBase
+    const region = (bytes: number) => {
+      const start = end
+      end = (end + bytes + SLACK + 15) & ~15
+      return start
+    }
+    const at = {
+      codes: region(codes.length),
+      scales: region(params.scales.byteLength),
+      zeros: params.zeros ? region(params.zeros.byteLength) : 0,
+      biases: params.biases ? region(params.biases.byteLength) : 0,
+      groupOf: params.groupOf ? region(params.groupOf.byteLength) : 0,
+      table: params.table ? region(params.table.byteLength) : 0,
+      paramRowOf: region(4 * most((r) => r.rows)),
+      out: region(outBytes),
+    }
+    this.#runtime.reserveMemory(core, end)
+    const memory = new Uint8Array(core.memory.buffer)
+    const put = (data: ArrayBufferView | undefined, where: number) => data && memory.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), where)
+    put(codes, at.codes)
+    put(params.scales, at.scales)
+    put(params.zeros, at.zeros)
+    put(params.biases, at.biases)
+    put(params.groupOf, at.groupOf)
+    put(params.table, at.table)
+    const value = params.value === 'affine' ? VALUE_AFFINE : params.value === 'table' ? VALUE_TABLE : this.#runtime.dtypeIndex(params.value)
+    const flags = (format.signed ? SIGNED_CODES : 0) | (params.postMultiplier !== undefined ? POST_MULTIPLY : 0) | (format.columns ? COLUMN_CODES : 0)
+    const { dequantRows } = core.exports
+    try {
+      for (const rect of rects) {
+        put(rect.paramRowOf, at.paramRowOf)
+        dequantRows(
+          at.codes + rect.codeOffset,
+          format.rowBytes,
+          format.wordStride,
+          format.bits,
+          ORDERS[format.order],
+          rect.rows,
+          rect.cols,
+          rect.colOffset,
+          at.scales,
+          at.zeros,
+          at.biases,
+          at.paramRowOf,
+          params.rowStride,
+          params.groupSize,
+          at.groupOf,
+          params.groupStride,
+          value,
+          at.table,
+          flags,
+          params.postMultiplier ?? 0,
+          this.#runtime.dtypeIndex(params.ref),
+          this.#runtime.dtypeIndex(to),
+          at.out,
+        )
+        each(memory.subarray(at.out, at.out + rect.rows * rect.cols * BYTES[to]), rect)
+      }
+    } finally {
+      this.#module.trimShared()
+    }
+  }
+
+  /**
+   * `count` codes of each of `streams` streams in `words` (stream s from word s * streamStep; each stream's
+   * words `wordStride` words apart), one a byte, stream after stream.
+   */
+  unpack(words: Uint8Array, format: Pick<CodeFormat, 'bits' | 'order' | 'wordStride'>, count: number, streams = 1, streamStep = 0): Uint8Array {
+    const core = this.#module.shared()
+    const into = (core.heapBase + words.length + SLACK + 15) & ~15
+    this.#runtime.reserveMemory(core, into + streams * count + SLACK)
+    const memory = new Uint8Array(core.memory.buffer)
+    memory.set(words, core.heapBase)
+    for (let s = 0; s < streams; s++)
+      core.exports.unpackCodes(core.heapBase + 4 * s * streamStep, format.wordStride, format.bits, ORDERS[format.order], false, count, into + s * count)
+    const codes = memory.slice(into, into + streams * count)
+    this.#module.trimShared()
+    return codes
+  }
+}

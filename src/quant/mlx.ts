@@ -1,0 +1,91 @@
+// MLX's affine quantization (mlx-lm; ../shared/quantized-layouts.md §7.1): per module `weight` U32 [..., out,
+// in * bits / 32] (codes LSB-first along each row, straddling words at 3, 5 and 6 bits), `scales` and `biases`
+// [..., out, in / group] in the model's float dtype T, and W = T(T(q * scale) + bias), each step computed in
+// F32 and rounded to T, as MLX's CPU fallback (mlx/ops.cpp affine_dequantize) does. config.json's
+// `quantization` holds the defaults and per-module overrides (an object, or false for a module left as it is);
+// as mlx-lm does, a module is quantized when its `scales` are stored.
+import { elementsOf, guarded, type Layout, type LayoutContext, type LogicalTensor, referenceOf, rowBlocks } from './logical.ts'
+
+const BITS = [2, 3, 4, 5, 6, 8]
+const PARTS = ['.weight', '.scales', '.biases']
+
+interface Setting {
+  bits: number
+  groupSize: number
+  mode: unknown
+}
+
+function settingOf(ctx: LayoutContext, value: Record<string, unknown>, where: string): Setting {
+  const { bits, group_size: groupSize, mode = 'affine' } = value
+  if (mode !== 'affine') throw ctx.unsupported(`MLX quantization mode ${JSON.stringify(mode)}${where} is not supported: only "affine" is`)
+  if (typeof bits !== 'number' || !BITS.includes(bits))
+    throw ctx.unsupported(`MLX ${bits}-bit quantization${where} is not supported: ${BITS.join(', ')} bits are`)
+  if (typeof groupSize !== 'number' || !Number.isInteger(groupSize) || groupSize < 1)
+    throw ctx.unsupported(`MLX group size ${JSON.stringify(groupSize)}${where} is not supported: a positive integer is`)
+  return { bits, groupSize, mode }
+}
+
+export async function mlxLayout(ctx: LayoutContext): Promise<Layout> {
+  const block = ctx.block
+  const defaults = settingOf(ctx, block, '')
+  const tensors: Array<Promise<LogicalTensor>> = []
+  for (const name of ctx.stored.names) {
+    if (!name.endsWith('.scales')) continue
+    const module = name.slice(0, -'.scales'.length)
+    const override = Object.hasOwn(block, module) ? block[module] : undefined
+    const { bits, groupSize } =
+      typeof override === 'object' && override !== null ? settingOf(ctx, override as Record<string, unknown>, ` (${module})`) : defaults
+    tensors.push(
+      guarded(ctx, module, `${module}.weight`, PARTS, () => {
+        if (override === false) throw ctx.invalid(module, 'config.json leaves it unquantized, but its scales are stored')
+        return affineTensor(ctx, module, bits, groupSize)
+      }),
+    )
+  }
+  return { quantization: { method: 'mlx', bits: defaults.bits, groupSize: defaults.groupSize, mode: defaults.mode }, tensors: await Promise.all(tensors) }
+}
+
+function affineTensor(ctx: LayoutContext, module: string, bits: number, groupSize: number): LogicalTensor {
+  const weight = ctx.part(module, `${module}.weight`)
+  const scales = ctx.part(module, `${module}.scales`)
+  const biases = ctx.part(module, `${module}.biases`)
+  ctx.expect(module, weight, ['U32'])
+  const words = weight.shape.at(-1) ?? 0
+  const lead = weight.shape.slice(0, -1)
+  if (lead.length === 0 || (words * 32) % bits !== 0)
+    throw ctx.invalid(module, `${weight.name} [${weight.shape.join(', ')}] does not hold rows of whole ${bits}-bit codes`)
+  const cols = (words * 32) / bits
+  if (cols % groupSize !== 0) throw ctx.invalid(module, `its rows of ${cols} ${bits}-bit codes are not whole groups of ${groupSize}`)
+  const groups = cols / groupSize
+  ctx.expect(module, scales, ['BF16', 'F16', 'F32'], [...lead, groups])
+  ctx.expect(module, biases, [scales.dtype], scales.shape)
+  const inner = elementsOf(lead.slice(1))
+  return {
+    name: `${module}.weight`,
+    module,
+    dtype: referenceOf(scales.dtype)!,
+    shape: [...lead, cols],
+    parts: [weight.name, scales.name, biases.name],
+    bits,
+    groupSize,
+    rowsApart: true,
+    async load(first, end, io) {
+      const rows: [number, number] = [first, end]
+      const [codes, s, b] = await Promise.all([weight, scales, biases].map((part) => ctx.stored.read(part.name, rows, io)))
+      return {
+        codes,
+        format: { rowBytes: words * 4, wordStride: 1, bits, order: 'lsb-first' },
+        params: {
+          scales: ctx.floats(s, scales.dtype),
+          biases: ctx.floats(b, biases.dtype),
+          rowStride: groups,
+          groupSize,
+          groupStride: 1,
+          value: 'affine',
+          ref: referenceOf(scales.dtype)!,
+        },
+        rects: rowBlocks(first * inner, (end - first) * inner, cols, words * 4, (row) => row),
+      }
+    },
+  }
+}
