@@ -455,20 +455,15 @@ const FORMULA_BIAS: u32 = 2;
         let g1 = i64x2.shuffle(i8x16.shuffle(r0, r1, 1, 5, 9, 13, 17, 21, 25, 29, 0, 0, 0, 0, 0, 0, 0, 0), i8x16.shuffle(r2, r3, 1, 5, 9, 13, 17, 21, 25, 29, 0, 0, 0, 0, 0, 0, 0, 0), 0, 2);
         let g2 = i64x2.shuffle(i8x16.shuffle(r0, r1, 2, 6, 10, 14, 18, 22, 26, 30, 0, 0, 0, 0, 0, 0, 0, 0), i8x16.shuffle(r2, r3, 2, 6, 10, 14, 18, 22, 26, 30, 0, 0, 0, 0, 0, 0, 0, 0), 0, 2);
         let g3 = i64x2.shuffle(i8x16.shuffle(r0, r1, 3, 7, 11, 15, 19, 23, 27, 31, 0, 0, 0, 0, 0, 0, 0, 0), i8x16.shuffle(r2, r3, 3, 7, 11, 15, 19, 23, 27, 31, 0, 0, 0, 0, 0, 0, 0, 0), 0, 2);
-        for (; i + 16 <= end; i += 16) run16(mode, formula, to, VALUE_RESULTS, ref, postMultiply, codes, first, i, out, s, o, g0, g1, g2, g3, scales, others, 0, 0, 0, post, false, s);
+        for (; i + 16 <= end; i += 16) run16(mode, formula, to, VALUE_RESULTS, ref, postMultiply, codes, first, i, out, s, o, g0, g1, g2, g3, scales, others, 0, 0, 0, post);
       } else {
-        // F8_E4M3 codes times a scale below 2^8: the codes' bits placed as F32 bits (2^-120 of their values) times
-        // the scale times 2^120, the same product rounded once; the scale is the one operand that changes.
-        let rebased = f32x4.mul(s, qs(Q_E4M3_REBIAS));
-        let fold = value == F8_E4M3 && formula == FORMULA_SCALE && abs(f32x4.extract_lane(rebased, 0)) < f32.POSITIVE_INFINITY;
-        for (; i + 16 <= end; i += 16)
-          run16(mode, formula, to, value, ref, postMultiply, codes, first, i, out, s, o, p0, p1, p2, p3, scales, others, 0, 0, 0, post, fold, rebased);
+        for (; i + 16 <= end; i += 16) run16(mode, formula, to, value, ref, postMultiply, codes, first, i, out, s, o, p0, p1, p2, p3, scales, others, 0, 0, 0, post);
       }
     }
   } else {
     let none = i32x4.splat(0);
     for (; i + 16 <= count; i += 16)
-      run16(mode, formula, to, value, ref, postMultiply, codes, first, i, out, none, none, p0, p1, p2, p3, scales, others, groupSize, groupOf, groupStride, post, false, none);
+      run16(mode, formula, to, value, ref, postMultiply, codes, first, i, out, none, none, p0, p1, p2, p3, scales, others, groupSize, groupOf, groupStride, post);
   }
   for (; i < count; i++) {
     let g = groupAt(first + i, groupSize, groupOf) * groupStride << 2;
@@ -485,24 +480,10 @@ const FORMULA_BIAS: u32 = 2;
   mode: u32, formula: u32, to: u32, value: u32, ref: u32, postMultiply: bool,
   codes: usize, first: usize, i: usize, out: usize, s: v128, o: v128, p0: v128, p1: v128, p2: v128, p3: v128,
   scales: usize, others: usize, groupSize: usize, groupOf: usize, groupStride: usize, post: f32,
-  fold: bool, rebased: v128,
 ): void {
   let c = v128.load(codes + i);
   let q0: v128, q1: v128, q2: v128, q3: v128;
-  if (value == F8_E4M3 && fold && !hasE4m3Edges(c)) {
-    // The F32 bits of each code: its sign on top, its exponent and mantissa bits at the top of the F32's (built as
-    // the upper halves, 16 bits a lane, then moved up); `rebased` is the scale times 2^120.
-    let sign = v128.and(c, i8x16.splat(-128));
-    let magnitude = v128.and(c, i8x16.splat(0x7f));
-    let none = i32x4.splat(0);
-    let low = v128.or(i16x8.shl(i16x8.extend_low_i8x16_u(magnitude), 4), i8x16.shuffle(none, sign, 0, 16, 0, 17, 0, 18, 0, 19, 0, 20, 0, 21, 0, 22, 0, 23));
-    let high = v128.or(i16x8.shl(i16x8.extend_high_i8x16_u(magnitude), 4), i8x16.shuffle(none, sign, 0, 24, 0, 25, 0, 26, 0, 27, 0, 28, 0, 29, 0, 30, 0, 31));
-    q0 = i8x16.shuffle(none, low, 0, 0, 16, 17, 0, 0, 18, 19, 0, 0, 20, 21, 0, 0, 22, 23);
-    q1 = i8x16.shuffle(none, low, 0, 0, 24, 25, 0, 0, 26, 27, 0, 0, 28, 29, 0, 0, 30, 31);
-    q2 = i8x16.shuffle(none, high, 0, 0, 16, 17, 0, 0, 18, 19, 0, 0, 20, 21, 0, 0, 22, 23);
-    q3 = i8x16.shuffle(none, high, 0, 0, 24, 25, 0, 0, 26, 27, 0, 0, 28, 29, 0, 0, 30, 31);
-    s = rebased;
-  } else if (value == VALUE_TABLE || value == VALUE_RESULTS) {
+  if (value == VALUE_TABLE || value == VALUE_RESULTS) {
     // Each code picks its entry's four bytes, a byte plane at a time; then the bytes are put back in order.
     let b0 = i8x16.swizzle(p0, c);
     let b1 = i8x16.swizzle(p1, c);
