@@ -538,8 +538,14 @@ const FORMULA_BIAS: u32 = 2;
     q3 = quarter(mode, formula, ref, q3, column + 12, scales, others, groupSize, groupOf, groupStride, postX4, postMultiply);
   }
   let at = out + (i << outShift(to));
-  store8(to, q0, q1, at);
-  store8(to, q2, q3, at + (8 << outShift(to)));
+  storeResults(to, ref, q0, q1, at);
+  storeResults(to, ref, q2, q3, at + (8 << outShift(to)));
+}
+
+// Eight results at `at` as `to`. A BF16 result of a BF16 reference is already a BF16 value: its upper half.
+@inline function storeResults(to: u32, ref: u32, low: v128, high: v128, at: usize): void {
+  if (to == BF16 && ref == BF16) v128.store(at, i8x16.shuffle(low, high, 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31));
+  else store8(to, low, high, at);
 }
 
 @inline function quarter(

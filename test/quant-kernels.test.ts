@@ -14,7 +14,7 @@ import { prng } from './random.ts'
 const kernels = new Kernels({ WasmModule, reserveMemory, dtypeIndex })
 
 /** Runs one rectangle of `rows` x `cols` (parameters addressed as `params` says) and returns its F32 bits. */
-function run(codes: Uint8Array, format: CodeFormat, params: Params, rows: number, cols: number, colOffset = 0): Uint32Array {
+function run(codes: Uint8Array, format: CodeFormat, params: Params, rows: number, cols: number, colOffset = 0, to: 'F32' | 'BF16' = 'F32'): Uint32Array {
   const job: Job = {
     codes,
     format,
@@ -22,8 +22,9 @@ function run(codes: Uint8Array, format: CodeFormat, params: Params, rows: number
     rects: [{ codeOffset: 0, rows, cols, colOffset, paramRowOf: Int32Array.from({ length: rows }, (_, r) => r), first: 0 }],
   }
   let out = new Uint32Array(0)
-  kernels.run(job, 'F32', (output) => {
-    out = new Uint32Array(output.slice().buffer)
+  kernels.run(job, to, (output) => {
+    // BF16 results as the F32 bits of the same values.
+    out = to === 'F32' ? new Uint32Array(output.slice().buffer) : Uint32Array.from(new Uint16Array(output.slice().buffer), (h) => h << 16)
   })
   return out
 }
@@ -186,28 +187,34 @@ describe('values, rounded as the references round them', () => {
     expect([...tabled]).toEqual(codes.map((q, i) => rounded('F16', value((q - zeros[i >> 7]) * scales[i >> 7]))))
   })
 
-  // Scales of both signs, a subnormal one and large ones.
-  test.each([0.0123, -0.0123, 3e-39, 255.9, 256, 1e30])('every F8_E4M3 code times %d (runs with NaN and subnormal codes take the full decoder)', (given) => {
-    const codes = Uint8Array.from({ length: 512 }, (_, i) => (i < 256 ? i : (i * 37) & 0xff))
-    // Normal codes of both signs, also in runs of 16 free of NaN and subnormals.
-    codes.set(
-      Uint8Array.from({ length: 256 }, (_, i) => (0x08 + (i % 0x70)) | (i & 0x80)),
-      256,
-    )
-    const scale = Math.fround(given)
-    const out = run(
-      codes,
-      { rowBytes: 512, wordStride: 1, bits: 8, order: 'lsb-first' },
-      { ...base, scales: Float32Array.of(scale), groupSize: 2 ** 30, value: 'F8_E4M3', ref: 'BF16' },
-      1,
-      512,
-    )
-    const expected = [...codes].map((c) => {
-      const bits = decodeToF32Bits('F8_E4M3', c)
-      return Number.isNaN(f32FromBits(bits)) ? 'NaN' : rounded('BF16', value(f32FromBits(bits) * scale))
-    })
-    expect([...out].map((bits) => (Number.isNaN(f32FromBits(bits)) ? 'NaN' : bits))).toEqual(expected)
-  })
+  // Scales of both signs, a subnormal one and large ones; the BF16 reference's results as F32 and as BF16 (already
+  // BF16 values: stored as they are).
+  test.each([0.0123, -0.0123, 3e-39, 255.9, 256, 1e30].flatMap((scale) => [[scale, 'F32'] as const, [scale, 'BF16'] as const]))(
+    'every F8_E4M3 code times %d, as %s (runs with NaN and subnormal codes take the full decoder)',
+    (given, to) => {
+      const codes = Uint8Array.from({ length: 512 }, (_, i) => (i < 256 ? i : (i * 37) & 0xff))
+      // Normal codes of both signs, also in runs of 16 free of NaN and subnormals.
+      codes.set(
+        Uint8Array.from({ length: 256 }, (_, i) => (0x08 + (i % 0x70)) | (i & 0x80)),
+        256,
+      )
+      const scale = Math.fround(given)
+      const out = run(
+        codes,
+        { rowBytes: 512, wordStride: 1, bits: 8, order: 'lsb-first' },
+        { ...base, scales: Float32Array.of(scale), groupSize: 2 ** 30, value: 'F8_E4M3', ref: 'BF16' },
+        1,
+        512,
+        0,
+        to,
+      )
+      const expected = [...codes].map((c) => {
+        const bits = decodeToF32Bits('F8_E4M3', c)
+        return Number.isNaN(f32FromBits(bits)) ? 'NaN' : rounded('BF16', value(f32FromBits(bits) * scale))
+      })
+      expect([...out].map((bits) => (Number.isNaN(f32FromBits(bits)) ? 'NaN' : bits))).toEqual(expected)
+    },
+  )
 
   test('a 16-entry table (E2M1 doubled, MXFP4) times powers of two up to 2^127 and down to 2^-128: exact, infinities, no NaN', () => {
     const table = Float32Array.from([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6], (v) => v * 2)
