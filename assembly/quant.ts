@@ -60,6 +60,8 @@ const CODES = memory.data(<i32>PIECE + 16, 16);
 
 // The AWQ order as a lane map, and a 16-entry table as its four byte planes (TABLE_PLANES, filled per call).
 const TABLE_PLANES = memory.data(64, 16);
+// A group's 16 results in a 16-bit output dtype, on their way to byte planes.
+const RESULTS = memory.data(32, 16);
 
 // Constants the vector loops load (see SPLATS in convert.ts for why they are not literals); the conversion
 // kernels' own slots hold what their decoders and encoders need, so these have a region of their own.
@@ -451,10 +453,23 @@ const FORMULA_BIAS: u32 = 2;
         let r1 = finishX4(formula, ref, codeValues(value, 4, table), s, o, postX4, postMultiply);
         let r2 = finishX4(formula, ref, codeValues(value, 8, table), s, o, postX4, postMultiply);
         let r3 = finishX4(formula, ref, codeValues(value, 12, table), s, o, postX4, postMultiply);
-        let g0 = i64x2.shuffle(i8x16.shuffle(r0, r1, 0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), i8x16.shuffle(r2, r3, 0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), 0, 2);
-        let g1 = i64x2.shuffle(i8x16.shuffle(r0, r1, 1, 5, 9, 13, 17, 21, 25, 29, 0, 0, 0, 0, 0, 0, 0, 0), i8x16.shuffle(r2, r3, 1, 5, 9, 13, 17, 21, 25, 29, 0, 0, 0, 0, 0, 0, 0, 0), 0, 2);
-        let g2 = i64x2.shuffle(i8x16.shuffle(r0, r1, 2, 6, 10, 14, 18, 22, 26, 30, 0, 0, 0, 0, 0, 0, 0, 0), i8x16.shuffle(r2, r3, 2, 6, 10, 14, 18, 22, 26, 30, 0, 0, 0, 0, 0, 0, 0, 0), 0, 2);
-        let g3 = i64x2.shuffle(i8x16.shuffle(r0, r1, 3, 7, 11, 15, 19, 23, 27, 31, 0, 0, 0, 0, 0, 0, 0, 0), i8x16.shuffle(r2, r3, 3, 7, 11, 15, 19, 23, 27, 31, 0, 0, 0, 0, 0, 0, 0, 0), 0, 2);
+        let g0: v128, g1: v128, g2: v128, g3: v128;
+        if (to == F32) {
+          g0 = i64x2.shuffle(i8x16.shuffle(r0, r1, 0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), i8x16.shuffle(r2, r3, 0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), 0, 2);
+          g1 = i64x2.shuffle(i8x16.shuffle(r0, r1, 1, 5, 9, 13, 17, 21, 25, 29, 0, 0, 0, 0, 0, 0, 0, 0), i8x16.shuffle(r2, r3, 1, 5, 9, 13, 17, 21, 25, 29, 0, 0, 0, 0, 0, 0, 0, 0), 0, 2);
+          g2 = i64x2.shuffle(i8x16.shuffle(r0, r1, 2, 6, 10, 14, 18, 22, 26, 30, 0, 0, 0, 0, 0, 0, 0, 0), i8x16.shuffle(r2, r3, 2, 6, 10, 14, 18, 22, 26, 30, 0, 0, 0, 0, 0, 0, 0, 0), 0, 2);
+          g3 = i64x2.shuffle(i8x16.shuffle(r0, r1, 3, 7, 11, 15, 19, 23, 27, 31, 0, 0, 0, 0, 0, 0, 0, 0), i8x16.shuffle(r2, r3, 3, 7, 11, 15, 19, 23, 27, 31, 0, 0, 0, 0, 0, 0, 0, 0), 0, 2);
+        } else {
+          // A 16-bit `to`: the results converted once, here, rather than at every run; two byte planes.
+          store8(to, r0, r1, RESULTS);
+          store8(to, r2, r3, RESULTS + 16);
+          let low = v128.load(RESULTS);
+          let high = v128.load(RESULTS, 16);
+          g0 = i8x16.shuffle(low, high, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+          g1 = i8x16.shuffle(low, high, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+          g2 = g0;
+          g3 = g1;
+        }
         for (; i + 16 <= end; i += 16) run16(mode, formula, to, VALUE_RESULTS, ref, postMultiply, codes, first, i, out, s, o, g0, g1, g2, g3, scales, others, 0, 0, 0, post);
       } else {
         for (; i + 16 <= end; i += 16) run16(mode, formula, to, value, ref, postMultiply, codes, first, i, out, s, o, p0, p1, p2, p3, scales, others, 0, 0, 0, post);
@@ -482,6 +497,14 @@ const FORMULA_BIAS: u32 = 2;
   scales: usize, others: usize, groupSize: usize, groupOf: usize, groupStride: usize, post: f32,
 ): void {
   let c = v128.load(codes + i);
+  if (value == VALUE_RESULTS && to != F32) {
+    // The results in `to` already: a byte plane each of their two bytes.
+    let b0 = i8x16.swizzle(p0, c);
+    let b1 = i8x16.swizzle(p1, c);
+    v128.store(out + (i << 1), i8x16.shuffle(b0, b1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23));
+    v128.store(out + (i << 1), i8x16.shuffle(b0, b1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), 16);
+    return;
+  }
   let q0: v128, q1: v128, q2: v128, q3: v128;
   if (value == VALUE_TABLE || value == VALUE_RESULTS) {
     // Each code picks its entry's four bytes, a byte plane at a time; then the bytes are put back in order.

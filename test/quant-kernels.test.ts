@@ -14,7 +14,7 @@ import { prng } from './random.ts'
 const kernels = new Kernels({ WasmModule, reserveMemory, dtypeIndex })
 
 /** Runs one rectangle of `rows` x `cols` (parameters addressed as `params` says) and returns its F32 bits. */
-function run(codes: Uint8Array, format: CodeFormat, params: Params, rows: number, cols: number, colOffset = 0, to: 'F32' | 'BF16' = 'F32'): Uint32Array {
+function run(codes: Uint8Array, format: CodeFormat, params: Params, rows: number, cols: number, colOffset = 0, to: ReferenceDtype = 'F32'): Uint32Array {
   const job: Job = {
     codes,
     format,
@@ -23,8 +23,9 @@ function run(codes: Uint8Array, format: CodeFormat, params: Params, rows: number
   }
   let out = new Uint32Array(0)
   kernels.run(job, to, (output) => {
-    // BF16 results as the F32 bits of the same values.
-    out = to === 'F32' ? new Uint32Array(output.slice().buffer) : Uint32Array.from(new Uint16Array(output.slice().buffer), (h) => h << 16)
+    // 16-bit results as the F32 bits of the same values.
+    const bits = to === 'F32' ? output : new Uint16Array(output.slice().buffer)
+    out = to === 'F32' ? new Uint32Array(output.slice().buffer) : Uint32Array.from(bits, (h) => decodeToF32Bits(to, h))
   })
   return out
 }
@@ -182,9 +183,12 @@ describe('values, rounded as the references round them', () => {
     const format: CodeFormat = { rowBytes: cols / 2, wordStride: 1, bits: 4, order: 'lsb-first' }
     const gathered = run(packed, format, { ...base, scales, zeros, groupSize: 0, groupOf, value: 'affine', ref: 'F16' }, 1, cols)
     expect([...gathered]).toEqual(codes.map((q, i) => rounded('F16', value((q - zeros[groupOf[i]]) * scales[groupOf[i]]))))
-    // Groups of 128 (of 4-bit codes): each group's 16 results, looked up.
-    const tabled = run(packed, format, { ...base, scales, zeros, groupSize: 128, value: 'affine', ref: 'F16' }, 1, cols)
-    expect([...tabled]).toEqual(codes.map((q, i) => rounded('F16', value((q - zeros[i >> 7]) * scales[i >> 7]))))
+    // Groups of 128 (of 4-bit codes): each group's 16 results, looked up (converted first where `to` is 16-bit).
+    for (const to of ['F32', 'F16', 'BF16'] as const) {
+      const tabled = run(packed, format, { ...base, scales, zeros, groupSize: 128, value: 'affine', ref: 'F16' }, 1, cols, 0, to)
+      const expected = codes.map((q, i) => rounded('F16', value((q - zeros[i >> 7]) * scales[i >> 7])))
+      expect([...tabled], to).toEqual(to === 'BF16' ? expected.map((bits) => rounded('BF16', bits)) : expected)
+    }
   })
 
   // Scales of both signs, a subnormal one and large ones; the BF16 reference's results as F32 and as BF16 (already
