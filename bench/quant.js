@@ -1,7 +1,8 @@
 // Dequantization speed (docs/quantized.md), on a 16M-element weight of each layout, as F32, against a memcpy of the
 // F32 output (TypedArray.prototype.set) in the same run: the kernels (src/quant/kernels.ts on a job of the layout's
-// shape: its codes and scales copied into wasm memory, each rectangle dequantized there and left there), and `getTensor` into `out` from a model in memory (all of it: the parts read from
-// their Blob, the scales decoded, the kernels, the copy out); for three layouts, the plain JavaScript loop a user
+// shape: its codes and scales copied into wasm memory, each rectangle dequantized there and left there), and
+// `getTensor` into `out` from a model in memory (all of it: the parts read from their Blob, the scales decoded, the
+// kernels, the copy out), as F32 and in the reference's dtype; for three layouts, the plain JavaScript loop a user
 // would write (the reference's formula, rounded as it rounds). Medians of interleaved rounds.
 // Run after `npm run build`: `node bench/quant.js`, or import { run }.
 import { pathToFileURL } from 'node:url'
@@ -349,6 +350,8 @@ export async function run({ log = console.log } = {}) {
       memcpy: () => out.set(source),
       kernels: () => kernels.run(job, 'F32', () => {}),
       getTensor: () => model.getTensor(layout.tensor, { dtype: 'F32', out }),
+      // In the dtype a read gives by default, the reference's (16-bit for all but bitsandbytes int8), into `out`.
+      native: () => model.getTensor(layout.tensor, { out }),
       ...(loop && { js: () => loop(layout, out) }),
     }
     const ms = await compareAsync(variants)
@@ -360,6 +363,7 @@ export async function run({ log = console.log } = {}) {
       'kernels vs memcpy': `${(ms.memcpy / ms.kernels).toFixed(2)}x`,
       'getTensor ms': ms.getTensor.toFixed(1),
       'getTensor vs memcpy': `${(ms.memcpy / ms.getTensor).toFixed(2)}x`,
+      'reference dtype ms': ms.native.toFixed(1),
       'JS loop ms': loop ? ms.js.toFixed(1) : '',
       'getTensor vs JS loop': loop ? `${(ms.js / ms.getTensor).toFixed(1)}x faster` : '',
     })
