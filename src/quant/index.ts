@@ -164,7 +164,7 @@ export class QuantizedTensors {
    */
   async *chunks(name: string, dtype: DType, chunk: number, signal: AbortSignal): AsyncGenerator<Uint8Array> {
     const plan = this.#plan(name, undefined, dtype)
-    const buffer = new Uint8Array(chunk * BYTES[plan.to])
+    const buffer = new Uint8Array(Math.min(chunk, elementsOf(plan.shape)) * BYTES[plan.to])
     let filled = 0
     for await (const block of this.#blocks(plan, signal)) {
       for (let at = 0; at < block.length; ) {
