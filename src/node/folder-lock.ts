@@ -106,8 +106,12 @@ export async function lockFolder(folder: string): Promise<() => Promise<void>> {
   // Held from before the lock (or the takeover guard) can appear under this token: a save of this process that
   // reads it meanwhile must find it live, not left by a save that is gone.
   heldHere.add(me.token)
+  // The attempt to create the lock under way, if any: a release (on an interrupt, whenever it comes) waits for it,
+  // or the lock could appear after the release looked for it.
+  let creating: Promise<unknown> = Promise.resolve()
   const release = async () => {
     unregister()
+    await creating
     heldHere.delete(me.token)
     if ((await heldBy(path))?.text === text) await rm(path)
   }
@@ -116,7 +120,9 @@ export async function lockFolder(folder: string): Promise<() => Promise<void>> {
   let held = false
   try {
     for (let attempt = 0; attempt < 10; attempt++) {
-      if (await createExclusive(path, text)) {
+      const attempt = createExclusive(path, text)
+      creating = attempt.catch(() => {})
+      if (await attempt) {
         held = true
         return release
       }
