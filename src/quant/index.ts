@@ -164,19 +164,22 @@ export class QuantizedTensors {
    */
   async *chunks(name: string, dtype: DType, chunk: number, signal: AbortSignal): AsyncGenerator<Uint8Array> {
     const plan = this.#plan(name, undefined, dtype)
+    // Chunks inside a block are views of it; only a chunk that straddles two blocks is copied, into `buffer`.
     const buffer = new Uint8Array(Math.min(chunk, elementsOf(plan.shape)) * BYTES[plan.to])
+    if (buffer.length === 0) return
     let filled = 0
     for await (const block of this.#blocks(plan, signal)) {
-      for (let at = 0; at < block.length; ) {
-        const length = Math.min(buffer.length - filled, block.length - at)
-        buffer.set(block.subarray(at, at + length), filled)
-        filled += length
-        at += length
-        if (filled === buffer.length) {
-          yield buffer
-          filled = 0
-        }
+      let at = 0
+      if (filled > 0) {
+        at = Math.min(buffer.length - filled, block.length)
+        buffer.set(block.subarray(0, at), filled)
+        filled += at
+        if (filled < buffer.length) continue
+        yield buffer
       }
+      for (; block.length - at >= buffer.length; at += buffer.length) yield block.subarray(at, at + buffer.length)
+      buffer.set(block.subarray(at))
+      filled = block.length - at
     }
     if (filled > 0) yield buffer.subarray(0, filled)
   }
