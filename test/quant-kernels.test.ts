@@ -191,9 +191,11 @@ describe('values, rounded as the references round them', () => {
     }
   })
 
-  // Scales of both signs, a subnormal one and large ones; the BF16 reference's results as F32 and as BF16 (already
-  // BF16 values: stored as they are).
-  test.each([0.0123, -0.0123, 3e-39, 255.9, 256, 1e30].flatMap((scale) => [[scale, 'F32'] as const, [scale, 'BF16'] as const]))(
+  // Scales of both signs, a subnormal one, large ones and those at the edges of where a code's result is its
+  // exponent's shift of another's (2^-120 up to below 2^119); the BF16 reference's results as F32, as BF16 (already
+  // BF16 values: stored as they are) and as F16 (rounded once more).
+  const e4m3Scales = [0.0123, -0.0123, 3e-39, 255.9, 256, 1e30, 2 ** -120, -(2 ** -120), 1.5 * 2 ** -121, 2 ** 119 * (1 - 2 ** -24), 2 ** 119, 2 ** 125]
+  test.each(e4m3Scales.flatMap((scale) => [[scale, 'F32'] as const, [scale, 'BF16'] as const, [scale, 'F16'] as const]))(
     'every F8_E4M3 code times %d, as %s (runs with NaN and subnormal codes take the full decoder)',
     (given, to) => {
       const codes = Uint8Array.from({ length: 512 }, (_, i) => (i < 256 ? i : (i * 37) & 0xff))
@@ -214,11 +216,36 @@ describe('values, rounded as the references round them', () => {
       )
       const expected = [...codes].map((c) => {
         const bits = decodeToF32Bits('F8_E4M3', c)
-        return Number.isNaN(f32FromBits(bits)) ? 'NaN' : rounded('BF16', value(f32FromBits(bits) * scale))
+        if (Number.isNaN(f32FromBits(bits))) return 'NaN'
+        const result = rounded('BF16', value(f32FromBits(bits) * scale))
+        return to === 'F16' ? rounded('F16', result) : result
       })
       expect([...out].map((bits) => (Number.isNaN(f32FromBits(bits)) ? 'NaN' : bits))).toEqual(expected)
     },
   )
+
+  test.each(['F32', 'F16', 'BF16'] as const)('a symmetric table (E2M1) in groups of 16, BF16 reference (NVFP4), as %s: half the results negated', (to) => {
+    const table = Float32Array.from([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6])
+    const random = prng(14)
+    // Scales of both signs, F16 subnormal and overflowing products, a zero, a NaN.
+    const scales = Float32Array.from([0.0123, -0.0456, 1e-7, 20000, 0, Number.NaN, 3e-39, ...Array.from({ length: 9 }, () => (random() - 0.5) * 0.01)])
+    const cols = 16 * scales.length
+    const codes = Array.from({ length: cols }, (_, i) => (i < 16 ? i : Math.floor(random() * 16)))
+    const out = run(
+      pack(codes, 4),
+      { rowBytes: cols / 2, wordStride: 1, bits: 4, order: 'lsb-first' },
+      { ...base, scales, groupSize: 16, value: 'table', table, ref: 'BF16' },
+      1,
+      cols,
+      0,
+      to,
+    )
+    const expected = codes.map((q, i) => {
+      const result = rounded('BF16', value(table[q] * scales[i >> 4]))
+      return Number.isNaN(f32FromBits(result)) ? 'NaN' : to === 'F16' ? rounded('F16', result) : result
+    })
+    expect([...out].map((bits) => (Number.isNaN(f32FromBits(bits)) ? 'NaN' : bits))).toEqual(expected)
+  })
 
   test('a 16-entry table (E2M1 doubled, MXFP4) times powers of two up to 2^127 and down to 2^-128: exact, infinities, no NaN', () => {
     const table = Float32Array.from([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6], (v) => v * 2)
