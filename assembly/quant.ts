@@ -357,6 +357,19 @@ function unpackColumns(words: usize, rowBytes: usize, order: u32, count: usize, 
   v128.store(at, i64x2.shuffle(u1, u3, 1, 3), 48);
 }
 
+// The upper 16-bit halves of a's four lanes, then b's.
+@inline function upperHalves(a: v128, b: v128): v128 {
+  return i16x8.shuffle(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+
+// The even (or odd) bytes of a, then b's: the low (or high) byte plane of 16-bit values. V8 compiles these
+// patterns (and upperHalves) to a few instructions with no table of indices.
+@inline function unzip8(a: v128, b: v128, high: bool): v128 {
+  return high
+    ? i8x16.shuffle(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
+    : i8x16.shuffle(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+}
+
 @inline function zip8(a: v128, b: v128, high: bool): v128 {
   return high
     ? i8x16.shuffle(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
@@ -512,9 +525,10 @@ const FORMULA_BIAS: u32 = 2;
         let r1 = roundBf16X4(f32x4.mul(e4m3X4(i32x4(0x14, 0x15, 0x16, 0x17)), s));
         let r2 = roundBf16X4(f32x4.mul(e4m3X4(i32x4(0x18, 0x19, 0x1a, 0x1b)), s));
         let r3 = roundBf16X4(f32x4.mul(e4m3X4(i32x4(0x1c, 0x1d, 0x1e, 0x1f)), s));
-        storeBytePlanes(r0, r1, r2, r3, PLANES);
-        low = v128.load(PLANES, 32);
-        high = v128.load(PLANES, 48);
+        let halves0 = upperHalves(r0, r1);
+        let halves1 = upperHalves(r2, r3);
+        low = unzip8(halves0, halves1, false);
+        high = unzip8(halves0, halves1, true);
       }
       for (; i + 16 <= end; i += 16) {
         if (fits && e4m3AllNormal(v128.load(codes + i))) {
@@ -541,32 +555,41 @@ const FORMULA_BIAS: u32 = 2;
         let postX4 = f32x4.splat(post);
         let r0 = finishX4(formula, ref, codeValues(value, 0, table), s, o, postX4, postMultiply);
         let r1 = finishX4(formula, ref, codeValues(value, 4, table), s, o, postX4, postMultiply);
-        let r2: v128, r3: v128;
-        if (symmetric) {
-          r2 = v128.xor(r0, qs(Q_SIGN));
-          r3 = v128.xor(r1, qs(Q_SIGN));
-        } else {
-          r2 = finishX4(formula, ref, codeValues(value, 8, table), s, o, postX4, postMultiply);
-          r3 = finishX4(formula, ref, codeValues(value, 12, table), s, o, postX4, postMultiply);
-        }
         let g0: v128, g1: v128, g2: v128, g3: v128;
-        if (to == F32) {
-          // Four byte planes; BF16 results take the planes of their upper halves (see run16).
-          storeBytePlanes(r0, r1, r2, r3, PLANES);
-          g0 = v128.load(PLANES + (ref == BF16 ? 32 : 0));
-          g1 = v128.load(PLANES + (ref == BF16 ? 48 : 16));
-          g2 = v128.load(PLANES, 32);
-          g3 = v128.load(PLANES, 48);
-        } else {
-          // A 16-bit `to`: the results converted once, here, rather than at every run; two byte planes.
-          store8(to, r0, r1, RESULTS);
-          store8(to, r2, r3, RESULTS + 16);
-          let low = i8x16.shuffle(v128.load(RESULTS), v128.load(RESULTS), 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-          let high = i8x16.shuffle(v128.load(RESULTS, 16), v128.load(RESULTS, 16), 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-          g0 = i64x2.shuffle(low, high, 0, 2);
-          g1 = i64x2.shuffle(low, high, 1, 3);
+        if (to == F32 && ref == BF16) {
+          // BF16 results: the two planes of their upper halves (see run16).
+          let halves0 = upperHalves(r0, r1);
+          let halves1 = symmetric
+            ? v128.xor(halves0, i16x8.splat(-0x8000))
+            : upperHalves(finishX4(formula, ref, codeValues(value, 8, table), s, o, postX4, postMultiply), finishX4(formula, ref, codeValues(value, 12, table), s, o, postX4, postMultiply));
+          g0 = unzip8(halves0, halves1, false);
+          g1 = unzip8(halves0, halves1, true);
           g2 = g0;
           g3 = g1;
+        } else {
+          let r2: v128, r3: v128;
+          if (symmetric) {
+            r2 = v128.xor(r0, qs(Q_SIGN));
+            r3 = v128.xor(r1, qs(Q_SIGN));
+          } else {
+            r2 = finishX4(formula, ref, codeValues(value, 8, table), s, o, postX4, postMultiply);
+            r3 = finishX4(formula, ref, codeValues(value, 12, table), s, o, postX4, postMultiply);
+          }
+          if (to == F32) {
+            storeBytePlanes(r0, r1, r2, r3, PLANES);
+            g0 = v128.load(PLANES);
+            g1 = v128.load(PLANES, 16);
+            g2 = v128.load(PLANES, 32);
+            g3 = v128.load(PLANES, 48);
+          } else {
+            // A 16-bit `to`: the results converted once, here, rather than at every run; two byte planes.
+            store8(to, r0, r1, RESULTS);
+            store8(to, r2, r3, RESULTS + 16);
+            g0 = unzip8(v128.load(RESULTS), v128.load(RESULTS, 16), false);
+            g1 = unzip8(v128.load(RESULTS), v128.load(RESULTS, 16), true);
+            g2 = g0;
+            g3 = g1;
+          }
         }
         for (; i + 16 <= end; i += 16) run16(mode, formula, to, VALUE_RESULTS, ref, postMultiply, codes, first, i, out, s, o, g0, g1, g2, g3, scales, others, 0, 0, 0, post);
       } else {
