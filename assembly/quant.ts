@@ -339,22 +339,17 @@ function unpackColumns(words: usize, rowBytes: usize, order: u32, count: usize, 
   }
 }
 
-// Byte b of 16 four-byte values (r0: values 0-3, ..., r3: 12-15) to plane b at `at` + 16 b, for b 0-3: each
-// vector's bytes grouped by their place first, then a 4 x 4 transpose of 32-bit lanes. Each step is an instruction,
-// where a shuffle of two vectors is three.
+// Byte b of 16 four-byte values (r0: values 0-3, ..., r3: 12-15) to plane b at `at` + 16 b, for b 0-3: two rounds
+// of unzips (even bytes, odd bytes), which V8 compiles to a few instructions each with no table of indices.
 @inline function storeBytePlanes(r0: v128, r1: v128, r2: v128, r3: v128, at: usize): void {
-  let t0 = i8x16.shuffle(r0, r0, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  let t1 = i8x16.shuffle(r1, r1, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  let t2 = i8x16.shuffle(r2, r2, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  let t3 = i8x16.shuffle(r3, r3, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  let u0 = zip32(t0, t1, false);
-  let u1 = zip32(t0, t1, true);
-  let u2 = zip32(t2, t3, false);
-  let u3 = zip32(t2, t3, true);
-  v128.store(at, i64x2.shuffle(u0, u2, 0, 2));
-  v128.store(at, i64x2.shuffle(u0, u2, 1, 3), 16);
-  v128.store(at, i64x2.shuffle(u1, u3, 0, 2), 32);
-  v128.store(at, i64x2.shuffle(u1, u3, 1, 3), 48);
+  let even01 = unzip8(r0, r1, false);
+  let odd01 = unzip8(r0, r1, true);
+  let even23 = unzip8(r2, r3, false);
+  let odd23 = unzip8(r2, r3, true);
+  v128.store(at, unzip8(even01, even23, false));
+  v128.store(at, unzip8(odd01, odd23, false), 16);
+  v128.store(at, unzip8(even01, even23, true), 32);
+  v128.store(at, unzip8(odd01, odd23, true), 48);
 }
 
 // The upper 16-bit halves of a's four lanes, then b's.
