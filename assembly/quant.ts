@@ -89,13 +89,14 @@ const Q_QUIET: u32 = 10; // the quiet bit of an F32 NaN
 const Q_E4M3_MAGNITUDE: u32 = 11; // 0x7f
 const Q_E4M3_SIGN: u32 = 12; // 0x80
 const Q_E4M3_REBIAS: u32 = 13; // the F32 2^(127 - 7)
-// Bytes, for the F8_E4M3 results of piece: the low nibble, the magnitude plus one, and what a high nibble adds.
+// Bytes, for the F8_E4M3 results of piece: the low nibble, one and nine (e4m3AllNormal), what a high nibble adds,
+// the magnitude's bits.
 const Q_NIBBLE_BYTES: u32 = 14;
 const Q_ONE_BYTES: u32 = 15;
-const Q_E4M3_MAGNITUDE_BYTES: u32 = 18;
-const Q_SIGN: u32 = 19;
 const Q_NINE_BYTES: u32 = 16;
 const Q_E4M3_STEPS: u32 = 17;
+const Q_E4M3_MAGNITUDE_BYTES: u32 = 18;
+const Q_SIGN: u32 = 19; // 0x80000000
 
 @inline function qs(slot: u32): v128 {
   return v128.load(QS + (<usize>slot << 4));
@@ -122,12 +123,12 @@ function prepareRounding(): void {
   setQs(Q_E4M3_REBIAS, (254 - biasOf(F8_E4M3)) << 23);
   setQs(Q_NIBBLE_BYTES, 0x0f0f0f0f);
   setQs(Q_ONE_BYTES, 0x01010101);
-  setQs(Q_E4M3_MAGNITUDE_BYTES, 0x7f7f7f7f);
-  setQs(Q_SIGN, 0x80000000);
   setQs(Q_NINE_BYTES, 0x09090909);
   // High nibble h (sign and the exponent's upper three bits) of a code adds its exponent steps from exponent 2 (a
   // step of two is one in the high byte) and its sign to the high byte of the results of codes 0x10-0x1f.
   v128.store(QS + (Q_E4M3_STEPS << 4), i8x16(-1, 0, 1, 2, 3, 4, 5, 6, 127, -128, -127, -126, -125, -124, -123, -122));
+  setQs(Q_E4M3_MAGNITUDE_BYTES, 0x7f7f7f7f);
+  setQs(Q_SIGN, 0x80000000);
 }
 
 // ---- Rounding to the reference's dtype, keeping the result as F32 bits ----
@@ -752,8 +753,8 @@ export function dequantRows(
 }
 
 // The rows' loop compiled once per output dtype and, inside, once per parameter mode (the choices that weigh most in
-// it), each dtype a function of its own: as one function, binaryen took 80 s to optimize the module (now 15 s).
-// More copies (per formula, value kind or reference dtype) measured no faster and multiplied its size.
+// it), each dtype a function of its own: as one function, binaryen took 80 s to optimize the module (now 25 s).
+// The layouts' common cases run copies of their own in which every choice is fixed (`common`).
 function rowsF32(
   codes: usize, codeRowBytes: usize, wordStride: usize, bits: u32, order: u32,
   rows: usize, cols: usize, colOffset: usize,
