@@ -1,9 +1,10 @@
 // The dequantization kernels (src/quant/kernels.ts, assembly/quant.ts) on what the fixtures hold little or none of:
 // every bit width's unpack (3, 5, 6 and 7 bits straddling words, strided words, AWQ's and bitsandbytes' orders,
 // codes down the columns of words), the reference roundings at their edges (F16 subnormals, overflow to infinity,
-// NaN), every F8_E4M3 code (NaN and subnormal runs take the full decoder), groups that are not runs of 16 and a
-// g_idx, and the 16-result tables of large groups. The expected values come from the formulas written out here, with the
-// independent F16/BF16 encoder of test/float-reference.ts.
+// NaN), every F8_E4M3 code (runs with a zero, subnormal or NaN code, and scales out of the exponent-shift range,
+// take the element-at-a-time path), groups that are not runs of 16 and a g_idx, and the 16-result tables of large
+// groups and of symmetric tables in groups of 16. The expected values come from the formulas written out here,
+// with the independent F16/BF16 encoder of test/float-reference.ts.
 import { describe, expect, test } from 'vitest'
 import { dtypeIndex } from '../src/core/dtypes.ts'
 import { reserveMemory, WasmModule } from '../src/core/wasm.ts'
@@ -196,7 +197,7 @@ describe('values, rounded as the references round them', () => {
   // BF16 values: stored as they are) and as F16 (rounded once more).
   const e4m3Scales = [0.0123, -0.0123, 3e-39, 255.9, 256, 1e30, 2 ** -120, -(2 ** -120), 1.5 * 2 ** -121, 2 ** 119 * (1 - 2 ** -24), 2 ** 119, 2 ** 125]
   test.each(e4m3Scales.flatMap((scale) => [[scale, 'F32'] as const, [scale, 'BF16'] as const, [scale, 'F16'] as const]))(
-    'every F8_E4M3 code times %d, as %s (runs with NaN and subnormal codes take the full decoder)',
+    'every F8_E4M3 code times %d, as %s (runs with a zero, subnormal or NaN code take the element-at-a-time path)',
     (given, to) => {
       const codes = Uint8Array.from({ length: 512 }, (_, i) => (i < 256 ? i : (i * 37) & 0xff))
       // Normal codes of both signs, also in runs of 16 free of NaN and subnormals.
