@@ -489,6 +489,44 @@ const FORMULA_BIAS: u32 = 2;
   return roundTo(ref, reinterpret<u32>(x));
 }
 
+// F8_E4M3 codes times a scale per group (whole runs of 16), rounded to BF16, as `to`. Where every product and
+// result is a normal number, multiplying a code by 2^k moves its BF16 result k steps in exponent, exactly. So the
+// results of codes 0x10-0x1f (exponents 2 and 3, every mantissa) make the others: their low and high bytes are two
+// planes that a code's low nibble (its mantissa and its exponent's low bit) picks from, and its high nibble adds its
+// other exponent steps (two apiece, from exponent 2) and its sign to the high byte. Runs with a zero, subnormal or
+// NaN code, and groups whose scale is out of that range, are computed an element at a time (rare in weights).
+@inline function e4m3Piece(to: u32, codes: usize, first: usize, count: usize, out: usize, scales: usize, groupSize: usize, groupStride: usize): void {
+  let i: usize = 0;
+  let group = first / groupSize;
+  for (; i + 16 <= count; group++) {
+    let end = min(count, (group + 1) * groupSize - first);
+    let param = group * groupStride << 2;
+    let fits = e4m3ScaleFits(load<u32>(scales + param));
+    let s = v128.load32_splat(scales + param);
+    // Assigned under a condition (over a load the compilers cannot see through), so that they do not move the work
+    // into the loop below.
+    let low = v128.load(PLANES), high = low;
+    if (fits) {
+      let r0 = roundBf16X4(f32x4.mul(e4m3X4(i32x4(0x10, 0x11, 0x12, 0x13)), s));
+      let r1 = roundBf16X4(f32x4.mul(e4m3X4(i32x4(0x14, 0x15, 0x16, 0x17)), s));
+      let r2 = roundBf16X4(f32x4.mul(e4m3X4(i32x4(0x18, 0x19, 0x1a, 0x1b)), s));
+      let r3 = roundBf16X4(f32x4.mul(e4m3X4(i32x4(0x1c, 0x1d, 0x1e, 0x1f)), s));
+      let halves0 = upperHalves(r0, r1);
+      let halves1 = upperHalves(r2, r3);
+      low = unzip8(halves0, halves1, false);
+      high = unzip8(halves0, halves1, true);
+    }
+    for (; i + 16 <= end; i += 16) {
+      if (fits && e4m3AllNormal(v128.load(codes + i))) {
+        run16(PARAMS_SPLAT, FORMULA_SCALE, to, VALUE_E4M3_BF16, BF16, false, codes, first, i, out, s, s, low, high, low, high, scales, 0, 0, 0, 0, 0);
+      } else {
+        for (let j = i; j < i + 16; j++) element(FORMULA_SCALE, to, F8_E4M3, BF16, false, codes, first, j, out, scales, 0, groupSize, 0, groupStride, 0, 0);
+      }
+    }
+  }
+  for (; i < count; i++) element(FORMULA_SCALE, to, F8_E4M3, BF16, false, codes, first, i, out, scales, 0, groupSize, 0, groupStride, 0, 0);
+}
+
 // Columns [first, first + count) of one row (codes at `codes`, one a byte), into `out` as `to`. The parameter
 // mode, the formula and `to` are constants in each copy of this loop; the value kind and `ref` are the same all
 // along it, branches the processor predicts.
@@ -502,40 +540,7 @@ const FORMULA_BIAS: u32 = 2;
   let p1 = v128.load(TABLE_PLANES, 16);
   let p2 = v128.load(TABLE_PLANES, 32);
   let p3 = v128.load(TABLE_PLANES, 48);
-  if (mode == PARAMS_SPLAT && value == F8_E4M3 && ref == BF16 && formula == FORMULA_SCALE) {
-    // F8_E4M3 codes times a scale, rounded to BF16: where every product and result is a normal number, multiplying
-    // a code by 2^k moves its BF16 result k steps in exponent, exactly. So the results of codes 0x10-0x1f (exponents
-    // 2 and 3, every mantissa) make the others: their low and high bytes are two planes that a code's low nibble
-    // (its mantissa and its exponent's low bit) picks from, and its high nibble adds its other exponent steps (two
-    // apiece, from exponent 2) and its sign to the high byte. Runs with a zero, subnormal or NaN code, and groups
-    // whose scale is out of that range, are computed an element at a time (they are rare in weights).
-    let group = first / groupSize;
-    for (; i + 16 <= count; group++) {
-      let end = min(count, (group + 1) * groupSize - first);
-      let param = group * groupStride << 2;
-      let fits = e4m3ScaleFits(load<u32>(scales + param));
-      let s = v128.load32_splat(scales + param);
-      // Assigned under a condition, so that the compilers do not move the work into the loop below.
-      let low = p0, high = p1;
-      if (fits) {
-        let r0 = roundBf16X4(f32x4.mul(e4m3X4(i32x4(0x10, 0x11, 0x12, 0x13)), s));
-        let r1 = roundBf16X4(f32x4.mul(e4m3X4(i32x4(0x14, 0x15, 0x16, 0x17)), s));
-        let r2 = roundBf16X4(f32x4.mul(e4m3X4(i32x4(0x18, 0x19, 0x1a, 0x1b)), s));
-        let r3 = roundBf16X4(f32x4.mul(e4m3X4(i32x4(0x1c, 0x1d, 0x1e, 0x1f)), s));
-        let halves0 = upperHalves(r0, r1);
-        let halves1 = upperHalves(r2, r3);
-        low = unzip8(halves0, halves1, false);
-        high = unzip8(halves0, halves1, true);
-      }
-      for (; i + 16 <= end; i += 16) {
-        if (fits && e4m3AllNormal(v128.load(codes + i))) {
-          run16(mode, formula, to, VALUE_E4M3_BF16, ref, postMultiply, codes, first, i, out, s, s, low, high, p2, p3, scales, others, 0, 0, 0, post);
-        } else {
-          for (let j = i; j < i + 16; j++) element(formula, to, value, ref, postMultiply, codes, first, j, out, scales, others, groupSize, groupOf, groupStride, table, post);
-        }
-      }
-    }
-  } else if (mode == PARAMS_SPLAT) {
+  if (mode == PARAMS_SPLAT) {
     // Group by group (whole runs of 16): its scale and zero or bias are loaded once, with no division per run
     // (nor per group: each group ends where the next begins).
     let group = first / groupSize;
@@ -852,44 +857,61 @@ function rowsBF16(
   }
 }
 
-// The layouts' common cases, each a copy of piece whose every choice is a constant, in a function of its own (so
-// that binaryen optimizes it in seconds). Runtime choices cost a loop branches and registers: measured on 16M
-// elements, MXFP4 to F32 in 5.1 ms instead of 8.3. Returns whether it did the work.
+// The layouts' common cases, each a copy of the loop whose every choice is a constant, in a function of its own
+// (FP8's in every output dtype, the others as F32). Runtime choices cost a loop branches and registers: measured on
+// 16M elements, MXFP4 to F32 in 5.1 ms instead of 8.3, bitsandbytes 8-bit in 4.4 instead of 6.0. (Copies for every
+// output dtype tripled the module's build time.) Returns whether it did the work.
 @inline function common(
   mode: u32, formula: u32, to: u32, value: u32, ref: u32, postMultiply: bool, small: bool,
   codes: usize, first: usize, count: usize, out: usize,
   scales: usize, others: usize, groupSize: usize, groupStride: usize, table: usize, post: f32,
 ): bool {
+  if (mode == PARAMS_SPLAT && value == F8_E4M3 && ref == BF16 && formula == FORMULA_SCALE) {
+    // FP8 (DeepSeek, Qwen3), in every dtype.
+    if (to == F32) e4m3Bf16F32(codes, first, count, out, scales, groupSize, groupStride);
+    else if (to == F16) e4m3Bf16F16(codes, first, count, out, scales, groupSize, groupStride);
+    else e4m3Bf16BF16(codes, first, count, out, scales, groupSize, groupStride);
+    return true;
+  }
+  if (to != F32) return false;
   if (mode == PARAMS_VECTOR && value == VALUE_TABLE && formula == FORMULA_SCALE && ref == F32) {
-    vectorTable(to, codes, first, count, out, scales, table); // MXFP4 (gpt-oss), its experts transposed
+    vectorTableF32(codes, first, count, out, scales, table); // MXFP4 (gpt-oss), its experts transposed
   } else if (mode == PARAMS_SPLAT && value == VALUE_AFFINE && formula == FORMULA_ZERO && ref == F32 && postMultiply) {
-    splatAffineZeroPost(to, small, codes, first, count, out, scales, others, groupSize, groupStride, post); // bitsandbytes 8-bit
+    splatAffineZeroPostF32(small, codes, first, count, out, scales, others, groupSize, groupStride, post); // bitsandbytes 8-bit
   } else if (mode == PARAMS_SPLAT && value == VALUE_TABLE && formula == FORMULA_SCALE && ref == BF16) {
-    splatTableBf16(to, small, codes, first, count, out, scales, groupSize, groupStride, table); // NVFP4, bitsandbytes NF4
+    splatTableBf16F32(small, codes, first, count, out, scales, groupSize, groupStride, table); // NVFP4, bitsandbytes NF4
   } else {
     return false;
   }
   return true;
 }
 
-@noinline function vectorTable(to: u32, codes: usize, first: usize, count: usize, out: usize, scales: usize, table: usize): void {
-  if (to == F32) piece(PARAMS_VECTOR, FORMULA_SCALE, F32, VALUE_TABLE, F32, false, true, codes, first, count, out, scales, 0, 1, 0, 1, table, 0);
-  else if (to == F16) piece(PARAMS_VECTOR, FORMULA_SCALE, F16, VALUE_TABLE, F32, false, true, codes, first, count, out, scales, 0, 1, 0, 1, table, 0);
-  else piece(PARAMS_VECTOR, FORMULA_SCALE, BF16, VALUE_TABLE, F32, false, true, codes, first, count, out, scales, 0, 1, 0, 1, table, 0);
+// One function per output dtype: the compilers merge copies that differ by a constant in one function, the
+// constant then a variable that the loop tests.
+@noinline function e4m3Bf16F32(codes: usize, first: usize, count: usize, out: usize, scales: usize, groupSize: usize, groupStride: usize): void {
+  e4m3Piece(F32, codes, first, count, out, scales, groupSize, groupStride);
 }
 
-@noinline function splatAffineZeroPost(
-  to: u32, small: bool, codes: usize, first: usize, count: usize, out: usize, scales: usize, zeros: usize, groupSize: usize, groupStride: usize, post: f32,
-): void {
-  if (to == F32) piece(PARAMS_SPLAT, FORMULA_ZERO, F32, VALUE_AFFINE, F32, true, small, codes, first, count, out, scales, zeros, groupSize, 0, groupStride, 0, post);
-  else if (to == F16) piece(PARAMS_SPLAT, FORMULA_ZERO, F16, VALUE_AFFINE, F32, true, small, codes, first, count, out, scales, zeros, groupSize, 0, groupStride, 0, post);
-  else piece(PARAMS_SPLAT, FORMULA_ZERO, BF16, VALUE_AFFINE, F32, true, small, codes, first, count, out, scales, zeros, groupSize, 0, groupStride, 0, post);
+@noinline function e4m3Bf16F16(codes: usize, first: usize, count: usize, out: usize, scales: usize, groupSize: usize, groupStride: usize): void {
+  e4m3Piece(F16, codes, first, count, out, scales, groupSize, groupStride);
 }
 
-@noinline function splatTableBf16(
-  to: u32, small: bool, codes: usize, first: usize, count: usize, out: usize, scales: usize, groupSize: usize, groupStride: usize, table: usize,
+@noinline function e4m3Bf16BF16(codes: usize, first: usize, count: usize, out: usize, scales: usize, groupSize: usize, groupStride: usize): void {
+  e4m3Piece(BF16, codes, first, count, out, scales, groupSize, groupStride);
+}
+
+@noinline function vectorTableF32(codes: usize, first: usize, count: usize, out: usize, scales: usize, table: usize): void {
+  piece(PARAMS_VECTOR, FORMULA_SCALE, F32, VALUE_TABLE, F32, false, true, codes, first, count, out, scales, 0, 1, 0, 1, table, 0);
+}
+
+@noinline function splatAffineZeroPostF32(
+  small: bool, codes: usize, first: usize, count: usize, out: usize, scales: usize, zeros: usize, groupSize: usize, groupStride: usize, post: f32,
 ): void {
-  if (to == F32) piece(PARAMS_SPLAT, FORMULA_SCALE, F32, VALUE_TABLE, BF16, false, small, codes, first, count, out, scales, 0, groupSize, 0, groupStride, table, 0);
-  else if (to == F16) piece(PARAMS_SPLAT, FORMULA_SCALE, F16, VALUE_TABLE, BF16, false, small, codes, first, count, out, scales, 0, groupSize, 0, groupStride, table, 0);
-  else piece(PARAMS_SPLAT, FORMULA_SCALE, BF16, VALUE_TABLE, BF16, false, small, codes, first, count, out, scales, 0, groupSize, 0, groupStride, table, 0);
+  piece(PARAMS_SPLAT, FORMULA_ZERO, F32, VALUE_AFFINE, F32, true, small, codes, first, count, out, scales, zeros, groupSize, 0, groupStride, 0, post);
+}
+
+@noinline function splatTableBf16F32(
+  small: bool, codes: usize, first: usize, count: usize, out: usize, scales: usize, groupSize: usize, groupStride: usize, table: usize,
+): void {
+  piece(PARAMS_SPLAT, FORMULA_SCALE, F32, VALUE_TABLE, BF16, false, small, codes, first, count, out, scales, 0, groupSize, 0, groupStride, table, 0);
 }
