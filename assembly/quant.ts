@@ -42,7 +42,7 @@ const VALUE_AFFINE: u32 = 0;
 const VALUE_TABLE: u32 = 1;
 const VALUE_RESULTS: u32 = 3;
 // F8_E4M3 codes times one scale in a BF16 reference, their results looked up by the low nibble and shifted in
-// exponent by the high one (see piece).
+// exponent by the high one (see e4m3Piece).
 const VALUE_E4M3_BF16: u32 = 2;
 
 // Groups of at least this many codes below 16 compute their 16 results first (16 finished values and a transpose
@@ -90,8 +90,8 @@ const Q_QUIET: u32 = 10; // the quiet bit of an F32 NaN
 const Q_E4M3_MAGNITUDE: u32 = 11; // 0x7f
 const Q_E4M3_SIGN: u32 = 12; // 0x80
 const Q_E4M3_REBIAS: u32 = 13; // the F32 2^(127 - 7)
-// Bytes, for the F8_E4M3 results of piece: the low nibble, one and nine (e4m3AllNormal), what a high nibble adds,
-// the magnitude's bits.
+// Bytes, for the F8_E4M3 results of e4m3Piece: the low nibble, one and nine (e4m3AllNormal), what a high nibble
+// adds, the magnitude's bits.
 const Q_NIBBLE_BYTES: u32 = 14;
 const Q_ONE_BYTES: u32 = 15;
 const Q_NINE_BYTES: u32 = 16;
@@ -630,7 +630,7 @@ const FORMULA_BIAS: u32 = 2;
   if (value == VALUE_E4M3_BF16 || (value == VALUE_RESULTS && (to != F32 || ref == BF16)) || (value == VALUE_TABLE && tableHalves)) {
     // 16-bit values in two byte planes: BF16 values (a table's upper halves are planes 2 and 3), or a group's
     // results in a 16-bit `to` already. An F8_E4M3 code picks by its low nibble, and its high nibble adds to the
-    // high byte (see piece).
+    // high byte (see e4m3Piece).
     let k = value == VALUE_E4M3_BF16 ? v128.and(c, qs(Q_NIBBLE_BYTES)) : c;
     let low = i8x16.swizzle(value == VALUE_TABLE ? p2 : p0, k);
     let high = i8x16.swizzle(value == VALUE_TABLE ? p3 : p1, k);
