@@ -858,7 +858,7 @@ function rowsBF16(
 }
 
 // The layouts' common cases, each a copy of the loop whose every choice is a constant, in a function of its own
-// (FP8's in every output dtype, the others as F32). Runtime choices cost a loop branches and registers: measured on
+// (FP8's in every output dtype, the others as F32). Runtime choices cost the loop branches and registers: measured on
 // 16M elements, MXFP4 to F32 in 5.1 ms instead of 8.3, bitsandbytes 8-bit in 4.4 instead of 6.0. (Copies for every
 // output dtype tripled the module's build time.) Returns whether it did the work.
 @inline function common(
