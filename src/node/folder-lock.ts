@@ -120,9 +120,9 @@ export async function lockFolder(folder: string): Promise<() => Promise<void>> {
   let held = false
   try {
     for (let attempt = 0; attempt < 10; attempt++) {
-      const attempt = createExclusive(path, text)
-      creating = attempt.catch(() => {})
-      if (await attempt) {
+      const created = createExclusive(path, text)
+      creating = created.catch(() => {})
+      if (await created) {
         held = true
         return release
       }
