@@ -71,15 +71,17 @@ export default [
     },
     external: [/^node:/],
     plugins: [wasmFirst, inlineWasm, requireEntry, entryTypes],
-    // build/header.wasm becomes dist/header.wasm.js, assembly/boundary.ts?constants dist/boundary.js, beside
-    // the modules of build/js.
+    // build/header.wasm becomes dist/header.wasm.js, assembly/boundary/header.ts?constants dist/boundary/header.js,
+    // beside the modules of build/js.
     output: {
       dir: 'dist',
       format: 'es',
       preserveModules: true,
       // A module keeps its place under src/ (gguf/index.js); the wasm and the constants go beside the entries.
       entryFileNames: (chunk) =>
-        (chunk.facadeModuleId.split('/build/js/')[1] ?? basename(chunk.facadeModuleId)).replace(/\.wasm$/, '.wasm.js').replace(/\.ts\?constants$/, '.js'),
+        (chunk.facadeModuleId.split('/build/js/')[1] ?? chunk.facadeModuleId.split('/assembly/')[1] ?? basename(chunk.facadeModuleId))
+          .replace(/\.wasm$/, '.wasm.js')
+          .replace(/\.ts\?constants$/, '.js'),
     },
   },
   {

@@ -3,7 +3,7 @@
 // JS copies the N header bytes to `input` and calls scanHeader. The scanner checks UTF-8, JSON and the
 // schema while appending fixed-size entries to a log that grows behind the input, then dedupes every key
 // with a hash table, sorts tensors by (begin, end) and runs the per-tensor checks. The log is the table JS
-// reads; its layout, the result table's and the status and reason codes are in assembly/boundary.ts.
+// reads; its layout, the result table's and the status and reason codes are in assembly/boundary/header.ts.
 // scanIndex does the same for model.safetensors.index.json, whose weight_map (91,280 entries in the
 // largest models) costs JSON.parse several times more: it logs one entry per tensor name and dedupes.
 // Nothing here allocates through the AssemblyScript runtime: memory above the input belongs to this call.
@@ -25,7 +25,7 @@ import {
   R_NUMBER_OUT_OF_RANGE, R_TOO_DEEP, R_TRAILING, R_UNKNOWN_DTYPE,
   R_INDEX_METADATA_NOT_OBJECT, R_INDEX_NOT_OBJECT, R_SHARD_NOT_STRING, R_WEIGHT_MAP_MISSING, R_WEIGHT_MAP_NOT_OBJECT,
   RESULT_WEIGHTS, WEIGHT_KEY16_END, WEIGHT_KEY16_START, WEIGHT_NEW_SHARD, WEIGHT_SHARD16_END, WEIGHT_SHARD16_START, WEIGHT_SIZE,
-} from './boundary';
+} from './boundary/header';
 
 const RESULT = memory.data(RESULT_SIZE, 8);
 

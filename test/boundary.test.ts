@@ -1,34 +1,58 @@
 // The facts the wasm core and src/ must agree on, which AssemblyScript cannot import from TypeScript:
-// the scanner's status and reason codes (defined in assembly/boundary.ts, named in src/format/header.ts), and which
+// each module's contract (assembly/boundary/: codes, modes, descriptor layouts, named in src/ by a `?constants`
+// import), the scanner's status and reason codes (named in src/format/header.ts), and which
 // conversions the kernels, keyed by DTYPES indices (assembly/dtypes.ts), have. The float layouts the kernels
 // are compiled with are checked by test/convert.test.ts, on every code of each format.
 import { readdirSync, readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
-import * as boundary from '../assembly/boundary.ts?constants'
+import * as boundary from '../assembly/boundary/header.ts?constants'
 import { kernelModule } from '../src/core/convert.ts'
 import { canConvert, DTYPES } from '../src/core/dtypes.ts'
 import { REASON_TEXT, STATUS_ERRORS } from '../src/format/header.ts'
 
-describe('the wasm modules and src/', () => {
-  const source = readFileSync(new URL('../assembly/boundary.ts', import.meta.url), 'utf8')
-  const declared = [...source.matchAll(/^export const (\w+)/gm)].map(([, name]) => name)
+// Every contract of assembly/boundary/, as the builds make it into a module (scripts/inline-wasm.js).
+const BOUNDARIES = new URL('../assembly/boundary/', import.meta.url)
+const contracts = readdirSync(BOUNDARIES).map((file) => {
+  const source = readFileSync(new URL(file, BOUNDARIES), 'utf8')
+  return { file, declared: [...source.matchAll(/^export const (\w+)/gm)].map(([, name]) => name) }
+})
+
+/** Every `name.CONSTANT` that a file of src/ reads of a contract it imports as `* as name`, with the contract's file. */
+function constantsRead(): { file: string; contract: string; name: string }[] {
+  const src = new URL('../src/', import.meta.url)
+  const files = readdirSync(src, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.ts'))
+  return files.flatMap((file) => {
+    const text = readFileSync(new URL(file, src), 'utf8')
+    return [...text.matchAll(/import \* as (\w+) from '[./]*assembly\/boundary\/([\w-]+\.ts)\?constants'/g)].flatMap(([, binding, contract]) =>
+      [...text.matchAll(new RegExp(`\\b${binding}\\.([A-Z]\\w*)`, 'g'))].map(([, name]) => ({ file, contract, name })),
+    )
+  })
+}
+
+describe("each wasm module's contract", () => {
+  test.each(contracts)('the constants module of $file holds every constant it declares, each once', async ({ file, declared }) => {
+    const constants = await import(/* @vite-ignore */ `../assembly/boundary/${file}?constants`)
+    expect(Object.keys(constants).sort()).toEqual([...declared].sort())
+    expect(new Set(declared).size).toBe(declared.length)
+  })
+
+  // The namespaces are typed as any name to a number: a name that src/ reads and its contract lacks would be undefined.
+  test('every constant src/ reads is declared in the contract it imports', () => {
+    const read = constantsRead()
+    expect(read.length).toBeGreaterThan(20)
+    const declaredIn = Object.fromEntries(contracts.map(({ file, declared }) => [file, new Set(declared)]))
+    expect(read.filter(({ contract, name }) => !declaredIn[contract]?.has(name))).toEqual([])
+  })
+})
+
+describe('the header scanner and src/', () => {
+  const declared = contracts.find(({ file }) => file === 'header.ts')!.declared
   // A copy to look names up in: src/ reads the namespace by static names only, so that bundlers inline them.
   const byName: Record<string, number> = { ...boundary }
   const valuesOf = (prefix: string): number[] => declared.filter((name) => name.startsWith(prefix)).map((name) => byName[name])
 
-  test('the constants module holds every constant of assembly/boundary.ts', () => {
-    expect(Object.keys(byName).sort()).toEqual([...declared].sort())
+  test('ESCAPED is the top bit', () => {
     expect(boundary.ESCAPED).toBe(0x80000000)
-  })
-
-  // The namespace is typed as any name to a number: a name that src/ reads and boundary.ts lacks would be undefined.
-  test('every constant src/ reads is declared in assembly/boundary.ts', () => {
-    const src = new URL('../src/', import.meta.url)
-    // src/gguf/ and any other folder included.
-    const files = readdirSync(src, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.ts'))
-    const read = files.flatMap((file) => [...readFileSync(new URL(file, src), 'utf8').matchAll(/\bboundary\.([A-Z]\w*)/g)].map(([, name]) => name))
-    expect(read.length).toBeGreaterThan(20)
-    expect(read.filter((name) => !declared.includes(name))).toEqual([])
   })
 
   test('every status the scanner returns has its error, and the codes are distinct', () => {

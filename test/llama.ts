@@ -24,8 +24,11 @@ export function llamaUnsupported(): string | undefined {
   return undefined
 }
 
+/** The folder of llama.cpp's prebuilt libraries (libggml-base.so, libllama.v0.4.0.so) once installed. */
+export const LLAMA_LIBRARIES = join(INSTALLED, 'node_modules/@node-llama-cpp/linux-x64/bins/linux-x64')
+
 /** Installs node-llama-cpp with its CPU binaries into .cache/, once; throws saying why it cannot. */
-function install(): void {
+export function installLlamaCpp(): void {
   if (existsSync(ENTRY)) return
   mkdirSync(CACHE, { recursive: true })
   const scratch = mkdtempSync(join(CACHE, `.${NODE_LLAMA_CPP}-`))
@@ -92,7 +95,7 @@ let errors: string[] = []
  */
 export function startLlamaCpp(): Promise<LlamaInstance> {
   instance ??= (async () => {
-    install()
+    installLlamaCpp()
     const { getLlama } = (await import(pathToFileURL(ENTRY).href)) as NodeLlamaCpp
     // Two threads: the machines that run the tests have two cores.
     return getLlama({ gpu: false, build: 'never', logLevel: 'error', logger: (_, message) => errors.push(message.trim()), maxThreads: 2 })

@@ -46,9 +46,9 @@ describe('the packed package', () => {
       'LICENSE',
       'CHANGELOG.md',
       'package.json',
-      // api.ts only re-exports, so rollup leaves it out; boundary.js is assembly/boundary.ts's constants.
+      // api.ts only re-exports, so rollup leaves it out; boundary/header.js is assembly/boundary/header.ts's constants.
       ...modules.filter((m) => m !== 'api').map((m) => `dist/${m}.js`),
-      'dist/boundary.js',
+      'dist/boundary/header.js',
       ...wasm,
       // The entries' CommonJS files, entry types and workerd bundles (one chunk shared by its two entries).
       ...[

@@ -3,5 +3,5 @@
 export { scanHeader, scanIndex, resultPtr } from '../header';
 export { dtypeTable } from '../dtypes';
 export { heapBase } from '../heap';
-// The layout of the scanner's results and its codes (assembly/boundary.ts) are not exported: the builds
+// The layout of the scanner's results and its codes (assembly/boundary/header.ts) are not exported: the builds
 // give src/format/header.ts that file's constants as a module of its own (scripts/inline-wasm.js).

@@ -4,9 +4,9 @@ declare module '*.wasm' {
   const source: import('./wasm.ts').WasmSource
   export default source
 }
-// assembly/boundary.ts's constants by name (scripts/inline-wasm.js), imported as a namespace
+// The constants of a file of assembly/boundary/ by name (scripts/inline-wasm.js), imported as a namespace
 // (`boundary.RESULT_A`); test/boundary.test.ts checks that every name src/ reads is declared there.
-declare module '*/boundary.ts?constants' {
+declare module '*.ts?constants' {
   const constants: Readonly<Record<string, number>>
   export = constants
 }

@@ -1,8 +1,8 @@
 // parseHeader: the length prefix is checked here, everything after it by the wasm scanner
 // (assembly/header.ts), whose table this module decodes into a Header; the table's layout and the
-// scanner's codes are defined once, in assembly/boundary.ts, and imported from there by name.
+// scanner's codes are defined once, in assembly/boundary/header.ts, and imported from there by name.
 // runScanner and syntaxMessage serve the index scanner too (src/format/model-index.ts).
-import * as boundary from '../../assembly/boundary.ts?constants'
+import * as boundary from '../../assembly/boundary/header.ts?constants'
 import { DTYPE_INFO, DTYPES, type DType } from '../core/dtypes.ts'
 import { reserveMemory, type WasmInstance, WasmModule } from '../core/wasm.ts'
 import { scannerWasm } from '../core/wasm-code.ts'
@@ -134,7 +134,7 @@ function whatItIs(prefix: Uint8Array): string | undefined {
   return undefined
 }
 
-/** The error each status of the scanner gives, by the status's number (assembly/boundary.ts). */
+/** The error each status of the scanner gives, by the status's number (assembly/boundary/header.ts). */
 export const STATUS_ERRORS: Readonly<Record<number, ErrorCode>> = {
   [boundary.STATUS_INVALID_HEADER]: 'InvalidHeader',
   [boundary.STATUS_INVALID_HEADER_DESERIALIZATION]: 'InvalidHeaderDeserialization',
@@ -146,7 +146,7 @@ export const STATUS_ERRORS: Readonly<Record<number, ErrorCode>> = {
   [boundary.STATUS_OUT_OF_MEMORY]: 'HeaderTooLarge',
 }
 
-/** What each reason of the scanner says, by the reason's number (assembly/boundary.ts). */
+/** What each reason of the scanner says, by the reason's number (assembly/boundary/header.ts). */
 export const REASON_TEXT: Readonly<Record<number, string>> = {
   [boundary.R_EXPECTED_OBJECT]: 'expected the header to be a JSON object',
   [boundary.R_EXPECTED_KEY]: 'expected a string key',

@@ -3,7 +3,7 @@
 // scanner's table of weight_map entries. JSON.parse of the largest indexes (91,280 entries) builds an
 // object of that many keys, which costs several times the scan; nothing here makes a string per entry
 // until a lookup by name needs it.
-import * as boundary from '../../assembly/boundary.ts?constants'
+import * as boundary from '../../assembly/boundary/header.ts?constants'
 import { SafetensorsError } from '../errors.ts'
 import { type Metadata, runScanner, syntaxMessage, type TensorInfo } from './header.ts'
 
