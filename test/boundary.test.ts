@@ -10,11 +10,20 @@ import { kernelModule } from '../src/core/convert.ts'
 import { canConvert, DTYPES } from '../src/core/dtypes.ts'
 import { REASON_TEXT, STATUS_ERRORS } from '../src/format/header.ts'
 
+const FIELD_BYTES: Record<string, number> = { u8: 1, i8: 1, u16: 2, i16: 2, u32: 4, i32: 4, f32: 4, u64: 8, i64: 8, f64: 8 }
+
 // Every contract of assembly/boundary/, as the builds make it into a module (scripts/inline-wasm.js).
 const BOUNDARIES = new URL('../assembly/boundary/', import.meta.url)
 const contracts = readdirSync(BOUNDARIES).map((file) => {
   const source = readFileSync(new URL(file, BOUNDARIES), 'utf8')
-  return { file, declared: [...source.matchAll(/^export const (\w+)/gm)].map(([, name]) => name) }
+  const lines = [...source.matchAll(/^export const (\w+): \w+ = (0x[0-9a-f]+|\d+);(?: *\/\/ *(\w+))?/gim)]
+  return {
+    file,
+    declared: lines.map(([, name]) => name),
+    // A field of a struct in linear memory: a byte offset whose comment starts with the field's type.
+    fields: lines.flatMap(([, name, value, type]) => (type && FIELD_BYTES[type] ? [{ name, offset: Number(value), bytes: FIELD_BYTES[type] }] : [])),
+    values: Object.fromEntries(lines.map(([, name, value]) => [name, Number(value)])),
+  }
 })
 
 /** Every `name.CONSTANT` that a file of src/ reads of a contract it imports as `* as name`, with the contract's file. */
@@ -34,6 +43,20 @@ describe("each wasm module's contract", () => {
     const constants = await import(/* @vite-ignore */ `../assembly/boundary/${file}?constants`)
     expect(Object.keys(constants).sort()).toEqual([...declared].sort())
     expect(new Set(declared).size).toBe(declared.length)
+  })
+
+  // A struct is the fields of one prefix (DEQUANT_SRC, DEQUANT_COUNT...) and its size, PREFIX_SIZE: each field
+  // aligned to its type, inside the struct, overlapping no other.
+  test.each(contracts)('the structs of $file: fields aligned, inside their size, apart', ({ fields, values }) => {
+    const structs = Object.keys(values).filter((name) => name.endsWith('_SIZE') && fields.some((f) => f.name.startsWith(name.slice(0, -4))))
+    for (const size of structs) {
+      const members = fields.filter((f) => f.name.startsWith(size.slice(0, -4)) && f.name !== size).sort((a, b) => a.offset - b.offset)
+      for (const [i, f] of members.entries()) {
+        expect(f.offset % f.bytes, `${f.name} is aligned`).toBe(0)
+        expect(f.offset + f.bytes, `${f.name} is inside ${size}`).toBeLessThanOrEqual(values[size])
+        if (i > 0) expect(f.offset, `${f.name} starts after ${members[i - 1].name}`).toBeGreaterThanOrEqual(members[i - 1].offset + members[i - 1].bytes)
+      }
+    }
   })
 
   // The namespaces are typed as any name to a number: a name that src/ reads and its contract lacks would be undefined.
