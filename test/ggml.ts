@@ -43,6 +43,8 @@ export const GGML_TYPES = {
   TQ2_0: 35,
   MXFP4: 39,
   NVFP4: 40,
+  Q1_0: 41,
+  Q2_0: 42,
 } as const
 export type GgmlTypeName = keyof typeof GGML_TYPES
 

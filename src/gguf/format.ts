@@ -2,7 +2,7 @@
 // the key-value pairs, the tensor infos, zero padding to the alignment, then each tensor's data at its
 // offset, padded to the alignment. Numbers are little-endian; a string is its UTF-8 length as a u64, then
 // its bytes.
-import { Q8_0_BLOCK, Q8_0_BLOCK_BYTES } from './q8_0.ts'
+import { GGML_TYPES, ggmlByteLength } from './ggml-types.ts'
 
 /** GGUF's ids of the value types the converter writes (an array is 9, then its element type and count). */
 const VALUE_TYPES = { u32: 4, i32: 5, f32: 6, bool: 7, string: 8 } as const
@@ -15,14 +15,6 @@ export type KeyValue = [key: string, type: Scalar | 'string[]' | 'i32[]' | 'f32[
 /** The tensor types of the GGUFs this converter writes (ggml.h's enum ggml_type), and what {@link ggufStream}'s `dtype` takes. */
 export type GgufDtype = 'F32' | 'F16' | 'BF16' | 'Q8_0'
 
-/** Each type's id in ggml, values per block and bytes per block. */
-const GGML_TYPES: Readonly<Record<GgufDtype, readonly [id: number, block: number, bytes: number]>> = {
-  F32: [0, 1, 4],
-  F16: [1, 1, 2],
-  Q8_0: [8, Q8_0_BLOCK, Q8_0_BLOCK_BYTES],
-  BF16: [30, 1, 2],
-}
-
 /** The alignment of the data section and of every tensor in it: ggml's default, also written as general.alignment. */
 export const ALIGNMENT = 32
 
@@ -33,12 +25,6 @@ export interface TensorEntry {
   name: string
   dims: readonly number[]
   type: GgufDtype
-}
-
-/** The bytes of `count` values of `type` (whole blocks). */
-export function ggmlByteLength(type: GgufDtype, count: number): number {
-  const [, block, bytes] = GGML_TYPES[type]
-  return (count / block) * bytes
 }
 
 /** The header, each tensor's data size and the file's size; the data section starts at `head.length`, the tensors at alignUp of the sizes before them. */
@@ -109,7 +95,7 @@ export function encodeHeader(metadata: readonly KeyValue[], tensors: readonly Te
     out.scalar('string', name)
     out.u32(dims.length)
     for (const d of dims) out.u64(d)
-    out.u32(GGML_TYPES[type][0])
+    out.u32(GGML_TYPES[type].id)
     out.u64(offset)
     const size = ggmlByteLength(
       type,

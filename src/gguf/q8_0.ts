@@ -4,6 +4,7 @@ import { CHUNK_ELEMENTS } from '../core/convert.ts'
 import { reserveMemory, WasmModule } from '../core/wasm.ts'
 import { q8Wasm } from '../core/wasm-code.ts'
 import { SafetensorsError } from '../errors.ts'
+import { GGML_TYPES, ggmlByteLength } from './ggml-types.ts'
 
 /** The Q8_0 module's functions (assembly/modules/q8_0.ts). */
 export interface Q8_0Exports {
@@ -14,17 +15,15 @@ export interface Q8_0Exports {
 
 export const q8Module = /* @__PURE__ */ new WasmModule<Q8_0Exports>(q8Wasm)
 
-/** Values per Q8_0 block. */
-export const Q8_0_BLOCK = 32
-/** Bytes per Q8_0 block: an F16 scale, then 32 int8. */
-export const Q8_0_BLOCK_BYTES = 34
+/** Values per Q8_0 block (each block is an F16 scale, then 32 int8). */
+export const Q8_0_BLOCK = GGML_TYPES.Q8_0.block
 
 /** The Q8_0 byte length of `count` values. @throws RangeError when `count` is not a multiple of 32. */
 export function q8_0ByteLength(count: number): number {
   if (!Number.isSafeInteger(count) || count < 0 || count % Q8_0_BLOCK !== 0) {
     throw new RangeError(`Q8_0 quantizes whole blocks of ${Q8_0_BLOCK} values, got ${count} values`)
   }
-  return (count / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES
+  return ggmlByteLength('Q8_0', count)
 }
 
 /** What a refused value's error names: the tensor, and the index in it of `values[0]`. */
