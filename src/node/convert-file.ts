@@ -12,6 +12,7 @@ import type { TensorInfo } from '../format/header.ts'
 import { tensorByteLength } from '../format/layout.ts'
 import { checkConfigSize, withDtype, withoutQuantization } from '../format/model-config.ts'
 import { DEFAULT_INDEX, SINGLE_FILE } from '../format/model-index.ts'
+import { fileSource, nodeFiles } from '../platform/node-files.ts'
 import { type OpenOptions, open, type SafetensorsFile, type Source, urlOf } from '../read/file.ts'
 import { openModel } from '../read/model.ts'
 import { type SequentialReader, sequentialReader } from '../sources/downloads.ts'
@@ -20,7 +21,6 @@ import { linkedAbort, memorySource, type RangeSource, readInto } from '../source
 import { planShards } from '../write/model-files.ts'
 import { SafetensorsWriter } from '../write/writer.ts'
 import { type FileSet, fileError, writeSet } from './atomic-files.ts'
-import { fileSource, nodeFiles } from './file-source.ts'
 import { isSaveLeftover, writeModel } from './save-model.ts'
 
 /** Options of convertFile and convertModel: those of {@link open} for the input, and what the output is. */
