@@ -3,7 +3,7 @@ import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/p
 import { join } from 'node:path'
 import { type CacheStorage, type StoredEntry, storageError, tempName } from './platform.ts'
 
-export async function folderStorage(dir: string): Promise<CacheStorage> {
+export async function cacheFolder(dir: string): Promise<CacheStorage> {
   try {
     await mkdir(dir, { recursive: true })
   } catch (cause) {

@@ -83,7 +83,7 @@ export async function readInto(source: RangeSource, offset: number, target: Uint
 }
 
 /** A source's read() over its readInto(): a new buffer of the length asked, filled. */
-export function readThrough(readInto: NonNullable<RangeSource['readInto']>): RangeSource['read'] {
+export function readOver(readInto: NonNullable<RangeSource['readInto']>): RangeSource['read'] {
   return async (offset, length, signal, onBytes) => {
     const bytes = new Uint8Array(length)
     await readInto(offset, bytes, signal, onBytes)
@@ -198,6 +198,6 @@ export function blobSource(blob: Blob): RangeSource & {
     size: blob.size,
     requestCost: LOCAL_REQUEST_COST,
     readInto,
-    read: readThrough(readInto),
+    read: readOver(readInto),
   }
 }
