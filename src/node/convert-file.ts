@@ -2,7 +2,7 @@
 // tensors in another dtype, and optionally in other shards, streaming so that memory stays bounded
 // whatever the size. Every chunk is read straight into a fixed working set in wasm memory, converted
 // there in place and written from a view of it: nothing is allocated per chunk. The output files appear
-// only once all of them are complete (src/node/writer.ts, fileSet).
+// only once all of them are complete (src/node/atomic-files.ts, fileSet).
 import { readdir, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
