@@ -7,7 +7,7 @@ import { reserveMemory, type WasmInstance, WasmModule } from './wasm.ts'
 import { kernelsWasm } from './wasm-code.ts'
 
 /** Reverses the bytes of each of `count` elements at `ptr`, in place. */
-export type SwapKernel = (ptr: number, count: number) => void
+type SwapKernel = (ptr: number, count: number) => void
 
 /** The kernel module's functions (assembly/modules/convert.ts). */
 export interface KernelExports {

@@ -23,14 +23,14 @@ export interface SaveModelOptions extends WriteOptions {
 }
 
 /** What a model save writes: its shards (file names and the tensors in each) and the name of its index, if it has one. */
-export interface ModelPlan {
+interface ModelPlan {
   shards: ReadonlyArray<{ file: string; names: readonly string[] }>
   /** By default model.safetensors.index.json when there is more than one shard, none for one (model.safetensors alone). */
   index?: string
 }
 
 /** What a model save's `write` reports once its shards are in the set: the index's total_size and its other metadata. */
-export interface ModelWritten {
+interface ModelWritten {
   totalSize: number
   metadata?: Record<string, unknown>
 }

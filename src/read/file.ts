@@ -481,7 +481,7 @@ export function allocate(info: Pick<TensorInfo, 'name'>, dtype: DType, bytes: nu
 }
 
 /** Bytes read first: most real headers (up to several hundred tensors) arrive in this one read. */
-export const FIRST_READ = 64 * 1024
+const FIRST_READ = 64 * 1024
 
 /**
  * Reads and validates a source's header, reading only the length prefix and the header bytes.

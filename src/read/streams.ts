@@ -12,7 +12,7 @@ import { abortedError, linkedAbort } from '../sources/source.ts'
  * Elements per chunk: a multiple of 4 (whole F4/F6 bytes), so at most 2 MiB of input (8-byte dtypes)
  * and 1 MiB of F32 output; large enough that a kernel call and a read cost nothing extra per chunk.
  */
-export const STREAM_CHUNK_ELEMENTS = 1 << 18
+const STREAM_CHUNK_ELEMENTS = 1 << 18
 
 /** The most bytes one chunk takes in its memory, input or output: 8-byte input elements. */
 export const MAX_SLOT_BYTES = STREAM_CHUNK_ELEMENTS * 8

@@ -67,7 +67,7 @@ export interface ModelFolder {
 }
 
 /** requestCost of in-memory sources: a read is a promise and a copy, worth a few KiB of copying. */
-export const MEMORY_REQUEST_COST = 16 << 10
+const MEMORY_REQUEST_COST = 16 << 10
 
 /** requestCost of Blobs and files: a read is a stream or a system call on another thread, worth tens of microseconds of copying. */
 export const LOCAL_REQUEST_COST = 64 << 10
