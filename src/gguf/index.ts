@@ -7,7 +7,8 @@
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
-import { jsonFileError, readJsonObject } from '../format/model-config.ts'
+import { jsonFileError } from '../format/json-values.ts'
+import { readJsonObject } from '../format/model-config.ts'
 import { type Located, locate, type OpenModelOptions, openLocated, readBeside, type SafetensorsModel } from '../read/model.ts'
 import { ChunkConverter, pulledStream } from '../read/streams.ts'
 import { sequentialReader } from '../sources/downloads.ts'
@@ -215,8 +216,9 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
       config: await json('tokenizer_config.json', false),
       chatTemplate: await readBesideModel(located, 'chat_template.jinja', false, read).then((bytes) => bytes && new TextDecoder().decode(bytes)),
     }
-    const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)]
+    // The tensors first: their shapes check config.json's counts before the tokenizer's arrays are sized by them.
     tensors = planTensors(model, config, dtype)
+    const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)]
     header = encodeHeader(metadata, tensors)
   } catch (error) {
     await model.close()
