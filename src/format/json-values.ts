@@ -45,20 +45,36 @@ export function jsonText(bytes: Uint8Array, file: string): string {
  * copes with any depth, but takes seconds and hundreds of megabytes for a few million brackets.
  */
 export function parseJson(text: string, file: string, code: ErrorCode = 'InvalidHeaderDeserialization'): JsonValue {
+  // The start and end of the last string at each depth: a key, where an object's member is too deep.
+  const keys: number[] = []
   let depth = 0
   for (let at = 0; at < text.length; at++) {
     const c = text.charCodeAt(at)
     if (c === 0x22) {
       // A string, to its closing quote: brackets inside it are text.
+      const start = at
       for (at++; at < text.length && text.charCodeAt(at) !== 0x22; at++) if (text.charCodeAt(at) === 0x5c) at++
+      keys[2 * depth] = start
+      keys[2 * depth + 1] = at + 1
     } else if (c === 0x7b || c === 0x5b) {
-      if (++depth > MAX_JSON_DEPTH) throw jsonFileError(file, `nesting deeper than ${MAX_JSON_DEPTH} at character ${at}`, code)
+      if (++depth > MAX_JSON_DEPTH) throw jsonFileError(file, `${deepKey(text, keys)} nests deeper than ${MAX_JSON_DEPTH} levels`, code)
+      keys[2 * depth] = -1
     } else if (c === 0x7d || c === 0x5d) depth--
   }
   try {
     return new JsonValue(JSON.parse(text), file, code)
   } catch (error) {
     throw jsonFileError(file, `not JSON: ${(error as Error).message}`, code)
+  }
+}
+
+/** The top-level key of a nesting too deep (at most the value of one member of the file's object), as a message names it. */
+function deepKey(text: string, keys: readonly number[]): string {
+  if (text.trimStart()[0] !== '{' || keys[2] === -1 || keys[2] === undefined) return 'the top level'
+  try {
+    return excerpt(JSON.parse(text.slice(keys[2], keys[3])))
+  } catch {
+    return 'a member of the top level'
   }
 }
 
@@ -99,8 +115,8 @@ export class JsonValue {
     return jsonFileError(this.file, `${this.path} ${message}`, this.code)
   }
 
-  /** The error for a value that is not `expected`. */
-  #wrong(expected: string): SafetensorsError {
+  /** The error for a value that is not `expected` (what the file should have: "a string", "one of 2, 4, 8"). */
+  mustBe(expected: string): SafetensorsError {
     return this.value === undefined ? this.error(`is missing: it must be ${expected}`) : this.error(`must be ${expected}, got ${describe(this.value)}`)
   }
 
@@ -123,9 +139,15 @@ export class JsonValue {
     return typeof this.value === 'object' && this.value !== null && !Array.isArray(this.value)
   }
 
+  /** This value, which must be an object. */
+  object(): JsonValue {
+    if (!this.isObject) throw this.mustBe('an object')
+    return this
+  }
+
   /** Member `key` of this object (absent where this value is); an error where this value is not an object. */
   get(key: string): JsonValue {
-    if (this.present && !this.isObject) throw this.#wrong('an object')
+    if (this.present && !this.isObject) throw this.mustBe('an object')
     const value = this.isObject && Object.hasOwn(this.value as object, key) ? (this.value as Record<string, unknown>)[key] : undefined
     return new JsonValue(value, this.file, this.code, this, key)
   }
@@ -138,30 +160,30 @@ export class JsonValue {
 
   /** The members of this object, in the file's order; an error where it is not an object. */
   members(): Array<[string, JsonValue]> {
-    if (!this.isObject) throw this.#wrong('an object')
+    if (!this.isObject) throw this.mustBe('an object')
     return Object.keys(this.value as object).map((key) => [key, this.get(key)])
   }
 
   /** The items of this array; an error where it is not an array. */
   items(): JsonValue[] {
-    if (!Array.isArray(this.value)) throw this.#wrong('an array')
+    if (!Array.isArray(this.value)) throw this.mustBe('an array')
     return this.value.map((item, i) => new JsonValue(item, this.file, this.code, this, i))
   }
 
   string(): string {
-    if (typeof this.value !== 'string') throw this.#wrong('a string')
+    if (typeof this.value !== 'string') throw this.mustBe('a string')
     return this.value
   }
 
   boolean(): boolean {
-    if (typeof this.value !== 'boolean') throw this.#wrong('true or false')
+    if (typeof this.value !== 'boolean') throw this.mustBe('true or false')
     return this.value
   }
 
   /** A finite number, within [min, max]. */
   number(min = -Number.MAX_VALUE, max = Number.MAX_VALUE): number {
     if (typeof this.value !== 'number' || !(this.value >= min && this.value <= max))
-      throw this.#wrong(min === -Number.MAX_VALUE && max === Number.MAX_VALUE ? 'a finite number' : `a number from ${min} to ${max}`)
+      throw this.mustBe(min === -Number.MAX_VALUE && max === Number.MAX_VALUE ? 'a finite number' : `a number from ${min} to ${max}`)
     return this.value
   }
 
@@ -169,14 +191,14 @@ export class JsonValue {
   integer(min = Number.MIN_SAFE_INTEGER, max = Number.MAX_SAFE_INTEGER): number {
     if (!Number.isInteger(this.value) || !((this.value as number) >= min && (this.value as number) <= max)) {
       const range = max === Number.MAX_SAFE_INTEGER ? (min === Number.MIN_SAFE_INTEGER ? '' : ` of at least ${min}`) : ` from ${min} to ${max}`
-      throw this.#wrong(`an integer${range}`)
+      throw this.mustBe(`an integer${range}`)
     }
     return this.value as number
   }
 
   /** One of `choices`, which a message lists. */
   oneOf<T extends string | number | boolean>(choices: readonly T[]): T {
-    if (!choices.includes(this.value as T)) throw this.#wrong(`one of ${choices.map((choice) => JSON.stringify(choice)).join(', ')}`)
+    if (!choices.includes(this.value as T)) throw this.mustBe(`one of ${choices.map((choice) => JSON.stringify(choice)).join(', ')}`)
     return this.value as T
   }
 }
