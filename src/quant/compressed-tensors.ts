@@ -48,6 +48,7 @@ interface Group {
 
 /** A config group of the block, its targets read (a "re:" pattern of a form not read is UnsupportedQuantization naming it). */
 function readGroup(group: JsonValue, overall: JsonValue): Group {
+  group.object()
   const names = new Set<string>()
   const patterns: Group['patterns'] = []
   let byClass = true
