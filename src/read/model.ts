@@ -224,7 +224,9 @@ const DEFAULT_CONCURRENCY = 16
  * schema (a repeated key included); `TensorNotFound` when the index puts a tensor in a shard without it (the
  * message says where it is); any code of {@link open} for a shard or the one file, its message naming it; `Io`
  * for an index or shard that cannot be read (missing, not among the files given) and for a folder holding
- * neither model.safetensors nor an index; `Aborted`.
+ * neither model.safetensors nor an index; `UnsupportedQuantization` for a config.json whose quantization block
+ * this library does not read (a method, an option, a value of the wrong type: the message names the key);
+ * `Aborted`.
  * @throws TypeError for an input that is neither a path, a URL, File objects nor a ModelFolder, two files of one
  * name, or a path in the browser entry; RangeError for a `concurrency` that is not a positive integer.
  */
