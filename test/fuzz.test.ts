@@ -199,6 +199,8 @@ test(
       }
       const ms = performance.now() - started
       if (ms > slowest.ms) slowest = { ms, index: i }
+      if ((i - FOLDERS_FROM + 1) % 5000 === 0)
+        console.log(`fuzz: ${i - FOLDERS_FROM + 1} folder mutants, slowest ${Math.round(slowest.ms)} ms, peak RSS ${Math.round(peakRss() / 2 ** 20)} MiB`)
       if (ms > MUTANT_MS) failures.push(`--- folder mutant ${i} from ${from.name} took ${Math.round(ms)} ms: ${log.join('; ')}`)
     }
     const peak = peakRss()
