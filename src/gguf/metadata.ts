@@ -195,8 +195,11 @@ function ropeOf(values: JsonValue, architecture: Architecture, maxPositions: num
     (type === 'linear' || maxPositions === undefined || original === undefined ? undefined : maxPositions / original)
   if (factor === undefined && type === 'yarn')
     throw jsonFileError('config.json', 'RoPE type "yarn" has no factor, nor max_position_embeddings to compute it from')
+  // longrope's, the only type that reads it, computed as transformers does where the dict has none.
   const attentionFactor =
-    field('attention_factor').optional()?.number(-F32_MAX, F32_MAX) ?? ((factor ?? 0) > 1 ? Math.sqrt(1 + Math.log(factor!) / Math.log(original!)) : 1)
+    type !== 'longrope'
+      ? 1
+      : (field('attention_factor').optional()?.number(-F32_MAX, F32_MAX) ?? (factor! > 1 ? Math.sqrt(1 + Math.log(factor!) / Math.log(original!)) : 1))
   if (!(Math.abs(attentionFactor) <= F32_MAX))
     throw jsonFileError('config.json', `RoPE's attention factor, computed from a factor of ${factor} over ${original} positions, is not a finite number`)
   return { type, field, theta: field('rope_theta').optional()?.number(-F32_MAX, F32_MAX), original, factor, attentionFactor }
@@ -228,7 +231,7 @@ export function readModelConfig(config: JsonValue): ModelConfig {
     const layer = layerTypes.findIndex((t, i) => (t.value === 'full_attention') !== (i % period === period - 1))
     if (layer >= 0)
       throw unsupported(
-        `layer_types with layer ${layer} of type ${excerpt(String(layerTypes[layer].string()))} (llama.cpp makes every ${period}th layer global)`,
+        `layer_types with layer ${layer} of type ${excerpt(layerTypes[layer].string())} (llama.cpp makes every ${period}th layer global)`,
         architecture.name,
       )
   }
