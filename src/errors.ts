@@ -8,7 +8,9 @@
  * - `InvalidHeader`: the header is not strict UTF-8.
  * - `InvalidHeaderDeserialization`: the header (or a model index) is not one JSON object of the schema: bad
  *   JSON, wrong types, an unknown dtype, a missing field, a number that is not a plain u64 integer, a
- *   duplicate key, nesting deeper than 64.
+ *   duplicate key, nesting deeper than 64. Also a model's config.json, tokenizer.json or tokenizer_config.json
+ *   that holds a value of the wrong type or range where it is read, or nests deeper than 64 (the message names
+ *   the file and the key).
  * - `InvalidOffset`: a tensor does not begin where the previous one ends (the first at 0), or ends before it begins.
  * - `ValidationOverflow`: an element or bit count overflows 64 bits, or a value is above 2^53 - 1.
  * - `MisalignedSlice`: a tensor's (or a slice's) bits are not a whole number of bytes (F4, F6).

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { gguf } from '@huggingface/gguf'
 import { describe, expect, test } from 'vitest'
 import { referenceConvert } from './float-reference.ts'
-import { FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, referenceOf, weightFiles } from './quant-fixtures.ts'
+import { byteLevelTokenizer, FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, referenceOf, weightFiles } from './quant-fixtures.ts'
 import { expectSameBytes, headerOf, tensorBytes } from './read-helpers.ts'
 import { cli } from './run-cli.ts'
 
@@ -81,19 +81,6 @@ describe('an inconsistent quantized model: one line naming the input, exit 1, no
   })
 })
 
-/** GPT-2's byte-level alphabet: the 256 tokens of a byte-level BPE vocabulary without merges. */
-function byteLevelTokenizer(): string {
-  const printable = [...Array(256).keys()].filter((b) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174)
-  let extra = 0
-  const vocab = Object.fromEntries([...Array(256).keys()].map((b) => [String.fromCodePoint(printable.includes(b) ? b : 256 + extra++), b]))
-  return JSON.stringify({
-    model: { type: 'BPE', vocab, merges: [] },
-    pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
-    decoder: { type: 'ByteLevel' },
-    added_tokens: [],
-  })
-}
-
 /** A GGUF's metadata and tensors (name -> type, dims and data bytes), as @huggingface/gguf reads them. */
 async function ggufContents(path: string) {
   const { typedMetadata, tensorInfos, tensorDataOffset } = await gguf(path, { allowLocalFile: true, typedMetadata: true })
@@ -122,7 +109,7 @@ describe('convert <quantized model> out.gguf: the GGUF of the dequantized model'
     writeFileSync(join(input, 'tokenizer.json'), byteLevelTokenizer())
     // As transformers saves a model: config.json names its class.
     const config = JSON.parse(readFileSync(join(input, 'config.json'), 'utf8'))
-    const { architecture } = JSON.parse(readFileSync(join(input, 'reference.json'), 'utf8'))
+    const { architecture } = referenceOf(folder)
     writeFileSync(join(input, 'config.json'), JSON.stringify({ ...config, architectures: [architecture] }))
     const plain = outDir()
     expect((await cli('convert', input, plain, '--dtype', 'F32')).code).toBe(0)

@@ -7,6 +7,7 @@ import { type DType, dtypeIndex } from '../core/dtypes.ts'
 import { reserveMemory, WasmModule } from '../core/wasm.ts'
 import { inContext, SafetensorsError } from '../errors.ts'
 import type { Header, Metadata, TensorInfo } from '../format/header.ts'
+import { type JsonValue, parseJson } from '../format/json-values.ts'
 import { DEFAULT_INDEX, type ParsedIndex, parseIndex, SINGLE_FILE } from '../format/model-index.ts'
 import { planSlice, type SliceRange } from '../format/slice.ts'
 import { requireLocalFiles } from '../platform/platform.ts'
@@ -64,18 +65,21 @@ export async function readBeside(
  * config.json's object; undefined for none, and for one that is not a JSON object, which is not this library's
  * to judge (and is what a dev server's fallback page gives for a missing file).
  */
-function configOf(file: { bytes?: Uint8Array }): Record<string, unknown> | undefined {
+function configOf(file: { bytes?: Uint8Array }): JsonValue | undefined {
+  if (!file.bytes) return undefined
   try {
-    const value: unknown = file.bytes && JSON.parse(new TextDecoder().decode(file.bytes))
-    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : undefined
-  } catch {
-    return undefined
+    const config = parseJson(new TextDecoder().decode(file.bytes), 'config.json')
+    return config.isObject ? config : undefined
+  } catch (error) {
+    if (error instanceof SafetensorsError) return undefined
+    throw error
   }
 }
 
 /** What the quantization code (src/quant/, loaded on demand) borrows of the library: see QuantRuntime. */
 const QUANT_RUNTIME: QuantRuntime = {
   SafetensorsError,
+  parseJson,
   WasmModule,
   reserveMemory,
   convertOverlapping,
@@ -220,7 +224,9 @@ const DEFAULT_CONCURRENCY = 16
  * schema (a repeated key included); `TensorNotFound` when the index puts a tensor in a shard without it (the
  * message says where it is); any code of {@link open} for a shard or the one file, its message naming it; `Io`
  * for an index or shard that cannot be read (missing, not among the files given) and for a folder holding
- * neither model.safetensors nor an index; `Aborted`.
+ * neither model.safetensors nor an index; `UnsupportedQuantization` for a config.json whose quantization block
+ * this library does not read (a method, an option, a value of the wrong type: the message names the key);
+ * `Aborted`.
  * @throws TypeError for an input that is neither a path, a URL, File objects nor a ModelFolder, two files of one
  * name, or a path in the browser entry; RangeError for a `concurrency` that is not a positive integer.
  */
@@ -249,9 +255,10 @@ export async function openLocated(located: Located, options: OpenModelOptions): 
   try {
     // openWeights started it, whichever the model's kind.
     const config = configOf(await beside!)
-    if ([config?.quantization_config, config?.quantization].some((block) => typeof block === 'object' && block !== null)) {
+    // The quantization code says what its keys hold.
+    if (config && ['quantization_config', 'quantization'].some((key) => config.get(key).present)) {
       const { quantizedTensors } = await import('../quant/index.ts')
-      model.quantized = await quantizedTensors(model, model.names(), config!, QUANT_RUNTIME)
+      model.quantized = await quantizedTensors(model, model.names(), config, QUANT_RUNTIME)
     }
   } catch (error) {
     await model.close()

@@ -12,6 +12,7 @@ export default {
     try {
       gguf = await ggufStream(r2Model(env.BUCKET, prefix), { dtype: url.searchParams.get('dtype') ?? 'F16' })
     } catch (error) {
+      // A bad model (its weights, config.json, its tokenizer) is a SafetensorsError; a TypeError is a bad dtype asked.
       if (!(error instanceof SafetensorsError || error instanceof TypeError)) throw error
       return new Response(error.message, { status: error instanceof TypeError ? 400 : 422 })
     }

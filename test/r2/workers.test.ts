@@ -143,6 +143,13 @@ describe('R2 Workers (Miniflare)', () => {
     const missing = await call('gguf-to-r2', 'no-model/', { method: 'POST' })
     expect(missing.status).toBe(422)
     expect(await missing.text()).toContain('no-model/')
+    // A config.json whose architectures[0] is an object: the model's fault (422), where it was a TypeError (400).
+    const config = JSON.parse(readFileSync(join(QWEN2, 'config.json'), 'utf8'))
+    for (const name of readdirSync(QWEN2)) await bucket.put(`bad/${name}`, new Uint8Array(readFileSync(join(QWEN2, name))))
+    await bucket.put('bad/config.json', new TextEncoder().encode(JSON.stringify({ ...config, architectures: [{ toString: 1 }] })))
+    const bad = await call('gguf-to-r2', 'bad/?dtype=Q8_0', { method: 'POST' })
+    expect([bad.status, await bad.text()]).toEqual([422, 'config.json: "architectures"[0] must be a string, got an object'])
+    expect((await call('gguf-to-r2', `gguf/${basename(QWEN2)}/?dtype=Q4_K`, { method: 'POST' })).status).toBe(400)
   })
 
   test('docs/gguf.md shows gguf-to-r2.js as tested', () => {
