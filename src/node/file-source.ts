@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { SafetensorsError } from '../errors.ts'
 import type { LocalFiles } from '../sources/local-files.ts'
 import { checkRange, LOCAL_REQUEST_COST, type RangeSource, readThrough, throwIfAborted } from '../sources/source.ts'
+import { fileError, systemMessage } from './atomic-files.ts'
 
 /** Bytes per positional read: large enough to cost nothing per call, small enough for an abort or a progress event to come soon. */
 const FILE_CHUNK = 8 << 20
@@ -34,20 +35,20 @@ export async function fileSource(path: string): Promise<
   try {
     handle = await openFile(path, 'r')
   } catch (cause) {
-    throw new SafetensorsError('Io', `cannot open ${path}: ${(cause as Error).message}`, { cause, path })
+    throw fileError('open', path, cause)
   }
   let size: number
   try {
     ;({ size } = await handle.stat())
   } catch (cause) {
     await handle.close().catch(() => {})
-    throw new SafetensorsError('Io', `cannot stat ${path}: ${(cause as Error).message}`, { cause, path })
+    throw fileError('stat', path, cause)
   }
   /** Fills target[at, end) from the file at offset + at (a positional read may return less than asked). */
   const fill = async (target: Uint8Array, at: number, end: number, offset: number) => {
     for (let done = at; done < end; ) {
       const { bytesRead } = await handle.read(target, done, end - done, offset + done).catch((cause: Error) => {
-        throw new SafetensorsError('Io', `${path}: cannot read ${end - done} bytes at offset ${offset + done}: ${cause.message}`, { cause, path })
+        throw new SafetensorsError('Io', `${path}: cannot read ${end - done} bytes at offset ${offset + done}: ${systemMessage(cause)}`, { cause, path })
       })
       if (bytesRead === 0) throw new SafetensorsError('Io', `${path}: unexpected end of file at byte ${offset + done} (the file shrank?)`, { path })
       done += bytesRead
@@ -81,7 +82,7 @@ export async function fileSource(path: string): Promise<
     close: () => {
       dropped.unregister(source)
       return handle.close().catch((cause: Error) => {
-        throw new SafetensorsError('Io', `cannot close ${path}: ${cause.message}`, { cause, path })
+        throw fileError('close', path, cause)
       })
     },
   }
