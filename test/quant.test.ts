@@ -143,3 +143,30 @@ describe('inconsistent and unsupported quantized models (mutations.json)', () =>
     for (const mention of mutation.expect.mentions) expect(error.message).toContain(mention)
   })
 })
+
+describe('openModel(x, { quantization: false }): the stored tensors, as they are', () => {
+  test.each(FOLDERS)('%s', async (folder) => {
+    const stored = storedOf(folder)
+    const model = await openModel(join(QUANTIZED, folder), { quantization: false })
+    try {
+      expect(model.quantization).toBeNull()
+      expect(new Set(model.names())).toEqual(new Set(stored.keys()))
+      const [name, { dtype, shape }] = [...stored][0]
+      const tensor = await model.getTensor(name)
+      expect({ dtype: tensor.dtype, shape: tensor.shape }).toEqual({ dtype, shape })
+    } finally {
+      await model.close()
+    }
+  })
+
+  test('a method this library does not read opens as well', async () => {
+    const mutation = MUTATIONS.find((m) => m.expect.code === 'UnsupportedQuantization')!
+    const model = await openModel(mutatedCopy(mutation), { quantization: false })
+    expect(model.names().length).toBe(storedOf(mutation.folder).size)
+    await model.close()
+  })
+
+  test('a quantization option that is not a boolean is a TypeError', async () => {
+    await expect(openModel(join(QUANTIZED, FOLDERS[0]), { quantization: 'no' as unknown as boolean })).rejects.toThrow(TypeError)
+  })
+})
