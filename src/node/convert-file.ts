@@ -281,7 +281,7 @@ export async function convertModel(index: string | URL, folder: string, options:
       const info = model.info(name)
       const to = targetOf(info, options.dtype)
       // A quantized module's logical tensor is written as its values, read from its parts.
-      const parts = 'quantized' in info ? info.quantized.parts : undefined
+      const parts = info.quantized?.parts
       const logical = parts && {
         stream: () => model.stream(name, { dtype: to, signal: options.signal }),
         bytes: parts.reduce((sum, part) => sum + model.info(part, { stored: true }).byteLength, 0),

@@ -381,10 +381,11 @@ export class SafetensorsModel {
   }
 
   /**
-   * The header entry of a tensor, from its shard; a logical tensor's says its dtype, shape and parts.
+   * The header entry of a tensor, from its shard; a logical tensor's says its dtype, shape and parts in
+   * `quantized`, which a stored tensor's leaves undefined.
    * @throws {@link SafetensorsError} `TensorNotFound`
    */
-  info(name: string, options?: { stored?: boolean }): TensorInfo | LogicalTensorInfo {
+  info(name: string, options?: { stored?: boolean }): (TensorInfo & { readonly quantized?: undefined }) | LogicalTensorInfo {
     return this.#logical(name, options)?.info(name) ?? this.#fileOf(name).info(name)
   }
 
