@@ -155,6 +155,14 @@ export async function half(bytes: Uint8Array, name: string): Promise<globalThis.
       source: `${consumerSource}// @ts-expect-error the default entry has no local files\nexport { writeFile, fileSink } from 'safetensors-wasm'\n// @ts-expect-error nor writeGguf\nexport { writeGguf } from 'safetensors-wasm/gguf'\n// @ts-expect-error GGUF is an entry of its own\nexport { ggufStream as fromMain } from 'safetensors-wasm'\n`,
       flags: ['--moduleResolution', 'bundler', '--module', 'esnext'],
     },
+    // A Node project under bundler resolution (Vite's and tsx's templates) names the node condition, as
+    // docs/runtimes.md says: the Node entry's types, local files and writeGguf included.
+    {
+      name: 'bundler, customConditions node',
+      file: 'consumer-bundler-node.ts',
+      source: consumerSource + nodeOnly,
+      flags: ['--moduleResolution', 'bundler', '--module', 'esnext', '--customConditions', 'node'],
+    },
     // A Node project without the DOM library, whose checker reads the package's .d.ts too: the few web types
     // they name must come from the package or from Node's types. And `await using` of a file and a model.
     {
