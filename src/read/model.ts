@@ -385,7 +385,15 @@ export class SafetensorsModel {
    * `quantized`, which a stored tensor's leaves undefined.
    * @throws {@link SafetensorsError} `TensorNotFound`
    */
-  info(name: string, options?: { stored?: boolean }): (TensorInfo & { readonly quantized?: undefined }) | LogicalTensorInfo {
+  info(
+    name: string,
+    options?: { stored?: boolean },
+  ):
+    | (TensorInfo & {
+        /** None: the tensor is stored as it is read. */
+        readonly quantized?: undefined
+      })
+    | LogicalTensorInfo {
     return this.#logical(name, options)?.info(name) ?? this.#fileOf(name).info(name)
   }
 
