@@ -170,7 +170,7 @@ async function check(location: string): Promise<Checked> {
  */
 function withoutInput(message: string, input: string): string {
   const rest = message.startsWith(`${input}: `) ? message.slice(input.length + 2) : message
-  return rest.startsWith(`${input} `) ? rest.slice(input.length + 1) : rest.replace(` ${input}: `, ': ')
+  return rest.startsWith(`${input} is `) ? rest.slice(input.length + 1) : rest.replace(` ${input}: `, ': ')
 }
 
 /** A failure as a line of stderr (or of validate's stdout, `status` before the code). */
