@@ -1,7 +1,8 @@
 /**
  * `safetensors-wasm/gguf`, the portable entry (browsers, workerd, the `default` condition): a Hugging Face
  * model (a folder's files, a URL, a {@link index!ModelFolder}) converted to GGUF for llama.cpp, as a stream. The
- * Node entry (src/gguf-node.ts) adds writeGguf and local paths.
+ * Node entry (src/gguf-node.ts) adds writeGguf and local paths; TypeScript under `moduleResolution: "bundler"`
+ * takes these types unless the project names the Node condition: `"customConditions": ["node"]`.
  * @packageDocumentation
  */
 

@@ -210,6 +210,12 @@ export interface OpenModelOptions extends OpenOptions {
    * @defaultValue 16
    */
   concurrency?: number
+  /**
+   * false: a quantized model is opened as its stored tensors, each part under its own name, config.json's
+   * quantization block not read (as the CLI's validate and inspect do for a method this library does not read).
+   * @defaultValue true
+   */
+  quantization?: boolean
 }
 
 const DEFAULT_CONCURRENCY = 16
@@ -225,14 +231,20 @@ const DEFAULT_CONCURRENCY = 16
  * message says where it is); any code of {@link open} for a shard or the one file, its message naming it; `Io`
  * for an index or shard that cannot be read (missing, not among the files given) and for a folder holding
  * neither model.safetensors nor an index; `UnsupportedQuantization` for a config.json whose quantization block
- * this library does not read (a method, an option, a value of the wrong type: the message names the key);
- * `Aborted`.
+ * this library does not read (a method, an option, a value of the wrong type: the message names the key) and
+ * `InvalidQuantization` for a quantized model's parts (neither unless `quantization` is false); `Aborted`.
  * @throws TypeError for an input that is neither a path, a URL, File objects nor a ModelFolder, two files of one
- * name, or a path in the browser entry; RangeError for a `concurrency` that is not a positive integer.
+ * name, a path in the browser entry, or a `quantization` that is not a boolean; RangeError for a `concurrency`
+ * that is not a positive integer.
  */
 export async function openModel(input: string | URL | ModelFiles | ModelFolder, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
   checkConcurrency(options)
+  checkQuantization(options)
   return openLocated(await locate(input), options)
+}
+
+function checkQuantization({ quantization }: OpenModelOptions): void {
+  if (quantization !== undefined && typeof quantization !== 'boolean') throw new TypeError(`quantization must be a boolean, got ${typeof quantization}`)
 }
 
 function checkConcurrency(options: OpenModelOptions): number {
@@ -247,14 +259,15 @@ export async function openLocated(located: Located, options: OpenModelOptions): 
   // known to be good, and the code that reads quantized models is loaded only for one.
   let beside: ReturnType<typeof readBeside> | undefined
   const readConfig = (meter: ProgressMeter | undefined) => {
+    if (options.quantization === false) return
     beside = readBeside(located, 'config.json', options, meter)
     // Handled here too: the weights may fail first, and then nobody waits for it.
     beside.catch(() => {})
   }
   const model = await openWeights(located, options, readConfig)
   try {
-    // openWeights started it, whichever the model's kind.
-    const config = configOf(await beside!)
+    // openWeights started it, whichever the model's kind, unless the quantization is not to be read.
+    const config = beside && configOf(await beside)
     // The quantization code says what its keys hold.
     if (config && ['quantization_config', 'quantization'].some((key) => config.get(key).present)) {
       const { quantizedTensors } = await import('../quant/index.ts')
@@ -376,10 +389,19 @@ export class SafetensorsModel {
   }
 
   /**
-   * The header entry of a tensor, from its shard; a logical tensor's says its dtype, shape and parts.
+   * The header entry of a tensor, from its shard; a logical tensor's says its dtype, shape and parts in
+   * `quantized`, which a stored tensor's leaves undefined.
    * @throws {@link SafetensorsError} `TensorNotFound`
    */
-  info(name: string, options?: { stored?: boolean }): TensorInfo | LogicalTensorInfo {
+  info(
+    name: string,
+    options?: { stored?: boolean },
+  ):
+    | (TensorInfo & {
+        /** None: the tensor is stored as it is read. */
+        readonly quantized?: undefined
+      })
+    | LogicalTensorInfo {
     return this.#logical(name, options)?.info(name) ?? this.#fileOf(name).info(name)
   }
 

@@ -153,10 +153,10 @@ describe('R2 Workers (Miniflare)', () => {
   })
 
   test('docs/gguf.md shows gguf-to-r2.js as tested', () => {
-    expect(readFileSync(join(ROOT, 'docs/gguf.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/r2/gguf-to-r2.js'), 'utf8')}`)
+    expect(readFileSync(join(ROOT, 'docs/gguf.md'), 'utf8')).toContain(`\`\`\`js worker\n${readFileSync(join(ROOT, 'test/r2/gguf-to-r2.js'), 'utf8')}`)
   })
 
   test.each(WORKERS)('docs/streams-and-workers.md, "Models in R2", shows %s as tested', (file) => {
-    expect(readFileSync(join(ROOT, 'docs/streams-and-workers.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/r2', file), 'utf8')}`)
+    expect(readFileSync(join(ROOT, 'docs/streams-and-workers.md'), 'utf8')).toContain(`\`\`\`js worker\n${readFileSync(join(ROOT, 'test/r2', file), 'utf8')}`)
   })
 })
