@@ -159,6 +159,24 @@ export async function open(input: Source, options: OpenOptions = {}): Promise<Sa
 
 /** open(), with every read counted by `meter` (a model's meter counts all its shards). */
 export async function openMetered(input: Source, options: OpenOptions, meter: ProgressMeter | undefined): Promise<SafetensorsFile> {
+  return openSource(
+    input,
+    options,
+    meter,
+    async (source) => new SafetensorsFile(await readHeader(source, options.signal), source, options.byteOrder ?? 'little'),
+  )
+}
+
+/**
+ * What every open shares, whatever the format: the options checked, the source made (counted by `meter`), then
+ * `read` makes the file from it; on failure the source is closed, and an error over HTTP named by its URL.
+ */
+export async function openSource<T>(
+  input: Source,
+  options: OpenOptions,
+  meter: ProgressMeter | undefined,
+  read: (source: RangeSource) => Promise<T>,
+): Promise<T> {
   // Checked whatever the source, so that a bad value shows on a local file as it would on a URL.
   retrySettings(options)
   connectionsOption(options)
@@ -167,13 +185,13 @@ export async function openMetered(input: Source, options: OpenOptions, meter: Pr
   const opened = await toRangeSource(input, options)
   const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
   try {
-    const header = await readHeader(source, options.signal)
+    const file = await read(source)
     // Also where the source reads without a signal (memory, a local file): an abort during the open is its end.
     throwIfAborted(options.signal)
-    return new SafetensorsFile(header, source, options.byteOrder ?? 'little')
+    return file
   } catch (error) {
     await source.close?.()
-    // Over HTTP a file that is not SafeTensors (a web page, an API's JSON) is named by its URL.
+    // Over HTTP a file that is not of its format (a web page, an API's JSON) is named by its URL.
     const { url } = opened as Partial<HttpSource>
     throw url !== undefined && error instanceof SafetensorsError && error.url === undefined ? inContext(error, url, { url }) : error
   }
