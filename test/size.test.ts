@@ -88,6 +88,19 @@ export async function first(source) {
     absent: GGUF,
   },
   {
+    name: 'openGguf + getTensor',
+    source: `import { openGguf } from 'safetensors-wasm/gguf'
+export async function first(source) {
+  const file = await openGguf(source)
+  return file.getTensor(file.names()[0])
+}
+`,
+    budget: 32_000,
+    present: ['gguf/file.js', 'gguf/reader.js', 'read/file.js', 'sources/http/source.js', 'convert.wasm.js'],
+    // The reader, without the converter to GGUF or the SafeTensors header scanner.
+    absent: [...WRITER, ...CACHE, ...STATS, ...GGUF, 'read/model.js', 'header.wasm.js', 'read/validate-stream.js'],
+  },
+  {
     name: 'ggufStream',
     source: "export { ggufStream } from 'safetensors-wasm/gguf'\n",
     budget: 40_000,

@@ -19,7 +19,7 @@ export type GgufOpenOptions = Omit<OpenOptions, 'byteOrder'>
  * Opens a GGUF file (v2 or v3, little- or big-endian) and reads its header: over HTTP the first 64 KiB, then
  * more only as far as the header goes. Tensors are read when asked for, each reading only its own bytes.
  *
- * @throws {@link SafetensorsError} `InvalidGguf` for a file that is not a GGUF this library reads (the message
+ * @throws {@link index!SafetensorsError} `InvalidGguf` for a file that is not a GGUF this library reads (the message
  * names the key, tensor or byte offset); `Io` when the source cannot be read; `Aborted` when `options.signal` aborts.
  * @throws TypeError for a value that cannot be opened (an unsupported URL scheme; a path in the browser entry) or
  * an option of the wrong type; RangeError for an option out of range.
@@ -64,7 +64,7 @@ export class GgufFile {
 
   /**
    * The header's entry for one tensor: its name, ggml type, shape (outermost first), bytes and file offset.
-   * @throws {@link SafetensorsError} `TensorNotFound`
+   * @throws {@link index!SafetensorsError} `TensorNotFound`
    */
   info(name: string): GgufTensorInfo {
     const info = this.#byName.get(name)
@@ -74,8 +74,8 @@ export class GgufFile {
 
   /**
    * Reads one tensor's bytes and nothing else. Plain types (F32, F16, BF16, F64, I8 to I64) come in their own
-   * dtype unless `options.dtype` says otherwise, as {@link SafetensorsFile.getTensor} gives them.
-   * @throws {@link SafetensorsError} `TensorNotFound`; `UnsupportedConversion` (no conversion to that dtype);
+   * dtype unless `options.dtype` says otherwise, as {@link index!SafetensorsFile.getTensor} gives them.
+   * @throws {@link index!SafetensorsError} `TensorNotFound`; `UnsupportedConversion` (no conversion to that dtype);
    * `UnsupportedQuantization` (a quantized type this library does not dequantize); `Io`; `Aborted`.
    * @throws RangeError for an `out` too small or misaligned; TypeError for `float16Array` where the runtime has
    * no Float16Array.
@@ -87,9 +87,9 @@ export class GgufFile {
   }
 
   /**
-   * Reads only the rows a slice covers: one {@link SliceRange} per leading dimension, as
-   * {@link SafetensorsFile.getSlice} takes them.
-   * @throws {@link SafetensorsError} `TensorNotFound`; `SliceOutOfRange`; `TooManySlices`; `UnsupportedConversion`;
+   * Reads only the rows a slice covers: one {@link index!SliceRange} per leading dimension, as
+   * {@link index!SafetensorsFile.getSlice} takes them.
+   * @throws {@link index!SafetensorsError} `TensorNotFound`; `SliceOutOfRange`; `TooManySlices`; `UnsupportedConversion`;
    * `UnsupportedQuantization`; `Io`; `Aborted`.
    * @throws RangeError and TypeError as {@link GgufFile.getTensor} does.
    */

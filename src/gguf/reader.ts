@@ -393,7 +393,7 @@ class GgufParser {
 /**
  * Reads and checks a GGUF header from `source`: the first 64 KiB, then more as the parser needs, never past the
  * header.
- * @throws {@link SafetensorsError} `InvalidGguf` for a file that is not a GGUF this library reads; `Io`; `Aborted`.
+ * @throws {@link index!SafetensorsError} `InvalidGguf` for a file that is not a GGUF this library reads; `Io`; `Aborted`.
  */
 export async function readGgufHeader(source: RangeSource, signal?: AbortSignal): Promise<GgufHeader> {
   let bytes = await source.read(0, source.size === undefined ? FIRST_READ : Math.min(source.size, FIRST_READ), signal)
@@ -412,7 +412,7 @@ export async function readGgufHeader(source: RangeSource, signal?: AbortSignal):
 
 /**
  * The header of a GGUF file held whole in `bytes`.
- * @throws {@link SafetensorsError} `InvalidGguf`
+ * @throws {@link index!SafetensorsError} `InvalidGguf`
  */
 export function parseGgufHeader(bytes: Uint8Array): GgufHeader {
   return new GgufParser(bytes.length).parse(bytes) as GgufHeader
