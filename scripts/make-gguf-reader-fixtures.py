@@ -15,8 +15,9 @@
 #   v2.gguf              the same layout with version 2 (v2 and v3 differ only in v3's big-endian files)
 #   big-endian.gguf      gguf-py's writer in big-endian order: every metadata value type, every plain type
 #   big-endian-converted.gguf
-#                        a little-endian file of F32/F16/BF16 and the quantized types gguf-py's
-#                        gguf_convert_endian.py swaps, swapped by that script (llama.cpp's way to big-endian)
+#                        big-endian-converted.source.gguf, a little-endian file of F32/F16/BF16 and the quantized
+#                        types gguf-py's gguf_convert_endian.py swaps, swapped by that script (llama.cpp's way
+#                        to big-endian)
 #   alignment-8.gguf     general.alignment 8: the data section and every tensor on 8-byte boundaries
 #   qwen3-converter.gguf llama.cpp's converter's F16 GGUF of test/fixtures/gguf/qwen3 (given as the argument)
 #
@@ -248,7 +249,9 @@ def main():
         random_tensors(writer, np.random.default_rng(4), swappable, lambda t, b: [(3, 2 * b)] if b > 1 else [(3, 4)])
 
     path = os.path.join(OUT, "big-endian-converted.gguf")
-    write(path, to_convert)
+    source = os.path.join(OUT, "big-endian-converted.source.gguf")
+    golden(source, write(source, to_convert))
+    shutil.copyfile(source, path)
     gguf_convert_endian.input = lambda prompt: "YES"
     gguf_convert_endian.convert_byteorder(gguf.GGUFReader(path, "r+"), argparse.Namespace(order="big", dry_run=False))
     golden(path, {})

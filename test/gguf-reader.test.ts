@@ -7,7 +7,8 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type GgufFile, type GgufValue, openGguf } from '../src/gguf-node.ts'
-import { GGML_TYPES } from './ggml.ts'
+import { GGML_TYPES, type Ggml, type GgmlTypeName, ggmlUnsupported, loadGgml } from './ggml.ts'
+import { firstF32Difference, firstRoundingDifference } from './ggml-compare.ts'
 import { ggufBytes, type TensorSpec, type Value } from './gguf-bytes.ts'
 import { serveFiles, type TestServer } from './http-server.ts'
 import { findNginx, startNginx } from './nginx.ts'
@@ -163,6 +164,18 @@ describe.each(SERVERS)('GGUF over HTTP: %s', (_name, start) => {
   test.each(NAMES)('%s as gguf-py reads it', async (name) => {
     await using file = await openGguf(running.server.url + name)
     await expectAsGgufPyReads(file, golden(name), `${name} over HTTP`)
+  })
+
+  test('every quantized tensor reads as from the bytes, bit for bit', async () => {
+    const name = 'every-type.gguf'
+    await using remote = await openGguf(running.server.url + name)
+    await using local = await openGguf(fileBytes(name))
+    const quantized = golden(name).tensors.filter((t) => t.valuesSha256 === undefined)
+    expect(quantized.length).toBe(3 * 25)
+    for (const t of quantized) {
+      const [a, b] = [await remote.getTensor(t.name), await local.getTensor(t.name)]
+      expect(sha256(bytesOf(a.data)), t.name).toBe(sha256(bytesOf(b.data)))
+    }
   })
 
   test("the header is read in ranges, then a tensor's bytes alone", async () => {
@@ -389,5 +402,97 @@ describe('bad GGUF: InvalidGguf, naming what and where', () => {
     expect(file.info('e')).toMatchObject({ shape: [3, 0], byteLength: 0 })
     expect((await file.getTensor('s')).shape).toEqual([])
     expect((await openGguf(ggufBytes({}))).names()).toEqual([])
+  })
+})
+
+const unsupported = ggmlUnsupported()
+if (unsupported) console.log(`gguf-reader: ${unsupported}; the quantized values are not judged by ggml`)
+
+/** A fixture's quantized tensors: those with no plain values in the golden. */
+const quantizedOf = (name: string) => golden(name).tensors.filter((t) => t.valuesSha256 === undefined)
+
+describe.skipIf(unsupported)('quantized tensors against ggml', () => {
+  let ggml: Ggml
+  beforeAll(() => {
+    ggml = loadGgml()
+  }, 300_000)
+
+  /** ggml's F32 values of a tensor of a fixture: dequantize_row_<type> of its bytes where gguf-py finds them. */
+  const ggmlValues = (name: string, t: GoldenTensor) =>
+    ggml.dequantize(t.type as GgmlTypeName, fileBytes(name).subarray(t.offset, t.offset + t.bytes), t.elements)
+  const types = [...new Set(quantizedOf('every-type.gguf').map((t) => t.type))]
+
+  test.each(types)('%s, 1-D, 2-D and 3-D: F32 bit for bit as ggml, F16 and BF16 that rounded once', async (type) => {
+    await using file = await openGguf(fileBytes('every-type.gguf'))
+    for (const t of quantizedOf('every-type.gguf').filter((t) => t.type === type)) {
+      const expected = ggmlValues('every-type.gguf', t)
+      const f32 = await file.getTensor(t.name)
+      expect([f32.dtype, f32.shape], t.name).toEqual(['F32', t.shape])
+      expect(firstF32Difference(f32.data as Float32Array, expected), `${t.name} as F32`).toBeUndefined()
+      for (const to of ['F16', 'BF16'] as const) {
+        const half = await file.getTensor(t.name, { dtype: to })
+        expect(firstRoundingDifference(half.data as Uint16Array, expected, to), `${t.name} as ${to}`).toBeUndefined()
+      }
+    }
+  })
+
+  test('a big-endian file of llama.cpp`s swapping: every tensor as ggml reads the little-endian file it came from', async () => {
+    await using big = await openGguf(fileBytes('big-endian-converted.gguf'))
+    const source = 'big-endian-converted.source.gguf'
+    const quantized = quantizedOf(source)
+    expect(quantized.length).toBeGreaterThan(5)
+    for (const t of quantized) {
+      const tensor = await big.getTensor(t.name)
+      expect(firstF32Difference(tensor.data as Float32Array, ggmlValues(source, t)), t.name).toBeUndefined()
+    }
+  })
+})
+
+describe('quantized reads', () => {
+  const every = () => openGguf(fileBytes('every-type.gguf'))
+
+  test('a slice of rows reads only their blocks and gives their values', async () => {
+    const bytes = fileBytes('every-type.gguf')
+    const counting = countingSource(bytes)
+    const file = await openGguf(counting.source)
+    const info = file.info('Q4_K.3d')
+    expect(info.shape).toEqual([2, 2, 512])
+    const whole = (await file.getTensor('Q4_K.3d')).data as Float32Array
+    counting.reset()
+    const rowBytes = 2 * 144
+    const slice = await file.getSlice('Q4_K.3d', [1, [1, 2]])
+    expect(slice.shape).toEqual([1, 512])
+    expect(counting.reads).toEqual([[info.offset + 3 * rowBytes, rowBytes]])
+    expect(firstF32Difference(slice.data as Float32Array, whole.subarray(3 * 512))).toBeUndefined()
+    // The last dimension on block boundaries: the second block of each row.
+    const blocks = await file.getSlice('Q4_K.3d', [null, null, [256, 512]])
+    expect(blocks.shape).toEqual([2, 2, 256])
+    const expected = Float32Array.from({ length: 4 * 256 }, (_, i) => whole[Math.floor(i / 256) * 512 + 256 + (i % 256)])
+    expect(firstF32Difference(blocks.data as Float32Array, expected)).toBeUndefined()
+  })
+
+  test('a slice inside a block, a dtype that is not a float, Q8_1: coded errors', async () => {
+    await using file = await every()
+    const inside = await expectError(() => file.getSlice('Q8_0.2d', [null, [0, 16]]), 'MisalignedSlice')
+    expect(inside.message).toContain('cuts a Q8_0 block of 32 values')
+    await expectError(() => file.getSlice('Q8_0.2d', [null, 5]), 'MisalignedSlice')
+    await expectError(() => file.getSlice('Q8_0.2d', [[0, 4]]), 'SliceOutOfRange')
+    await expectError(() => file.getTensor('Q8_0.2d', { dtype: 'I32' }), 'UnsupportedConversion')
+    const q8_1 = await openGguf(ggufBytes({ tensors: [{ name: 'q', ne: [32], type: 'Q8_1', data: new Uint8Array(36) }] }))
+    const error = await expectError(() => q8_1.getTensor('q'), 'UnsupportedQuantization')
+    expect(error.message).toContain('Q8_1')
+  })
+
+  test('out and progress', async () => {
+    // A Blob reports its bytes as they arrive.
+    await using file = await openGguf(new Blob([fileBytes('every-type.gguf')]))
+    const info = file.info('Q6_K.2d')
+    const out = new Float32Array(3 * 256 + 4)
+    const events: number[] = []
+    const tensor = await file.getTensor('Q6_K.2d', { out, onProgress: ({ loaded, total }) => events.push(loaded, total) })
+    expect(tensor.data.buffer).toBe(out.buffer)
+    expect(tensor.data.length).toBe(3 * 256)
+    expect(events.slice(-2)).toEqual([info.byteLength, info.byteLength])
+    await expect(file.getTensor('Q6_K.2d', { out: new Float32Array(10) })).rejects.toThrow(RangeError)
   })
 })
