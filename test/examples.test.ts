@@ -81,8 +81,9 @@ describe('the documentation', () => {
     symlinkSync(ROOT, join(folder, 'node_modules/safetensors-wasm'), 'dir')
     symlinkSync(join(ROOT, 'examples'), join(folder, 'examples'), 'dir')
     for (const [name, fixture] of Object.entries(GUIDE_FILES)) cpSync(join(FIXTURES_REAL, fixture), join(folder, name), { recursive: true })
-    // docs/gguf.md converts a model folder: the Qwen2 test model.
+    // docs/gguf.md converts a model folder (the Qwen2 test model) and reads a GGUF (llama.cpp's of the Qwen3 one).
     cpSync(join(ROOT, 'test/fixtures/gguf/qwen2'), join(folder, 'qwen2'), { recursive: true })
+    cpSync(join(ROOT, 'test/fixtures/gguf/reader/qwen3-converter.gguf'), join(folder, 'model.gguf'))
     // docs/quantized.md reads two quantized test models: MLX 4-bit (two shards) and GPTQ 4-bit.
     for (const [name, fixture] of [
       ['mlx-4bit', 'mlx-affine-4bit'],

@@ -473,11 +473,15 @@ export function ggufSeeds(): GgufSeed[] {
     .sort()
     .map((name) => ({ name, bytes: new Uint8Array(readFileSync(GGUF_FIXTURES + name)) }))
   // 63 arrays in arrays: as deep as they go.
-  const nested = (depth: number): Value => (depth === 0 ? { type: 'ARRAY', of: 'UINT8', values: [1, 2] } : { type: 'ARRAY', of: 'ARRAY', values: [nested(depth - 1)] })
+  const nested = (depth: number): Value =>
+    depth === 0 ? { type: 'ARRAY', of: 'UINT8', values: [1, 2] } : { type: 'ARRAY', of: 'ARRAY', values: [nested(depth - 1)] }
   const q = { name: 'q', ne: [32, 2], type: 'Q8_0' as const, data: new Uint8Array(68) }
   files.push(
     { name: 'empty', bytes: ggufBytes({}) },
-    { name: 'nested 62 deep, an empty tensor', bytes: ggufBytes({ metadata: [['deep', nested(62)]], tensors: [{ ...q, ne: [0, 2], data: new Uint8Array(0) }] }) },
+    {
+      name: 'nested 62 deep, an empty tensor',
+      bytes: ggufBytes({ metadata: [['deep', nested(62)]], tensors: [{ ...q, ne: [0, 2], data: new Uint8Array(0) }] }),
+    },
     {
       name: 'big-endian, alignment 1, a scalar',
       bytes: ggufBytes({
@@ -556,7 +560,12 @@ export function ggufMutant(seed: number, index: number, corpus: GgufSeed[]): { f
         const n = 1 + r.int(r.next() < 0.8 ? 8 : 64)
         const what = r.int(3)
         if (what === 0) splice(p, Math.min(n, bytes.length - p), new Uint8Array(0))
-        else if (what === 1) splice(p, 0, Uint8Array.from({ length: n }, () => r.int(256)))
+        else if (what === 1)
+          splice(
+            p,
+            0,
+            Uint8Array.from({ length: n }, () => r.int(256)),
+          )
         else splice(p, 0, bytes.slice(p, p + n))
         log.push(`${['delete', 'insert', 'repeat'][what]} ${n} bytes at ${p}`)
         break

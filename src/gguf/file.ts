@@ -126,7 +126,10 @@ export class GgufFile {
     throwIfAborted(options.signal)
     const to = options.dtype ?? 'F32'
     if (to !== 'F32' && to !== 'F16' && to !== 'BF16')
-      throw new SafetensorsError('UnsupportedConversion', `cannot read ${info.type} tensor ${JSON.stringify(info.name)} as ${to}: quantized types read as F32, F16 or BF16`)
+      throw new SafetensorsError(
+        'UnsupportedConversion',
+        `cannot read ${info.type} tensor ${JSON.stringify(info.name)} as ${to}: quantized types read as F32, F16 or BF16`,
+      )
     const half = float16ArrayFor(options.float16Array)
     const { shape, runs } = ranges === undefined ? { shape: info.shape, runs: [[0, info.byteLength] as [number, number]] } : planBlocks(info, ranges)
     const count = shape.reduce((a, b) => a * b, 1)

@@ -7,26 +7,14 @@
 // prefix is parsed again once more bytes are read (readGgufHeader), so only the header is ever read.
 import type { ByteOrder } from '../core/byte-order.ts'
 import { swapElements } from '../core/convert.ts'
-import { DTYPE_INFO, type DType } from '../core/dtypes.ts'
+import { DTYPE_INFO, type DType, type TypedArray } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
+import { readFirst } from '../read/file.ts'
 import { type RangeSource, readInto } from '../sources/source.ts'
 import { GGML_TYPES, type GgmlType } from './ggml-types.ts'
 
 /** A metadata array: numbers in the typed array of their GGUF type, booleans, strings, or arrays of arrays. */
-export type GgufArray =
-  | Uint8Array
-  | Int8Array
-  | Uint16Array
-  | Int16Array
-  | Uint32Array
-  | Int32Array
-  | Float32Array
-  | Float64Array
-  | BigUint64Array
-  | BigInt64Array
-  | boolean[]
-  | string[]
-  | GgufArray[]
+export type GgufArray = TypedArray | boolean[] | string[] | GgufArray[]
 
 /** A metadata value: a number (8- to 32-bit integers, floats), a bigint (64-bit integers), a boolean, a string or an array. */
 export type GgufValue = number | bigint | boolean | string | GgufArray
@@ -104,9 +92,6 @@ const PREAMBLE = 24
 /** The fewest bytes of a key-value pair (an empty key, a type, one byte) and of a tensor info (an empty name, no dims, type, offset). */
 const MIN_KEY_VALUE = 13
 const MIN_TENSOR_INFO = 24
-
-/** Bytes read first over a source: most headers but those with a large vocabulary arrive in this one read. */
-const FIRST_READ = 64 * 1024
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
@@ -396,9 +381,8 @@ class GgufParser {
  * @throws {@link index!SafetensorsError} `InvalidGguf` for a file that is not a GGUF this library reads; `Io`; `Aborted`.
  */
 export async function readGgufHeader(source: RangeSource, signal?: AbortSignal): Promise<GgufHeader> {
-  let bytes = await source.read(0, source.size === undefined ? FIRST_READ : Math.min(source.size, FIRST_READ), signal)
-  const size = source.size
-  if (size === undefined) throw new SafetensorsError('Io', 'the source did not report its size after the first read')
+  const { first, size } = await readFirst(source, signal)
+  let bytes = first
   const parser = new GgufParser(size)
   for (;;) {
     const parsed = parser.parse(bytes)

@@ -501,6 +501,14 @@ export function allocate(info: Pick<TensorInfo, 'name'>, dtype: DType, bytes: nu
 /** Bytes read first: most real headers (up to several hundred tensors) arrive in this one read. */
 const FIRST_READ = 64 * 1024
 
+/** A file's first bytes (64 KiB, or all of a smaller file) and its size, which a source knows once it has read. */
+export async function readFirst(source: RangeSource, signal?: AbortSignal): Promise<{ first: Uint8Array; size: number }> {
+  const first = await source.read(0, source.size === undefined ? FIRST_READ : Math.min(source.size, FIRST_READ), signal)
+  const size = source.size
+  if (size === undefined) throw new SafetensorsError('Io', 'the source did not report its size after the first read')
+  return { first, size }
+}
+
 /**
  * Reads and validates a source's header, reading only the length prefix and the header bytes.
  * @throws {@link SafetensorsError} `HeaderTooSmall`, `HeaderTooLarge`, `InvalidHeaderLength`, `InvalidHeader`,
@@ -508,9 +516,7 @@ const FIRST_READ = 64 * 1024
  * `MetadataIncompleteBuffer`: the first check the header fails, in this order (see {@link ErrorCode}); `Io` when the source cannot be read; `Aborted`.
  */
 export async function readHeader(source: RangeSource, signal?: AbortSignal): Promise<Header> {
-  const first = await source.read(0, source.size === undefined ? FIRST_READ : Math.min(source.size, FIRST_READ), signal)
-  const size = source.size
-  if (size === undefined) throw new SafetensorsError('Io', 'the source did not report its size after the first read')
+  const { first, size } = await readFirst(source, signal)
   const n = readHeaderSize(first, size)
   let bytes = first
   if (first.length < 8 + n) {
