@@ -2,7 +2,7 @@
 // (src/gguf/reader.ts), then only the bytes of the tensors or rows asked for. Tensors of the plain types (F32,
 // F16, BF16, F64, I8 to I64) are read as a SafeTensors file's are, by a SafetensorsFile over the same source
 // whose header lists them; the quantized types are read as their blocks, through the same source and read plan,
-// and dequantized by ggml's kernels (src/gguf/dequantize.ts, loaded on the first such read).
+// and dequantized by ggml's kernels (src/gguf/kernels.ts loads them on the first such read).
 import { type DType, type Float16Array, isDType, type TypedArray } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import { Header, type TensorInfo } from '../format/header.ts'
@@ -23,6 +23,7 @@ import { ProgressMeter } from '../sources/progress.ts'
 import { readRuns } from '../sources/read-plan.ts'
 import { type RangeSource, throwIfAborted } from '../sources/source.ts'
 import { GGML_TYPES } from './ggml-types.ts'
+import { loadGgmlKernels } from './kernels.ts'
 import { type GgufHeader, type GgufTensorInfo, type GgufValue, readGgufHeader } from './reader.ts'
 
 /** Options of {@link openGguf}: those of {@link index!open} but `byteOrder`, which a GGUF file states itself. */
@@ -141,7 +142,7 @@ export class GgufFile {
     const meter = options.onProgress && new ProgressMeter(options.onProgress)
     meter?.asked(inBytes)
     await readRuns(this.source, info.offset, runs, blocks, options.signal, meter && ((bytes) => meter.arrived(bytes)))
-    const { dequantizeGgml } = await import('./dequantize.ts')
+    const { dequantizeGgml } = await loadGgmlKernels()
     const { data } = output ?? allocate(info, to, outBytes)
     dequantizeGgml(info.type, blocks, count, to, { byteOrder: this.header.byteOrder, out: data as Float32Array | Uint16Array })
     return { name: info.name, dtype: to, shape: [...shape], data: half && to === 'F16' ? new half(data.buffer, data.byteOffset, data.length) : data }
