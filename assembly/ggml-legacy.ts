@@ -3,7 +3,7 @@
 // Each kernel takes `count` values (whole blocks) at `src`, writes them at `dst` and returns the end of its blocks.
 // Offsets below are bytes in a block; values j and j + 16 of a 32-block share byte j (low nibble, high nibble).
 
-import { halfAt, bitsAsSixteens, highNibbles, lowNibbles, storeScaled, storeScaledPlus } from './ggml-shared';
+import { bitLanes, halfAt, highNibbles, lowNibbles, storeScaled, storeScaledPlus } from './ggml-shared';
 
 // ggml-common.h's kvalues_iq4nl and kvalues_mxfp4 (E2M1 values doubled, which ggml's halved scales make up for).
 @inline export function iq4nlValues(): v128 {
@@ -11,6 +11,11 @@ import { halfAt, bitsAsSixteens, highNibbles, lowNibbles, storeScaled, storeScal
 }
 @inline function fp4Values(): v128 {
   return i8x16(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+}
+
+// The fifth bits of Q5_0 and Q5_1: lane j is 16 where bit j of `bits` is set.
+@inline function fifthBits(bits: u32): v128 {
+  return v128.and(bitLanes(bits), i8x16.splat(16));
 }
 
 // Q4_0, 18 bytes: d (F16) at 0, 16 bytes of nibbles at 2; (q - 8) * d.
@@ -42,8 +47,8 @@ export function q5_0(src: usize, dst: usize, count: usize): usize {
     let d = f32x4.splat(halfAt(src));
     let high = load<u32>(src, 2);
     let q = v128.load(src, 6);
-    storeScaled(i8x16.sub(v128.or(lowNibbles(q), bitsAsSixteens(high)), i8x16.splat(16)), d, dst);
-    storeScaled(i8x16.sub(v128.or(highNibbles(q), bitsAsSixteens(high >> 16)), i8x16.splat(16)), d, dst + 64);
+    storeScaled(i8x16.sub(v128.or(lowNibbles(q), fifthBits(high)), i8x16.splat(16)), d, dst);
+    storeScaled(i8x16.sub(v128.or(highNibbles(q), fifthBits(high >> 16)), i8x16.splat(16)), d, dst + 64);
   }
   return src;
 }
@@ -55,8 +60,8 @@ export function q5_1(src: usize, dst: usize, count: usize): usize {
     let m = f32x4.splat(halfAt(src + 2));
     let high = load<u32>(src, 4);
     let q = v128.load(src, 8);
-    storeScaledPlus(v128.or(lowNibbles(q), bitsAsSixteens(high)), d, m, dst);
-    storeScaledPlus(v128.or(highNibbles(q), bitsAsSixteens(high >> 16)), d, m, dst + 64);
+    storeScaledPlus(v128.or(lowNibbles(q), fifthBits(high)), d, m, dst);
+    storeScaledPlus(v128.or(highNibbles(q), fifthBits(high >> 16)), d, m, dst + 64);
   }
   return src;
 }
@@ -124,8 +129,17 @@ export function nvfp4(src: usize, dst: usize, count: usize): usize {
 // Q1_0, 18 bytes: d at 0, 128 bits at 2 (bit j % 8 of byte j / 8 for value j); d where set, -d where not.
 export function q1_0(src: usize, dst: usize, count: usize): usize {
   for (let i: usize = 0; i < count; i += 128, src += 18) {
-    let d = halfAt(src);
-    for (let j: usize = 0; j < 128; j++, dst += 4) store<f32>(dst, ((load<u8>(src + 2 + (j >> 3)) >> (<u32>j & 7)) & 1) != 0 ? d : -d);
+    let d = f32x4.splat(halfAt(src));
+    let minusD = f32x4.neg(d);
+    for (let j: usize = 0; j < 16; j += 2, dst += 64) {
+      let set = bitLanes(load<u16>(src + 2 + j));
+      let low = i16x8.extend_low_i8x16_s(set);
+      let high = i16x8.extend_high_i8x16_s(set);
+      v128.store(dst, v128.bitselect(d, minusD, i32x4.extend_low_i16x8_s(low)));
+      v128.store(dst, v128.bitselect(d, minusD, i32x4.extend_high_i16x8_s(low)), 16);
+      v128.store(dst, v128.bitselect(d, minusD, i32x4.extend_low_i16x8_s(high)), 32);
+      v128.store(dst, v128.bitselect(d, minusD, i32x4.extend_high_i16x8_s(high)), 48);
+    }
   }
   return src;
 }
@@ -133,8 +147,16 @@ export function q1_0(src: usize, dst: usize, count: usize): usize {
 // Q2_0, 18 bytes: d at 0, 2-bit codes at 2 (bits 2 (j % 4) of byte j / 4 for value j); (q - 1) * d.
 export function q2_0(src: usize, dst: usize, count: usize): usize {
   for (let i: usize = 0; i < count; i += 64, src += 18) {
-    let d = halfAt(src);
-    for (let j: usize = 0; j < 64; j++, dst += 4) store<f32>(dst, <f32>(<i32>((load<u8>(src + 2 + (j >> 2)) >> ((<u32>j & 3) << 1)) & 3) - 1) * d);
+    let d = f32x4.splat(halfAt(src));
+    for (let j: usize = 0; j < 16; j += 4, dst += 64) {
+      let bytes = v128.load32_zero(src + 2 + j);
+      let three = i8x16.splat(3);
+      // Codes 0 and 1 of each byte, then 2 and 3, interleaved into value order.
+      let first = i8x16.shuffle(v128.and(bytes, three), v128.and(i8x16.shr_u(bytes, 2), three), 0, 16, 1, 17, 2, 18, 3, 19, 0, 0, 0, 0, 0, 0, 0, 0);
+      let second = i8x16.shuffle(v128.and(i8x16.shr_u(bytes, 4), three), i8x16.shr_u(bytes, 6), 0, 16, 1, 17, 2, 18, 3, 19, 0, 0, 0, 0, 0, 0, 0, 0);
+      let codes = i8x16.shuffle(first, second, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      storeScaled(i8x16.sub(codes, i8x16.splat(1)), d, dst);
+    }
   }
   return src;
 }

@@ -51,9 +51,9 @@ import { f16Bits } from './convert';
   return i8x16.shr_u(bytes, 4);
 }
 
-// Lane j (0-15) is 0x10 where bit j of `bits` is set, else 0: the fifth bits of Q5_0 and Q5_1.
-@inline export function bitsAsSixteens(bits: u32): v128 {
+// Lane j (0-15) is all ones where bit j of `bits` is set, else 0.
+@inline export function bitLanes(bits: u32): v128 {
   let spread = i8x16.swizzle(i32x4.splat(bits), i8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
   let lane = i8x16(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
-  return v128.and(i8x16.eq(v128.and(spread, lane), lane), i8x16.splat(0x10));
+  return i8x16.eq(v128.and(spread, lane), lane);
 }

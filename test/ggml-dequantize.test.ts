@@ -210,7 +210,7 @@ describe('the contract (assembly/boundary/ggml.ts)', () => {
     const read = (order: 'little' | 'big') =>
       (Object.keys(GGML_TYPES) as GgmlType[]).filter((type) => {
         try {
-          dequantizeGgml(type, new Uint8Array(0), 0, 'F32', order)
+          dequantizeGgml(type, new Uint8Array(0), 0, 'F32', { byteOrder: order })
           return true
         } catch (error) {
           if (!(error instanceof SafetensorsError) || error.code !== 'UnsupportedQuantization') throw error
@@ -270,8 +270,8 @@ describe.skipIf(unsupported)('block types against ggml', () => {
     const copy = big.slice()
     const count = 256 * block
     const expected = ggml.dequantize(type, little, count)
-    expect(firstF32Difference(dequantizeGgml(type, big, count, 'F32', 'big'), expected)).toBeUndefined()
-    expect(firstRoundingDifference(dequantizeGgml(type, big, count, 'BF16', 'big'), expected, 'BF16')).toBeUndefined()
+    expect(firstF32Difference(dequantizeGgml(type, big, count, 'F32', { byteOrder: 'big' }), expected)).toBeUndefined()
+    expect(firstRoundingDifference(dequantizeGgml(type, big, count, 'BF16', { byteOrder: 'big' }), expected, 'BF16')).toBeUndefined()
     expect(big).toEqual(copy)
   })
 })
@@ -341,9 +341,9 @@ describe('the plain types: the F32 nearest each value', () => {
       ['little', bytes],
       ['big', big],
     ] as const) {
-      expect(firstF32Difference(dequantizeGgml(type, input, count, 'F32', order), expected), `${type} ${order}`).toBeUndefined()
+      expect(firstF32Difference(dequantizeGgml(type, input, count, 'F32', { byteOrder: order }), expected), `${type} ${order}`).toBeUndefined()
       for (const to of ['F16', 'BF16'] as const) {
-        expect(firstRoundingDifference(dequantizeGgml(type, input, count, to, order), expected, to), `${type} ${order} ${to}`).toBeUndefined()
+        expect(firstRoundingDifference(dequantizeGgml(type, input, count, to, { byteOrder: order }), expected, to), `${type} ${order} ${to}`).toBeUndefined()
       }
     }
   })
@@ -353,8 +353,8 @@ describe('the plain types: the F32 nearest each value', () => {
       const bytes = randomBytes(2 * count, 9)
       const big = bytes.slice()
       for (let at = 0; at < big.length; at += 2) big.subarray(at, at + 2).reverse()
-      expect(new Uint8Array(dequantizeGgml(type, big, count, type, 'big').buffer)).toEqual(bytes)
-      expect(dequantizeGgml(type, big, count, 'F32', 'big')).toEqual(dequantizeGgml(type, bytes, count, 'F32'))
+      expect(new Uint8Array(dequantizeGgml(type, big, count, type, { byteOrder: 'big' }).buffer)).toEqual(bytes)
+      expect(dequantizeGgml(type, big, count, 'F32', { byteOrder: 'big' })).toEqual(dequantizeGgml(type, bytes, count, 'F32'))
     }
   })
 })
@@ -397,12 +397,25 @@ describe('GgmlDequantizer: one memory, filled in place', () => {
   })
 })
 
+describe('dequantizeGgml into out', () => {
+  test('the result written into out, which it returns; an out of another array or length is a RangeError', () => {
+    const blocks = randomBytes(34 * 8, 5)
+    const out = new Uint16Array(256)
+    expect(dequantizeGgml('Q8_0', blocks, 256, 'F16', { out })).toBe(out)
+    expect(out).toEqual(dequantizeGgml('Q8_0', blocks, 256, 'F16'))
+    const offset = new Float32Array(new ArrayBuffer(4 * 300), 4 * 44, 256)
+    expect(dequantizeGgml('Q8_0', blocks, 256, 'F32', { out: offset })).toEqual(dequantizeGgml('Q8_0', blocks, 256))
+    expect(() => dequantizeGgml('Q8_0', blocks, 256, 'F32', { out: new Float32Array(255) })).toThrow(/out must be a Float32Array of 256 elements/)
+    expect(() => dequantizeGgml('Q8_0', blocks, 256, 'F32', { out: new Uint16Array(256) as unknown as Float32Array })).toThrow(RangeError)
+  })
+})
+
 describe('errors', () => {
   test('a type ggml does not dequantize, or a big-endian layout that is not defined, is UnsupportedQuantization naming it', () => {
     expect(() => dequantizeGgml('Q8_1', new Uint8Array(36), 32)).toThrow(
       expect.objectContaining({ code: 'UnsupportedQuantization', message: expect.stringMatching(/^ggml type Q8_1 is not read .*; read are F32, F16, Q4_0/) }),
     )
-    expect(() => dequantizeGgml('Q3_K', new Uint8Array(110), 256, 'F32', 'big')).toThrow(
+    expect(() => dequantizeGgml('Q3_K', new Uint8Array(110), 256, 'F32', { byteOrder: 'big' })).toThrow(
       expect.objectContaining({
         code: 'UnsupportedQuantization',
         message: expect.stringMatching(/^big-endian Q3_K is not read: .*; read big-endian are F32, F16, Q4_0, Q4_1, Q8_0, Q2_K, Q4_K/),
@@ -417,6 +430,6 @@ describe('errors', () => {
     expect(() => dequantizeGgml('Q4_K' as GgmlType, [] as unknown as Uint8Array, 0)).toThrow(TypeError)
     expect(() => dequantizeGgml('Q9' as GgmlType, new Uint8Array(0), 0)).toThrow(TypeError)
     expect(() => dequantizeGgml('Q8_0', new Uint8Array(0), 0, 'F8' as Target)).toThrow(TypeError)
-    expect(() => dequantizeGgml('Q8_0', new Uint8Array(0), 0, 'F32', 'middle' as 'big')).toThrow(TypeError)
+    expect(() => dequantizeGgml('Q8_0', new Uint8Array(0), 0, 'F32', { byteOrder: 'middle' as 'big' })).toThrow(TypeError)
   })
 })

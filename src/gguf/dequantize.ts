@@ -137,34 +137,58 @@ export class GgmlDequantizer {
   }
 }
 
+/** Options of {@link dequantizeGgml}. */
+export interface DequantizeOptions<Out> {
+  /**
+   * The byte order of the blocks' fields: 'big' for a GGUF written for a big-endian host.
+   * @defaultValue 'little'
+   */
+  byteOrder?: ByteOrder
+  /**
+   * Where to write the result (of exactly `count` elements), rather than a new array.
+   * @defaultValue a new array
+   */
+  out?: Out
+}
+
 /**
  * Dequantizes `count` values of ggml type `type` from `blocks` (whole blocks, as a GGUF file holds them) to F32
  * (a Float32Array) or to F16 or BF16 (a Uint16Array of bits), little-endian. F32 is bit for bit what ggml's own
  * dequantize_row_<type> gives; F16 and BF16 are that F32 rounded once to nearest even. F64 and the integer types
  * are rounded to the nearest F32. `blocks` is not changed, big-endian or not.
- * @param byteOrder - the byte order of the blocks' fields: 'big' for a GGUF written for a big-endian host
  * @throws {@link SafetensorsError} `UnsupportedQuantization` for a type ggml does not dequantize (Q8_1) or one
  * whose big-endian layout is not defined (Q5_0, Q5_1, Q3_K, IQ2_XXS, IQ3_XXS, IQ1_M), naming those read.
- * @throws RangeError when `count` is not whole blocks or `blocks` is shorter than they are; TypeError for a
- * `blocks` that is not a Uint8Array, or a `type`, `to` or `byteOrder` that is none.
+ * @throws RangeError when `count` is not whole blocks, `blocks` is shorter than they are, or `out` is not the
+ * result's array of `count` elements; TypeError for a `blocks` that is not a Uint8Array, or a `type`, `to` or
+ * `byteOrder` that is none.
  */
-export function dequantizeGgml(type: GgmlType, blocks: Uint8Array, count: number, to: 'F32', byteOrder?: ByteOrder): Float32Array
-export function dequantizeGgml(type: GgmlType, blocks: Uint8Array, count: number, to: 'F16' | 'BF16', byteOrder?: ByteOrder): Uint16Array
-export function dequantizeGgml(type: GgmlType, blocks: Uint8Array, count: number, to?: ConvertTarget, byteOrder?: ByteOrder): Float32Array | Uint16Array
+export function dequantizeGgml(type: GgmlType, blocks: Uint8Array, count: number, to?: 'F32', options?: DequantizeOptions<Float32Array>): Float32Array
+export function dequantizeGgml(type: GgmlType, blocks: Uint8Array, count: number, to: 'F16' | 'BF16', options?: DequantizeOptions<Uint16Array>): Uint16Array
+export function dequantizeGgml(
+  type: GgmlType,
+  blocks: Uint8Array,
+  count: number,
+  to?: ConvertTarget,
+  options?: DequantizeOptions<Float32Array | Uint16Array>,
+): Float32Array | Uint16Array
 export function dequantizeGgml(
   type: GgmlType,
   blocks: Uint8Array,
   count: number,
   to: ConvertTarget = 'F32',
-  byteOrder: ByteOrder = 'little',
+  { byteOrder = 'little', out }: DequantizeOptions<Float32Array | Uint16Array> = {},
 ): Float32Array | Uint16Array {
   if (!(blocks instanceof Uint8Array)) throw new TypeError(`blocks must be a Uint8Array, got ${Object.prototype.toString.call(blocks)}`)
   checkArguments(type, count, to, byteOrder)
   if (blocks.length < ggmlByteLength(type, count)) {
     throw new RangeError(`${count} ${type} values take ${ggmlByteLength(type, count)} bytes, blocks has ${blocks.length}`)
   }
-  const result = to === 'F32' ? new Float32Array(count) : new Uint16Array(count)
-  const output = new Uint8Array(result.buffer)
+  const natural = to === 'F32' ? Float32Array : Uint16Array
+  if (out !== undefined && (!(out instanceof natural) || out.length !== count)) {
+    throw new RangeError(`out must be a ${natural.name} of ${count} elements, got ${Object.prototype.toString.call(out)} of ${out.length}`)
+  }
+  const result = out ?? new natural(count)
+  const output = new Uint8Array(result.buffer, result.byteOffset, result.byteLength)
   const core = ggmlModule.shared()
   // A chunk is whole blocks of every type (CHUNK_ELEMENTS is a multiple of 256).
   const chunk = Math.min(count, CHUNK_ELEMENTS)
