@@ -92,7 +92,7 @@ export async function first(source) {
     source: "export { ggufStream } from 'safetensors-wasm/gguf'\n",
     budget: 40_000,
     present: [...GGUF, 'read/model.js', 'header.wasm.js', 'convert.wasm.js'],
-    absent: [...WRITER, ...CACHE.filter((module) => module !== 'cache/storage.js'), ...STATS, 'write/convert-stream.js'],
+    absent: [...WRITER, ...CACHE.filter((module) => module !== 'cache/storage.js'), ...STATS, 'write/convert-stream.js', 'gguf/dequantize.js', 'ggml.wasm.js'],
     // The reader of a SentencePiece tokenizer.model, loaded for models that have one.
     onDemand: ['gguf/sentencepiece.js'],
   },
