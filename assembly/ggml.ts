@@ -20,7 +20,7 @@ import {
   TYPE_Q4_K, TYPE_Q5_0, TYPE_Q5_1, TYPE_Q5_K, TYPE_Q6_K, TYPE_Q8_0, TYPE_Q8_K, TYPE_TQ1_0, TYPE_TQ2_0,
 } from './boundary/ggml';
 import { byteSwap16, byteSwap32, byteSwap64, byteCodesTo, ieeeTo, int16ToF32, int32ToF32, int64ToF32 } from './convert';
-import { BF16, F16, F32, F64, I8 } from './dtypes';
+import { BF16, F16, F32, F64, I8 } from './boundary/dtypes';
 import { iq1_m, iq1_s, iq2_s, iq2_xs, iq2_xxs, iq3_s, iq3_xxs } from './ggml-iquants';
 import { iq4_xs, q2_K, q3_K, q4_K, q5_K, q6_K, q8_K, tq1_0, tq2_0 } from './ggml-kquants';
 import { iq4_nl, mxfp4, nvfp4, q1_0, q2_0, q4_0, q4_1, q5_0, q5_1, q8_0 } from './ggml-legacy';

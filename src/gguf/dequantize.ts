@@ -7,7 +7,7 @@
 import * as contract from '../../assembly/boundary/ggml.ts?constants'
 import ggmlWasm from '../../build/ggml.wasm'
 import type { ByteOrder } from '../core/byte-order.ts'
-import { CHUNK_ELEMENTS, type ConvertTarget } from '../core/convert.ts'
+import { type ConvertTarget, ROUND_TRIP_ELEMENTS } from '../core/convert.ts'
 import { reserveMemory, type WasmInstance, WasmModule } from '../core/wasm.ts'
 import { SafetensorsError } from '../errors.ts'
 import { GGML_TYPES, type GgmlType, ggmlByteLength } from './ggml-types.ts'
@@ -190,8 +190,8 @@ export function dequantizeGgml(
   const result = out ?? new natural(count)
   const output = new Uint8Array(result.buffer, result.byteOffset, result.byteLength)
   const core = ggmlModule.shared()
-  // A chunk is whole blocks of every type (CHUNK_ELEMENTS is a multiple of 256).
-  const chunk = Math.min(count, CHUNK_ELEMENTS)
+  // A chunk is whole blocks of every type (ROUND_TRIP_ELEMENTS is a multiple of 256).
+  const chunk = Math.min(count, ROUND_TRIP_ELEMENTS)
   const inputAt = core.heapBase + DESCRIPTOR_BYTES
   const outputAt = inputAt + ((ggmlByteLength(type, chunk) + 15) & ~15)
   reserveMemory(core, outputAt + chunk * OUTPUT_BYTES[to])
