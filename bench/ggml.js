@@ -86,10 +86,7 @@ function randomBytes(length, seed) {
 
 /** Runs every measurement; prints the table and returns its rows. */
 export async function run({ log = console.log } = {}) {
-  const { ggmlKernels, GGML_RUNTIME } = await bundledSource(
-    "export { ggmlKernels } from './src/gguf/dequantize.ts'; export { GGML_RUNTIME } from './src/gguf/kernels.ts'",
-  )
-  const { GgmlDequantizer, dequantizeGgml } = ggmlKernels(GGML_RUNTIME)
+  const { GgmlDequantizer, dequantizeGgml } = await bundledSource("export { GgmlDequantizer, dequantizeGgml } from './src/gguf/dequantize.ts'")
   const out = new Float32Array(N)
   const source = new Float32Array(N).fill(0.5)
   const rows = []

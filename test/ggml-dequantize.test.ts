@@ -7,15 +7,13 @@
 import { beforeAll, describe, expect, test } from 'vitest'
 import * as contract from '../assembly/boundary/ggml.ts?constants'
 import { SafetensorsError } from '../src/errors.ts'
-import { ggmlKernels } from '../src/gguf/dequantize.ts'
+import { dequantizeGgml, GgmlDequantizer } from '../src/gguf/dequantize.ts'
 import { GGML_TYPES, type GgmlType, ggmlByteLength } from '../src/gguf/ggml-types.ts'
-import { GGML_RUNTIME } from '../src/gguf/kernels.ts'
 import { bigintToF32 } from './float-reference.ts'
 import { type Ggml, ggmlUnsupported, loadGgml } from './ggml.ts'
 import { firstF32Difference, firstRoundingDifference } from './ggml-compare.ts'
 import { mulberry32, prng } from './random.ts'
 
-const { dequantizeGgml, GgmlDequantizer } = ggmlKernels(GGML_RUNTIME)
 const unsupported = ggmlUnsupported()
 if (unsupported) console.log(`ggml-dequantize: ${unsupported}; the values of the block types are not judged`)
 

@@ -39,7 +39,8 @@ const WRITER = ['write/writer.js', 'format/layout.js']
 const CACHE = ['cache/cache.js', 'cache/storage.js', 'core/checksum.js', 'hash.wasm.js']
 const STATS = ['core/stats.js', 'stats.wasm.js']
 const QUANT = ['quant/index.js', 'quant/kernels.js', 'quant/mlx.js', 'quant/gptq.js', 'quant/bitsandbytes.js', 'quant.wasm.js']
-const GGML = ['gguf/dequantize.js', 'ggml.wasm.js']
+/** ggml's dequantization kernels and their wasm; dequantizeGgml is the module that brings them statically. */
+const GGML = ['gguf/ggml-kernels.js', 'ggml.wasm.js']
 const GGUF = ['gguf/index.js', 'gguf/format.js', 'gguf/metadata.js', 'gguf/tensors.js', 'gguf/tokenizer.js', 'gguf/q8_0.js', 'q8_0.wasm.js']
 
 const APPS: App[] = [
@@ -100,7 +101,7 @@ export async function first(source) {
     budget: 32_000,
     present: ['gguf/file.js', 'gguf/reader.js', 'read/file.js', 'sources/http/source.js', 'convert.wasm.js'],
     // The reader, without the converter to GGUF or the SafeTensors header scanner.
-    absent: [...WRITER, ...CACHE, ...STATS, ...GGUF, 'read/model.js', 'header.wasm.js', 'read/validate-stream.js', ...GGML],
+    absent: [...WRITER, ...CACHE, ...STATS, ...GGUF, 'read/model.js', 'header.wasm.js', 'read/validate-stream.js', ...GGML, 'gguf/dequantize.js'],
     // The dequantization kernels, loaded with the first quantized tensor's read.
     onDemand: GGML,
   },
@@ -109,7 +110,7 @@ export async function first(source) {
     source: "export { ggufStream } from 'safetensors-wasm/gguf'\n",
     budget: 40_000,
     present: [...GGUF, 'read/model.js', 'header.wasm.js', 'convert.wasm.js'],
-    absent: [...WRITER, ...CACHE.filter((module) => module !== 'cache/storage.js'), ...STATS, 'write/convert-stream.js'],
+    absent: [...WRITER, ...CACHE.filter((module) => module !== 'cache/storage.js'), ...STATS, 'write/convert-stream.js', 'gguf/dequantize.js', ...GGML],
     // The reader of a SentencePiece tokenizer.model, loaded for models that have one.
     onDemand: ['gguf/sentencepiece.js'],
   },

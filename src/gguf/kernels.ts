@@ -1,9 +1,9 @@
-// ggml's kernels (src/gguf/dequantize.ts), loaded with the first quantized read, and what this side lends them:
-// the library's functions they call, which they do not import (src/gguf/dequantize.ts says why).
+// ggml's kernels (src/gguf/ggml-kernels.ts), loaded with the first quantized read, and what this side lends them:
+// the library's functions they call, which they do not import (src/gguf/ggml-kernels.ts says why).
 import { ROUND_TRIP_ELEMENTS } from '../core/convert.ts'
 import { reserveMemory, WasmModule } from '../core/wasm.ts'
 import { SafetensorsError } from '../errors.ts'
-import type { GgmlKernels, GgmlRuntime } from './dequantize.ts'
+import type { GgmlKernels, GgmlRuntime } from './ggml-kernels.ts'
 import { GGML_TYPES, ggmlByteLength } from './ggml-types.ts'
 
 /** What the kernels are lent. */
@@ -13,6 +13,6 @@ let kernels: Promise<GgmlKernels> | undefined
 
 /** ggml's kernels, loaded once. */
 export function loadGgmlKernels(): Promise<GgmlKernels> {
-  kernels ??= import('./dequantize.ts').then((module) => module.ggmlKernels(GGML_RUNTIME))
+  kernels ??= import('./ggml-kernels.ts').then((module) => module.ggmlKernels(GGML_RUNTIME))
   return kernels
 }
