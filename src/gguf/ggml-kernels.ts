@@ -165,16 +165,7 @@ export function ggmlKernels(runtime: GgmlRuntime) {
     }
   }
 
-  /** dequantizeGgml (src/gguf/dequantize.ts documents it). */
-  function dequantizeGgml(type: GgmlType, blocks: Uint8Array, count: number, to?: 'F32', options?: DequantizeOptions<Float32Array>): Float32Array
-  function dequantizeGgml(type: GgmlType, blocks: Uint8Array, count: number, to: 'F16' | 'BF16', options?: DequantizeOptions<Uint16Array>): Uint16Array
-  function dequantizeGgml(
-    type: GgmlType,
-    blocks: Uint8Array,
-    count: number,
-    to?: ConvertTarget,
-    options?: DequantizeOptions<Float32Array | Uint16Array>,
-  ): Float32Array | Uint16Array
+  /** dequantizeGgml (src/gguf/dequantize.ts documents it, with its overloads). */
   function dequantizeGgml(
     type: GgmlType,
     blocks: Uint8Array,
