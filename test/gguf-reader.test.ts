@@ -436,6 +436,43 @@ describe.skipIf(unsupported)('quantized tensors against ggml', () => {
     }
   })
 
+  // Blocks whose 16-bit words run through zeros of both signs, subnormals, infinities, NaNs and ordinary values (their
+  // bytes give E8M0 scales 0, 1 and NaN's 0xff, UE4M3 ones their special 0x7f), a word further on in each block:
+  // whatever a type's scales are, each takes each of those values in some block.
+  const SPECIAL_WORDS = [0x0000, 0x8000, 0x0001, 0x83ff, 0x7c00, 0xfc00, 0x7e00, 0x7f7f, 0x3c00, 0xc000]
+  const edgeBlocks = (typeSize: number, count: number) =>
+    Uint8Array.from({ length: typeSize * count }, (_, i) => {
+      const [block, at] = [Math.floor(i / typeSize), i % typeSize]
+      const word = SPECIAL_WORDS[(Math.floor(at / 2) + block) % SPECIAL_WORDS.length]
+      return at % 2 === 0 ? word & 0xff : word >> 8
+    })
+  const blockTypes = (Object.keys(GGML_TYPES) as GgmlTypeName[]).filter((t) => !['F32', 'F16', 'BF16', 'F64', 'I8', 'I16', 'I32', 'I64', 'Q8_1'].includes(t))
+
+  test.each(blockTypes)('%s: zero, subnormal, negative, infinite and NaN scales, in 1-D, 2-D and 3-D tensors, as ggml', async (type) => {
+    const [block, typeSize] = [ggml.blockSize(type), ggml.typeSize(type)]
+    const shapes = [[10 * block], [5 * block, 2], [block, 5, 2]]
+    const data = edgeBlocks(typeSize, 10)
+    const bytes = ggufBytes({ tensors: shapes.map((ne, i) => ({ name: `t${i}`, ne, type, data })) })
+    await using file = await openGguf(bytes)
+    const expected = ggml.dequantize(type, data, 10 * block)
+    for (const [i, ne] of shapes.entries()) {
+      const f32 = await file.getTensor(`t${i}`)
+      expect(f32.shape).toEqual([...ne].reverse())
+      expect(firstF32Difference(f32.data as Float32Array, expected), `${type} ${ne.length}-D as F32`).toBeUndefined()
+      for (const to of ['F16', 'BF16'] as const) {
+        const half = await file.getTensor(`t${i}`, { dtype: to })
+        expect(firstRoundingDifference(half.data as Uint16Array, expected, to), `${type} ${ne.length}-D as ${to}`).toBeUndefined()
+      }
+    }
+    // The scales do take those values: some of the results are zero, some NaN or infinite; not for IQ1_M, whose F16
+    // scale is the top nibbles of four words (these words make it neither zero nor infinite), and NVFP4 has no
+    // infinite or NaN results (ggml decodes every UE4M3 scale as finite).
+    if (type !== 'IQ1_M') {
+      expect(expected.some((v) => v === 0)).toBe(true)
+      expect(expected.some((v) => !Number.isFinite(v))).toBe(type !== 'NVFP4')
+    }
+  })
+
   test('a big-endian file of llama.cpp`s swapping: every tensor as ggml reads the little-endian file it came from', async () => {
     await using big = await openGguf(fileBytes('big-endian-converted.gguf'))
     const source = 'big-endian-converted.source.gguf'
