@@ -5,13 +5,12 @@
 import { readFileSync } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
-import { type GgufDtype, writeGguf } from './gguf-node.ts'
+import { type GgufDtype, GgufFile, type GgufValue, openGguf, writeGguf } from './gguf-node.ts'
 import { cleanUpWrites } from './node/temporary-files.ts'
 import {
   type ConvertTarget,
   convertFile,
   convertModel,
-  type DType,
   type Header,
   type LogicalTensorInfo,
   type OpenModelOptions,
@@ -39,7 +38,8 @@ const USAGE = `usage:
       an <out> ending in .gguf is a GGUF for llama.cpp of the model (Llama, Mistral,
       Mixtral, Qwen2/3, Qwen3-MoE, Gemma 2/3, Phi-3, GPT-2) and its tokenizer, F16
       unless --dtype says otherwise
-  a model is a model.safetensors.index.json (path or URL) or a folder holding one
+  a model is a model.safetensors.index.json (path or URL) or a folder holding one;
+  a file is a SafeTensors or a GGUF file
   validate exits 0 when every input is valid, 1 when one is invalid, 3 when none is
   invalid but one could not be read (missing, no permission, an HTTP error); 2 is bad usage`
 
@@ -130,13 +130,13 @@ async function checkedModel(location: string, options?: OpenModelOptions): Promi
 
 /** What inspect and validate read: a file, or a model, with, when its quantization is not read, why. */
 interface Opened {
-  source: SafetensorsFile | SafetensorsModel
+  source: SafetensorsFile | SafetensorsModel | GgufFile
   /** The model's quantization is one this library does not read: its stored tensors are read as they are. */
   unread?: SafetensorsError
 }
 
 async function openInput(location: string): Promise<Opened> {
-  if (!(await isModel(location))) return { source: await open(location) }
+  if (!(await isModel(location))) return { source: await openFile(location) }
   try {
     return { source: await checkedModel(location) }
   } catch (error) {
@@ -155,10 +155,21 @@ interface Checked {
   note?: string
 }
 
+/** A GGUF file (by its name, or by what open() found in it) or a SafeTensors file. */
+async function openFile(location: string): Promise<SafetensorsFile | GgufFile> {
+  if (/\.gguf$/i.test(location.replace(/[?#].*$/, ''))) return openGguf(location)
+  try {
+    return await open(location)
+  } catch (error) {
+    if (error instanceof SafetensorsError && error.message.includes('it is a GGUF file')) return openGguf(location)
+    throw error
+  }
+}
+
 async function check(location: string): Promise<Checked> {
   const { source, unread } = await openInput(location)
   await source.close()
-  if ('header' in source) return { tensors: source.header.tensors.length }
+  if (!('shards' in source)) return { tensors: source.header.tensors.length }
   const shards = [...source.shards].map(([file, shard]) => ({ file, tensors: shard.header.tensors.length }))
   return { tensors: source.names().length, shards, ...(unread && { note: unreadNote(unread) }) }
 }
@@ -216,9 +227,12 @@ interface Totals {
   bytes: number
 }
 
-function summarize(tensors: readonly TensorInfo[]): { total: Totals; byDtype: Partial<Record<DType, Totals>> } {
+/** A tensor as the tables and totals take it: a GGUF's `type` is its dtype. */
+type Listed = Pick<TensorInfo, 'name' | 'shape' | 'byteLength'> & { dtype: string }
+
+function summarize(tensors: readonly Listed[]): { total: Totals; byDtype: Record<string, Totals> } {
   const total: Totals = { tensors: 0, parameters: 0, bytes: 0 }
-  const byDtype: Partial<Record<DType, Totals>> = {}
+  const byDtype: Record<string, Totals> = {}
   for (const info of tensors) {
     const parameters = info.shape.reduce((a, b) => a * b, 1)
     for (const t of [total, (byDtype[info.dtype] ??= { tensors: 0, parameters: 0, bytes: 0 })]) {
@@ -235,6 +249,7 @@ async function inspect(location: string, json: boolean, tensor: string | undefin
     const { source, unread } = await openInput(location)
     try {
       if (tensor !== undefined) await printTensor(source, tensor, json)
+      else if (source instanceof GgufFile) printGguf(location, source, json)
       else if ('header' in source) printHeader(location, source.header, json)
       else printModel(location, source, json, unread && unreadNote(unread))
     } finally {
@@ -344,7 +359,7 @@ function printMetadata(metadata: Record<string, unknown> | null): void {
   for (const [key, value] of Object.entries(metadata)) console.log(`  ${key}: ${typeof value === 'string' ? value : JSON.stringify(value)}`)
 }
 
-function tensorRow(t: TensorInfo, ...extra: Array<string | undefined>): string[] {
+function tensorRow(t: Listed, ...extra: Array<string | undefined>): string[] {
   return [t.name, t.dtype, `[${t.shape.join(', ')}]`, count(t.byteLength), ...extra.map((e) => e ?? '')]
 }
 
@@ -370,9 +385,74 @@ function printTotals({ total, byDtype }: ReturnType<typeof summarize>): void {
   }
 }
 
+/** Arrays longer than this are shown as their first values and their length; strings longer than this many characters are cut. */
+const SHOWN_VALUES = 8
+const SHOWN_CHARACTERS = 200
+
+/** The shortest decimal that reads back as the same float32: 1e-6 rather than 9.999999974752427e-7. */
+function shortestF32(x: number): number {
+  for (let digits = 1; digits < 9; digits++) if (Math.fround(Number(x.toPrecision(digits))) === x) return Number(x.toPrecision(digits))
+  return x
+}
+
+/**
+ * A GGUF value as JSON allows: float32s at their shortest, 64-bit integers and non-finite floats as strings, arrays
+ * of more than 16 values as their length and first 8.
+ */
+function ggufJson(value: GgufValue, f32: boolean): unknown {
+  if (typeof value === 'bigint' || (typeof value === 'number' && !Number.isFinite(value))) return String(value)
+  if (typeof value === 'number') return f32 ? shortestF32(value) : value
+  if (typeof value !== 'object') return value
+  const values = Array.from(value as ArrayLike<GgufValue>, (v) => ggufJson(v, f32))
+  return values.length > 2 * SHOWN_VALUES ? { length: values.length, first: values.slice(0, SHOWN_VALUES) } : values
+}
+
+/** A GGUF value in a line: as in JSON, strings unquoted where they are plain and short. */
+function ggufText(value: GgufValue, f32: boolean, nested = false): string {
+  if (typeof value === 'string') {
+    const cut = value.length > SHOWN_CHARACTERS ? `${value.slice(0, SHOWN_CHARACTERS)}…` : value
+    // Quoted where JSON would escape something (a newline, a quote), so that a value stays on its line.
+    const quoted = JSON.stringify(cut)
+    const text = nested || quoted.slice(1, -1) !== cut ? quoted : cut
+    return cut === value ? text : `${text} (${count(value.length, 'character')})`
+  }
+  if (typeof value !== 'object') return String(ggufJson(value, f32))
+  const values = Array.from(value as ArrayLike<GgufValue>)
+  const shown = values.slice(0, values.length > 2 * SHOWN_VALUES ? SHOWN_VALUES : values.length).map((v) => ggufText(v, f32, true))
+  return shown.length < values.length ? `[${shown.join(', ')}, … ${count(values.length, 'value')}]` : `[${shown.join(', ')}]`
+}
+
+function printGguf(location: string, file: GgufFile, json: boolean): void {
+  const { version, byteOrder, alignment, dataStart, fileSize, metadata, metadataTypes } = file.header
+  const tensors = file.header.tensors.map(({ name, type, shape, byteLength, offset }) => ({ name, dtype: type, shape, byteLength, offset }))
+  const totals = summarize(tensors)
+  const f32 = (key: string) => /^(ARRAY\[)?FLOAT32/.test(metadataTypes[key])
+  if (json) {
+    const entries = Object.entries(metadata).map(([key, value]) => [key, { type: metadataTypes[key], value: ggufJson(value, f32(key)) }])
+    const listed = tensors.map(({ dtype, ...t }) => ({ name: t.name, type: dtype, shape: t.shape, byteLength: t.byteLength, offset: t.offset }))
+    const gguf = { format: 'GGUF', version, byteOrder, alignment, fileSize, dataStart }
+    console.log(
+      JSON.stringify(
+        { file: location, ...gguf, metadata: Object.fromEntries(entries), tensors: listed, totals: { ...totals.total, byType: totals.byDtype } },
+        null,
+        2,
+      ),
+    )
+    return
+  }
+  console.log(`${location}: GGUF v${version}, ${byteOrder}-endian, ${count(fileSize)} bytes, alignment ${alignment}, data from byte ${count(dataStart)}`)
+  console.log('\nmetadata:')
+  for (const [key, value] of Object.entries(metadata)) console.log(`  ${key} (${metadataTypes[key]}): ${ggufText(value, f32(key))}`)
+  printTable(
+    tensors.map((t) => tensorRow(t)),
+    [],
+  )
+  printTotals(totals)
+}
+
 /** Reads one tensor as F32 and prints its statistics (computed in wasm). */
-async function printTensor(file: SafetensorsFile | SafetensorsModel, name: string, json: boolean): Promise<void> {
-  const info = file.info(name)
+async function printTensor(file: SafetensorsFile | SafetensorsModel | GgufFile, name: string, json: boolean): Promise<void> {
+  const info = file instanceof GgufFile ? { ...file.info(name), dtype: file.info(name).type } : file.info(name)
   const onProgress = process.stderr.isTTY ? progressBar() : undefined
   const tensor = await file.getTensor(name, { dtype: 'F32', onProgress }).finally(() => onProgress && process.stderr.write('\n'))
   const stats = { name, dtype: info.dtype, shape: info.shape, ...tensorStats(tensor.data, { bins: 10 }) }

@@ -34,6 +34,13 @@
  *   and those it reads).
  * - `InvalidQuantization`: parts that do not fit together: a scale of the wrong shape, a g_idx out of range, a
  *   missing part (the message names the module).
+ *
+ * And a GGUF file's (`safetensors-wasm/gguf`'s openGguf):
+ *
+ * - `InvalidGguf`: not a GGUF this library reads: another magic, a version other than 2 and 3, a truncated
+ *   header, a count or length that claims more than the file holds, an unknown value or tensor type, a shape
+ *   that is not whole blocks, a tensor past the end of the file or overlapping another (the message names the
+ *   key or tensor and the byte offset).
  */
 export type ErrorCode =
   | 'HeaderTooSmall'
@@ -54,6 +61,7 @@ export type ErrorCode =
   | 'Aborted'
   | 'UnsupportedQuantization'
   | 'InvalidQuantization'
+  | 'InvalidGguf'
 
 /** The facts an error carries besides its code and message, as fields; each is set where it applies. */
 export interface ErrorFacts {

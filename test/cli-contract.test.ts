@@ -332,12 +332,6 @@ describe('not a SafeTensors file', () => {
   test.each([
     // The magic, the version (3), and tensor and key counts, as llama.cpp's files start.
     [
-      'a GGUF file',
-      'model.gguf',
-      Buffer.concat([Buffer.from('GGUF'), Buffer.from([3, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0])]),
-      'a GGUF file, which safetensors-wasm writes but does not read',
-    ],
-    [
       'a model index named as a file',
       'weights.json',
       readFileSync(join(SHARDED, 'model.safetensors.index.json')),

@@ -83,8 +83,9 @@ describe('the documentation', () => {
     for (const [name, fixture] of Object.entries(GUIDE_FILES)) cpSync(join(FIXTURES_REAL, fixture), join(folder, name), { recursive: true })
     // The types the blocks are checked against (see 'type-checks' below), where TypeScript looks for them.
     for (const scope of ['@types', '@webgpu', '@cloudflare']) symlinkSync(join(ROOT, 'node_modules', scope), join(folder, 'node_modules', scope), 'dir')
-    // docs/gguf.md converts a model folder: the Qwen2 test model.
+    // docs/gguf.md converts a model folder (the Qwen2 test model) and reads a GGUF (llama.cpp's of the Qwen3 one).
     cpSync(join(ROOT, 'test/fixtures/gguf/qwen2'), join(folder, 'qwen2'), { recursive: true })
+    cpSync(join(ROOT, 'test/fixtures/gguf/reader/qwen3-converter.gguf'), join(folder, 'model.gguf'))
     // docs/quantized.md reads two quantized test models: MLX 4-bit (two shards) and GPTQ 4-bit.
     for (const [name, fixture] of [
       ['mlx-4bit', 'mlx-affine-4bit'],
