@@ -118,7 +118,7 @@ export class GgmlDequantizer {
    * Dequantizes `count` values of `type` from the start of the input to `to`: the little-endian result, a view of
    * wasm memory valid until the next call. Big-endian blocks (`byteOrder` 'big') are swapped to little-endian in the
    * input first.
-   * @throws {@link SafetensorsError} `UnsupportedQuantization` for a type ggml does not dequantize (Q8_1) or one
+   * @throws {@link index!SafetensorsError} `UnsupportedQuantization` for a type ggml does not dequantize (Q8_1) or one
    * whose big-endian layout is not defined (Q5_0, Q5_1, Q3_K, IQ2_XXS, IQ3_XXS, IQ1_M), naming those read.
    * @throws RangeError when `count` is not whole blocks or its bytes or result do not fit the sizes given to the
    * constructor; TypeError for a `type`, `to` or `byteOrder` that is none.
@@ -156,7 +156,7 @@ export interface DequantizeOptions<Out> {
  * (a Float32Array) or to F16 or BF16 (a Uint16Array of bits), little-endian. F32 is bit for bit what ggml's own
  * dequantize_row_<type> gives; F16 and BF16 are that F32 rounded once to nearest even. F64 and the integer types
  * are rounded to the nearest F32. `blocks` is not changed, big-endian or not.
- * @throws {@link SafetensorsError} `UnsupportedQuantization` for a type ggml does not dequantize (Q8_1) or one
+ * @throws {@link index!SafetensorsError} `UnsupportedQuantization` for a type ggml does not dequantize (Q8_1) or one
  * whose big-endian layout is not defined (Q5_0, Q5_1, Q3_K, IQ2_XXS, IQ3_XXS, IQ1_M), naming those read.
  * @throws RangeError when `count` is not whole blocks, `blocks` is shorter than they are, or `out` is not the
  * result's array of `count` elements; TypeError for a `blocks` that is not a Uint8Array, or a `type`, `to` or
