@@ -193,18 +193,9 @@ function firstRoundingDifference(actual: Uint16Array, expected: Float32Array, to
   return undefined
 }
 
+// test/boundary.test.ts holds the contract's type numbers to ggml's.
 describe('the contract (assembly/boundary/ggml.ts)', () => {
   const declared = Object.entries(contract).filter(([name]) => name.startsWith('TYPE_'))
-
-  test("its type numbers are ggml's, one for every type it reads: all of ggml-types.ts but Q8_1, which ggml has no dequantization for", () => {
-    expect(Object.fromEntries(declared)).toEqual(
-      Object.fromEntries(
-        Object.entries(GGML_TYPES)
-          .filter(([name]) => name !== 'Q8_1')
-          .map(([name, { id }]) => [`TYPE_${name}`, id]),
-      ),
-    )
-  })
 
   test('the module reads every type it declares and no other, and big-endian the ones whose layout is defined', () => {
     const read = (order: 'little' | 'big') =>
