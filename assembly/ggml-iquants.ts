@@ -11,20 +11,35 @@ import {
 } from './ggml-grids';
 import { half, halfAt } from './ggml-shared';
 
+// Constant vectors are read from memory: V8 rebuilds a v128 literal at each of its uses in a loop (SPLATS in
+// convert.ts says more). Multipliers that move 2-bit and 3-bit fields to the top of 16-bit lanes, and sign bits to
+// the top of 32-bit ones; the grids' values, twice.
+const TWO_BIT_FIELDS = memory.data<u16>([1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1], 16);
+const THREE_BIT_FIELDS = memory.data<u16>([1 << 13, 1 << 10, 1 << 7, 1 << 4, 1 << 13, 1 << 10, 1 << 7, 1 << 4], 16);
+const SIGNS_LOW = memory.data<u32>([1 << 31, 1 << 30, 1 << 29, 1 << 28], 16);
+const SIGNS_HIGH = memory.data<u32>([1 << 27, 1 << 26, 1 << 25, 1 << 24], 16);
+const SIGN_BIT = memory.data<u32>([1 << 31, 1 << 31, 1 << 31, 1 << 31], 16);
+const IQ2XXS = memory.data<u64>([IQ2XXS_VALUES, IQ2XXS_VALUES], 16);
+const IQ2XS = memory.data<u64>([IQ2XS_VALUES, IQ2XS_VALUES], 16);
+const IQ2S = memory.data<u64>([IQ2S_VALUES, IQ2S_VALUES], 16);
+const IQ3XXS = memory.data<u64>([IQ3XXS_VALUES, IQ3XXS_VALUES], 16);
+const IQ3S = memory.data<u64>([IQ3S_VALUES, IQ3S_VALUES], 16);
+const IQ1S = memory.data<u64>([IQ1S_VALUES, IQ1S_VALUES], 16);
+
 // An entry of a grid: its bytes' indices, moved to the top of 16-bit lanes by a multiply (wasm has no shift by lane),
 // pick its bytes out of the grid's list of values. Entry `index` of an 8-byte grid of 2-bit indices:
-@inline function entry8(codes: usize, values: u64, index: u32): v128 {
+@inline function entry8(codes: usize, values: usize, index: u32): v128 {
   let code = i16x8.splat(load<u16>(codes + (<usize>index << 1)));
-  let indices = i16x8.shr_u(i16x8.mul(code, i16x8(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1)), 14);
-  return i8x16.swizzle(i64x2.splat(values), i8x16.narrow_i16x8_u(indices, indices));
+  let indices = i16x8.shr_u(i16x8.mul(code, v128.load(TWO_BIT_FIELDS)), 14);
+  return i8x16.swizzle(v128.load(values), i8x16.narrow_i16x8_u(indices, indices));
 }
 
 // Entries `first` and `second` of a 4-byte grid of 3-bit indices, as the 8 bytes of a group.
-@inline function twoEntries4(codes: usize, values: u64, first: u32, second: u32): v128 {
+@inline function twoEntries4(codes: usize, values: usize, first: u32, second: u32): v128 {
   let pair = i32x4.splat(<u32>load<u16>(codes + (<usize>first << 1)) | (<u32>load<u16>(codes + (<usize>second << 1)) << 16));
   let code = i8x16.shuffle(pair, pair, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
-  let indices = i16x8.shr_u(i16x8.mul(code, i16x8(1 << 13, 1 << 10, 1 << 7, 1 << 4, 1 << 13, 1 << 10, 1 << 7, 1 << 4)), 13);
-  return i8x16.swizzle(i64x2.splat(values), i8x16.narrow_i16x8_u(indices, indices));
+  let indices = i16x8.shr_u(i16x8.mul(code, v128.load(THREE_BIT_FIELDS)), 13);
+  return i8x16.swizzle(v128.load(values), i8x16.narrow_i16x8_u(indices, indices));
 }
 
 // ggml's ksigns_iq2xs: 7 stored sign bits and an eighth that makes their count even.
@@ -38,9 +53,8 @@ import { half, halfAt } from './ggml-shared';
   let wide = i16x8.extend_low_i8x16_u(bytes);
   // Bit j of the signs to the top of lane j, by a multiply again.
   let spread = i32x4.splat(signs);
-  let signBit = i32x4.splat(0x80000000);
-  let low = v128.and(i32x4.mul(spread, i32x4(1 << 31, 1 << 30, 1 << 29, 1 << 28)), signBit);
-  let high = v128.and(i32x4.mul(spread, i32x4(1 << 27, 1 << 26, 1 << 25, 1 << 24)), signBit);
+  let low = v128.and(i32x4.mul(spread, v128.load(SIGNS_LOW)), v128.load(SIGN_BIT));
+  let high = v128.and(i32x4.mul(spread, v128.load(SIGNS_HIGH)), v128.load(SIGN_BIT));
   v128.store(dst, v128.xor(f32x4.mul(scale, f32x4.convert_i32x4_u(i32x4.extend_low_i16x8_u(wide))), low));
   v128.store(dst, v128.xor(f32x4.mul(scale, f32x4.convert_i32x4_u(i32x4.extend_high_i16x8_u(wide))), high), 16);
 }
@@ -60,7 +74,7 @@ export function iq2_xxs(src: usize, dst: usize, count: usize): usize {
       let rest = load<u32>(at, 4);
       let scale = iq2Scale(d, rest >> 28);
       for (let l: usize = 0; l < 4; l++, dst += 32) {
-        storeGroup(entry8(IQ2XXS_CODES, IQ2XXS_VALUES, load<u8>(at + l)), scale, evenSigns((rest >> (7 * <u32>l)) & 127), dst);
+        storeGroup(entry8(IQ2XXS_CODES, IQ2XXS, load<u8>(at + l)), scale, evenSigns((rest >> (7 * <u32>l)) & 127), dst);
       }
     }
   }
@@ -76,7 +90,7 @@ export function iq2_xs(src: usize, dst: usize, count: usize): usize {
       let scales = <u32>load<u8>(src + 66 + ib);
       for (let l: usize = 0; l < 4; l++, dst += 32) {
         let q = <u32>load<u16>(src + 2 + (ib << 3) + (l << 1));
-        storeGroup(entry8(IQ2XS_CODES, IQ2XS_VALUES, q & 511), iq2Scale(d, l < 2 ? scales & 15 : scales >> 4), evenSigns(q >> 9), dst);
+        storeGroup(entry8(IQ2XS_CODES, IQ2XS, q & 511), iq2Scale(d, l < 2 ? scales & 15 : scales >> 4), evenSigns(q >> 9), dst);
       }
     }
   }
@@ -93,7 +107,7 @@ export function iq2_s(src: usize, dst: usize, count: usize): usize {
       let top = <u32>load<u8>(src + 66 + ib);
       for (let l: usize = 0; l < 4; l++, dst += 32) {
         let index = <u32>load<u8>(src + 2 + (ib << 2) + l) | ((top << (8 - 2 * <u32>l)) & 0x300);
-        storeGroup(entry8(IQ2S_CODES, IQ2S_VALUES, index), iq2Scale(d, l < 2 ? scales & 15 : scales >> 4), load<u8>(src + 34 + (ib << 2) + l), dst);
+        storeGroup(entry8(IQ2S_CODES, IQ2S, index), iq2Scale(d, l < 2 ? scales & 15 : scales >> 4), load<u8>(src + 34 + (ib << 2) + l), dst);
       }
     }
   }
@@ -110,7 +124,7 @@ export function iq3_xxs(src: usize, dst: usize, count: usize): usize {
       let scale = f32x4.splat(d * (0.5 + <f32>(rest >> 28)) * 0.5);
       let indices = src + 2 + (ib << 3);
       for (let l: usize = 0; l < 4; l++, dst += 32) {
-        let bytes = twoEntries4(IQ3XXS_CODES, IQ3XXS_VALUES, load<u8>(indices + 2 * l), load<u8>(indices + 2 * l + 1));
+        let bytes = twoEntries4(IQ3XXS_CODES, IQ3XXS, load<u8>(indices + 2 * l), load<u8>(indices + 2 * l + 1));
         storeGroup(bytes, scale, evenSigns((rest >> (7 * <u32>l)) & 127), dst);
       }
     }
@@ -132,7 +146,7 @@ export function iq3_s(src: usize, dst: usize, count: usize): usize {
       for (let l: usize = 0; l < 4; l++, dst += 32) {
         let first = <u32>load<u8>(indices + 2 * l) | ((top << (8 - 2 * <u32>l)) & 256);
         let second = <u32>load<u8>(indices + 2 * l + 1) | ((top << (7 - 2 * <u32>l)) & 256);
-        storeGroup(twoEntries4(IQ3S_CODES, IQ3S_VALUES, first, second), scale, load<u8>(src + 74 + (ib << 2) + l), dst);
+        storeGroup(twoEntries4(IQ3S_CODES, IQ3S, first, second), scale, load<u8>(src + 74 + (ib << 2) + l), dst);
       }
     }
   }
@@ -141,7 +155,7 @@ export function iq3_s(src: usize, dst: usize, count: usize): usize {
 
 // Stores the 8 values of an IQ1 group: scale * (byte + delta), the grid's bytes signed (-1, 0, 1).
 @inline function storeShiftedGroup(index: u32, scale: v128, delta: v128, dst: usize): void {
-  let wide = i16x8.extend_low_i8x16_s(entry8(IQ1S_CODES, IQ1S_VALUES, index));
+  let wide = i16x8.extend_low_i8x16_s(entry8(IQ1S_CODES, IQ1S, index));
   v128.store(dst, f32x4.mul(scale, f32x4.add(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(wide)), delta)));
   v128.store(dst, f32x4.mul(scale, f32x4.add(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(wide)), delta)), 16);
 }

@@ -82,54 +82,60 @@ export function q3_K(src: usize, dst: usize, count: usize): usize {
   return src;
 }
 
+// Bit `bit` of each of 16 bytes as 16 (the fifth bits of Q5_K).
+@inline function sixteenAt(bits: v128, bit: u32): v128 {
+  return v128.and(i8x16.shl(i8x16.shr_u(bits, bit), 4), i8x16.splat(16));
+}
+
 // Q4_K, 144 bytes: d at 0, dmin at 2, scales and mins at 4 (12 bytes), nibbles at 16: each 64 values take 32 bytes,
 // their low nibbles then their high ones, with scales 2c and 2c + 1; (d * scale) * q - dmin * min.
-export function q4_K(src: usize, dst: usize, count: usize): usize {
-  for (let i: usize = 0; i < count; i += 256, src += 144) {
+// Q5_K (`fifth`), 176 bytes: the same with fifth bits at 16 (32 bytes: bit 2c of byte l for the low nibbles of the
+// c-th 64 values, bit 2c + 1 for the high ones) and the nibbles at 48.
+@inline function q4_5K(fifth: bool, src: usize, dst: usize, count: usize): usize {
+  let bytes: usize = fifth ? 176 : 144;
+  let nibbles: usize = fifth ? 48 : 16;
+  for (let i: usize = 0; i < count; i += 256, src += bytes) {
     let d = halfAt(src);
     let dmin = halfAt(src + 2);
     let scales = src + 4;
+    let h0 = i32x4.splat(0);
+    let h1 = h0;
+    if (fifth) {
+      h0 = v128.load(src, 16);
+      h1 = v128.load(src, 32);
+    }
     for (let j: usize = 0; j < 8; j += 2, dst += 256) {
       let d1 = f32x4.splat(d * <f32>kScale(scales, j));
       let m1 = f32x4.splat(dmin * <f32>kMin(scales, j));
       let d2 = f32x4.splat(d * <f32>kScale(scales, j + 1));
       let m2 = f32x4.splat(dmin * <f32>kMin(scales, j + 1));
-      let q0 = v128.load(src + 16 + (j << 4));
-      let q1 = v128.load(src + 32 + (j << 4));
-      storeScaledMinus(lowNibbles(q0), d1, m1, dst);
-      storeScaledMinus(lowNibbles(q1), d1, m1, dst + 64);
-      storeScaledMinus(highNibbles(q0), d2, m2, dst + 128);
-      storeScaledMinus(highNibbles(q1), d2, m2, dst + 192);
+      let q0 = v128.load(src + nibbles + (j << 4));
+      let q1 = v128.load(src + nibbles + 16 + (j << 4));
+      let a = lowNibbles(q0);
+      let b = lowNibbles(q1);
+      let c = highNibbles(q0);
+      let e = highNibbles(q1);
+      if (fifth) {
+        a = v128.or(a, sixteenAt(h0, <u32>j));
+        b = v128.or(b, sixteenAt(h1, <u32>j));
+        c = v128.or(c, sixteenAt(h0, <u32>j + 1));
+        e = v128.or(e, sixteenAt(h1, <u32>j + 1));
+      }
+      storeScaledMinus(a, d1, m1, dst);
+      storeScaledMinus(b, d1, m1, dst + 64);
+      storeScaledMinus(c, d2, m2, dst + 128);
+      storeScaledMinus(e, d2, m2, dst + 192);
     }
   }
   return src;
 }
 
-// Q5_K, 176 bytes: as Q4_K, with the fifth bits at 16 (32 bytes: bit 2c of byte l for the low nibbles of the c-th
-// 64 values, bit 2c + 1 for the high ones) and the nibbles at 48.
+export function q4_K(src: usize, dst: usize, count: usize): usize {
+  return q4_5K(false, src, dst, count);
+}
+
 export function q5_K(src: usize, dst: usize, count: usize): usize {
-  for (let i: usize = 0; i < count; i += 256, src += 176) {
-    let d = halfAt(src);
-    let dmin = halfAt(src + 2);
-    let scales = src + 4;
-    let h0 = v128.load(src, 16);
-    let h1 = v128.load(src, 32);
-    for (let j: usize = 0; j < 8; j += 2, dst += 256) {
-      let d1 = f32x4.splat(d * <f32>kScale(scales, j));
-      let m1 = f32x4.splat(dmin * <f32>kMin(scales, j));
-      let d2 = f32x4.splat(d * <f32>kScale(scales, j + 1));
-      let m2 = f32x4.splat(dmin * <f32>kMin(scales, j + 1));
-      let q0 = v128.load(src + 48 + (j << 4));
-      let q1 = v128.load(src + 64 + (j << 4));
-      let sixteen = i8x16.splat(16);
-      let bit = <u32>j;
-      storeScaledMinus(v128.or(lowNibbles(q0), v128.and(i8x16.shl(i8x16.shr_u(h0, bit), 4), sixteen)), d1, m1, dst);
-      storeScaledMinus(v128.or(lowNibbles(q1), v128.and(i8x16.shl(i8x16.shr_u(h1, bit), 4), sixteen)), d1, m1, dst + 64);
-      storeScaledMinus(v128.or(highNibbles(q0), v128.and(i8x16.shl(i8x16.shr_u(h0, bit + 1), 4), sixteen)), d2, m2, dst + 128);
-      storeScaledMinus(v128.or(highNibbles(q1), v128.and(i8x16.shl(i8x16.shr_u(h1, bit + 1), 4), sixteen)), d2, m2, dst + 192);
-    }
-  }
-  return src;
+  return q4_5K(true, src, dst, count);
 }
 
 // Q6_K, 210 bytes: low nibbles at 0 (128 bytes), 2-bit high parts at 128 (64 bytes), 16 int8 scales at 192 (one each

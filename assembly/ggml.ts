@@ -14,7 +14,7 @@
 
 import {
   DEQUANT_COUNT, DEQUANT_DST, DEQUANT_ORDER, DEQUANT_SRC, DEQUANT_TO, DEQUANT_TYPE, ORDER_BIG, STATUS_NO_BIG_ENDIAN,
-  STATUS_OK, STATUS_UNKNOWN_TYPE, TO_F16, TO_F32, TYPE_BF16, TYPE_F16, TYPE_F32, TYPE_F64, TYPE_I16, TYPE_I32,
+  STATUS_OK, STATUS_UNKNOWN_TYPE, TO_BF16, TO_F16, TO_F32, TYPE_BF16, TYPE_F16, TYPE_F32, TYPE_F64, TYPE_I16, TYPE_I32,
   TYPE_I64, TYPE_I8, TYPE_IQ1_M, TYPE_IQ1_S, TYPE_IQ2_S, TYPE_IQ2_XS, TYPE_IQ2_XXS, TYPE_IQ3_S, TYPE_IQ3_XXS,
   TYPE_IQ4_NL, TYPE_IQ4_XS, TYPE_MXFP4, TYPE_NVFP4, TYPE_Q1_0, TYPE_Q2_0, TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_0, TYPE_Q4_1,
   TYPE_Q4_K, TYPE_Q5_0, TYPE_Q5_1, TYPE_Q5_K, TYPE_Q6_K, TYPE_Q8_0, TYPE_Q8_K, TYPE_TQ1_0, TYPE_TQ2_0,
@@ -170,7 +170,7 @@ export function dequantize(descriptor: usize): i32 {
   if (load<u32>(descriptor, DEQUANT_ORDER) == ORDER_BIG && !swapToLittle(type, src, count)) return STATUS_NO_BIG_ENDIAN;
   if (to == TO_F32) {
     decode(type, src, dst, count);
-  } else if ((type == TYPE_F16 && to == TO_F16) || (type == TYPE_BF16 && to != TO_F16)) {
+  } else if ((type == TYPE_F16 && to == TO_F16) || (type == TYPE_BF16 && to == TO_BF16)) {
     memory.copy(dst, src, count << 1);
   } else {
     for (let first: usize = 0; first < count; first += CHUNK) {

@@ -146,7 +146,7 @@ export function ggmlKernels(runtime: GgmlRuntime) {
      * Dequantizes `count` values of `type` from the start of the input to `to`: the little-endian result, a view of
      * wasm memory valid until the next call. Big-endian blocks (`byteOrder` 'big') are swapped to little-endian in the
      * input first.
-     * @throws {@link SafetensorsError} `UnsupportedQuantization` for a type ggml does not dequantize (Q8_1) or one
+     * @throws {@link index!SafetensorsError} `UnsupportedQuantization` for a type ggml does not dequantize (Q8_1) or one
      * whose big-endian layout is not defined (Q5_0, Q5_1, Q3_K, IQ2_XXS, IQ3_XXS, IQ1_M), naming those read.
      * @throws RangeError when `count` is not whole blocks or its bytes or result do not fit the sizes given to the
      * constructor; TypeError for a `type`, `to` or `byteOrder` that is none.
