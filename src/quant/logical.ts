@@ -5,7 +5,7 @@
 import type { convertOverlapping } from '../core/convert.ts'
 import type { DType, Float16Array, TypedArray } from '../core/dtypes.ts'
 import type { SafetensorsError } from '../errors.ts'
-import type { TensorInfo } from '../format/header.ts'
+import type { elementsOf, TensorInfo } from '../format/header.ts'
 import type { JsonValue, parseJson } from '../format/json-values.ts'
 import type { planSlice, SliceRange } from '../format/slice.ts'
 import type { ProgressCallback } from '../sources/progress.ts'
@@ -21,6 +21,7 @@ export interface QuantRuntime extends KernelRuntime {
   parseJson: typeof parseJson
   convertOverlapping: typeof convertOverlapping
   planSlice: typeof planSlice
+  elementsOf: typeof elementsOf
   /** A read's result array of `bytes` bytes of `dtype`: the caller's `out` (checked), or a new one. */
   output(name: string, dtype: DType, bytes: number, out: ArrayBuffer | ArrayBufferView | undefined): { data: TypedArray; bytes: Uint8Array }
   /** The runtime's Float16Array where a read's `float16Array` option asks for it (a TypeError where there is none). */
@@ -202,8 +203,6 @@ export function bytesPer(dtype: DType): number {
   return /64/.test(dtype) ? 8 : /32/.test(dtype) ? 4 : /16/.test(dtype) ? 2 : 1
 }
 
-export const elementsOf = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1)
-
 /** A reference dtype from a stored float dtype (the scales' dtype where the reference computes in it). */
 export function referenceOf(dtype: DType): ReferenceDtype | undefined {
   return dtype === 'F32' || dtype === 'F16' || dtype === 'BF16' ? dtype : undefined
@@ -324,7 +323,7 @@ export function scaleGrid(
   const grid = [Math.ceil(rows / blockRows), Math.ceil(cols / blockCols)]
   const one = grid[0] === 1 && grid[1] === 1
   const fits = one
-    ? elementsOf(scale.shape) === 1 && scale.shape.length <= 2
+    ? ctx.runtime.elementsOf(scale.shape) === 1 && scale.shape.length <= 2
     : sameShape(scale.shape, grid) || (grid[1] === 1 && sameShape(scale.shape, [grid[0]]))
   if (!fits)
     throw ctx.invalid(

@@ -4,7 +4,7 @@
 // value = ref(f32(e2m1 * f32(f32(e4m3) op global))).
 
 import type { ReferenceDtype } from './kernels.ts'
-import { e2m1Values, elementsOf, type LayoutContext, type LogicalTensor, rowBlocks, scaleGrid } from './logical.ts'
+import { e2m1Values, type LayoutContext, type LogicalTensor, rowBlocks, scaleGrid } from './logical.ts'
 
 const GROUP = 16
 
@@ -32,7 +32,7 @@ export function nvfp4Tensor(ctx: LayoutContext, module: string, parts: Nvfp4Part
   ctx.expect(module, scale, ['F8_E4M3'])
   const grid = scaleGrid(ctx, module, scale, shape, [1, GROUP])
   ctx.expect(module, global, ['F32'])
-  if (elementsOf(global.shape) !== 1) throw ctx.invalid(module, `${global.name} has shape [${global.shape.join(', ')}], where one value is stored`)
+  if (ctx.runtime.elementsOf(global.shape) !== 1) throw ctx.invalid(module, `${global.name} has shape [${global.shape.join(', ')}], where one value is stored`)
   // -0 + 0 is +0: only code 8 changes.
   const table = parts.positiveZero ? e2m1Values(ctx).map((v) => v + 0) : e2m1Values(ctx)
   return {
