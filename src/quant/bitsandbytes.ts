@@ -13,12 +13,12 @@
 import type { Rect } from './kernels.ts'
 import {
   guarded,
-  type Layout,
   type LayoutContext,
   type LogicalTensor,
   modulesWith,
   optionsOf,
   paramRows,
+  type QuantLayout,
   RECT_ELEMENTS,
   rowBlocks,
   WHOLE_ROW,
@@ -52,7 +52,7 @@ const FOUR_BIT_PARTS = [
 ]
 const INT8_PARTS = ['.weight', '.SCB', '.weight_format']
 
-export async function bitsandbytesLayout(ctx: LayoutContext): Promise<Layout> {
+export async function bitsandbytesLayout(ctx: LayoutContext): Promise<QuantLayout> {
   const eight = ctx.block.get('load_in_8bit').optional()?.boolean() ?? false
   // 8-bit: every I8 weight is quantized; 4-bit: every weight with a quant state.
   const modules = eight

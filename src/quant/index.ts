@@ -14,13 +14,13 @@ import { fp8Layout } from './fp8.ts'
 import { gptqLayout } from './gptq.ts'
 import { Kernels } from './kernels.ts'
 import {
-  type Layout,
   LayoutContext,
   type LogicalTensor,
   type LogicalTensorInfo,
   type PartIo,
   PartsProgress,
   type Quantization,
+  type QuantLayout,
   type QuantRuntime,
   type StoredModel,
   storedTensors,
@@ -30,7 +30,7 @@ import { modeloptLayout } from './modelopt.ts'
 import { mxfp4Layout } from './mxfp4.ts'
 
 /** Each quant_method read, and its layout. */
-const LAYOUTS: Record<string, (ctx: LayoutContext) => Layout | Promise<Layout>> = {
+const LAYOUTS: Record<string, (ctx: LayoutContext) => QuantLayout | Promise<QuantLayout>> = {
   mlx: mlxLayout,
   gptq: gptqLayout,
   awq: awqLayout,
@@ -98,7 +98,7 @@ export class QuantizedTensors {
   readonly #tensors = new Map<string, LogicalTensor>()
   readonly #ctx: LayoutContext
 
-  constructor(layout: Layout, ctx: LayoutContext) {
+  constructor(layout: QuantLayout, ctx: LayoutContext) {
     this.quantization = layout.quantization
     this.#ctx = ctx
     const owner = new Map<string, LogicalTensor>()

@@ -286,7 +286,7 @@ export interface LogicalTensorInfo extends TensorInfo {
 }
 
 /** What a layout makes of a model: its quantization, and a logical tensor per quantized module. */
-export interface Layout {
+export interface QuantLayout {
   quantization: Quantization
   tensors: LogicalTensor[]
 }

@@ -5,7 +5,7 @@
 // `quantization` holds the defaults and per-module overrides (an object, or false for a module left as it is);
 // as mlx-lm does, a module is quantized when its `scales` are stored.
 import type { JsonValue } from '../format/json-values.ts'
-import { guarded, type Layout, type LayoutContext, type LogicalTensor, referenceOf, rowBlocks } from './logical.ts'
+import { guarded, type LayoutContext, type LogicalTensor, type QuantLayout, referenceOf, rowBlocks } from './logical.ts'
 
 const BITS = [2, 3, 4, 5, 6, 8]
 const PARTS = ['.weight', '.scales', '.biases']
@@ -24,7 +24,7 @@ function settingOf(ctx: LayoutContext, value: JsonValue, where: string): Setting
   return { bits, groupSize: value.get('group_size').integer(1), mode }
 }
 
-export async function mlxLayout(ctx: LayoutContext): Promise<Layout> {
+export async function mlxLayout(ctx: LayoutContext): Promise<QuantLayout> {
   const block = ctx.block
   const defaults = settingOf(ctx, block, '')
   const tensors: Array<Promise<LogicalTensor>> = []
