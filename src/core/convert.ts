@@ -85,7 +85,7 @@ export function checkConversion(from: DType, to: DType): void {
   }
 }
 
-/** The dtypes that {@link convert} and the reads' `dtype` convert to. */
+/** The dtypes that {@link convert} and the reads' `dtype` convert to, and that quantized modules dequantize to. */
 export type ConvertTarget = 'F32' | 'F16' | 'BF16'
 
 /** The dtype a tensor gets in a converted file: floats become the target, everything else stays. */

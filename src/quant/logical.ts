@@ -2,14 +2,14 @@
 // the reading side lends this code (loaded on demand, it imports nothing the rest of the library uses at run
 // time: a bundler would move every such module into a chunk of its own), and the work a layout hands the
 // kernels (src/quant/kernels.ts, assembly/quant.ts).
-import type { convertOverlapping } from '../core/convert.ts'
+import type { ConvertTarget, convertOverlapping } from '../core/convert.ts'
 import type { DType, Float16Array, TypedArray } from '../core/dtypes.ts'
 import type { SafetensorsError } from '../errors.ts'
 import type { elementsOf, TensorInfo } from '../format/header.ts'
 import type { JsonValue, parseJson } from '../format/json-values.ts'
 import type { planSlice, SliceRange } from '../format/slice.ts'
 import type { ProgressCallback } from '../sources/progress.ts'
-import type { Job, KernelRuntime, Kernels, Rect, ReferenceDtype } from './kernels.ts'
+import type { Job, KernelRuntime, Kernels, Rect } from './kernels.ts'
 
 /**
  * What the reading side (src/read/model.ts) lends this code: the library's functions it needs, which it must not
@@ -106,7 +106,7 @@ export interface LogicalTensor {
   /** The module, as error messages name it. */
   readonly module: string
   /** The reference's output dtype. */
-  readonly dtype: ReferenceDtype
+  readonly dtype: ConvertTarget
   readonly shape: number[]
   /** The stored tensors it is read from. */
   readonly parts: readonly string[]
@@ -181,7 +181,7 @@ export class LayoutContext {
   }
 
   /** The model's dtype as config.json names it (torch_dtype, or dtype since transformers 4.56); BF16 when it names none. */
-  modelDtype(): ReferenceDtype {
+  modelDtype(): ConvertTarget {
     const name = this.config.first('torch_dtype', 'dtype').value
     return name === 'float16' ? 'F16' : name === 'float32' ? 'F32' : 'BF16'
   }
@@ -204,7 +204,7 @@ export function bytesPer(dtype: DType): number {
 }
 
 /** A reference dtype from a stored float dtype (the scales' dtype where the reference computes in it). */
-export function referenceOf(dtype: DType): ReferenceDtype | undefined {
+export function referenceOf(dtype: DType): ConvertTarget | undefined {
   return dtype === 'F32' || dtype === 'F16' || dtype === 'BF16' ? dtype : undefined
 }
 

@@ -3,7 +3,7 @@
 // `weight_scale_2` multiplies the block scale by and compressed-tensors' `weight_global_scale` divides it by:
 // value = ref(f32(e2m1 * f32(f32(e4m3) op global))).
 
-import type { ReferenceDtype } from './kernels.ts'
+import type { ConvertTarget } from '../core/convert.ts'
 import { e2m1Values, type LayoutContext, type LogicalTensor, rowBlocks, scaleGrid } from './logical.ts'
 
 const GROUP = 16
@@ -19,7 +19,7 @@ export interface Nvfp4Parts {
   dropped: string[]
   /** FP4 code 8: -0 (the F4 dtype's, compressed-tensors') or +0 (ModelOpt's table). */
   positiveZero: boolean
-  ref: ReferenceDtype
+  ref: ConvertTarget
 }
 
 export function nvfp4Tensor(ctx: LayoutContext, module: string, parts: Nvfp4Parts): LogicalTensor {
