@@ -52,7 +52,7 @@ const STREAM_ELEMENTS = 1 << 22
  * `quantization`, which mlx-lm mirrors into `quantization_config` without a quant_method), its errors
  * UnsupportedQuantization; undefined for a model that is not quantized.
  */
-export function quantizationBlock(config: JsonValue): { method: string; block: JsonValue } | undefined {
+function quantizationBlock(config: JsonValue): { method: string; block: JsonValue } | undefined {
   const block = config.get('quantization_config').withCode('UnsupportedQuantization').optional()?.object()
   const mlx = config.get('quantization').withCode('UnsupportedQuantization')
   const method = block?.get('quant_method').optional()?.string()
@@ -62,7 +62,7 @@ export function quantizationBlock(config: JsonValue): { method: string; block: J
 }
 
 /** The options of a read of a logical tensor: those of SafetensorsModel's reads (src/read/file.ts, ReadOptions). */
-export interface LogicalReadOptions {
+interface LogicalReadOptions {
   dtype?: DType
   float16Array?: boolean
   signal?: AbortSignal
@@ -244,7 +244,7 @@ export class QuantizedTensors {
 }
 
 /** A logical tensor read: what SafetensorsModel's reads give (src/read/file.ts, Tensor). */
-export interface LogicalTensorRead {
+interface LogicalTensorRead {
   name: string
   dtype: DType
   shape: number[]

@@ -18,7 +18,7 @@ export interface KernelRuntime {
 }
 
 /** What one code is worth before its scale: itself (affine), an entry of a 16-entry table, or an F8 value. */
-export type CodeValue = 'affine' | 'table' | 'F8_E4M3' | 'F8_E5M2'
+type CodeValue = 'affine' | 'table' | 'F8_E4M3' | 'F8_E5M2'
 
 /** How rows of codes are stored (assembly/quant.ts, unpackCodes). */
 export interface CodeFormat {

@@ -75,7 +75,7 @@ export class PartsProgress {
 }
 
 /** A model's stored tensors as the layouts read them. */
-export interface StoredTensors {
+interface StoredTensors {
   /** Stored tensor names, in the model's order (shard by shard, in data order). */
   readonly names: readonly string[]
   /** A stored tensor's header entry; undefined when the model has none of that name. */
@@ -194,12 +194,12 @@ export class LayoutContext {
   }
 }
 
-export function sameShape(a: readonly number[], b: readonly number[]): boolean {
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((n, i) => n === b[i])
 }
 
 /** Bytes per element of the whole-byte dtypes parts come in. */
-export function bytesPer(dtype: DType): number {
+function bytesPer(dtype: DType): number {
   return /64/.test(dtype) ? 8 : /32/.test(dtype) ? 4 : /16/.test(dtype) ? 2 : 1
 }
 
@@ -301,7 +301,7 @@ export function e2m1Values(ctx: LayoutContext): Float32Array {
  * (a grid of ceil(rows / blockRows) x ceil(cols / blockCols)): per tensor, per row, per group of a row, or 2-D
  * blocks (FP8's 128 x 128). How a load of rows [first, end) reads and addresses them.
  */
-export interface ScaleGrid {
+interface ScaleGrid {
   /** The grid rows that rows [first, end) use; undefined for a single scale, read whole. */
   rows(first: number, end: number): [number, number] | undefined
   /** Entries from one grid row to the next. */

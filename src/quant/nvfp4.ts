@@ -9,7 +9,7 @@ import { e2m1Values, type LayoutContext, type LogicalTensor, rowBlocks, scaleGri
 const GROUP = 16
 
 /** The stored parts of one NVFP4 module and how its producer reads them. */
-export interface Nvfp4Parts {
+interface Nvfp4Parts {
   weight: string
   scale: string
   /** The F32 per tensor, and whether it multiplies (ModelOpt) or divides (compressed-tensors) the block scales. */
