@@ -9,15 +9,15 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { createServer as createViteServer } from 'vite'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest'
-import { rangeCache } from '../src/cache/cache.ts'
-import { withCache } from '../src/cache/hook.ts'
-import { createCache, open, openModel, type Progress, type RangeCache } from '../src/node.ts'
-import { cacheFolder } from '../src/platform/node-cache-folder.ts'
-import type { CacheStorage } from '../src/platform/platform.ts'
-import { httpSource } from '../src/sources/http/source.ts'
-import { FIXTURES_REAL } from './helpers.ts'
-import { bytesResource, type Resource, rangeHandler, startServer, type TestServer } from './http-server.ts'
-import { buildFile, expectSameBytes, headerOf, rng, sha256, tensorBytes } from './read-helpers.ts'
+import { rangeCache } from '../../src/cache/cache.ts'
+import { withCache } from '../../src/cache/hook.ts'
+import { createCache, open, openModel, type Progress, type RangeCache } from '../../src/node.ts'
+import { cacheFolder } from '../../src/platform/node-cache-folder.ts'
+import type { CacheStorage } from '../../src/platform/platform.ts'
+import { httpSource } from '../../src/sources/http/source.ts'
+import { FIXTURES_REAL } from '../helpers.ts'
+import { bytesResource, type Resource, rangeHandler, startServer, type TestServer } from '../http-server.ts'
+import { buildFile, expectSameBytes, headerOf, rng, sha256, tensorBytes } from '../read-helpers.ts'
 
 const LORA = new Uint8Array(readFileSync(`${FIXTURES_REAL}catundchat__stable-diffusion-v1.5-lora__pytorch_lora_weights.safetensors`))
 const FLUX = new Uint8Array(readFileSync(`${FIXTURES_REAL}fluxml__safetensors.jl__model.safetensors`))
@@ -99,7 +99,7 @@ describe('repeat reads come from the cache', () => {
   test('a new process finds the entries (the built Node entry in a child node)', async () => {
     await readAll('/lora.safetensors', LORA, { cache: await createCache({ dir }) })
     await sent()
-    const entry = fileURLToPath(new URL('../dist/node.js', import.meta.url))
+    const entry = fileURLToPath(new URL('../../dist/node.js', import.meta.url))
     const script = `
       const { createCache, open } = await import(${JSON.stringify(entry)});
       const { createHash } = await import('node:crypto');

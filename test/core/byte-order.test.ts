@@ -6,11 +6,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { simulateHostByteOrder } from '../src/core/byte-order.ts'
-import * as convertModule from '../src/core/convert.ts'
-import { open } from '../src/node.ts'
-import { DTYPE_BITS } from './dtype-table.ts'
-import { bf16ToNumber, buildFile, bytesOf, countingSource, expectSameBytes, type TensorSpec } from './read-helpers.ts'
+import { simulateHostByteOrder } from '../../src/core/byte-order.ts'
+import * as convertModule from '../../src/core/convert.ts'
+import { open } from '../../src/node.ts'
+import { DTYPE_BITS } from '../dtype-table.ts'
+import { bf16ToNumber, buildFile, bytesOf, countingSource, expectSameBytes, type TensorSpec } from '../read-helpers.ts'
 
 interface Spec {
   name: string
@@ -341,7 +341,7 @@ test('the test data is what it says: the two files differ exactly by byte order'
 
 describe('convertFile from a big-endian file', () => {
   test('writes a little-endian file: converted and copied tensors both come out in the format order', async () => {
-    const { convertFile } = await import('../src/node.ts')
+    const { convertFile } = await import('../../src/node.ts')
     const dir = mkdtempSync(join(tmpdir(), 'st-byteorder-convert-'))
     try {
       // BF16 (converted to F32) and I32 (copied), written big-endian value by value.

@@ -1,6 +1,6 @@
 // The cache's checksum kernel (XXH64, assembly/hash.ts) against xxHash's published test vectors.
 import { describe, expect, test } from 'vitest'
-import { xxh64 } from '../src/core/checksum.ts'
+import { xxh64 } from '../../src/core/checksum.ts'
 
 const PRIME32 = 2654435761n
 const PRIME64 = 11400714785074694797n

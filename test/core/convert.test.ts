@@ -1,9 +1,9 @@
 // The conversion kernels and convert()/byteSwap(), against the independent reference in
 // float-reference.ts, for both wasm builds.
 import { describe, expect, test } from 'vitest'
-import { byteLengthOf, convertInto, DEDICATED_MIN_BYTES, instantiate, kernelModule } from '../src/core/convert.ts'
-import { reserveMemory } from '../src/core/wasm.ts'
-import { byteSwap, convert, DTYPE_INFO, type DType, SafetensorsError, type TypedArray } from '../src/node.ts'
+import { byteLengthOf, convertInto, DEDICATED_MIN_BYTES, instantiate, kernelModule } from '../../src/core/convert.ts'
+import { reserveMemory } from '../../src/core/wasm.ts'
+import { byteSwap, convert, DTYPE_INFO, type DType, SafetensorsError, type TypedArray } from '../../src/node.ts'
 import {
   bigintToF32,
   decodeToF32Bits,
@@ -17,8 +17,8 @@ import {
   f32FromBits,
   referenceConvert,
   SOURCE_BITS,
-} from './float-reference.ts'
-import { mulberry32 } from './random.ts'
+} from '../float-reference.ts'
+import { mulberry32 } from '../random.ts'
 
 function randomBytes(length: number, seed: number): Uint8Array {
   const next = mulberry32(seed)

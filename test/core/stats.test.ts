@@ -1,6 +1,6 @@
 // tensorStats against a plain float64 reference written here.
 import { describe, expect, test } from 'vitest'
-import { tensorStats } from '../src/index.ts'
+import { tensorStats } from '../../src/index.ts'
 
 function reference(data: Float32Array, bins: number) {
   const finite = [...data].filter(Number.isFinite)

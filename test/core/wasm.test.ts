@@ -1,8 +1,8 @@
 // The wasm modules' loading (src/core/wasm.ts): a shared instance is reused across calls but not kept once a call made
 // it huge, and a runtime without WebAssembly SIMD is told so.
 import { expect, test, vi } from 'vitest'
-import { parseHeader, scannerModule } from '../src/format/header.ts'
-import { makeFile } from './helpers.ts'
+import { parseHeader, scannerModule } from '../../src/format/header.ts'
+import { makeFile } from '../helpers.ts'
 
 const small = makeFile('{"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}', 2)
 
@@ -36,7 +36,7 @@ test('a runtime without WebAssembly SIMD gets a TypeError saying so', async () =
     throw new WebAssembly.CompileError(refused)
   })
   try {
-    const fresh = await import('../src/index.ts')
+    const fresh = await import('../../src/index.ts')
     expect(() => fresh.parseHeader(small)).toThrow(TypeError)
     expect(() => fresh.parseHeader(small)).toThrow(/needs WebAssembly SIMD .*: WebAssembly.Module\(\): Compiling function #0 failed: invalid simd opcode$/)
     expect(() => fresh.convert(new Uint8Array(2), 'BF16', 'F32')).toThrow(/needs WebAssembly SIMD/)

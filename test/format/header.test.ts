@@ -5,10 +5,10 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
-import { parseHeader, SafetensorsError } from '../src/index.ts'
-import { DTYPE_BITS } from './dtype-table.ts'
-import { concat, entry, escapeBytes, FIXTURES_NUMBERS, makeFile, obj, utf8 } from './helpers.ts'
-import { referenceValidate } from './reference-validator.ts'
+import { parseHeader, SafetensorsError } from '../../src/index.ts'
+import { DTYPE_BITS } from '../dtype-table.ts'
+import { concat, entry, escapeBytes, FIXTURES_NUMBERS, makeFile, obj, utf8 } from '../helpers.ts'
+import { referenceValidate } from '../reference-validator.ts'
 
 type Opts = { fileSize?: number; tensor?: string }
 

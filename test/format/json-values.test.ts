@@ -2,8 +2,8 @@
 // with a coded error naming the file and the key path, quoting at most a short excerpt; depth is checked before
 // JSON.parse sees the text.
 import { expect, test } from 'vitest'
-import { excerpt, JsonValue, MAX_JSON_DEPTH, parseJson } from '../src/format/json-values.ts'
-import { SafetensorsError } from '../src/index.ts'
+import { excerpt, JsonValue, MAX_JSON_DEPTH, parseJson } from '../../src/format/json-values.ts'
+import { SafetensorsError } from '../../src/index.ts'
 
 /** The coded error `read` throws. */
 function errorOf(read: () => unknown): SafetensorsError {

@@ -3,19 +3,19 @@
 // after decoding, no lone surrogate, at most 64 levels), then the index's schema. Mutants of real and
 // synthetic indexes must get the same verdict, and where valid the same metadata, shards and entries.
 //
-//   INDEX_MUTANTS=100000 npx vitest run test/model-index.test.ts   # more mutants (default 4000)
+//   INDEX_MUTANTS=100000 npx vitest run test/format/model-index.test.ts   # more mutants (default 4000)
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
-import { SafetensorsError } from '../src/errors.ts'
-import { parseIndex } from '../src/format/model-index.ts'
-import { openModel } from '../src/node.ts'
-import { escapeBytes, FIXTURES_NUMBERS, FIXTURES_REAL, utf8 } from './helpers.ts'
-import { rangeHandler, startServer } from './http-server.ts'
-import { bytesToLatin1, latin1ToBytes, mutate, type Rng, rngFor } from './mutants.ts'
-import { buildFile } from './read-helpers.ts'
-import { decodeUtf8Strict, JsonError, type JValue, parseJson } from './reference-validator.ts'
+import { SafetensorsError } from '../../src/errors.ts'
+import { parseIndex } from '../../src/format/model-index.ts'
+import { openModel } from '../../src/node.ts'
+import { escapeBytes, FIXTURES_NUMBERS, FIXTURES_REAL, utf8 } from '../helpers.ts'
+import { rangeHandler, startServer } from '../http-server.ts'
+import { bytesToLatin1, latin1ToBytes, mutate, type Rng, rngFor } from '../mutants.ts'
+import { buildFile } from '../read-helpers.ts'
+import { decodeUtf8Strict, JsonError, type JValue, parseJson } from '../reference-validator.ts'
 
 const COUNT = Number(process.env.INDEX_MUTANTS ?? 4000)
 

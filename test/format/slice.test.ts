@@ -2,8 +2,8 @@
 // random ranges, indices and nulls, and compared with a row-major reference slicer over the flat array.
 // A counting RangeSource checks that a slice reads exactly the byte runs it covers, adjacent runs merged.
 import { describe, expect, test } from 'vitest'
-import { open } from '../src/index.ts'
-import { bf16ToNumber, buildFile, bytesOf, countingSource, expectError, expectSameElements, headerOf, rng, type TensorSpec } from './read-helpers.ts'
+import { open } from '../../src/index.ts'
+import { bf16ToNumber, buildFile, bytesOf, countingSource, expectError, expectSameElements, headerOf, rng, type TensorSpec } from '../read-helpers.ts'
 
 type Range = [number, number] | number | null
 

@@ -5,14 +5,14 @@
 // dequantizer for against the F32 nearest their value. Big-endian blocks against the little-endian ones swapped by
 // this file's own reading of ggml-common.h's block layouts.
 import { beforeAll, describe, expect, test } from 'vitest'
-import * as contract from '../assembly/boundary/ggml.ts?constants'
-import { SafetensorsError } from '../src/errors.ts'
-import { dequantizeGgml, GgmlDequantizer } from '../src/gguf/dequantize.ts'
-import { GGML_TYPES, type GgmlType, ggmlByteLength } from '../src/gguf/ggml-types.ts'
-import { bigintToF32 } from './float-reference.ts'
-import { type Ggml, ggmlUnsupported, loadGgml } from './ggml.ts'
-import { firstF32Difference, firstRoundingDifference } from './ggml-compare.ts'
-import { mulberry32, prng } from './random.ts'
+import * as contract from '../../assembly/boundary/ggml.ts?constants'
+import { SafetensorsError } from '../../src/errors.ts'
+import { dequantizeGgml, GgmlDequantizer } from '../../src/gguf/dequantize.ts'
+import { GGML_TYPES, type GgmlType, ggmlByteLength } from '../../src/gguf/ggml-types.ts'
+import { bigintToF32 } from '../float-reference.ts'
+import { type Ggml, ggmlUnsupported, loadGgml } from '../ggml.ts'
+import { firstF32Difference, firstRoundingDifference } from '../ggml-compare.ts'
+import { mulberry32, prng } from '../random.ts'
 
 const unsupported = ggmlUnsupported()
 if (unsupported) console.log(`ggml-dequantize: ${unsupported}; the values of the block types are not judged`)

@@ -1,8 +1,8 @@
 // The one table of ggml's types (src/gguf/ggml-types.ts) against ggml itself: its ids (test/ggml.ts, from ggml.h)
 // and the block sizes and type sizes its library reports.
 import { beforeAll, describe, expect, test } from 'vitest'
-import { GGML_TYPES as TABLE } from '../src/gguf/ggml-types.ts'
-import { GGML_TYPES, type Ggml, ggmlUnsupported, loadGgml } from './ggml.ts'
+import { GGML_TYPES as TABLE } from '../../src/gguf/ggml-types.ts'
+import { GGML_TYPES, type Ggml, ggmlUnsupported, loadGgml } from '../ggml.ts'
 
 const unsupported = ggmlUnsupported()
 if (unsupported) console.log(`ggml-types: ${unsupported}; the table is checked against ggml's ids only`)

@@ -12,15 +12,15 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { GGMLQuantizationType, type GGUFParseOutput, type GGUFTypedMetadata, GGUFValueType, gguf } from '@huggingface/gguf'
 import { afterAll, describe, expect, test } from 'vitest'
-import { ggufStream, writeGguf } from '../src/gguf-node.ts'
-import { type ModelFolder, memorySource, serialize } from '../src/node.ts'
-import { referenceConvert } from './float-reference.ts'
-import { mostOpen, type RangeOptions, serveFiles } from './http-server.ts'
-import { referenceQ8_0 } from './q8_0-reference.ts'
-import { expectError, expectSameBytes } from './read-helpers.ts'
-import { cli } from './run-cli.ts'
+import { ggufStream, writeGguf } from '../../src/gguf-node.ts'
+import { type ModelFolder, memorySource, serialize } from '../../src/node.ts'
+import { referenceConvert } from '../float-reference.ts'
+import { mostOpen, type RangeOptions, serveFiles } from '../http-server.ts'
+import { referenceQ8_0 } from '../q8_0-reference.ts'
+import { expectError, expectSameBytes } from '../read-helpers.ts'
+import { cli } from '../run-cli.ts'
 
-const FIXTURES = fileURLToPath(new URL('./fixtures/gguf/', import.meta.url))
+const FIXTURES = fileURLToPath(new URL('../fixtures/gguf/', import.meta.url))
 const MODELS = ['llama-gqa', 'mistral', 'qwen2'] as const
 const DTYPES = ['F32', 'F16', 'BF16', 'Q8_0'] as const
 type Dtype = (typeof DTYPES)[number]
@@ -373,7 +373,7 @@ test('ggufStream: the same bytes as writeGguf, from a model given as File object
   await writeGguf(folder, out, { dtype: 'BF16' })
   const files = names.map((name) => new File([readFileSync(join(folder, name))], name))
   const stream = await ggufStream(files, { dtype: 'BF16' })
-  // Known before the first byte, as a Worker's FixedLengthStream needs it (test/r2/workers.test.ts stores one in R2).
+  // Known before the first byte, as a Worker's FixedLengthStream needs it (test/integration/r2/workers.test.ts stores one in R2).
   expect(stream.byteLength).toBe(statSync(out).size)
   const fromFiles = new Uint8Array(await new Response(stream).arrayBuffer())
   expectSameBytes(fromFiles, readFileSync(out), 'the stream of the files against the file')

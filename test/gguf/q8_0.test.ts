@@ -2,13 +2,13 @@
 // against the second implementation in q8_0-reference.ts.
 import { readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
-import { reserveMemory } from '../src/core/wasm.ts'
-import { q8Module, quantizeQ8_0 } from '../src/gguf/q8_0.ts'
-import { SafetensorsError } from '../src/node.ts'
-import { referenceQ8_0 } from './q8_0-reference.ts'
-import { mulberry32 } from './random.ts'
+import { reserveMemory } from '../../src/core/wasm.ts'
+import { q8Module, quantizeQ8_0 } from '../../src/gguf/q8_0.ts'
+import { SafetensorsError } from '../../src/node.ts'
+import { referenceQ8_0 } from '../q8_0-reference.ts'
+import { mulberry32 } from '../random.ts'
 
-const FIXTURES = new URL('./fixtures/gguf/q8_0/', import.meta.url)
+const FIXTURES = new URL('../fixtures/gguf/q8_0/', import.meta.url)
 const read = (name: string) => new Uint8Array(readFileSync(new URL(name, FIXTURES)))
 const GOLDEN_VALUES = new Float32Array(read('values.f32').buffer)
 const GOLDEN_Q8_0 = read('q8_0.bin')

@@ -6,15 +6,15 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { type GgufFile, type GgufValue, openGguf } from '../src/gguf-node.ts'
-import { GGML_TYPES, type Ggml, type GgmlTypeName, ggmlUnsupported, loadGgml } from './ggml.ts'
-import { firstF32Difference, firstRoundingDifference } from './ggml-compare.ts'
-import { ggufBytes, type TensorSpec, type Value } from './gguf-bytes.ts'
-import { serveFiles, type TestServer } from './http-server.ts'
-import { findNginx, startNginx } from './nginx.ts'
-import { countingSource, expectError, sha256 } from './read-helpers.ts'
+import { type GgufFile, type GgufValue, openGguf } from '../../src/gguf-node.ts'
+import { GGML_TYPES, type Ggml, type GgmlTypeName, ggmlUnsupported, loadGgml } from '../ggml.ts'
+import { firstF32Difference, firstRoundingDifference } from '../ggml-compare.ts'
+import { ggufBytes, type TensorSpec, type Value } from '../gguf-bytes.ts'
+import { serveFiles, type TestServer } from '../http-server.ts'
+import { findNginx, startNginx } from '../nginx.ts'
+import { countingSource, expectError, sha256 } from '../read-helpers.ts'
 
-const FIXTURES = fileURLToPath(new URL('./fixtures/gguf/reader', import.meta.url))
+const FIXTURES = fileURLToPath(new URL('../fixtures/gguf/reader', import.meta.url))
 const NAMES = readdirSync(FIXTURES)
   .filter((f) => f.endsWith('.gguf'))
   .sort()

@@ -4,7 +4,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { expect, test } from 'vitest'
-import { ROOT } from './packed.ts'
+import { ROOT } from '../packed.ts'
 
 interface Reflection {
   name: string

@@ -2,16 +2,16 @@
 // each module's contract (assembly/boundary/: codes, modes, descriptor layouts, named in src/ by a `?constants`
 // import), the scanner's status and reason codes (named in src/format/header.ts), and which
 // conversions the kernels, keyed by DTYPES indices (assembly/dtypes.ts), have. The float layouts the kernels
-// are compiled with are checked by test/convert.test.ts, on every code of each format.
+// are compiled with are checked by test/core/convert.test.ts, on every code of each format.
 import { readdirSync, readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
-import * as dtypeNumbers from '../assembly/boundary/dtypes.ts?constants'
-import * as ggml from '../assembly/boundary/ggml.ts?constants'
-import * as boundary from '../assembly/boundary/header.ts?constants'
-import { kernelModule } from '../src/core/convert.ts'
-import { canConvert, DTYPES } from '../src/core/dtypes.ts'
-import { REASON_TEXT, STATUS_ERRORS } from '../src/format/header.ts'
-import { GGML_TYPES } from '../src/gguf/ggml-types.ts'
+import * as dtypeNumbers from '../../assembly/boundary/dtypes.ts?constants'
+import * as ggml from '../../assembly/boundary/ggml.ts?constants'
+import * as boundary from '../../assembly/boundary/header.ts?constants'
+import { kernelModule } from '../../src/core/convert.ts'
+import { canConvert, DTYPES } from '../../src/core/dtypes.ts'
+import { REASON_TEXT, STATUS_ERRORS } from '../../src/format/header.ts'
+import { GGML_TYPES } from '../../src/gguf/ggml-types.ts'
 
 const FIELD_BYTES: Record<string, number> = { u8: 1, i8: 1, u16: 2, i16: 2, u32: 4, i32: 4, f32: 4, u64: 8, i64: 8, f64: 8 }
 
@@ -71,7 +71,7 @@ function exportedArities(wasm: Uint8Array): Record<string, number> {
 }
 
 // Every contract of assembly/boundary/, as the builds make it into a module (scripts/inline-wasm.js).
-const BOUNDARIES = new URL('../assembly/boundary/', import.meta.url)
+const BOUNDARIES = new URL('../../assembly/boundary/', import.meta.url)
 const contracts = readdirSync(BOUNDARIES).map((file) => {
   const source = readFileSync(new URL(file, BOUNDARIES), 'utf8')
   const lines = [...source.matchAll(/^export const (\w+): \w+ = (0x[0-9a-f]+|\d+);(?: *\/\/ *(\w+))?/gim)]
@@ -86,7 +86,7 @@ const contracts = readdirSync(BOUNDARIES).map((file) => {
 
 /** Every `name.CONSTANT` that a file of src/ reads of a contract it imports as `* as name`, with the contract's file. */
 function constantsRead(): { file: string; contract: string; name: string }[] {
-  const src = new URL('../src/', import.meta.url)
+  const src = new URL('../../src/', import.meta.url)
   const files = readdirSync(src, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.ts'))
   return files.flatMap((file) => {
     const text = readFileSync(new URL(file, src), 'utf8')
@@ -98,10 +98,10 @@ function constantsRead(): { file: string; contract: string; name: string }[] {
 
 describe("each wasm module's contract", () => {
   // More than a few numbers go in a descriptor struct of the module's contract, not in a list of parameters.
-  test.each(readdirSync(new URL('../build/', import.meta.url)).filter((file) => file.endsWith('.wasm')))(
+  test.each(readdirSync(new URL('../../build/', import.meta.url)).filter((file) => file.endsWith('.wasm')))(
     '%s: no export takes more than 6 parameters',
     (file) => {
-      const arities = exportedArities(readFileSync(new URL(`../build/${file}`, import.meta.url)))
+      const arities = exportedArities(readFileSync(new URL(`../../build/${file}`, import.meta.url)))
       expect(Object.keys(arities).length).toBeGreaterThan(1)
       expect(Object.entries(arities).filter(([, params]) => params > 6)).toEqual([])
     },

@@ -13,11 +13,11 @@ import { dirname, join, relative, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import { transformSync } from 'esbuild'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { FIXTURES_REAL } from './helpers.ts'
-import { fileResource, rangeHandler, startServer, type TestServer } from './http-server.ts'
-import { codeBlocks, headingAnchors, markdownFiles, relativeLinks } from './markdown.ts'
-import { ROOT } from './packed.ts'
-import { buildFile, bytesOf, expectSameBytes } from './read-helpers.ts'
+import { FIXTURES_REAL } from '../helpers.ts'
+import { fileResource, rangeHandler, startServer, type TestServer } from '../http-server.ts'
+import { codeBlocks, headingAnchors, markdownFiles, relativeLinks } from '../markdown.ts'
+import { ROOT } from '../packed.ts'
+import { buildFile, bytesOf, expectSameBytes } from '../read-helpers.ts'
 
 const run = promisify(execFile)
 
@@ -47,7 +47,7 @@ beforeAll(async () => {
 afterAll(() => server.close())
 
 test('each rank loads its share: q_proj by rows, o_proj by columns, the norm whole', async () => {
-  const { loadRank } = await import('../examples/ranks.js')
+  const { loadRank } = await import('../../examples/ranks.js')
   for (const rank of [0, 1]) {
     const { tensors } = await loadRank(`${server.url}model.safetensors.index.json`, rank, 2)
     expectSameBytes(bytesOf(tensors.get('model.layers.0.self_attn.q_proj.weight')!.data), q.subarray(rank * 32 * 32 * 2, (rank + 1) * 32 * 32 * 2))

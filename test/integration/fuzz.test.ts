@@ -5,20 +5,32 @@
 // its GGUF either work or fail with a SafetensorsError, each mutant within 30 s, the process under 1 GiB. GGUF:
 // openGguf gives every GGUF mutant a coded error or a valid read, soon and in bounded memory.
 //
-//   FUZZ_MUTANTS=100000 npx vitest run test/fuzz.test.ts     # more header mutants (default 3000)
-//   FUZZ_FOLDERS=100000 npx vitest run test/fuzz.test.ts     # more folder mutants (default 300, 3000 under TEST_ALL)
+//   FUZZ_MUTANTS=100000 npx vitest run test/integration/fuzz.test.ts     # more header mutants (default 3000)
+//   FUZZ_FOLDERS=100000 npx vitest run test/integration/fuzz.test.ts     # more folder mutants (default 300, 3000 under TEST_ALL)
 //   FUZZ_FOLDERS_FROM=50000                                   # folder mutants from this index on (to split a run)
 //   FUZZ_SEED=123 | FUZZ_SEED=random                          # another seed (default fixed, for CI)
 //   FUZZ_SEED=123 FUZZ_ONLY=4567                              # replay one mutant from a failure report
-//   FUZZ_GGUF_MUTANTS=1000000 npx vitest run test/fuzz.test.ts -t GGUF   # GGUF mutants (3000 quick, else 50,000)
+//   FUZZ_GGUF_MUTANTS=1000000 npx vitest run test/integration/fuzz.test.ts -t GGUF   # GGUF mutants (3000 quick, else 50,000)
 //   FUZZ_SEED=123 FUZZ_GGUF_ONLY=4567                         # replay one GGUF mutant
 import { readFileSync } from 'node:fs'
 import { expect, test } from 'vitest'
-import { ggufStream, openGguf } from '../src/gguf-node.ts'
-import { type ModelFolder, openModel, parseHeader, SafetensorsError } from '../src/node.ts'
-import { escapeBytes, plainTensors } from './helpers.ts'
-import { build, EVERY_OUTCOME, folderMutant, folderSeeds, GGUF_OUTCOMES, ggufMutant, ggufSeeds, latin1ToBytes, memoryFolder, mutant, seeds } from './mutants.ts'
-import { type RefResult, type RefTensor, referenceValidate } from './reference-validator.ts'
+import { ggufStream, openGguf } from '../../src/gguf-node.ts'
+import { type ModelFolder, openModel, parseHeader, SafetensorsError } from '../../src/node.ts'
+import { escapeBytes, plainTensors } from '../helpers.ts'
+import {
+  build,
+  EVERY_OUTCOME,
+  folderMutant,
+  folderSeeds,
+  GGUF_OUTCOMES,
+  ggufMutant,
+  ggufSeeds,
+  latin1ToBytes,
+  memoryFolder,
+  mutant,
+  seeds,
+} from '../mutants.ts'
+import { type RefResult, type RefTensor, referenceValidate } from '../reference-validator.ts'
 
 const COUNT = Number(process.env.FUZZ_MUTANTS ?? 3000)
 const SEED = process.env.FUZZ_SEED === 'random' ? (Math.random() * 2 ** 32) >>> 0 : Number(process.env.FUZZ_SEED ?? 20250101) >>> 0

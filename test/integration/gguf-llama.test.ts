@@ -14,13 +14,13 @@ import { cpSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { KeyValue } from '../src/gguf/format.ts'
-import { type GgufPatch, type GgufTensor, patchGguf } from './gguf-patch.ts'
-import { type LlamaModel, llamaUnsupported, loadLlamaModel, startLlamaCpp } from './llama.ts'
-import { CLI, cli } from './run-cli.ts'
-import { tempDir } from './writer-reference.ts'
+import type { KeyValue } from '../../src/gguf/format.ts'
+import { type GgufPatch, type GgufTensor, patchGguf } from '../gguf-patch.ts'
+import { type LlamaModel, llamaUnsupported, loadLlamaModel, startLlamaCpp } from '../llama.ts'
+import { CLI, cli } from '../run-cli.ts'
+import { tempDir } from '../writer-reference.ts'
 
-const FIXTURES = fileURLToPath(new URL('./fixtures/gguf/', import.meta.url))
+const FIXTURES = fileURLToPath(new URL('../fixtures/gguf/', import.meta.url))
 // Every folder with a reference.json is a model (q8_0/ holds the Q8_0 kernel's vectors).
 const MODELS = readdirSync(FIXTURES)
   .filter((name) => existsSync(join(FIXTURES, name, 'reference.json')))

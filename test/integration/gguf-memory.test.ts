@@ -9,12 +9,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { GGMLQuantizationType, gguf } from '@huggingface/gguf'
 import { afterAll, expect, test } from 'vitest'
-import { fileSink, SafetensorsWriter } from '../src/node.ts'
-import { referenceConvert } from './float-reference.ts'
-import { referenceQ8_0 } from './q8_0-reference.ts'
-import { mulberry32 } from './random.ts'
-import { expectSameBytes } from './read-helpers.ts'
-import { CLI } from './run-cli.ts'
+import { fileSink, SafetensorsWriter } from '../../src/node.ts'
+import { referenceConvert } from '../float-reference.ts'
+import { referenceQ8_0 } from '../q8_0-reference.ts'
+import { mulberry32 } from '../random.ts'
+import { expectSameBytes } from '../read-helpers.ts'
+import { CLI } from '../run-cli.ts'
 
 const MiB = 1 << 20
 const HIDDEN = 2048
@@ -189,7 +189,7 @@ test('a Mixtral whose stacked experts are 256 MiB a tensor to F16 through the CL
   const stacked = tensorInfos.find((t) => t.name === 'blk.0.ffn_up_exps.weight')!
   expect(stacked.shape.map(Number)).toEqual([MOE_HIDDEN, EXPERT_FF, EXPERTS])
   // Every expert's w3 is the pattern from its start, so each expert's slice of the stack starts with its F16 (their
-  // order is test/gguf.test.ts's, against llama.cpp's converter).
+  // order is test/gguf/index.test.ts's, against llama.cpp's converter).
   const expected = referenceConvert('BF16', 'F16', block.subarray(0, 64 * 1024))
   const fd = openSync(out, 'r')
   for (const e of [0, EXPERTS - 1]) {

@@ -3,8 +3,8 @@
 //   python3 test/fixtures/golden/make_golden.py
 import { existsSync, readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
-import { parseHeader, SafetensorsError } from '../src/index.ts'
-import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenFiles, goldenName, plainTensors, realFixtures } from './helpers.ts'
+import { parseHeader, SafetensorsError } from '../../src/index.ts'
+import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenFiles, goldenName, plainTensors, realFixtures } from '../helpers.ts'
 
 interface Golden {
   headerSize: number

@@ -6,12 +6,12 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, test } from 'vitest'
-import { ggufStream } from '../src/gguf-node.ts'
-import { openModel, SafetensorsError, serialize } from '../src/node.ts'
-import { type FolderFiles, folderSeeds, memoryFolder } from './mutants.ts'
-import { mutatedCopy } from './quant-fixtures.ts'
-import { headerOf, tensorBytes } from './read-helpers.ts'
-import { cli } from './run-cli.ts'
+import { ggufStream } from '../../src/gguf-node.ts'
+import { openModel, SafetensorsError, serialize } from '../../src/node.ts'
+import { type FolderFiles, folderSeeds, memoryFolder } from '../mutants.ts'
+import { mutatedCopy } from '../quant-fixtures.ts'
+import { headerOf, tensorBytes } from '../read-helpers.ts'
+import { cli } from '../run-cli.ts'
 
 const SEEDS = new Map(folderSeeds().map((seed) => [seed.name, seed.files]))
 

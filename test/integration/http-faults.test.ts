@@ -7,12 +7,22 @@
 // Every test runs twice: the 1 MiB tensor read in one request, and in parallel chunks of 256 KiB (the
 // chunk size lowered through DOWNLOAD), each chunk resumed and retried on its own.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { open } from '../src/index.ts'
-import { DOWNLOAD } from '../src/sources/downloads.ts'
-import { RETRY_DELAY } from '../src/sources/retry.ts'
-import { bytesResource, type Fault, faultAt, type Logged, type RangeOptions, type Resource, rangeHandler, startServer, type TestServer } from './http-server.ts'
-import { buildFile, bytesOf, expectError, expectSameBytes, headerOf, rng } from './read-helpers.ts'
-import { shortRetryDelays } from './retry-delays.ts'
+import { open } from '../../src/index.ts'
+import { DOWNLOAD } from '../../src/sources/downloads.ts'
+import { RETRY_DELAY } from '../../src/sources/retry.ts'
+import {
+  bytesResource,
+  type Fault,
+  faultAt,
+  type Logged,
+  type RangeOptions,
+  type Resource,
+  rangeHandler,
+  startServer,
+  type TestServer,
+} from '../http-server.ts'
+import { buildFile, bytesOf, expectError, expectSameBytes, headerOf, rng } from '../read-helpers.ts'
+import { shortRetryDelays } from '../retry-delays.ts'
 
 shortRetryDelays()
 

@@ -6,7 +6,7 @@ import { dirname, join, normalize, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, test } from 'vitest'
 
-const SRC = fileURLToPath(new URL('../src/', import.meta.url))
+const SRC = fileURLToPath(new URL('../../src/', import.meta.url))
 
 /** The folders of src/, lowest first: a module may import its own folder's modules and those of folders before it. */
 const FOLDERS = ['core', 'format', 'sources', 'sources/http', 'platform', 'cache', 'quant', 'read', 'write', 'gguf', 'node']
@@ -157,7 +157,7 @@ describe('src/', () => {
   })
 
   test('#platform: every target the package names exports what the Platform interface has, and nothing else', async () => {
-    const { imports } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'))
+    const { imports } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))
     const named = new Set(Object.values(imports['#platform']).map((target) => (target as string).replace(/^\.\/dist\/(.*)\.js$/, '$1.ts')))
     expect([...named].sort()).toEqual(PLATFORMS)
     const exported = await Promise.all(PLATFORMS.map(async (target) => Object.keys(await import(`../src/${target}`)).sort()))
@@ -166,7 +166,7 @@ describe('src/', () => {
   })
 
   test('the layout rule is the one docs/development.md states', () => {
-    const doc = readFileSync(new URL('../docs/development.md', import.meta.url), 'utf8')
+    const doc = readFileSync(new URL('../../docs/development.md', import.meta.url), 'utf8')
     const existing = new Set(files.map(folderOf))
     for (const folder of FOLDERS.filter((f) => existing.has(f))) expect(doc, folder).toContain(`${folder}/`)
   })

@@ -2,7 +2,7 @@
 // requests a browser would never make but anyone on the machine can.
 import { request } from 'node:http'
 import { afterAll, beforeAll, expect, test } from 'vitest'
-import { startInspectorServer } from '../scripts/inspector.js'
+import { startInspectorServer } from '../../scripts/inspector.js'
 
 let server: Awaited<ReturnType<typeof startInspectorServer>>
 beforeAll(async () => {

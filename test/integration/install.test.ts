@@ -8,10 +8,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, describe, expect, test } from 'vitest'
-import { nodeBinary, VERSIONS } from '../scripts/node-versions.js'
-import { FIXTURES_REAL } from './helpers.ts'
-import { ROOT } from './packed.ts'
-import { headerOf } from './read-helpers.ts'
+import { nodeBinary, VERSIONS } from '../../scripts/node-versions.js'
+import { FIXTURES_REAL } from '../helpers.ts'
+import { ROOT } from '../packed.ts'
+import { headerOf } from '../read-helpers.ts'
 
 const run = promisify(execFile)
 const FILE = `${FIXTURES_REAL}fluxml__safetensors.jl__model.with_metadata.safetensors`

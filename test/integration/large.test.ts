@@ -5,8 +5,8 @@ import { open as fsOpen, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { open } from '../src/node.ts'
-import { bf16ToNumber, bytesOf, errorOf } from './read-helpers.ts'
+import { open } from '../../src/node.ts'
+import { bf16ToNumber, bytesOf, errorOf } from '../read-helpers.ts'
 
 const GiB = 2 ** 30
 const TWO32 = 2 ** 32

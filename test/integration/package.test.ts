@@ -10,9 +10,9 @@ import { promisify } from 'node:util'
 import { publint } from 'publint'
 import { formatMessage } from 'publint/utils'
 import { beforeAll, describe, expect, test } from 'vitest'
-import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenName } from './helpers.ts'
-import { markdownFiles, relativeLinks } from './markdown.ts'
-import { type PackedConsumer, packedConsumer, ROOT } from './packed.ts'
+import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenName } from '../helpers.ts'
+import { markdownFiles, relativeLinks } from '../markdown.ts'
+import { type PackedConsumer, packedConsumer, ROOT } from '../packed.ts'
 
 const run = promisify(execFile)
 const bin = (name: string) => join(ROOT, 'node_modules/.bin', name)

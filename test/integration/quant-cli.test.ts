@@ -9,10 +9,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gguf } from '@huggingface/gguf'
 import { describe, expect, test } from 'vitest'
-import { referenceConvert } from './float-reference.ts'
-import { byteLevelTokenizer, FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, referenceOf, weightFiles } from './quant-fixtures.ts'
-import { expectSameBytes, headerOf, tensorBytes } from './read-helpers.ts'
-import { cli } from './run-cli.ts'
+import { referenceConvert } from '../float-reference.ts'
+import { byteLevelTokenizer, FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, referenceOf, weightFiles } from '../quant-fixtures.ts'
+import { expectSameBytes, headerOf, tensorBytes } from '../read-helpers.ts'
+import { cli } from '../run-cli.ts'
 
 /** Every tensor of a folder's model files: dtype, shape and bytes, by name. */
 function tensorsOf(folder: string): Map<string, { dtype: string; shape: number[]; bytes: Uint8Array }> {

@@ -5,10 +5,10 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { type DType, openModel } from '../src/index.ts'
-import { serveFiles, type TestServer } from './http-server.ts'
-import { FOLDERS, QUANTIZED, quantizedNames, referenceOf, storedOf } from './quant-fixtures.ts'
-import { expectSameBytes, headerOf, tensorBytes } from './read-helpers.ts'
+import { type DType, openModel } from '../../src/index.ts'
+import { serveFiles, type TestServer } from '../http-server.ts'
+import { FOLDERS, QUANTIZED, quantizedNames, referenceOf, storedOf } from '../quant-fixtures.ts'
+import { expectSameBytes, headerOf, tensorBytes } from '../read-helpers.ts'
 
 let server: TestServer
 

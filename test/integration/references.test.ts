@@ -4,7 +4,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { expect, test } from 'vitest'
-import { ROOT } from './packed.ts'
+import { ROOT } from '../packed.ts'
 
 const SCANNED = ['src', 'assembly', 'test', 'docs', 'scripts', 'bench', 'inspector', 'examples']
 const TOP_FILES = ['README.md', 'rollup.config.js', 'vitest.config.ts', 'vitest.browser.config.ts', 'package.json', '.ci/run']

@@ -8,11 +8,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { ggufStream } from '../src/gguf-node.ts'
-import { convertFile, convertStream, createCache, open, openModel, SafetensorsError, validateStream } from '../src/node.ts'
-import { rangeHandler, startServer, type TestServer } from './http-server.ts'
-import { buildFile, rng } from './read-helpers.ts'
-import { shortRetryDelays } from './retry-delays.ts'
+import { ggufStream } from '../../src/gguf-node.ts'
+import { convertFile, convertStream, createCache, open, openModel, SafetensorsError, validateStream } from '../../src/node.ts'
+import { rangeHandler, startServer, type TestServer } from '../http-server.ts'
+import { buildFile, rng } from '../read-helpers.ts'
+import { shortRetryDelays } from '../retry-delays.ts'
 
 const CALLS = 1000
 
@@ -178,7 +178,7 @@ describe('no listener is left on a caller signal', () => {
   }, 60_000)
 
   test('ggufStream of a model folder: read to the end, cancelled (100 calls each)', async () => {
-    const model = fileURLToPath(new URL('./fixtures/gguf/qwen2/', import.meta.url))
+    const model = fileURLToPath(new URL('../fixtures/gguf/qwen2/', import.meta.url))
     await expectNoListenersLeft('ok', async (signal) => drain(await ggufStream(model, { signal, dtype: 'Q8_0' })), 100)
     await expectNoListenersLeft('ok', async (signal) => (await ggufStream(model, { signal })).cancel(), 100)
   }, 60_000)

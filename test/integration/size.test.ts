@@ -13,10 +13,10 @@ import { gzipSync } from 'node:zlib'
 import { build } from 'esbuild'
 import { chromium } from 'playwright'
 import { beforeAll, describe, expect, test } from 'vitest'
+import { ggufBytes } from '../gguf-bytes.ts'
+import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenName } from '../helpers.ts'
+import { type PackedConsumer, packedConsumer } from '../packed.ts'
 import { chromiumChoice } from './browser/chromium.ts'
-import { ggufBytes } from './gguf-bytes.ts'
-import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenName } from './helpers.ts'
-import { type PackedConsumer, packedConsumer } from './packed.ts'
 
 const FIXTURE = 'fluxml__safetensors.jl__model.safetensors'
 const bytes = new Uint8Array(readFileSync(FIXTURES_REAL + FIXTURE))

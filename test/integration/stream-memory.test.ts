@@ -9,11 +9,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, expect, test } from 'vitest'
-import { referenceConvert } from './float-reference.ts'
+import { referenceConvert } from '../float-reference.ts'
 
 const MiB = 1 << 20
 const DATA = 256 * MiB
-const ENTRY = fileURLToPath(new URL('../dist/node.js', import.meta.url))
+const ENTRY = fileURLToPath(new URL('../../dist/node.js', import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), 'safetensors-stream-memory-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 

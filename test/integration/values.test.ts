@@ -7,9 +7,9 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, truncateSy
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { open } from '../src/node.ts'
-import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenFiles, goldenName, realFixtures } from './helpers.ts'
-import { accurateSum, bytesOf, countingSource, errorOf, expectError, NATURAL, sha256 } from './read-helpers.ts'
+import { open } from '../../src/node.ts'
+import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenFiles, goldenName, realFixtures } from '../helpers.ts'
+import { accurateSum, bytesOf, countingSource, errorOf, expectError, NATURAL, sha256 } from '../read-helpers.ts'
 
 type Num = number | string
 interface GoldenTensor {

@@ -7,12 +7,12 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync,
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
-import { convertFile, convertModel, openModel, type Progress, type SafetensorsError, saveModel, writeFile } from '../src/node.ts'
-import { type FullDisk, fullDiskUnavailable, mountTmpfs } from './full-disk.ts'
-import { parseRange, rangeHandler, serveFiles, startServer, type TestServer } from './http-server.ts'
-import { prng } from './random.ts'
-import { expectError } from './read-helpers.ts'
-import { CLI, cli, cliWith, type Run } from './run-cli.ts'
+import { convertFile, convertModel, openModel, type Progress, type SafetensorsError, saveModel, writeFile } from '../../src/node.ts'
+import { type FullDisk, fullDiskUnavailable, mountTmpfs } from '../full-disk.ts'
+import { parseRange, rangeHandler, serveFiles, startServer, type TestServer } from '../http-server.ts'
+import { prng } from '../random.ts'
+import { expectError } from '../read-helpers.ts'
+import { CLI, cli, cliWith, type Run } from '../run-cli.ts'
 import {
   byteSize,
   decodeBF16,
@@ -32,9 +32,9 @@ import {
   referenceHeaderText,
   splitFile,
   tempDir,
-} from './writer-reference.ts'
+} from '../writer-reference.ts'
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const REAL = join(ROOT, 'test', 'fixtures', 'real')
 const FLUX = join(REAL, 'sharded', 'fluxml__safetensors.jl')
 

@@ -13,9 +13,9 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, test, vi } from 'vitest'
-import { convertModel, openModel, SafetensorsError, saveModel } from '../src/node.ts'
-import { prng } from './random.ts'
-import { ELEMENTS, generation, saveOptions, shardCount, TENSORS } from './save-child.js'
+import { convertModel, openModel, SafetensorsError, saveModel } from '../../src/node.ts'
+import { prng } from '../random.ts'
+import { ELEMENTS, generation, saveOptions, shardCount, TENSORS } from '../save-child.js'
 
 // Every function of node:fs/promises, and every method of the handles its open() gives, counts as one
 // operation while `faults.armed`; operation number `faults.failAt` throws EIO instead of running (a close
@@ -70,7 +70,7 @@ vi.mock('node:fs/promises', async (importOriginal) => {
 
 const LOCK = '.safetensors-wasm.lock'
 const NAMES = Array.from({ length: TENSORS }, (_, i) => `t${i}`)
-const CHILD = fileURLToPath(new URL('./save-child.js', import.meta.url))
+const CHILD = fileURLToPath(new URL('../save-child.js', import.meta.url))
 const root = mkdtempSync(join(tmpdir(), 'safetensors-save-test-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 let folders = 0

@@ -6,7 +6,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, test, vi } from 'vitest'
-import { fileSource, SafetensorsError, SafetensorsWriter, saveModel, streamSink } from '../src/node.ts'
+import { fileSource, SafetensorsError, SafetensorsWriter, saveModel, streamSink } from '../../src/node.ts'
 
 // open() of node:fs/promises as it is, unless a test gives the next handle.
 const nextHandle = vi.hoisted(() => ({ value: undefined as unknown }))

@@ -5,10 +5,10 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
-import { type DType, openModel, SafetensorsError } from '../src/node.ts'
-import { referenceConvert } from './float-reference.ts'
-import { FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, quantizedNames, referenceOf, storedOf } from './quant-fixtures.ts'
-import { errorOf, expectSameBytes, headerOf, tensorBytes } from './read-helpers.ts'
+import { type DType, openModel, SafetensorsError } from '../../src/node.ts'
+import { referenceConvert } from '../float-reference.ts'
+import { FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, quantizedNames, referenceOf, storedOf } from '../quant-fixtures.ts'
+import { errorOf, expectSameBytes, headerOf, tensorBytes } from '../read-helpers.ts'
 
 /** Each fixture's golden tensors: dtype, shape and bytes, read from golden.safetensors by hand. */
 function goldenOf(folder: string): Map<string, { dtype: string; shape: number[]; bytes: Uint8Array }> {

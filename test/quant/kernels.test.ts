@@ -6,11 +6,11 @@
 // groups and of symmetric tables in groups of 16. The expected values come from the formulas written out here,
 // with the independent F16/BF16 encoder of test/float-reference.ts.
 import { describe, expect, test } from 'vitest'
-import { dtypeIndex } from '../src/core/dtypes.ts'
-import { reserveMemory, WasmModule } from '../src/core/wasm.ts'
-import { type CodeFormat, type Job, Kernels, type Params, type ReferenceDtype } from '../src/quant/kernels.ts'
-import { decodeToF32Bits, encodeF32Bits, f32Bits, f32FromBits } from './float-reference.ts'
-import { prng } from './random.ts'
+import { dtypeIndex } from '../../src/core/dtypes.ts'
+import { reserveMemory, WasmModule } from '../../src/core/wasm.ts'
+import { type CodeFormat, type Job, Kernels, type Params, type ReferenceDtype } from '../../src/quant/kernels.ts'
+import { decodeToF32Bits, encodeF32Bits, f32Bits, f32FromBits } from '../float-reference.ts'
+import { prng } from '../random.ts'
 
 const kernels = new Kernels({ WasmModule, reserveMemory, dtypeIndex })
 

@@ -2,8 +2,8 @@
 // answers for targets of real configs) and, over random patterns of the forms read, by the platform's RegExp on
 // names where the two engines agree (ASCII, no newline); forms outside them are refused at once.
 import { expect, test } from 'vitest'
-import { MAX_PATTERN, targetPattern } from '../src/quant/target-pattern.ts'
-import { prng } from './random.ts'
+import { MAX_PATTERN, targetPattern } from '../../src/quant/target-pattern.ts'
+import { prng } from '../random.ts'
 
 const matcher = (pattern: string) => {
   const made = targetPattern(pattern)

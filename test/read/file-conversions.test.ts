@@ -2,10 +2,10 @@
 // independent reference, on both paths of src/read/file.ts: small results through the
 // shared core in chunks, large widening (and same-width) results converted in a memory of their own.
 import { describe, expect, test } from 'vitest'
-import { DEDICATED_MIN_BYTES } from '../src/core/convert.ts'
-import { open } from '../src/index.ts'
-import { referenceConvert } from './float-reference.ts'
-import { buildFile, bytesOf, expectSameBytes, rng } from './read-helpers.ts'
+import { DEDICATED_MIN_BYTES } from '../../src/core/convert.ts'
+import { open } from '../../src/index.ts'
+import { referenceConvert } from '../float-reference.ts'
+import { buildFile, bytesOf, expectSameBytes, rng } from '../read-helpers.ts'
 
 /** Every 16-bit pattern, or every byte, as little-endian bytes. */
 function everyCode(bytes: 1 | 2): Uint8Array {

@@ -3,8 +3,8 @@
 // values are checked against the independent F16 decoder of test/float-reference.ts; where it lacks it
 // (Node 20) the option is a TypeError naming the global, before anything is read.
 import { describe, expect, test } from 'vitest'
-import { open, type RangeSource, serialize } from '../src/index.ts'
-import { decodeValue, encodeValue, FORMATS } from './float-reference.ts'
+import { open, type RangeSource, serialize } from '../../src/index.ts'
+import { decodeValue, encodeValue, FORMATS } from '../float-reference.ts'
 
 type NativeFloat16Array = Float32Array & { readonly BYTES_PER_ELEMENT: 2 }
 const Native = (globalThis as { Float16Array?: new (buffer: ArrayBufferLike, byteOffset?: number, length?: number) => NativeFloat16Array }).Float16Array

@@ -6,11 +6,11 @@ import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { describe, expect, test } from 'vitest'
-import { open, type RangeSource, type Source } from '../src/node.ts'
-import { referenceConvert } from './float-reference.ts'
-import { FIXTURES_REAL } from './helpers.ts'
-import { ROOT } from './packed.ts'
-import { buildFile, bytesOf, countingSource, expectSameBytes, rng } from './read-helpers.ts'
+import { open, type RangeSource, type Source } from '../../src/node.ts'
+import { referenceConvert } from '../float-reference.ts'
+import { FIXTURES_REAL } from '../helpers.ts'
+import { ROOT } from '../packed.ts'
+import { buildFile, bytesOf, countingSource, expectSameBytes, rng } from '../read-helpers.ts'
 
 const r = rng(99)
 const MiB = 1 << 20

@@ -5,11 +5,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
-import { openModel, SafetensorsError } from '../src/node.ts'
-import { entry, FIXTURES_REAL, makeFile, obj } from './helpers.ts'
-import { rangeHandler, startServer, type TestServer } from './http-server.ts'
-import { mulberry32 } from './random.ts'
-import { bytesOf, errorOf, expectError, expectSameBytes, headerOf } from './read-helpers.ts'
+import { openModel, SafetensorsError } from '../../src/node.ts'
+import { entry, FIXTURES_REAL, makeFile, obj } from '../helpers.ts'
+import { rangeHandler, startServer, type TestServer } from '../http-server.ts'
+import { mulberry32 } from '../random.ts'
+import { bytesOf, errorOf, expectError, expectSameBytes, headerOf } from '../read-helpers.ts'
 
 const SHARDS = join(FIXTURES_REAL, 'sharded', 'fluxml__safetensors.jl')
 const INDEX = join(SHARDS, 'model.safetensors.index.json')

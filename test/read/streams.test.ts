@@ -3,11 +3,11 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
-import { convertStream, open, openModel, SafetensorsError } from '../src/node.ts'
-import { referenceConvert } from './float-reference.ts'
-import { FIXTURES_REAL } from './helpers.ts'
-import { buildFile, countingSource, headerOf, rng } from './read-helpers.ts'
-import { referenceOrder } from './writer-reference.ts'
+import { convertStream, open, openModel, SafetensorsError } from '../../src/node.ts'
+import { referenceConvert } from '../float-reference.ts'
+import { FIXTURES_REAL } from '../helpers.ts'
+import { buildFile, countingSource, headerOf, rng } from '../read-helpers.ts'
+import { referenceOrder } from '../writer-reference.ts'
 
 async function collect(stream: ReadableStream<Uint8Array>): Promise<{ bytes: Uint8Array; chunks: number }> {
   const parts: Uint8Array[] = []

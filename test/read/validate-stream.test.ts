@@ -3,16 +3,16 @@
 // each fed in random chunks of 1 byte to 64 KiB. Then the ways a stream arrives (Blob.stream(), a Node
 // Readable through Readable.toWeb) and the forward option.
 //
-//   VALIDATE_MUTANTS=100000 VALIDATE_SEED=123|random npx vitest run test/validate-stream.test.ts
+//   VALIDATE_MUTANTS=100000 VALIDATE_SEED=123|random npx vitest run test/read/validate-stream.test.ts
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, expect, test } from 'vitest'
-import { parseHeader, SafetensorsError, validateStream } from '../src/index.ts'
-import { FIXTURES_NUMBERS, FIXTURES_REAL, makeFile, realFixtures } from './helpers.ts'
-import { EVERY_OUTCOME, mutant, seeds } from './mutants.ts'
-import { prng } from './random.ts'
-import { buildFile } from './read-helpers.ts'
+import { parseHeader, SafetensorsError, validateStream } from '../../src/index.ts'
+import { FIXTURES_NUMBERS, FIXTURES_REAL, makeFile, realFixtures } from '../helpers.ts'
+import { EVERY_OUTCOME, mutant, seeds } from '../mutants.ts'
+import { prng } from '../random.ts'
+import { buildFile } from '../read-helpers.ts'
 
 const COUNT = Number(process.env.VALIDATE_MUTANTS ?? 10_000)
 const SEED = process.env.VALIDATE_SEED === 'random' ? (Math.random() * 2 ** 32) >>> 0 : Number(process.env.VALIDATE_SEED ?? 20260114) >>> 0

@@ -7,10 +7,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, expect, test } from 'vitest'
-import { convertFile, createCache, open } from '../src/node.ts'
-import { DOWNLOAD } from '../src/sources/downloads.ts'
-import { mostOpen, type RangeOptions, rangeHandler, startServer, type TestServer } from './http-server.ts'
-import { buildFile, bytesOf, expectSameBytes, headerOf, rng } from './read-helpers.ts'
+import { convertFile, createCache, open } from '../../src/node.ts'
+import { DOWNLOAD } from '../../src/sources/downloads.ts'
+import { mostOpen, type RangeOptions, rangeHandler, startServer, type TestServer } from '../http-server.ts'
+import { buildFile, bytesOf, expectSameBytes, headerOf, rng } from '../read-helpers.ts'
 
 const MiB = 1 << 20
 const random = rng(21)

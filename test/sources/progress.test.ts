@@ -5,11 +5,11 @@ import { mkdtempSync, openAsBlob, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { open, openModel, type Progress } from '../src/node.ts'
-import { DOWNLOAD } from '../src/sources/downloads.ts'
-import { FIXTURES_REAL } from './helpers.ts'
-import { rangeHandler, startServer, type TestServer } from './http-server.ts'
-import { buildFile, countingSource, headerOf, rng } from './read-helpers.ts'
+import { open, openModel, type Progress } from '../../src/node.ts'
+import { DOWNLOAD } from '../../src/sources/downloads.ts'
+import { FIXTURES_REAL } from '../helpers.ts'
+import { rangeHandler, startServer, type TestServer } from '../http-server.ts'
+import { buildFile, countingSource, headerOf, rng } from '../read-helpers.ts'
 
 const MODEL = `${FIXTURES_REAL}fluxml__safetensors.jl__model.safetensors`
 const SHARDS = `${FIXTURES_REAL}sharded/fluxml__safetensors.jl`

@@ -3,7 +3,7 @@
 // sharded model is compared with the bytes sliced out of the file here, by its header parsed with
 // JSON.parse; a wrapper around the binding counts the gets and how many are open at once. The binding is
 // typed by Cloudflare's own package, so tsc checks that a Worker's env.BUCKET fits r2Source and r2Model.
-// test/r2/workers.test.ts runs the library inside workerd, on the binding's own bodies.
+// test/integration/r2/workers.test.ts runs the library inside workerd, on the binding's own bodies.
 
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'

@@ -8,10 +8,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { open } from '../src/index.ts'
-import { bytesResource, type RangeOptions, rangeHandler, startServer, type TestServer } from './http-server.ts'
-import { findNginx, startNginx } from './nginx.ts'
-import { buildFile, bytesOf, countingSource, expectError, expectSameBytes, headerOf } from './read-helpers.ts'
+import { open } from '../../src/index.ts'
+import { bytesResource, type RangeOptions, rangeHandler, startServer, type TestServer } from '../http-server.ts'
+import { findNginx, startNginx } from '../nginx.ts'
+import { buildFile, bytesOf, countingSource, expectError, expectSameBytes, headerOf } from '../read-helpers.ts'
 
 /** Rows [0, rows) and columns [from, to) of a row-major matrix of `width` elements of `unit` bytes, by hand. */
 function columns(bytes: Uint8Array, rows: number, width: number, unit: number, from: number, to: number): Uint8Array {

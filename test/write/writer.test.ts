@@ -24,9 +24,9 @@ import {
   type TensorInput,
   type WriterSink,
   writeFile,
-} from '../src/node.ts'
-import { FORMAT_DTYPES } from './dtype-table.ts'
-import { prng } from './random.ts'
+} from '../../src/node.ts'
+import { FORMAT_DTYPES } from '../dtype-table.ts'
+import { prng } from '../random.ts'
 import {
   byteSize,
   compareUtf8,
@@ -43,9 +43,9 @@ import {
   referenceOrder,
   splitFile,
   tempDir,
-} from './writer-reference.ts'
+} from '../writer-reference.ts'
 
-const REAL = fileURLToPath(new URL('./fixtures/real/', import.meta.url))
+const REAL = fileURLToPath(new URL('../fixtures/real/', import.meta.url))
 const temps: string[] = []
 function scratch(): string {
   const dir = tempDir()

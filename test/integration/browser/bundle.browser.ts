@@ -1,12 +1,12 @@
 // Runs in Chromium, Firefox and WebKit (vitest.browser.config.ts), against dist/index.js: what a web page gets.
 // The shared test files cover the header scanner and slicing; this file covers what only a browser has
 // (File/Blob, fetch with Range against a real server, the browser's own wasm engine) and checks the
-// bundle's conversion kernels against the independent reference, as test/convert.test.ts does in Node.
+// bundle's conversion kernels against the independent reference, as test/core/convert.test.ts does in Node.
 import { describe, expect, test } from 'vitest'
 import { server } from 'vitest/browser'
-import { byteSwap, convert, DTYPE_INFO, type DType, open, parseHeader, type RangeSource, SafetensorsError, serialize, tensorStats } from '../../src/index.ts' // aliased to dist/index.js by vitest.browser.config.ts
-import { referenceConvert, SOURCE_BITS } from '../float-reference.ts'
-import { mulberry32 } from '../random.ts'
+import { byteSwap, convert, DTYPE_INFO, type DType, open, parseHeader, type RangeSource, SafetensorsError, serialize, tensorStats } from '../../../src/index.ts' // aliased to dist/index.js by vitest.browser.config.ts
+import { referenceConvert, SOURCE_BITS } from '../../float-reference.ts'
+import { mulberry32 } from '../../random.ts'
 
 const FIXTURE = '/test/fixtures/real/fluxml__safetensors.jl__model.safetensors'
 const INVALID = '/test/fixtures/real/invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors'

@@ -4,7 +4,7 @@
 // the cache warns once and every read comes from the network.
 import { afterEach, describe, expect, test, vi } from 'vitest'
 import { server } from 'vitest/browser'
-import { createCache, open } from '../../src/index.ts' // aliased to dist/index.js by vitest.browser.config.ts
+import { createCache, open } from '../../../src/index.ts' // aliased to dist/index.js by vitest.browser.config.ts
 
 const FIXTURE = '/test/fixtures/real/huggingface__candle__voices.safetensors'
 const NAME = 'safetensors-wasm-cache-test'

@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createServer, type Socket } from 'node:net'
 import puppeteer, { type Browser } from 'puppeteer-core'
-import { FIREFOX, MINIBROWSER, requireEngine, WEBKIT_DRIVER, XVFB } from '../../scripts/browser-engines.js'
+import { FIREFOX, MINIBROWSER, requireEngine, WEBKIT_DRIVER, XVFB } from '../../../scripts/browser-engines.js'
 
 export function launchFirefox(): Promise<Browser> {
   requireEngine('firefox')

@@ -12,12 +12,12 @@ import { basename, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type Browser, chromium, type Page } from 'playwright'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
-import { startInspectorServer } from '../../scripts/inspector.js'
-import { serveFiles, type TestServer } from '../http-server.ts'
-import { buildFile, headerOf } from '../read-helpers.ts'
+import { startInspectorServer } from '../../../scripts/inspector.js'
+import { serveFiles, type TestServer } from '../../http-server.ts'
+import { buildFile, headerOf } from '../../read-helpers.ts'
 import { chromiumChoice } from './chromium.ts'
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 const REAL = join(ROOT, 'test/fixtures/real')
 const SHARDED = join(REAL, 'sharded/fluxml__safetensors.jl')
 /** A config.json beside a model served by URL, as real models have one: openModel reads it (a quantized model's says so). */

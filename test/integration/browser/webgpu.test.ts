@@ -2,7 +2,7 @@
 // test server (Cache-Control: no-store), read in the page with getTensor(name, { dtype: 'F32', out })
 // straight into GPUBuffers mapped at creation, multiplied by a WGSL compute shader, read back and compared
 // with a CPU reference computed here from the BF16 bits. Chromium from @sparticuz/chromium, with WebGPU on
-// SwiftShader (test/browser/chromium.ts, webgpuChromium), in a persistent profile (a user data dir), as a
+// SwiftShader (test/integration/browser/chromium.ts, webgpuChromium), in a persistent profile (a user data dir), as a
 // returning visitor's browser would be.
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -10,13 +10,13 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type BrowserContext, chromium, type JSHandle, type Page } from 'playwright'
 import { afterAll, beforeAll, expect, test } from 'vitest'
-import type * as Library from '../../src/index.ts'
-import { fileResource, rangeHandler, startServer, type TestServer } from '../http-server.ts'
-import { prng } from '../random.ts'
-import { bf16ToNumber, buildFile, headerOf, sha256 } from '../read-helpers.ts'
+import type * as Library from '../../../src/index.ts'
+import { fileResource, rangeHandler, startServer, type TestServer } from '../../http-server.ts'
+import { prng } from '../../random.ts'
+import { bf16ToNumber, buildFile, headerOf, sha256 } from '../../read-helpers.ts'
 import { webgpuChromium } from './chromium.ts'
 
-const DIST = fileURLToPath(new URL('../../dist/', import.meta.url))
+const DIST = fileURLToPath(new URL('../../../dist/', import.meta.url))
 const MODEL = '/model.safetensors'
 // Neither a multiple of the workgroup size (64) nor of anything else a wrong stride could hide behind.
 const ROWS = 1000

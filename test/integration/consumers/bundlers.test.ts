@@ -1,5 +1,5 @@
 // The package as a browser app gets it: `npm pack`'s tarball installed into a fresh folder, the small page
-// in test/consumers/page/ bundled there by the default setup of esbuild, webpack 5, Vite 8 and Rollup 4
+// in test/integration/consumers/page/ bundled there by the default setup of esbuild, webpack 5, Vite 8 and Rollup 4
 // (no plugin or alias for `node:`), and each bundle run in Chromium, Firefox and WebKit (those on the machine:
 // scripts/browser-engines.js), on the page and in a module Web Worker. The page opens a real fixture over
 // HTTP Range from a loopback server; what it must read is worked out here from the fixture's bytes. One
@@ -14,17 +14,17 @@ import { promisify } from 'node:util'
 import { chromium } from 'playwright'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { remote } from 'webdriverio'
-import { type Engine, missing } from '../../scripts/browser-engines.js'
-import { writeGguf } from '../../src/gguf-node.ts'
+import { type Engine, missing } from '../../../scripts/browser-engines.js'
+import { writeGguf } from '../../../src/gguf-node.ts'
+import { rangeHandler, startServer, type TestServer } from '../../http-server.ts'
+import { packedConsumer } from '../../packed.ts'
+import { headerOf } from '../../read-helpers.ts'
+import { tempDir } from '../../writer-reference.ts'
 import { chromiumChoice } from '../browser/chromium.ts'
 import { launchFirefox, startWebKit } from '../browser/engines.ts'
-import { rangeHandler, startServer, type TestServer } from '../http-server.ts'
-import { packedConsumer } from '../packed.ts'
-import { headerOf } from '../read-helpers.ts'
-import { tempDir } from '../writer-reference.ts'
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-const PAGE = join(ROOT, 'test/consumers/page')
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
+const PAGE = join(ROOT, 'test/integration/consumers/page')
 const GGUF_MODEL = join(ROOT, 'test/fixtures/gguf/qwen2')
 const run = promisify(execFile)
 
@@ -259,7 +259,7 @@ function expectedGguf() {
 
 /**
  * What checks.js must report, worked out from the fixture's bytes (JSON header, raw BF16 bits); and for the
- * GGUF, the file the Node entry writes of the same model (llama.cpp judges that file: test/gguf-llama.test.ts).
+ * GGUF, the file the Node entry writes of the same model (llama.cpp judges that file: test/integration/gguf-llama.test.ts).
  */
 function expectedResults(where: 'page' | 'worker', gguf: { bytes: number; byteLength: number; sha256: string }) {
   const bytes = FIXTURES.get(FIXTURE)!

@@ -1,4 +1,4 @@
-// The R2 versions of the three Workers (test/r2/*.js, shown verbatim in docs/streams-and-workers.md) run
+// The R2 versions of the three Workers (test/integration/r2/*.js, shown verbatim in docs/streams-and-workers.md) run
 // in Miniflare (workerd with a local R2) with an R2 binding seeded from the fixtures. They import the
 // package by name, which resolves through its `workerd` export condition (dist/workerd.js and dist/gguf/workerd.js:
 // npm run build).
@@ -8,13 +8,13 @@ import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Miniflare } from 'miniflare'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { writeGguf } from '../../src/gguf-node.ts'
-import { referenceConvert } from '../float-reference.ts'
-import { FIXTURES_REAL } from '../helpers.ts'
-import { headerOf, tensorBytes } from '../read-helpers.ts'
+import { writeGguf } from '../../../src/gguf-node.ts'
+import { referenceConvert } from '../../float-reference.ts'
+import { FIXTURES_REAL } from '../../helpers.ts'
+import { headerOf, tensorBytes } from '../../read-helpers.ts'
 import { badUploads, expectConvertedToF16, FIXTURE, fixture } from '../workerd/worker-checks.ts'
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 const ENTRY = join(ROOT, 'dist/workerd.js')
 const SHARDS = join(FIXTURES_REAL, 'sharded', 'fluxml__safetensors.jl')
 const WORKERS = ['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js']
@@ -38,9 +38,9 @@ function worker(file: string, bindings: Record<string, string> = {}) {
   return {
     name: file.replace(/\.js$/, ''),
     modulesRoot: root,
-    // Named as test/workerd/workerd.test.ts names them: the entries after the package, the rest by file name.
+    // Named as test/integration/workerd/workerd.test.ts names them: the entries after the package, the rest by file name.
     modules: [
-      esModule('worker.js', join(ROOT, 'test/r2', file)),
+      esModule('worker.js', join(ROOT, 'test/integration/r2', file)),
       esModule('safetensors-wasm', ENTRY),
       esModule('safetensors-wasm/gguf', join(dist, 'gguf/workerd.js')),
       ...chunks.map((f) => esModule(f, join(dist, f))),
@@ -153,10 +153,14 @@ describe('R2 Workers (Miniflare)', () => {
   })
 
   test('docs/gguf.md shows gguf-to-r2.js as tested', () => {
-    expect(readFileSync(join(ROOT, 'docs/gguf.md'), 'utf8')).toContain(`\`\`\`js worker\n${readFileSync(join(ROOT, 'test/r2/gguf-to-r2.js'), 'utf8')}`)
+    expect(readFileSync(join(ROOT, 'docs/gguf.md'), 'utf8')).toContain(
+      `\`\`\`js worker\n${readFileSync(join(ROOT, 'test/integration/r2/gguf-to-r2.js'), 'utf8')}`,
+    )
   })
 
   test.each(WORKERS)('docs/streams-and-workers.md, "Models in R2", shows %s as tested', (file) => {
-    expect(readFileSync(join(ROOT, 'docs/streams-and-workers.md'), 'utf8')).toContain(`\`\`\`js worker\n${readFileSync(join(ROOT, 'test/r2', file), 'utf8')}`)
+    expect(readFileSync(join(ROOT, 'docs/streams-and-workers.md'), 'utf8')).toContain(
+      `\`\`\`js worker\n${readFileSync(join(ROOT, 'test/integration/r2', file), 'utf8')}`,
+    )
   })
 })

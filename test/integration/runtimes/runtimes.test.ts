@@ -1,20 +1,20 @@
-// Deno and Bun, for real: each runs test/runtimes/smoke.mjs in a folder where the package is installed
+// Deno and Bun, for real: each runs test/integration/runtimes/smoke.mjs in a folder where the package is installed
 // from `npm pack`'s tarball, against a fixture on disk and served by a loopback HTTP server started here.
 // The binaries come with `npm ci` (the `deno` and `bun` packages link them from their per-platform optional
 // dependencies). Every expected value comes from the golden JSON (numpy) or is written out by hand from
 // the format's rules, never from the library; but for the GGUF, which must be the file Node writes of the same
-// model (llama.cpp judges that file: test/gguf-llama.test.ts).
+// model (llama.cpp judges that file: test/integration/gguf-llama.test.ts).
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { copyFileSync, readFileSync, rmSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { writeGguf } from '../../src/gguf-node.ts'
-import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenName, utf8 } from '../helpers.ts'
-import { rangeHandler, startServer, type TestServer } from '../http-server.ts'
-import { packedConsumer, ROOT } from '../packed.ts'
-import { tempDir } from '../writer-reference.ts'
+import { writeGguf } from '../../../src/gguf-node.ts'
+import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenName, utf8 } from '../../helpers.ts'
+import { rangeHandler, startServer, type TestServer } from '../../http-server.ts'
+import { packedConsumer, ROOT } from '../../packed.ts'
+import { tempDir } from '../../writer-reference.ts'
 
 const FIXTURE = 'fluxml__safetensors.jl__model.safetensors'
 const INVALID = 'invalid/syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors'
@@ -115,7 +115,7 @@ describe('Deno and Bun run the packed package', () => {
 
   beforeAll(async () => {
     dir = packedConsumer().dir
-    copyFileSync(join(ROOT, 'test/runtimes/smoke.mjs'), join(dir, 'smoke.mjs'))
+    copyFileSync(join(ROOT, 'test/integration/runtimes/smoke.mjs'), join(dir, 'smoke.mjs'))
     const bytes = new Uint8Array(readFileSync(FIXTURES_REAL + FIXTURE))
     server = await startServer(rangeHandler((path) => (path === `/${FIXTURE}` ? bytes : undefined)))
   }, 120_000)

@@ -1,6 +1,6 @@
 // One smoke script for every runtime (Deno, Bun): it imports the package by name, as the runtime resolves it
 // from the consumer folder it is copied into, exercises each kind of source, and prints what it got as one
-// JSON line. It judges nothing: test/runtimes/runtimes.test.ts compares the report with values it computes
+// JSON line. It judges nothing: test/integration/runtimes/runtimes.test.ts compares the report with values it computes
 // from the fixture's bytes and golden JSON. Only web APIs and the package, so the same file runs anywhere.
 //
 // Arguments: <fixture path> <fixture URL> <invalid fixture path> <GGUF test model folder>

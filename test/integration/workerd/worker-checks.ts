@@ -1,12 +1,12 @@
-// What the Workers of test/workerd (over HTTP) and test/r2 (over an R2 binding) are checked against, the
+// What the Workers of test/integration/workerd (over HTTP) and test/integration/r2 (over an R2 binding) are checked against, the
 // same for both: the uploads the gateway must refuse, and the converting proxy's output checked tensor by
 // tensor against the input's bytes converted by the reference (test/float-reference.ts).
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { expect } from 'vitest'
-import { FLOAT_SOURCES, referenceConvert } from '../float-reference.ts'
-import { FIXTURES_REAL } from '../helpers.ts'
-import { headerOf } from '../read-helpers.ts'
+import { FLOAT_SOURCES, referenceConvert } from '../../float-reference.ts'
+import { FIXTURES_REAL } from '../../helpers.ts'
+import { headerOf } from '../../read-helpers.ts'
 
 export const FIXTURE = 'fluxml__safetensors.jl__model.safetensors'
 export const INVALID = 'syoyo__safetensors-cpp__safetensors_abuse_attempt_1.safetensors'

@@ -1,4 +1,4 @@
-// The edge worker of the workerd test (test/workerd/workerd.test.ts). It imports the package by name;
+// The edge worker of the workerd test (test/integration/workerd/workerd.test.ts). It imports the package by name;
 // the test resolves that name through the package's `workerd` export condition and declares the .wasm
 // files it imports as compiled wasm modules, as a Workers bundler would.
 //

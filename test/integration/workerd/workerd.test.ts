@@ -1,5 +1,5 @@
 // The package in an edge worker: workerd (the runtime of Cloudflare Workers, from the npm package
-// `workerd`) runs test/workerd/worker.js, which imports the package through its `workerd` export
+// `workerd`) runs test/integration/workerd/worker.js, which imports the package through its `workerd` export
 // condition, opens a fixture served over loopback HTTP by open(url) (Range requests through fetch), and
 // returns a converted tensor. workerd refuses to compile wasm from bytes at run time, so this is the only
 // way to know that entry works.
@@ -10,12 +10,12 @@ import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
 import workerdBinary, { version as workerdVersion } from 'workerd'
-import { open } from '../../src/node.ts'
-import { referenceConvert } from '../float-reference.ts'
-import { serveFiles, startServer, type TestServer } from '../http-server.ts'
+import { open } from '../../../src/node.ts'
+import { referenceConvert } from '../../float-reference.ts'
+import { serveFiles, startServer, type TestServer } from '../../http-server.ts'
 import { badUploads, expectConvertedToF16, FIXTURE, INVALID } from './worker-checks.ts'
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 const FIXTURE_PATH = join(ROOT, 'test/fixtures/real', FIXTURE)
 const INVALID_PATH = join(ROOT, 'test/fixtures/real/invalid', INVALID)
 
@@ -28,7 +28,7 @@ function resolveWorkerdEntry(): string {
   return fileURLToPath(url.trim())
 }
 
-/** A worker of the config: its file in test/workerd, and text bindings (env.NAME) such as the URLs it talks to. */
+/** A worker of the config: its file in test/integration/workerd, and text bindings (env.NAME) such as the URLs it talks to. */
 interface WorkerSpec {
   name: string
   file: string
@@ -47,7 +47,7 @@ function workerdConfig(configDir: string, entry: string, workers: WorkerSpec[]):
   // 'workerd-shared.js' or 'header.wasm' ('../' from the GGUF entry, a folder deeper in dist/ as in its name).
   const worker = (w: WorkerSpec) => {
     const modules = [
-      `(name = "worker.js", esModule = ${embed(join(ROOT, 'test/workerd', w.file))})`,
+      `(name = "worker.js", esModule = ${embed(join(ROOT, 'test/integration/workerd', w.file))})`,
       `(name = "safetensors-wasm", esModule = ${embed(entry)})`,
       `(name = "safetensors-wasm/gguf", esModule = ${embed(join(dist, 'gguf/workerd.js'))})`,
       ...chunks.map((f) => `(name = ${JSON.stringify(f)}, esModule = ${embed(join(dist, f))})`),
@@ -167,7 +167,7 @@ describe('workerd', () => {
     )
     // One line in the CI log that says what ran where.
     console.log(
-      `workerd ${workerdVersion} runs ${workers.map((w) => `test/workerd/${w.file} at ${workerd.urls[w.name]}`).join(', ')} with ${relative(ROOT, entry)} (workerd condition)`,
+      `workerd ${workerdVersion} runs ${workers.map((w) => `test/integration/workerd/${w.file} at ${workerd.urls[w.name]}`).join(', ')} with ${relative(ROOT, entry)} (workerd condition)`,
     )
   }, 30_000)
 
@@ -277,7 +277,7 @@ describe('workerd', () => {
 
   test.each(['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js'])('docs/streams-and-workers.md, "Edge workers", shows %s as tested', (file) => {
     expect(readFileSync(join(ROOT, 'docs/streams-and-workers.md'), 'utf8')).toContain(
-      `\`\`\`js worker\n${readFileSync(join(ROOT, 'test/workerd', file), 'utf8')}`,
+      `\`\`\`js worker\n${readFileSync(join(ROOT, 'test/integration/workerd', file), 'utf8')}`,
     )
   })
 

@@ -4,7 +4,7 @@ import { isFixtureDirectory } from './fs.ts'
 
 export function fileURLToPath(url: string | URL): string {
   const path = decodeURIComponent(new URL(String(url), location.href).pathname)
-  // Vite rewrites `new URL('./fixtures/real/', import.meta.url)` into the resolved path and drops the
+  // Vite rewrites `new URL('../../../browser/shims/fixtures/real/', import.meta.url)` into the resolved path and drops the
   // trailing slash that Node keeps for a directory URL; the helpers append file names to it.
   return !path.endsWith('/') && isFixtureDirectory(path) ? `${path}/` : path
 }
