@@ -145,6 +145,13 @@ export function sha256(bytes: Uint8Array): string {
 }
 
 /** The bytes under a TypedArray view. */
+/** Rows [0, rows) and columns [from, to) of a row-major matrix of `width` elements of `unit` bytes, by hand. */
+export function columns(bytes: Uint8Array, rows: number, width: number, unit: number, from: number, to: number): Uint8Array {
+  const out = new Uint8Array(rows * (to - from) * unit)
+  for (let r = 0; r < rows; r++) out.set(bytes.subarray((r * width + from) * unit, (r * width + to) * unit), r * (to - from) * unit)
+  return out
+}
+
 export function bytesOf(view: ArrayBufferView): Uint8Array {
   return new Uint8Array(view.buffer, view.byteOffset, view.byteLength)
 }
