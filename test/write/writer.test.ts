@@ -1,21 +1,19 @@
 // Issue 5, writing files: serialize() byte-identical to the reference writer (real fixtures and a reference
 // layout written independently in writer-reference.ts), round trips of every dtype and awkward names, the
-// streaming writer on file and stream sinks, atomic writes under failure, bad input, and saveModel().
+// streaming writer on file and stream sinks, and bad input. Atomic writes under failure are in
+// test/node/atomic-files.test.ts, saveModel()'s files in test/node/save-model-files.test.ts.
 // Expected bytes never come from the code under test: they come from writer-reference.ts or from real files.
 
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { afterAll, describe, expect, test } from 'vitest'
+import { describe, expect, test } from 'vitest'
 import {
-  convertFile,
   DTYPES,
   type DType,
   fileSink,
   open,
-  openModel,
   parseHeader,
-  type RangeSource,
   SafetensorsError,
   SafetensorsWriter,
   saveModel,
@@ -27,6 +25,7 @@ import {
 } from '../../src/node.ts'
 import { FORMAT_DTYPES } from '../dtype-table.ts'
 import { prng } from '../random.ts'
+import { asNatural, bytesOfView, declare, expectBytes, expectCode, f32, NATURAL, rejectionOf, scratchFolders, toInput } from '../write-helpers.ts'
 import {
   byteSize,
   compareUtf8,
@@ -36,7 +35,6 @@ import {
   firstDifference,
   ls,
   orderedEntries,
-  pythonJsonDumps,
   type RefTensor,
   randomBytes,
   referenceFile,
@@ -46,71 +44,7 @@ import {
 } from '../writer-reference.ts'
 
 const REAL = fileURLToPath(new URL('../fixtures/real/', import.meta.url))
-const temps: string[] = []
-function scratch(): string {
-  const dir = tempDir()
-  temps.push(dir)
-  return dir
-}
-afterAll(() => {
-  for (const dir of temps) rmSync(dir, { recursive: true, force: true })
-})
-
-type Natural = Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | Float32Array | Float64Array | BigInt64Array | BigUint64Array
-type NaturalCtor = { new (buffer: ArrayBuffer, byteOffset: number, length: number): Natural; BYTES_PER_ELEMENT: number }
-/** The natural array of each dtype, written from the public contract (DESIGN.md), not from src/. */
-const NATURAL: Record<string, NaturalCtor> = {
-  BOOL: Uint8Array,
-  F4: Uint8Array,
-  F6_E2M3: Uint8Array,
-  F6_E3M2: Uint8Array,
-  U8: Uint8Array,
-  I8: Int8Array,
-  F8_E5M2: Uint8Array,
-  F8_E4M3: Uint8Array,
-  F8_E8M0: Uint8Array,
-  F8_E4M3FNUZ: Uint8Array,
-  F8_E5M2FNUZ: Uint8Array,
-  I16: Int16Array,
-  U16: Uint16Array,
-  F16: Uint16Array,
-  BF16: Uint16Array,
-  I32: Int32Array,
-  U32: Uint32Array,
-  F32: Float32Array,
-  C64: Float32Array,
-  F64: Float64Array,
-  I64: BigInt64Array,
-  U64: BigUint64Array,
-}
-
-/** `bytes` as the dtype's natural array, placed at a non-zero byteOffset of a larger buffer. */
-function asNatural(dtype: string, bytes: Uint8Array): Natural {
-  const Ctor = NATURAL[dtype]
-  const unit = Ctor.BYTES_PER_ELEMENT
-  const buffer = new ArrayBuffer(bytes.length + 3 * unit)
-  new Uint8Array(buffer, 2 * unit, bytes.length).set(bytes)
-  return new Ctor(buffer, 2 * unit, bytes.length / unit)
-}
-
-function bytesOfView(v: ArrayBufferView): Uint8Array {
-  return new Uint8Array(v.buffer, v.byteOffset, v.byteLength)
-}
-
-/** Raw bytes -> the input form serialize() takes: raw bytes, or the natural array when `natural`. */
-function toInput(t: RefTensor, natural: boolean): TensorInput & { name: string } {
-  return { name: t.name, dtype: t.dtype as DType, shape: t.shape, data: natural ? asNatural(t.dtype, t.bytes) : t.bytes }
-}
-
-function expectBytes(actual: Uint8Array, expected: Uint8Array): void {
-  const at = firstDifference(actual, expected)
-  if (at !== -1) {
-    const show = (b: Uint8Array) => new TextDecoder().decode(b.subarray(Math.max(0, at - 60), at + 60))
-    expect.fail(
-      `bytes differ at ${at} (lengths ${actual.length} vs ${expected.length}):\n  actual:   ${JSON.stringify(show(actual))}\n  expected: ${JSON.stringify(show(expected))}`,
-    )
-  }
-}
+const scratch = scratchFolders()
 
 function errorOf(fn: () => unknown): unknown {
   try {
@@ -119,21 +53,6 @@ function errorOf(fn: () => unknown): unknown {
     return error
   }
   return undefined
-}
-
-async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise
-  } catch (error) {
-    return error
-  }
-  return undefined
-}
-
-function expectCode(error: unknown, codes: string | string[]): void {
-  expect(error, 'expected a SafetensorsError').toBeInstanceOf(SafetensorsError)
-  const wanted = Array.isArray(codes) ? codes : [codes]
-  expect(wanted, `code ${(error as SafetensorsError).code}: ${(error as Error).message}`).toContain((error as SafetensorsError).code)
 }
 
 /** Reads every tensor of a file (raw, no conversion) and its metadata. */
@@ -677,8 +596,6 @@ function collectingStream(): { stream: WritableStream<Uint8Array>; chunks: Uint8
   return { stream, chunks, state }
 }
 
-const declare = (tensors: readonly RefTensor[]) => tensors.map((t) => ({ name: t.name, dtype: t.dtype as DType, shape: t.shape }))
-
 describe('streaming writer', () => {
   test('file sink: chunks of all tensors interleaved, in any order, give the serialize() file', async () => {
     const tensors = streamSet(11)
@@ -824,135 +741,6 @@ describe('streaming writer', () => {
 })
 
 // ------------------------------------------------------------------------------------------------------
-// 4. Atomic writes: a sink or a source that fails half-way
-
-/** fileSink whose write() stores the first `failAfter` bytes and then throws, as a full disk would. */
-async function failingFileSink(path: string, failAfter: number, log: string[]): Promise<WriterSink> {
-  const inner = await fileSink(path)
-  let written = 0
-  return {
-    seekable: true,
-    async write(bytes, position) {
-      if (written + bytes.length > failAfter) {
-        const part = failAfter - written
-        if (part > 0) await inner.write(bytes.subarray(0, part), position)
-        written += Math.max(0, part)
-        log.push(`failed after ${written} bytes`)
-        throw new Error('ENOSPC: simulated disk full')
-      }
-      written += bytes.length
-      await inner.write(bytes, position)
-    },
-    commit: () => inner.commit(),
-    abort: (reason) => {
-      log.push('abort')
-      return inner.abort(reason)
-    },
-  }
-}
-
-describe('atomic writes', () => {
-  const tensors = (() => {
-    const next = prng(61)
-    return ['a', 'b', 'c', 'd'].map((name): RefTensor => ({ name, dtype: 'F32', shape: [256, 16], bytes: randomBytes(byteSize('F32', [256, 16]), next) }))
-  })()
-
-  test.each([
-    ['absent', false],
-    ['existing', true],
-  ])('a sink failing half-way: the target (%s) is unchanged and no temporary file is left', async (_, existed) => {
-    const dir = scratch()
-    const target = join(dir, 'model.safetensors')
-    const old = new Uint8Array([1, 2, 3, 4, 5])
-    if (existed) writeFileSync(target, old)
-    const log: string[] = []
-    const total = referenceFile(tensors).length
-    const writer = SafetensorsWriter.create(await failingFileSink(target, Math.floor(total / 2), log), declare(tensors))
-    let error: unknown
-    for (const t of tensors) {
-      error = await rejectionOf(writer.write(t.name, t.bytes))
-      if (error) break
-    }
-    expectCode(error, 'Io')
-    expect(log[0]).toMatch(/^failed after \d+ bytes$/)
-    expect(log).toContain('abort')
-    expectCode(await rejectionOf(writer.close()), ['Io', 'TensorInvalidInfo', 'Aborted'])
-    expect(ls(dir)).toEqual(existed ? ['model.safetensors'] : [])
-    if (existed) expect(new Uint8Array(readFileSync(target))).toEqual(old)
-  })
-
-  test('a sink failing on the header write: the error comes from write(), with no unhandled rejection', async () => {
-    const dir = scratch()
-    const target = join(dir, 'model.safetensors')
-    const unhandled: unknown[] = []
-    const onUnhandled = (reason: unknown) => unhandled.push(reason)
-    process.on('unhandledRejection', onUnhandled)
-    try {
-      const writer = SafetensorsWriter.create(await failingFileSink(target, 0, []), declare(tensors))
-      // A caller typically awaits something (reading the source) before its first write.
-      await new Promise((resolve) => setTimeout(resolve, 20))
-      expectCode(await rejectionOf(writer.write('a', tensors[0].bytes)), 'Io')
-    } finally {
-      process.off('unhandledRejection', onUnhandled)
-    }
-    expect(unhandled.map((e) => String(e))).toEqual([])
-    expect(ls(dir)).toEqual([])
-  })
-
-  test('the final rename failing (the target is a non-empty directory): no temporary file is left', async () => {
-    const dir = scratch()
-    const target = join(dir, 'model.safetensors')
-    mkdirSync(target)
-    writeFileSync(join(target, 'keep'), 'x')
-    expect(
-      await rejectionOf(
-        writeFile(
-          target,
-          tensors.map((t) => toInput(t, false)),
-        ),
-      ),
-    ).toBeDefined()
-    expect(ls(dir)).toEqual(['model.safetensors'])
-    expect(statSync(target).isDirectory()).toBe(true)
-    expect(ls(target)).toEqual(['keep'])
-  })
-
-  /** An in-memory RangeSource that fails once a read reaches `failFrom`. */
-  function failingSource(bytes: Uint8Array, failFrom: number, reads: Array<[number, number]>): RangeSource {
-    return {
-      size: bytes.length,
-      async read(offset, length) {
-        reads.push([offset, length])
-        if (offset + length > failFrom) throw new Error(`simulated network failure reading ${length} bytes at ${offset}`)
-        return bytes.slice(offset, offset + length)
-      },
-    }
-  }
-
-  test.each([
-    ['absent', false],
-    ['existing', true],
-  ])('convertFile with a source failing half-way: the target (%s) is unchanged and no temporary file is left', async (_, existed) => {
-    // four BF16 tensors of 32 KiB: the header read (64 KiB from 0) ends before the failure point
-    const next = prng(62)
-    const input = referenceFile(['a', 'b', 'c', 'd'].map((name) => ({ name, dtype: 'BF16', shape: [256, 64], bytes: randomBytes(32768, next) })))
-    const dataStart = splitFile(input).dataStart
-    const dir = scratch()
-    const target = join(dir, 'out.safetensors')
-    const old = 'previous version'
-    if (existed) writeFileSync(target, old)
-    const reads: Array<[number, number]> = []
-    // fail while reading the third of four tensors: two are already converted and written
-    const source = failingSource(input, dataStart + 2 * 32768 + 100, reads)
-    const error = await rejectionOf(convertFile(source as unknown as string, target, { dtype: 'F32' }))
-    expect(error).toBeDefined()
-    expect(reads.filter(([o]) => o >= dataStart).length, 'data reads before the failure').toBe(3)
-    expect(ls(dir)).toEqual(existed ? ['out.safetensors'] : [])
-    if (existed) expect(readFileSync(target, 'utf8')).toBe(old)
-  })
-})
-
-// ------------------------------------------------------------------------------------------------------
 // 5. Bad input: SafetensorsError with a code, nothing written
 
 interface BadCase {
@@ -964,7 +752,6 @@ interface BadCase {
   dataLevel?: boolean
 }
 
-const f32 = (n: number) => new Float32Array(n)
 const ok = { name: 'ok', dtype: 'F32', shape: [2], data: f32(2) }
 const BAD: BadCase[] = [
   {
@@ -1115,193 +902,21 @@ describe('bad input throws SafetensorsError with a code and writes nothing', () 
   })
 })
 
-// ------------------------------------------------------------------------------------------------------
-// 6. saveModel
+// From a review of the code (issue 11): no plain Error escapes the writer.
+test('a stream sink given bytes out of order: a SafetensorsError (it was a plain Error)', async () => {
+  const sink = streamSink(new WritableStream())
+  await sink.write(new Uint8Array(4), 0)
+  const error = await sink.write(new Uint8Array(4), 100).catch((e: unknown) => e)
+  expect(error).toBeInstanceOf(SafetensorsError)
+  expect((error as SafetensorsError).code).toBe('Io')
+})
 
-const FLUX = join(REAL, 'sharded', 'fluxml__safetensors.jl')
-
-describe('saveModel', () => {
-  test('reproduces the real FluxML sharded set: same shard names and assignment, byte-identical shards', async () => {
-    const index = JSON.parse(readFileSync(join(FLUX, 'model.safetensors.index.json'), 'utf8')) as {
-      metadata: { total_size: number }
-      weight_map: Record<string, string>
-    }
-    // weight_map keeps the state-dict order the shards were planned in (huggingface_hub, max_shard_size=1000)
-    const model = await openModel(join(FLUX, 'model.safetensors.index.json'))
-    const tensors: Array<TensorInput & { name: string }> = []
-    for (const name of Object.keys(index.weight_map)) {
-      const t = await model.getTensor(name)
-      tensors.push({ name, dtype: t.dtype, shape: t.shape, data: t.data })
-    }
-    await model.close()
-    const dir = join(scratch(), 'flux')
-    const written = await saveModel(dir, tensors, { maxShardSize: 1000, metadata: { format: 'pt' } })
-    const shardNames = [1, 2, 3, 4, 5, 6].map((i) => `model-0000${i}-of-00006.safetensors`)
-    expect(ls(dir)).toEqual([...shardNames, 'model.safetensors.index.json'])
-    expect([...written].sort()).toEqual(ls(dir))
-    for (const shard of shardNames) expectBytes(new Uint8Array(readFileSync(join(dir, shard))), new Uint8Array(readFileSync(join(FLUX, shard))))
-    const text = readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8')
-    const ours = JSON.parse(text)
-    expect(ours.weight_map).toEqual(index.weight_map)
-    expect(ours.metadata).toEqual({ total_size: 4305 })
-    expect(index.metadata.total_size).toBe(4305)
-    expect(text).toBe(`${pythonJsonDumps({ metadata: { total_size: 4305 }, weight_map: index.weight_map })}\n`)
-  })
-
-  test("saving again with another shard count removes the earlier save's files, and only those", async () => {
-    const dir = join(scratch(), 'resave')
-    const tensors = [
-      { name: 'a', dtype: 'F32' as const, shape: [4], data: f32(4) },
-      { name: 'b', dtype: 'F32' as const, shape: [4], data: f32(4) },
-      { name: 'c', dtype: 'F32' as const, shape: [4], data: f32(4) },
-    ]
-    await saveModel(dir, tensors, { maxShardSize: 16 })
-    expect(ls(dir)).toEqual([
-      'model-00001-of-00003.safetensors',
-      'model-00002-of-00003.safetensors',
-      'model-00003-of-00003.safetensors',
-      'model.safetensors.index.json',
-    ])
-    writeFileSync(join(dir, 'config.json'), '{}')
-    await saveModel(dir, tensors, { maxShardSize: 32 })
-    expect(ls(dir)).toEqual(['config.json', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors', 'model.safetensors.index.json'])
-    await saveModel(dir, tensors)
-    expect(ls(dir)).toEqual(['config.json', 'model.safetensors'])
-    // no index any more: the folder is a model of one file now
-    const back = await openModel(dir)
-    expect([...back.shards.keys()]).toEqual(['model.safetensors'])
-    await back.close()
-    const file = await open(join(dir, 'model.safetensors'))
-    expect(file.names()).toEqual(['a', 'b', 'c'])
-    await file.close()
-  })
-
-  test('index text as transformers writes it (hand-written): indent 2, keys sorted, trailing newline', async () => {
-    const dir = join(scratch(), 'm')
-    await saveModel(
-      dir,
-      [
-        { name: 'z.weight', dtype: 'F32', shape: [4], data: f32(4) },
-        { name: 'a.bias', dtype: 'F32', shape: [3], data: f32(3) },
-        { name: 'B', dtype: 'U8', shape: [2], data: new Uint8Array(2) },
-      ],
-      { maxShardSize: 16 },
-    )
-    expect(readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8')).toBe(
-      [
-        '{',
-        '  "metadata": {',
-        '    "total_size": 30',
-        '  },',
-        '  "weight_map": {',
-        '    "B": "model-00002-of-00002.safetensors",',
-        '    "a.bias": "model-00002-of-00002.safetensors",',
-        '    "z.weight": "model-00001-of-00002.safetensors"',
-        '  }',
-        '}',
-        '',
-      ].join('\n'),
-    )
-  })
-
-  test('index text for non-ASCII names is json.dumps(indent=2, sort_keys=True): \\u escapes, code point order', async () => {
-    // integer-like names ('10' before '9' as strings; a JS object would put 9 first) and DEL (escaped by ensure_ascii)
-    const names = ['é', '\u{10000}', '\uffff', 'a"\\', 'z', '10', '9', 'del\x7f', 'ctl\x1f']
-    const dir = join(scratch(), 'm')
-    await saveModel(
-      dir,
-      names.map((name) => ({ name, dtype: 'U8' as const, shape: [5], data: new Uint8Array(5) })),
-      { maxShardSize: 10 },
-    )
-    const weightMap = Object.fromEntries(names.map((n, i) => [n, `model-0000${Math.floor(i / 2) + 1}-of-00005.safetensors`]))
-    expect(readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8')).toBe(
-      `${pythonJsonDumps({ metadata: { total_size: 45 }, weight_map: weightMap })}\n`,
-    )
-  })
-
-  test('everything in one shard: model.safetensors only, no index (as transformers)', async () => {
-    const next = prng(71)
-    const tensors: RefTensor[] = [
-      { name: 'b', dtype: 'BF16', shape: [10], bytes: randomBytes(20, next) },
-      { name: 'a', dtype: 'F32', shape: [5], bytes: randomBytes(20, next) },
-    ]
-    const dir = join(scratch(), 'single')
-    const written = await saveModel(
-      dir,
-      tensors.map((t) => toInput(t, true)),
-      { metadata: { format: 'pt' } },
-    )
-    expect(ls(dir)).toEqual(['model.safetensors'])
-    expect(written).toEqual(['model.safetensors'])
-    expectBytes(new Uint8Array(readFileSync(join(dir, 'model.safetensors'))), referenceFile(tensors, [['format', 'pt']]))
-    // exactly at the limit still fits one shard
-    const dir2 = join(scratch(), 'limit')
-    await saveModel(
-      dir2,
-      tensors.map((t) => toInput(t, false)),
-      { maxShardSize: 40 },
-    )
-    expect(ls(dir2)).toEqual(['model.safetensors'])
-  })
-
-  test('sharded round trip through openModel; total_size is the sum of tensor bytes; a tensor over the limit gets a shard alone', async () => {
-    const next = prng(81)
-    const spec: Array<[string, string, number[]]> = [
-      ['embed', 'BF16', [64, 8]],
-      ['l0.w', 'F32', [8, 8]],
-      ['l0.b', 'F32', [8]],
-      ['huge', 'F32', [40, 8]],
-      ['l1.w', 'F16', [8, 8]],
-      ['l1.b', 'F16', [8]],
-      ['count', 'I64', []],
-      ['mask', 'BOOL', [7]],
-      ['empty', 'F32', [0]],
-      ['q', 'F4', [10]],
-      ['head', 'F64', [8, 4]],
-    ]
-    const tensors: RefTensor[] = spec.map(([name, dtype, shape]) => ({ name, dtype, shape, bytes: randomBytes(byteSize(dtype, shape), next) }))
-    const maxShardSize = 1024
-    const dir = join(scratch(), 'sharded')
-    await saveModel(
-      dir,
-      tensors.map((t, i) => toInput(t, i % 2 === 1)),
-      { maxShardSize, metadata: { format: 'pt' } },
-    )
-    const files = ls(dir)
-    const index = JSON.parse(readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8')) as {
-      metadata: Record<string, unknown>
-      weight_map: Record<string, string>
-    }
-    const shards = files.filter((f) => f.endsWith('.safetensors'))
-    const n = shards.length
-    expect(n).toBeGreaterThan(1)
-    expect(shards).toEqual(Array.from({ length: n }, (_, i) => `model-${String(i + 1).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`))
-    expect(files).toEqual([...shards, 'model.safetensors.index.json'].sort())
-    expect(index.metadata).toEqual({ total_size: tensors.reduce((s, t) => s + t.bytes.length, 0) })
-    expect(Object.keys(index.weight_map).sort()).toEqual(tensors.map((t) => t.name).sort())
-    // shard sizes: within the limit, except a shard holding one tensor larger than it
-    for (const shard of shards) {
-      const inShard = tensors.filter((t) => index.weight_map[t.name] === shard)
-      expect(inShard.length, `${shard} is not empty`).toBeGreaterThan(0)
-      const size = inShard.reduce((s, t) => s + t.bytes.length, 0)
-      if (size > maxShardSize) expect(inShard.map((t) => t.name)).toEqual(['huge'])
-      // every shard carries the metadata and is laid out like the reference writer
-      expectBytes(new Uint8Array(readFileSync(join(dir, shard))), referenceFile(inShard, [['format', 'pt']]))
-    }
-    expect(tensors.find((t) => t.name === 'huge')!.bytes.length).toBeGreaterThan(maxShardSize)
-    // tensors go to shards in the order given
-    const shardIndex = tensors.map((t) => shards.indexOf(index.weight_map[t.name]))
-    expect([...shardIndex].sort((a, b) => a - b)).toEqual(shardIndex)
-    const model = await openModel(dir)
-    expect([...model.names()].sort()).toEqual(tensors.map((t) => t.name).sort())
-    for (const t of tensors) {
-      const got = await model.getTensor(t.name)
-      expect(got.dtype).toBe(t.dtype)
-      expect(got.shape).toEqual(t.shape)
-      expectBytes(bytesOfView(got.data), t.bytes)
-    }
-    await model.close()
-  })
+test('abort() without a reason aborts with a SafetensorsError, not a plain Error', async () => {
+  let reason: unknown
+  const stream = new WritableStream({ abort: (r) => void (reason = r) })
+  const writer = SafetensorsWriter.create(streamSink(stream), [{ name: 'w', dtype: 'U8', shape: [1] }])
+  await writer.abort()
+  expect(reason).toBeInstanceOf(SafetensorsError)
 })
 
 describe('keepOrder belongs to SafetensorsWriter.create', () => {
