@@ -44,7 +44,7 @@ test('every test file of a room of src/ is named after one of its modules', () =
   // A module's second file says which of its sides it tests after a dash: test/read/file-float16.test.ts.
   const orphans = tests.filter((path) => {
     const base = path.replace(/^test\//, 'src/').replace(/\.test\.ts$/, '')
-    return !existsSync(`${join(ROOT, base)}.ts`) && !existsSync(`${join(ROOT, base.replace(/-[^/]*$/, ''))}.ts`)
+    return !existsSync(`${join(ROOT, base)}.ts`) && !existsSync(`${join(ROOT, base.replace(/-[^/-]*$/, ''))}.ts`)
   })
   expect(orphans, 'test files in a room of test/ named after no module of src/').toEqual([])
 })
