@@ -4,10 +4,10 @@
 // tensor's byte length and the errors a reader would raise, before anything is written.
 import { describe, expect, test } from 'vitest'
 import type { DType } from '../../src/core/dtypes.ts'
-import { SafetensorsError } from '../../src/errors.ts'
 import { compareCodePoints, planLayout, type TensorDeclaration, tensorByteLength } from '../../src/format/layout.ts'
 import { FORMAT_DTYPES } from '../dtype-table.ts'
 import { prng } from '../random.ts'
+import { errorOf } from '../read-helpers.ts'
 import { byteSize, compareUtf8, firstDifference, referenceFile, referenceHeaderText, referenceOrder } from '../writer-reference.ts'
 
 // Names from an alphabet where UTF-16 order and UTF-8 (code point) order differ: astral characters (surrogate
@@ -54,7 +54,7 @@ describe('planLayout against the reference writer', () => {
     }
   })
 
-  test('the head: the length prefix, then the JSON padded with spaces to a multiple of 8', () => {
+  test('the head: the length prefix, then the JSON padded with spaces to a multiple of 8', async () => {
     const tensors = randomTensors(11, 7)
     const { head, dataStart } = planLayout(tensors, null)
     const text = referenceHeaderText(tensors.map(fill))
@@ -67,7 +67,7 @@ describe('planLayout against the reference writer', () => {
     expect(head.subarray(8 + json.length).every((byte) => byte === 0x20)).toBe(true)
   })
 
-  test('every tensor starts aligned to its element size, the data section being 8-aligned', () => {
+  test('every tensor starts aligned to its element size, the data section being 8-aligned', async () => {
     const layout = planLayout(randomTensors(12, 60))
     expect(layout.dataStart % 8).toBe(0)
     for (const { dtype, dataOffsets } of layout.entries) {
@@ -76,14 +76,14 @@ describe('planLayout against the reference writer', () => {
     }
   })
 
-  test('keepOrder: the order given, packed the same way', () => {
+  test('keepOrder: the order given, packed the same way', async () => {
     const tensors = randomTensors(13, 20)
     const layout = planLayout(tensors, undefined, true)
     expect(layout.entries.map((e) => e.name)).toEqual(tensors.map((t) => t.name))
     expect(layout.fileSize).toBe(layout.dataStart + tensors.reduce((sum, t) => sum + byteSize(t.dtype, t.shape), 0))
   })
 
-  test('no tensors, no metadata: the header {} padded to 8', () => {
+  test('no tensors, no metadata: the header {} padded to 8', async () => {
     const layout = planLayout([])
     expect([...layout.head]).toEqual([8, 0, 0, 0, 0, 0, 0, 0, ...new TextEncoder().encode('{}      ')])
     expect(layout.fileSize).toBe(16)
@@ -91,7 +91,7 @@ describe('planLayout against the reference writer', () => {
 })
 
 describe('compareCodePoints', () => {
-  test('orders 20,000 random pairs as their UTF-8 bytes do', () => {
+  test('orders 20,000 random pairs as their UTF-8 bytes do', async () => {
     const next = prng(21)
     for (let i = 0; i < 20_000; i++) {
       const a = randomName(next)
@@ -109,49 +109,41 @@ describe('tensorByteLength', () => {
     }
   })
 
-  const codeOf = (t: TensorDeclaration) => {
-    try {
-      tensorByteLength(t)
-    } catch (error) {
-      expect(error).toBeInstanceOf(SafetensorsError)
-      expect((error as Error).message).toContain(JSON.stringify(t.name))
-      return (error as SafetensorsError).code
-    }
+  const codeOf = async (t: TensorDeclaration) => {
+    const error = await errorOf(() => tensorByteLength(t))
+    expect(error.message).toContain(JSON.stringify(t.name))
+    return error.code
   }
 
-  test('what a reader would refuse: sub-byte counts, overflow, bad shapes and dtypes, each naming the tensor', () => {
-    expect(codeOf({ name: 'f4', dtype: 'F4', shape: [3] })).toBe('MisalignedSlice')
-    expect(codeOf({ name: 'f6', dtype: 'F6_E2M3', shape: [2, 3] })).toBe('MisalignedSlice')
-    expect(codeOf({ name: 'big', dtype: 'F64', shape: [2 ** 26, 2 ** 26] })).toBe('ValidationOverflow')
-    expect(codeOf({ name: 'neg', dtype: 'F32', shape: [-1] })).toBe('InvalidHeaderDeserialization')
-    expect(codeOf({ name: 'frac', dtype: 'F32', shape: [1.5] })).toBe('InvalidHeaderDeserialization')
-    expect(codeOf({ name: 'dtype', dtype: 'f32' as DType, shape: [1] })).toBe('InvalidHeaderDeserialization')
+  test('what a reader would refuse: sub-byte counts, overflow, bad shapes and dtypes, each naming the tensor', async () => {
+    expect(await codeOf({ name: 'f4', dtype: 'F4', shape: [3] })).toBe('MisalignedSlice')
+    expect(await codeOf({ name: 'f6', dtype: 'F6_E2M3', shape: [2, 3] })).toBe('MisalignedSlice')
+    expect(await codeOf({ name: 'big', dtype: 'F64', shape: [2 ** 26, 2 ** 26] })).toBe('ValidationOverflow')
+    expect(await codeOf({ name: 'neg', dtype: 'F32', shape: [-1] })).toBe('InvalidHeaderDeserialization')
+    expect(await codeOf({ name: 'frac', dtype: 'F32', shape: [1.5] })).toBe('InvalidHeaderDeserialization')
+    expect(await codeOf({ name: 'dtype', dtype: 'f32' as DType, shape: [1] })).toBe('InvalidHeaderDeserialization')
   })
 })
 
 describe('planLayout errors, before anything is planned', () => {
   const w = { name: 'w', dtype: 'F32' as const, shape: [2] }
-  const codeOf = (run: () => unknown) => {
-    try {
-      run()
-    } catch (error) {
-      expect(error).toBeInstanceOf(SafetensorsError)
-      return [(error as SafetensorsError).code, (error as Error).message]
-    }
+  const codeOf = async (run: () => unknown) => {
+    const error = await errorOf(run)
+    return [error.code, error.message]
   }
 
-  test('names: a duplicate, __metadata__, a lone surrogate', () => {
-    expect(codeOf(() => planLayout([w, { ...w, dtype: 'U8' }]))).toEqual(['InvalidHeaderDeserialization', 'duplicate tensor name "w"'])
-    expect(codeOf(() => planLayout([{ ...w, name: '__metadata__' }]))?.[0]).toBe('InvalidHeaderDeserialization')
-    expect(codeOf(() => planLayout([{ ...w, name: 'a\uD800' }]))?.[0]).toBe('InvalidHeaderDeserialization')
+  test('names: a duplicate, __metadata__, a lone surrogate', async () => {
+    expect(await codeOf(() => planLayout([w, { ...w, dtype: 'U8' }]))).toEqual(['InvalidHeaderDeserialization', 'duplicate tensor name "w"'])
+    expect((await codeOf(() => planLayout([{ ...w, name: '__metadata__' }])))?.[0]).toBe('InvalidHeaderDeserialization')
+    expect((await codeOf(() => planLayout([{ ...w, name: 'a\uD800' }])))?.[0]).toBe('InvalidHeaderDeserialization')
   })
 
-  test('metadata: not an object, a value that is not a string, a lone surrogate in a key', () => {
-    expect(codeOf(() => planLayout([w], ['a'] as unknown as Record<string, string>))?.[0]).toBe('InvalidHeaderDeserialization')
-    expect(codeOf(() => planLayout([w], { n: 1 } as unknown as Record<string, string>))).toEqual([
+  test('metadata: not an object, a value that is not a string, a lone surrogate in a key', async () => {
+    expect((await codeOf(() => planLayout([w], ['a'] as unknown as Record<string, string>)))?.[0]).toBe('InvalidHeaderDeserialization')
+    expect(await codeOf(() => planLayout([w], { n: 1 } as unknown as Record<string, string>))).toEqual([
       'InvalidHeaderDeserialization',
       'metadata "n" must be a string, got number',
     ])
-    expect(codeOf(() => planLayout([w], { '\uDC00': 'x' }))?.[0]).toBe('InvalidHeaderDeserialization')
+    expect((await codeOf(() => planLayout([w], { '\uDC00': 'x' })))?.[0]).toBe('InvalidHeaderDeserialization')
   })
 })
