@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { type GgufDtype, GgufFile, type GgufValue, openGguf, writeGguf } from './gguf-node.ts'
+import { isGgufName } from './node/convert-file.ts'
 import { cleanUpWrites } from './node/temporary-files.ts'
 import {
   type ConvertTarget,
@@ -31,13 +32,15 @@ const USAGE = `usage:
   safetensors-wasm validate <file|url|model>... [--json]
   safetensors-wasm convert <in> <out> [--dtype F32|F16|BF16] [--max-shard-size SIZE]
   safetensors-wasm convert <model> <out.gguf> [--dtype F32|F16|BF16|Q8_0]
+  safetensors-wasm convert <in.gguf> <out folder> [--dtype F32|F16|BF16]
   safetensors-wasm --version
       floating-point tensors become --dtype (in any case: bf16), others are copied;
       <in> may be a model.safetensors.index.json (or its folder), and <out> is then a
       folder; --max-shard-size (2GB, 500MB, 1GiB) reshards into a folder with an index;
       an <out> ending in .gguf is a GGUF for llama.cpp of the model (Llama, Mistral,
       Mixtral, Qwen2/3, Qwen3-MoE, Gemma 2/3, Phi-3, GPT-2) and its tokenizer, F16
-      unless --dtype says otherwise
+      unless --dtype says otherwise; an <in.gguf> becomes the Hugging Face folder
+      transformers loads (weights, config.json, tokenizer), F32 unless --dtype says otherwise
   a model is a model.safetensors.index.json (path or URL) or a folder holding one;
   a file is a SafeTensors or a GGUF file
   validate exits 0 when every input is valid, 1 when one is invalid, 3 when none is
@@ -496,6 +499,7 @@ function parseDtype<T extends string>(text: string, targets: readonly T[]): T {
 
 async function convertCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined): Promise<number> {
   const gguf = /\.gguf$/i.test(output)
+  if (isGgufName(input) && !gguf) return ggufToFolderCommand(input, output, dtypeText, sizeText)
   if (gguf && sizeText !== undefined) throw new UsageError(`--max-shard-size goes with a SafeTensors output; ${output} is a GGUF, written as one file`)
   const ggufDtype = gguf && dtypeText !== undefined ? parseDtype(dtypeText, GGUF_TARGETS) : undefined
   const dtype = !gguf && dtypeText !== undefined ? parseDtype(dtypeText, TARGETS) : undefined
@@ -610,6 +614,24 @@ async function ggufCommand(input: string, output: string, dtype: GgufDtype): Pro
   const seconds = (performance.now() - started) / 1000
   const types = Object.entries(written.types).map(([type, n]) => `${count(n)} ${type}`)
   console.log(`${output}: wrote ${count(written.tensors, 'tensor')} (${types.join(', ')}), ${count(written.bytes, 'byte')}, ${seconds.toFixed(2)} s`)
+  return 0
+}
+
+/** convert x.gguf OUT_DIR: the Hugging Face folder of a GGUF, F32 unless --dtype says otherwise. */
+async function ggufToFolderCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined): Promise<number> {
+  const dtype = dtypeText === undefined ? 'F32' : parseDtype(dtypeText, TARGETS)
+  const maxShardSize = sizeText === undefined ? undefined : parseSize(sizeText)
+  if (/\.safetensors$/i.test(output))
+    throw new UsageError(
+      `${output}: a GGUF converts to a folder of the model's files, which a name ending in .safetensors would pass off as a file; give a folder name`,
+    )
+  const wrong = await outputInTheWay(output, true)
+  if (wrong) return fail(`${output}: Io: ${wrong}`)
+  const started = performance.now()
+  const options = { dtype, maxShardSize, onProgress: progressOption() }
+  const written = await converting(input, output, false, options, () => convertModel(input, output, options))
+  if (written === undefined) return 1
+  console.log(await describeWritten(output, output, written, true, (performance.now() - started) / 1000))
   return 0
 }
 

@@ -1,0 +1,47 @@
+# Loads the folders that `safetensors-wasm convert x.gguf OUT` wrote from the GGUFs of test/fixtures/gguf-to-hf/
+# with transformers, and compares them with the original models of test/fixtures/gguf/: the logits of
+# reference.json's id sequences (largest |difference|), and the tokenizer's ids for reference.json's sentence with
+# and without special tokens. Run by hand (CI has no Python); docs/gguf.md reports what it printed.
+#
+#   for m in test/fixtures/gguf-to-hf/*/; do n=$(basename $m); for t in f32 f16 q8_0; do
+#     node dist/cli.js convert $m/$n-$t.gguf /tmp/gguf-to-hf/$n-$t; done; done
+#   /work/venv-gguf/bin/python scripts/check-gguf-to-hf.py /tmp/gguf-to-hf
+import json
+import os
+import sys
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main(folder):
+    results = {}
+    for name in sorted(os.listdir(os.path.join(ROOT, 'test', 'fixtures', 'gguf-to-hf'))):
+        reference = json.load(open(os.path.join(ROOT, 'test', 'fixtures', 'gguf', name, 'reference.json')))
+        for outtype in ['f32', 'f16', 'q8_0']:
+            out = os.path.join(folder, f'{name}-{outtype}')
+            if not os.path.isdir(out):
+                continue
+            row = {}
+            try:
+                model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+                with torch.no_grad():
+                    row['logits'] = max(
+                        (model(torch.tensor([case['ids']])).logits[0, -1] - torch.tensor(case['logits'])).abs().max().item()
+                        for case in reference['cases']
+                    )
+                tokenizer = AutoTokenizer.from_pretrained(out)
+                sentence = reference['sentence']
+                row['ids'] = tokenizer(sentence)['input_ids'] == reference['sentence_ids']
+                row['ids_without_special'] = tokenizer(sentence, add_special_tokens=False)['input_ids'] == reference['sentence_ids_without_special']
+            except Exception as error:  # noqa: BLE001 - a row says what failed
+                row['error'] = f'{type(error).__name__}: {error}'[:300]
+            results[f'{name}-{outtype}'] = row
+            print(f'{name}-{outtype}', row, flush=True)
+    return results
+
+
+if __name__ == '__main__':
+    main(sys.argv[1])
