@@ -86,9 +86,9 @@ async function makeModel() {
     vocab_size: vocab,
   }
   writeFileSync(join(MODEL, 'config.json'), JSON.stringify(config))
-  // Two tokens: the other ids become [PAD<id>], as with llama.cpp's converter.
+  // A token for every id: llama.cpp's converter pads a vocabulary by a few ids at most.
   const tokenizer = {
-    model: { type: 'BPE', vocab: { a: 0, b: 1 }, merges: [] },
+    model: { type: 'BPE', vocab: Object.fromEntries(Array.from({ length: vocab }, (_, id) => [`t${id}`, id])), merges: [] },
     pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, use_regex: true },
     decoder: { type: 'ByteLevel' },
     added_tokens: [],

@@ -1,7 +1,7 @@
 # Loads the folders that `safetensors-wasm convert x.gguf OUT` wrote from the GGUFs of test/fixtures/gguf-to-hf/
-# with transformers, and compares them with the original models of test/fixtures/gguf/: the logits of
-# reference.json's id sequences (largest |difference|), and the tokenizer's ids for reference.json's sentence with
-# and without special tokens. Run by hand (CI has no Python); docs/gguf.md reports what it printed.
+# with transformers, and compares them with the original models of test/fixtures/gguf/, loaded in float32 in the
+# same run: the logits after reference.json's id sequences (largest |difference|; 0 for an F32 GGUF), and the
+# tokenizer's ids for reference.json's sentence with and without special tokens. Run by hand (CI has no Python); docs/gguf.md reports what it printed.
 #
 #   for m in test/fixtures/gguf-to-hf/*/; do n=$(basename $m); for t in f32 f16 q8_0; do
 #     node dist/cli.js convert $m/$n-$t.gguf /tmp/gguf-to-hf/$n-$t; done; done
@@ -19,7 +19,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def main(folder):
     results = {}
     for name in sorted(os.listdir(os.path.join(ROOT, 'test', 'fixtures', 'gguf-to-hf'))):
-        reference = json.load(open(os.path.join(ROOT, 'test', 'fixtures', 'gguf', name, 'reference.json')))
+        source = os.path.join(ROOT, 'test', 'fixtures', 'gguf', name)
+        reference = json.load(open(os.path.join(source, 'reference.json')))
+        # The original's logits in this run, as the converted folders' are computed: the same code, the same order.
+        original = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+        with torch.no_grad():
+            expected = [original(torch.tensor([case['ids']])).logits[0, -1] for case in reference['cases']]
         for outtype in ['f32', 'f16', 'q8_0']:
             out = os.path.join(folder, f'{name}-{outtype}')
             if not os.path.isdir(out):
@@ -29,8 +34,8 @@ def main(folder):
                 model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
                 with torch.no_grad():
                     row['logits'] = max(
-                        (model(torch.tensor([case['ids']])).logits[0, -1] - torch.tensor(case['logits'])).abs().max().item()
-                        for case in reference['cases']
+                        (model(torch.tensor([case['ids']])).logits[0, -1] - logits).abs().max().item()
+                        for case, logits in zip(reference['cases'], expected)
                     )
                 tokenizer = AutoTokenizer.from_pretrained(out)
                 sentence = reference['sentence']

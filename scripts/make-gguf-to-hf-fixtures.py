@@ -9,18 +9,22 @@
 # save_pretrained (its values are the stored bfloat16 or float16 ones, exactly): llama.cpp's converter then does
 # its arithmetic (Gemma's norms + 1) in float32, and an F32 GGUF holds every value the original has. From that
 # folder the converter writes <name>-f32.gguf, <name>-f16.gguf and <name>-q8_0.gguf. golden.json holds, for each
-# parameter transformers saves (its name as saved), its shape and the sha256 of its float32 little-endian bytes,
-# and the original's config.json; the logits and token ids are the fixture's reference.json.
+# parameter transformers saves (its name as saved), its shape, the sha256 of its float32 little-endian bytes and
+# the GGUF tensor llama.cpp's converter maps it to (gguf-py's TensorNameMap; an expert's index in its stack), and
+# the original's config.json; the logits and token ids are the fixture's reference.json. --golden-only makes
+# golden.json again from the GGUFs already there.
 import argparse
 import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
+import gguf
 import numpy as np
 import torch
 import transformers
@@ -58,10 +62,27 @@ def parameters(folder):
     return {name: np.ascontiguousarray(t.astype('<f4')) for name, t in tensors.items()}
 
 
+def gguf_names(path, names):
+    """Each parameter's GGUF tensor as llama.cpp's converter maps it (gguf-py's TensorNameMap), and its expert in a stack."""
+    reader = gguf.GGUFReader(path)
+    arch_name = reader.fields['general.architecture'].contents()
+    arch = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch_name)
+    tensor_map = gguf.get_tensor_name_map(arch, reader.fields[f'{arch_name}.block_count'].contents())
+    mapped = {}
+    for name in names:
+        expert = re.search(r'\.experts\.(\d+)\.', name)
+        stacked = re.sub(r'\.experts\.\d+\.', '.experts.', name)
+        mapped[name] = {'gguf': tensor_map.get_name(stacked, try_suffixes=('.weight', '.bias'))}
+        if expert:
+            mapped[name]['expert'] = int(expert.group(1))
+    return mapped
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('--llama-cpp', default='/work/llama.cpp-src')
     parser.add_argument('--out', default=os.path.join(ROOT, 'test', 'fixtures', 'gguf-to-hf'))
+    parser.add_argument('--golden-only', action='store_true', help="golden.json from the GGUFs already there")
     parser.add_argument('names', nargs='*', default=MODELS)
     args = parser.parse_args()
     for name in args.names:
@@ -69,7 +90,7 @@ def main():
         os.makedirs(out, exist_ok=True)
         with tempfile.TemporaryDirectory() as folder:
             original(name, folder)
-            for outtype in TYPES:
+            for outtype in [] if args.golden_only else TYPES:
                 target = os.path.join(out, f'{name}-{outtype}.gguf')
                 converter = gguf_reference.CONVERTER.replace('"--outtype", "f16"', '"--outtype", sys.argv[5]')
                 pre = gguf_reference.pre_tokenizer_name(os.path.join(ROOT, 'test', 'fixtures', 'gguf', name))
@@ -85,6 +106,9 @@ def main():
                     for key, t in sorted(parameters(folder).items())
                 },
             }
+            mapped = gguf_names(os.path.join(out, f'{name}-f32.gguf'), golden['parameters'])
+            for key, entry in golden['parameters'].items():
+                entry.update(mapped[key])
         with open(os.path.join(out, 'golden.json'), 'w') as f:
             json.dump(golden, f, indent=1)
             f.write('\n')

@@ -26,7 +26,8 @@ const MODELS = ['llama3', 'llama2-spm', 'qwen3', 'qwen3moe', 'mixtral', 'gemma2'
 
 interface Golden {
   config: Record<string, unknown>
-  parameters: Record<string, { shape: number[]; sha256: string }>
+  /** Each parameter: its shape, the sha256 of its float32 bytes, the GGUF tensor llama.cpp's converter maps it to, its expert there. */
+  parameters: Record<string, { shape: number[]; sha256: string; gguf: string; expert?: number }>
 }
 const golden = (model: string): Golden => JSON.parse(readFileSync(join(FIXTURES, model, 'golden.json'), 'utf8'))
 const json = (path: string) => JSON.parse(readFileSync(path, 'utf8'))
@@ -56,50 +57,6 @@ const sha256 = (values: Float32Array) =>
   createHash('sha256')
     .update(new Uint8Array(values.buffer, values.byteOffset, values.byteLength))
     .digest('hex')
-
-/** The GGUF tensor a transformers parameter comes from (llama.cpp's tensor_mapping.py, written out again here), and its expert. */
-function ggufOf(name: string, gemma: boolean): { name: string; expert?: number } {
-  const top: Record<string, string> = { 'model.embed_tokens': 'token_embd', 'transformer.wte': 'token_embd', 'transformer.wpe': 'position_embd' }
-  Object.assign(top, { 'model.norm': 'output_norm', 'transformer.ln_f': 'output_norm', lm_head: 'output' })
-  const block: Record<string, string> = {
-    input_layernorm: 'attn_norm',
-    ln_1: 'attn_norm',
-    ln_2: 'ffn_norm',
-    post_attention_layernorm: gemma ? 'post_attention_norm' : 'ffn_norm',
-    pre_feedforward_layernorm: 'ffn_norm',
-    post_feedforward_layernorm: 'post_ffw_norm',
-    'self_attn.q_proj': 'attn_q',
-    'self_attn.k_proj': 'attn_k',
-    'self_attn.v_proj': 'attn_v',
-    'self_attn.o_proj': 'attn_output',
-    'self_attn.qkv_proj': 'attn_qkv',
-    'self_attn.q_norm': 'attn_q_norm',
-    'self_attn.k_norm': 'attn_k_norm',
-    'attn.c_attn': 'attn_qkv',
-    'attn.c_proj': 'attn_output',
-    'mlp.gate_proj': 'ffn_gate',
-    'mlp.up_proj': 'ffn_up',
-    'mlp.gate_up_proj': 'ffn_up',
-    'mlp.down_proj': 'ffn_down',
-    'mlp.c_fc': 'ffn_up',
-    'mlp.c_proj': 'ffn_down',
-    'mlp.gate': 'ffn_gate_inp',
-    'block_sparse_moe.gate': 'ffn_gate_inp',
-    'mlp.experts.gate_proj': 'ffn_gate_exps',
-    'mlp.experts.up_proj': 'ffn_up_exps',
-    'mlp.experts.down_proj': 'ffn_down_exps',
-    'block_sparse_moe.experts.w1': 'ffn_gate_exps',
-    'block_sparse_moe.experts.w3': 'ffn_up_exps',
-    'block_sparse_moe.experts.w2': 'ffn_down_exps',
-  }
-  const [, base, kind] = /^(.+)\.(weight|bias)$/.exec(name)!
-  if (top[base]) return { name: `${top[base]}.${kind}` }
-  const [, n, part] = /^(?:model\.layers|transformer\.h)\.(\d+)\.(.+)$/.exec(base)!
-  const expert = /^(.+\.experts)\.(\d+)\.(.+)$/.exec(part)
-  const key = expert ? `${expert[1]}.${expert[3]}` : part
-  if (!block[key]) throw new Error(`no GGUF name for ${name}`)
-  return { name: `blk.${n}.${block[key]}.${kind}`, expert: expert ? Number(expert[2]) : undefined }
-}
 
 /**
  * What a parameter holds, from its GGUF tensor's dequantized values (rows outermost first): the expert's rows, the
@@ -255,7 +212,7 @@ describe.each(MODELS)('%s', (model) => {
         const got = await parametersOf(out)
         expect([...got.keys()].sort()).toEqual(Object.keys(golden(model).parameters).sort())
         for (const [name, { shape, values }] of got) {
-          const source = ggufOf(name, gemma)
+          const source = { name: golden(model).parameters[name].gguf, expert: golden(model).parameters[name].expert }
           const info = file.info(source.name)
           const blocks = new Uint8Array(readFileSync(gguf(type)).subarray(info.offset, info.offset + info.byteLength))
           const count = info.shape.reduce((a, b) => a * b, 1)
