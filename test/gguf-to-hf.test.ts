@@ -241,9 +241,38 @@ test('the CLI converts a GGUF into a folder and says what it wrote', () => {
   expect(json(join(out, 'config.json')).dtype).toBe('bfloat16')
 })
 
-test('a GGUF of an architecture it cannot map is UnsupportedConversion naming it', async () => {
-  const out = join(scratch, 'unmapped')
-  const error = await convertModel(join(ORIGINALS, 'reader', 'alignment-8.gguf'), out).catch((e: unknown) => e)
-  expect(error).toBeInstanceOf(SafetensorsError)
-  expect((error as SafetensorsError).code).toMatch(/UnsupportedConversion|InvalidGguf/)
+describe('a GGUF of an architecture it does not map', () => {
+  const gguf = join(ORIGINALS, 'reader', 'alignment-8.gguf')
+
+  test('is UnsupportedConversion naming it, nothing written', async () => {
+    const out = join(scratch, 'unmapped')
+    const arch = (await openGguf(gguf)).metadata['general.architecture']
+    const error = await convertModel(gguf, out).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(SafetensorsError)
+    expect((error as SafetensorsError).code).toBe('UnsupportedConversion')
+    expect((error as SafetensorsError).message).toContain(`GGUF architecture ${JSON.stringify(arch)}`)
+    expect(readdirSync(scratch)).not.toContain('unmapped')
+  })
+
+  test('raw: every tensor under its GGUF name and shape, values as stored, the keys in __metadata__', async () => {
+    const out = join(scratch, 'raw')
+    await convertModel(gguf, out, { raw: true })
+    const file = await openGguf(gguf)
+    const model = await openModel(out)
+    try {
+      expect(model.names().sort()).toEqual(file.names().sort())
+      for (const name of file.names()) {
+        const ours = await model.getTensor(name, { dtype: 'F32' })
+        const stored = await file.getTensor(name, { dtype: 'F32' })
+        expect(ours.shape, name).toEqual(stored.shape)
+        expect(sha256(ours.data as Float32Array), name).toBe(sha256(stored.data as Float32Array))
+      }
+      const metadata = model.shards.get('model.safetensors')!.metadata!
+      expect(metadata['general.architecture']).toBe(file.metadata['general.architecture'])
+      expect(Object.keys(metadata).sort()).toEqual(['format', ...Object.keys(file.metadata)].sort())
+    } finally {
+      await model.close()
+      await file.close()
+    }
+  })
 })

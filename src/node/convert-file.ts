@@ -42,6 +42,12 @@ export interface ConvertFileOptions extends OpenOptions {
    * before; the last event has loaded === total.
    */
   onProgress?: ProgressCallback
+  /**
+   * convertModel of a GGUF: every tensor under its GGUF name and shape as stored (as F32, or `dtype`), nothing
+   * undone, the GGUF's keys in __metadata__, no config or tokenizer files; for an architecture it does not map.
+   * @defaultValue false
+   */
+  raw?: boolean
 }
 
 /**

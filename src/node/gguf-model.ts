@@ -8,6 +8,7 @@ import { tensorByteLength } from '../format/layout.ts'
 import { type GgufFile, openGguf } from '../gguf/file.ts'
 import { configText, type HfTensor, planHfModel } from '../gguf/hf-model.ts'
 import { tokenizerFiles } from '../gguf/hf-tokenizer.ts'
+import type { GgufValue } from '../gguf/reader.ts'
 import { permuteRows, transposed } from '../gguf/tensors.ts'
 import type { OpenOptions, Source } from '../read/file.ts'
 import { throwIfAborted } from '../sources/source.ts'
@@ -25,6 +26,21 @@ export interface GgufModelOptions extends OpenOptions {
   dtype?: ConvertTarget
   /** @defaultValue 5 GB, as transformers shards */
   maxShardSize?: number
+  /** Every tensor under its GGUF name and shape, as stored (nothing undone), the GGUF's keys in __metadata__. */
+  raw?: boolean
+}
+
+/** A GGUF value as a string of __metadata__: a string as it is, anything else as JSON (arrays and bigints included). */
+const metadataText = (value: GgufValue): string =>
+  typeof value === 'string'
+    ? value
+    : JSON.stringify(typeof value === 'object' ? Array.from(value as ArrayLike<GgufValue>, (v) => (typeof v === 'bigint' ? String(v) : v)) : String(value))
+
+/** The GGUF as it is: each tensor by its GGUF name, the keys as __metadata__ (no config or tokenizer files). */
+function rawModel(file: GgufFile): { tensors: HfTensor[]; metadata: Record<string, string> } {
+  const tensors = file.header.tensors.map((gguf) => ({ name: gguf.name, shape: [...gguf.shape], gguf, heads: 0, transpose: false, shift: 0 }))
+  const metadata = Object.fromEntries(Object.entries(file.metadata).map(([key, value]) => [key, metadataText(value)]))
+  return { tensors, metadata: { format: 'pt', ...metadata } }
 }
 
 const jsonBytes = (value: unknown) => new TextEncoder().encode(`${JSON.stringify(value, null, 2)}\n`)
@@ -52,29 +68,38 @@ async function* parameterValues(file: GgufFile, t: HfTensor, signal: AbortSignal
   }
 }
 
+/** The transformers model of a GGUF: its parameters, and config.json, generation_config.json and the tokenizer's files. */
+async function hfModel(
+  file: GgufFile,
+  dtype: ConvertTarget,
+): Promise<{ tensors: HfTensor[]; metadata: Record<string, string>; others: Record<string, Uint8Array> }> {
+  const model = await planHfModel(file)
+  const arch = String(file.metadata['general.architecture'])
+  const context = (model.config.max_position_embeddings ?? model.config.n_positions) as number | undefined
+  const others = {
+    'config.json': new TextEncoder().encode(configText({ ...model.config, dtype: { F32: 'float32', F16: 'float16', BF16: 'bfloat16' }[dtype] })),
+    'generation_config.json': jsonBytes(model.generationConfig),
+    ...tokenizerFiles(file, arch, context),
+  }
+  return { tensors: model.tensors, metadata: { format: 'pt' }, others }
+}
+
 /**
  * Writes the Hugging Face model of a GGUF file into `folder`, as {@link convertModel} does for a `.gguf` input.
  * Resolves to the names of the files written.
  */
 export async function convertGguf(input: Source, folder: string, options: GgufModelOptions = {}): Promise<string[]> {
-  const { dtype = 'F32', maxShardSize = DEFAULT_MAX_SHARD_SIZE, ...read } = options
+  const { dtype = 'F32', maxShardSize = DEFAULT_MAX_SHARD_SIZE, raw = false, ...read } = options
   const file = await openGguf(input, read)
   try {
-    const model = await planHfModel(file)
-    const arch = String(file.metadata['general.architecture'])
-    const context = (model.config.max_position_embeddings ?? model.config.n_positions) as number | undefined
-    const others: Record<string, Uint8Array> = {
-      'config.json': new TextEncoder().encode(configText({ ...model.config, dtype: { F32: 'float32', F16: 'float16', BF16: 'bfloat16' }[dtype] })),
-      'generation_config.json': jsonBytes(model.generationConfig),
-      ...tokenizerFiles(file, arch, context),
-    }
+    const { tensors, metadata, others } = raw ? { ...rawModel(file), others: {} } : await hfModel(file, dtype)
     const declared = (t: HfTensor) => ({ name: t.name, dtype, shape: t.shape })
-    const shards = planShards(model.tensors, (t) => tensorByteLength(declared(t)), maxShardSize)
+    const shards = planShards(tensors, (t) => tensorByteLength(declared(t)), maxShardSize)
     const plan = { shards: shards.map((s) => ({ file: s.file, names: s.tensors.map((t) => t.name) })) }
     const written = await writeModel(folder, plan, async (set: FileSet) => {
       let totalSize = 0
       for (const shard of shards) {
-        const writer = SafetensorsWriter.create(await set.sink(join(folder, shard.file)), shard.tensors.map(declared), { metadata: { format: 'pt' } })
+        const writer = SafetensorsWriter.create(await set.sink(join(folder, shard.file)), shard.tensors.map(declared), { metadata })
         try {
           for (const t of shard.tensors) {
             for await (const values of parameterValues(file, t, options.signal)) {
