@@ -55,6 +55,7 @@ function ggufFile(path: string): string {
   return path
 }
 
+// inspect and validate read a GGUF file as one (test/cli.test.ts).
 describe('a GGUF file where a SafeTensors file or model is expected says it is one', () => {
   const dir = scratch()
   const gguf = ggufFile(join(dir, 'model.gguf'))
