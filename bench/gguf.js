@@ -143,41 +143,47 @@ function logRounds(log, runs, canDrop) {
   if (!canDrop) log('cannot drop the page cache here (not root?): commands ran after a sync only, so their state varies more')
 }
 
+/** The commands a conversion is timed by: dd conv=fsync of `input` to `out`, and the CLI's convert with `args` (its peak RSS kept). */
+function againstDd(input, out, name, args) {
+  const measured = { peak: 0 }
+  const commands = {
+    dd: () => timed(`dd if=${quote(input)} of=${quote(out)} bs=8M conv=fsync status=none`),
+    [name]: async () => {
+      const { ms, maxRss } = await child(CLI_CHILD, args)
+      measured.peak = Math.max(measured.peak, maxRss)
+      return ms
+    },
+  }
+  return { commands, measured }
+}
+
+/** A table row of a conversion's median against dd's. */
+const rowAgainstDd = (conversion, ms, dd, peak) => ({
+  conversion,
+  ms: ms.toFixed(0),
+  baseline: 'dd conv=fsync',
+  'baseline ms': dd.toFixed(0),
+  ratio: (ms / dd).toFixed(2),
+  'peak RSS MiB': (peak / MiB).toFixed(0),
+})
+
 /** The CLI's conversion of the 1 GiB model to a GGUF at F16 against dd of its bytes; prints the table and returns the figures. */
 export async function runConversion({ log = console.log } = {}) {
   const weights = await makeModel()
   const size = statSync(weights).size
   const out = join(MODEL, 'out')
   const gguf = `${out}.gguf`
-  let peak = 0
-  const commands = {
-    dd: () => timed(`dd if=${quote(weights)} of=${quote(out)} bs=8M conv=fsync status=none`),
-    'GGUF F16': async () => {
-      const { ms, maxRss } = await child(CLI_CHILD, [MODEL, gguf, '--dtype', 'F16'])
-      peak = Math.max(peak, maxRss)
-      return ms
-    },
-  }
+  const { commands, measured } = againstDd(weights, out, 'GGUF F16', [MODEL, gguf, '--dtype', 'F16'])
   try {
     const { runs, canDrop } = await interleaved(commands, weights, (name) => rm(name === 'dd' ? out : gguf, { force: true }))
     const agrees = await downProjectionAgrees(weights, gguf)
     const m = { dd: median(runs.dd), gguf: median(runs['GGUF F16']) }
     log(`
 convert a ${(size / 2 ** 30).toFixed(2)} GiB BF16 Llama model to GGUF F16 with the CLI vs dd conv=fsync of its safetensors, median of ${ROUNDS} interleaved rounds`)
-    table([
-      {
-        conversion: 'BF16 -> GGUF F16',
-        ms: m.gguf.toFixed(0),
-        baseline: 'dd conv=fsync',
-        'baseline ms': m.dd.toFixed(0),
-        ratio: (m.gguf / m.dd).toFixed(2),
-        'peak RSS MiB': (peak / MiB).toFixed(0),
-        'ffn_down agrees': agrees,
-      },
-    ])
+    table([{ ...rowAgainstDd('BF16 -> GGUF F16', m.gguf, m.dd, measured.peak), 'ffn_down agrees': agrees }])
     log(`(targets: ratio <= 1.3, peak RSS < ${RSS_TARGET / MiB} MiB; GGUF ${(statSync(gguf).size / MiB).toFixed(0)} MiB)`)
     logRounds(log, runs, canDrop)
-    return { ...m, ratio: m.gguf / m.dd, peakRss: peak, agrees, runs }
+    return { ...m, ratio: m.gguf / m.dd, peakRss: measured.peak, agrees, runs }
   } finally {
     await rm(out, { force: true })
     await rm(gguf, { force: true })
@@ -194,34 +200,17 @@ export async function runToFolder({ log = console.log } = {}) {
   if (!existsSync(gguf)) await child(CLI_CHILD, [MODEL, gguf, '--dtype', 'F16'])
   const size = statSync(gguf).size
   const out = join(MODEL, 'back')
-  let peak = 0
-  const commands = {
-    dd: () => timed(`dd if=${quote(gguf)} of=${quote(out)} bs=8M conv=fsync status=none`),
-    'folder F16': async () => {
-      const { ms, maxRss } = await child(CLI_CHILD, [gguf, out, '--dtype', 'F16'])
-      peak = Math.max(peak, maxRss)
-      return ms
-    },
-  }
+  const { commands, measured } = againstDd(gguf, out, 'folder F16', [gguf, out, '--dtype', 'F16'])
   try {
     const { runs, canDrop } = await interleaved(commands, gguf, () => rm(out, { recursive: true, force: true }))
     const written = statSync(join(out, 'model.safetensors')).size
     const m = { dd: median(runs.dd), folder: median(runs['folder F16']) }
     log(`
 convert a ${(size / 2 ** 30).toFixed(2)} GiB F16 GGUF (the Llama above) to a Hugging Face folder at F16 with the CLI vs dd conv=fsync of the GGUF, median of ${ROUNDS} interleaved rounds`)
-    table([
-      {
-        conversion: 'GGUF F16 -> folder F16',
-        ms: m.folder.toFixed(0),
-        baseline: 'dd conv=fsync',
-        'baseline ms': m.dd.toFixed(0),
-        ratio: (m.folder / m.dd).toFixed(2),
-        'peak RSS MiB': (peak / MiB).toFixed(0),
-      },
-    ])
+    table([rowAgainstDd('GGUF F16 -> folder F16', m.folder, m.dd, measured.peak)])
     log(`(targets: ratio <= 1.5, peak RSS < 300 MiB; model.safetensors ${(written / MiB).toFixed(0)} MiB)`)
     logRounds(log, runs, canDrop)
-    return { ...m, ratio: m.folder / m.dd, peakRss: peak, runs }
+    return { ...m, ratio: m.folder / m.dd, peakRss: measured.peak, runs }
   } finally {
     await rm(out, { recursive: true, force: true })
   }
