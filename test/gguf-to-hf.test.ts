@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { readSentencePiece } from '../src/gguf/sentencepiece.ts'
-import { openGguf } from '../src/gguf-node.ts'
+import { openGguf, writeGguf } from '../src/gguf-node.ts'
 import { convertModel, openModel, SafetensorsError } from '../src/node.ts'
 import { type Ggml, type GgmlTypeName, ggmlUnsupported, loadGgml } from './ggml.ts'
 
@@ -275,4 +275,36 @@ describe('a GGUF of an architecture it does not map', () => {
       await file.close()
     }
   })
+})
+
+describe("this library's own GGUF back: the model folder it was written from", () => {
+  test.each(['qwen2', 'llama-gqa', 'mistral'])('%s: every parameter the original, as F32', async (model) => {
+    const gguf = join(scratch, `${model}-own.gguf`)
+    await writeGguf(join(ORIGINALS, model), gguf, { dtype: 'F32' })
+    const out = join(scratch, `${model}-own`)
+    await convertModel(gguf, out)
+    const original = await parametersOf(join(ORIGINALS, model))
+    const got = await parametersOf(out)
+    expect([...got.keys()].sort()).toEqual([...original.keys()].sort())
+    for (const [name, { shape, values }] of original) {
+      expect(got.get(name)!.shape, name).toEqual(shape)
+      expect(sha256(got.get(name)!.values), name).toBe(sha256(values))
+    }
+    // GGUF's llama is Mistral's architecture too: it comes back as LlamaForCausalLM, the same computation.
+    const config = json(join(ORIGINALS, model, 'config.json'))
+    expectConfig(out, model === 'mistral' ? { ...config, architectures: ['LlamaForCausalLM'], model_type: 'llama' } : config)
+  })
+})
+
+test('sharded above maxShardSize, with an index, as transformers writes it', async () => {
+  const out = join(scratch, 'sharded')
+  const written = await convertModel(join(FIXTURES, 'llama3', 'llama3-q8_0.gguf'), out, { maxShardSize: 200_000 })
+  const shards = written.filter((name) => name.endsWith('.safetensors'))
+  expect(shards.length).toBeGreaterThan(1)
+  expect(written).toContain('model.safetensors.index.json')
+  const whole = join(scratch, 'unsharded')
+  await convertModel(join(FIXTURES, 'llama3', 'llama3-q8_0.gguf'), whole)
+  const [a, b] = [await parametersOf(out), await parametersOf(whole)]
+  expect([...a.keys()].sort()).toEqual([...b.keys()].sort())
+  for (const [name, { values }] of b) expect(sha256(a.get(name)!.values), name).toBe(sha256(values))
 })
