@@ -1,6 +1,6 @@
 # Makes test/fixtures/gguf-to-hf/: GGUFs of the tiny models of test/fixtures/gguf/ as llama.cpp's own converter
 # (convert_hf_to_gguf.py of the llama.cpp that node-llama-cpp 3.21.1 ships, release v0.4.0) writes them, and the
-# golden data test/gguf-to-hf.test.ts holds `convert x.gguf out/` to. Run once by hand, never in CI; its output
+# golden data test/node/gguf-model.test.ts holds `convert x.gguf out/` to. Run once by hand, never in CI; its output
 # is committed.
 #
 #   /work/venv-gguf/bin/python scripts/make-gguf-to-hf-fixtures.py [--llama-cpp /work/llama.cpp-src] [NAME ...]

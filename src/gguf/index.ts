@@ -7,6 +7,7 @@
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
+import { elementsOf } from '../format/header.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import { readJsonObject } from '../format/model-config.ts'
 import { type Located, locate, type OpenModelOptions, openLocated, readBeside, type SafetensorsModel } from '../read/model.ts'
@@ -21,7 +22,7 @@ export type { GgufDtype } from './format.ts'
 import { modelMetadata, readModelConfig } from './metadata.ts'
 import { Q8_0_BLOCK, q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
-import { elementsOf, type PlannedTensor, permuteRows, planTensors, type TensorPart, transposed } from './tensors.ts'
+import { type PlannedTensor, permuteRows, planTensors, type TensorPart, transposed } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
 /** Options of {@link ggufStream}: those of {@link index!openModel} for reading the model, and what the GGUF holds. */
