@@ -22,7 +22,7 @@ export type { GgufDtype } from './format.ts'
 import { modelMetadata, readModelConfig } from './metadata.ts'
 import { Q8_0_BLOCK, q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
-import { type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
+import { type PlannedTensor, permuteRows, planTensors, type TensorPart, transposed } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
 /** Options of {@link ggufStream}: those of {@link index!openModel} for reading the model, and what the GGUF holds. */
@@ -74,33 +74,6 @@ function chunkElements(t: PlannedTensor, part: TensorPart): number {
 /** The dtype a tensor has in wasm memory before it is copied out: its type, or F32, which the Q8_0 kernel reads. */
 function middleOf(t: PlannedTensor): DType {
   return t.type === 'Q8_0' ? 'F32' : t.type
-}
-
-/**
- * A copy of `heads` heads of rows with each head's rows reordered as llama.cpp's converter's `permute`:
- * reshape(heads, 2, rows / heads / 2, ...).swapaxes(1, 2), so that row j of a head's first half and row j
- * of its second half become rows 2j and 2j + 1.
- */
-function permuteRows(bytes: Uint8Array, heads: number, rowsPerHead: number): Uint8Array {
-  const out = new Uint8Array(bytes.length)
-  const rowBytes = bytes.length / heads / rowsPerHead
-  const half = rowsPerHead / 2
-  for (let row = 0; row < heads * rowsPerHead; row++) {
-    const head = row - (row % rowsPerHead)
-    const from = head + ((row - head) % 2) * half + Math.floor((row - head) / 2)
-    out.set(bytes.subarray(from * rowBytes, (from + 1) * rowBytes), row * rowBytes)
-  }
-  return out
-}
-
-/** A copy of a matrix of `rows` rows (elements of 2 or 4 bytes) with its rows and columns swapped. */
-function transposed(bytes: Uint8Array, rows: number, elementBytes: number): Uint8Array {
-  const Elements = elementBytes === 4 ? Uint32Array : Uint16Array
-  const from = new Elements(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.length / elementBytes)
-  const columns = from.length / rows
-  const to = new Elements(from.length)
-  for (let row = 0; row < rows; row++) for (let column = 0; column < columns; column++) to[column * rows + row] = from[row * columns + column]
-  return new Uint8Array(to.buffer)
 }
 
 /**

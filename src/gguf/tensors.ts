@@ -63,7 +63,7 @@ const SKIPPED = /\.(rotary_emb\.inv_freq|attn\.(masked_)?bias|attention\.(masked
  * GPT-2's checkpoints name their tensors with `transformer.` (GPT2LMHeadModel's) or without (the Hub's gpt2,
  * saved from GPT2Model): gguf-py maps both.
  */
-function ggufName(name: string, { blocks, architecture }: ModelConfig): { name: string; expert?: number } | undefined {
+export function ggufName(name: string, { blocks, architecture }: Pick<ModelConfig, 'blocks' | 'architecture'>): { name: string; expert?: number } | undefined {
   const [, base, kind] = /^(?:transformer\.)?(.+)\.(weight|bias)$/.exec(name) ?? []
   if (Object.hasOwn(TOP_LEVEL, base)) return { name: `${TOP_LEVEL[base]}.${kind}` }
   const [, block, inBlock] = /^(?:model\.layers|h)\.(0|[1-9]\d*)\.(.+)$/.exec(base) ?? []
@@ -72,6 +72,34 @@ function ggufName(name: string, { blocks, architecture }: ModelConfig): { name: 
   // Gemma normalizes after attention (its post_attention_layernorm) and before the FFN (pre_feedforward_layernorm).
   const gguf = architecture.gemma && part === 'post_attention_layernorm' ? 'post_attention_norm' : Object.hasOwn(IN_BLOCK, part) && IN_BLOCK[part]
   if (gguf && Number(block) < blocks) return { name: `blk.${block}.${gguf}.${kind}`, expert: expert === undefined ? undefined : Number(expert) }
+}
+
+/**
+ * A copy of `heads` heads of rows with each head's rows reordered as llama.cpp's converter's `permute`:
+ * reshape(heads, 2, rows / heads / 2, ...).swapaxes(1, 2), so that row j of a head's first half and row j
+ * of its second half become rows 2j and 2j + 1; `undo` reorders them back.
+ */
+export function permuteRows(bytes: Uint8Array, heads: number, rowsPerHead: number, undo = false): Uint8Array {
+  const out = new Uint8Array(bytes.length)
+  const rowBytes = bytes.length / heads / rowsPerHead
+  const half = rowsPerHead / 2
+  for (let row = 0; row < heads * rowsPerHead; row++) {
+    const head = row - (row % rowsPerHead)
+    const from = head + ((row - head) % 2) * half + Math.floor((row - head) / 2)
+    const [to, at] = undo ? [from, row] : [row, from]
+    out.set(bytes.subarray(at * rowBytes, (at + 1) * rowBytes), to * rowBytes)
+  }
+  return out
+}
+
+/** A copy of a matrix of `rows` rows (elements of 2 or 4 bytes) with its rows and columns swapped. */
+export function transposed(bytes: Uint8Array, rows: number, elementBytes: number): Uint8Array {
+  const Elements = elementBytes === 4 ? Uint32Array : Uint16Array
+  const from = new Elements(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.length / elementBytes)
+  const columns = from.length / rows
+  const to = new Elements(from.length)
+  for (let row = 0; row < rows; row++) for (let column = 0; column < columns; column++) to[column * rows + row] = from[row * columns + column]
+  return new Uint8Array(to.buffer)
 }
 
 /** A source tensor whose values are (part of) a GGUF tensor's. */

@@ -22,7 +22,7 @@ export interface TokenizerFiles {
  * apart by hashing the tokens of a test text; this converter has no tokenizer to run, so it reads the
  * regex itself, and refuses one it does not know rather than guess.
  */
-const PRE_TOKENIZERS = new Map([
+export const PRE_TOKENIZERS = new Map([
   [String.raw`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`, 'gpt-2'],
   [String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, 'llama-bpe'],
   [String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, 'qwen2'],
@@ -45,11 +45,8 @@ function splitRegex(pre: JsonValue): string | undefined {
 }
 
 /** llama.cpp's token types (llama_token_type); SentencePiece's proto numbers them alike. */
-const NORMAL = 1
-const CONTROL = 3
-const USER_DEFINED = 4
-const UNUSED = 5
-const BYTE = 6
+export const TOKEN_TYPES = { NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5, BYTE: 6 } as const
+const { NORMAL, CONTROL, USER_DEFINED, UNUSED, BYTE } = TOKEN_TYPES
 
 /** Tokens llama.cpp's converter types CONTROL though they are not marked special (does_token_look_special). */
 const looksSpecial = (t: string) => /^(<pad>|<mask>|<2mass>|\[@BOS@\]|<\|.*\|>|<｜.*｜>|<unused.*>)$/s.test(t)

@@ -2,14 +2,15 @@
 // with the package's own writer) converted by the CLI to Q8_0 and to F16 in child processes (so that nothing
 // the test runner holds counts), each with a peak RSS under 200 MiB; and a Mixtral whose stacked experts are
 // 256 MiB a tensor, more than that bound, within it. The output is read back with @huggingface/gguf and its
-// first bytes checked against a conversion made here.
+// first bytes checked against a conversion made here. The F16 GGUF of 1 GiB goes back to a Hugging Face folder
+// under 300 MiB, its embeddings' first rows the same bytes.
 import { execFileSync } from 'node:child_process'
 import { closeSync, mkdirSync, mkdtempSync, openSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { GGMLQuantizationType, gguf } from '@huggingface/gguf'
 import { afterAll, expect, test } from 'vitest'
-import { fileSink, SafetensorsWriter } from '../../src/node.ts'
+import { fileSink, open, SafetensorsWriter } from '../../src/node.ts'
 import { referenceConvert } from '../float-reference.ts'
 import { referenceQ8_0 } from '../q8_0-reference.ts'
 import { mulberry32 } from '../random.ts'
@@ -47,13 +48,13 @@ async function writeWeights(folder: string, block: Uint8Array, shapes: Record<st
   return total
 }
 
-/** Two tokens: llama.cpp's converter fills the other ids with [PAD<id>] placeholders, and so does this one. */
-const TOKENIZER = {
-  model: { type: 'BPE', vocab: { a: 0, b: 1 }, merges: [] },
+/** A token for every id of a vocabulary of `size`: the conversion pads a tokenizer by a few ids at most. */
+const tokenizer = (size: number) => ({
+  model: { type: 'BPE', vocab: Object.fromEntries(Array.from({ length: size }, (_, id) => [`t${id}`, id])), merges: [] },
   pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, use_regex: true },
   decoder: { type: 'ByteLevel' },
   added_tokens: [],
-}
+})
 
 /** A LlamaForCausalLM of one block whose embeddings and lm_head (512 MiB each) make it 1 GiB and more. */
 async function writeModel(folder: string, block: Uint8Array): Promise<number> {
@@ -85,7 +86,7 @@ async function writeModel(folder: string, block: Uint8Array): Promise<number> {
     vocab_size: VOCAB,
   }
   writeFileSync(join(folder, 'config.json'), JSON.stringify(config))
-  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(TOKENIZER))
+  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer(VOCAB)))
   return total
 }
 
@@ -126,7 +127,7 @@ async function writeMixtral(folder: string, block: Uint8Array): Promise<number> 
     vocab_size: 256,
   }
   writeFileSync(join(folder, 'config.json'), JSON.stringify(config))
-  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(TOKENIZER))
+  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer(256)))
   return total
 }
 
@@ -169,6 +170,18 @@ test('a 1 GiB model to Q8_0 and to F16 through the CLI: peak RSS under 200 MiB e
     readSync(fd, actual, 0, actual.length, Number(tensorDataOffset + embeddings.offset))
     closeSync(fd)
     expectSameBytes(actual, expected, `the first bytes of token_embd.weight as ${dtype}`)
+    if (dtype === 'F16') {
+      // And back: the GGUF to a Hugging Face folder at F16, under 300 MiB, the embeddings' first values the same.
+      const back = join(dir, 'big-back')
+      const backPeak = convertMeasured('convert', out, back, '--dtype', 'F16')
+      console.log(`gguf memory: that GGUF back to a folder at F16, child peak RSS ${(backPeak / MiB).toFixed(1)} MiB`)
+      expect(backPeak).toBeLessThan(300 * MiB)
+      const file = await open(join(back, 'model.safetensors'))
+      const rows = await file.getSlice('model.embed_tokens.weight', [[0, expected.length / 2 / HIDDEN]])
+      await file.close()
+      expectSameBytes(new Uint8Array(rows.data.buffer, rows.data.byteOffset, rows.data.byteLength), expected, 'the first rows of model.embed_tokens.weight')
+      rmSync(back, { recursive: true })
+    }
     rmSync(out)
   }
 }, 600_000)
