@@ -89,7 +89,7 @@ export interface HfTensor {
 }
 
 /** A GGUF's Hugging Face model: its config.json, generation_config.json and parameters. */
-export interface HfModel {
+interface HfModel {
   config: Record<string, unknown>
   generationConfig: Record<string, unknown>
   tensors: HfTensor[]

@@ -10,7 +10,7 @@ import type { GgufValue } from './reader.ts'
 import { PRE_TOKENIZERS, TOKEN_TYPES } from './tokenizer.ts'
 
 /** A tokenizer's files, by name, as bytes. */
-export type TokenizerFiles = Record<string, Uint8Array>
+type TokenizerFiles = Record<string, Uint8Array>
 
 const encoder = new TextEncoder()
 const jsonBytes = (value: unknown) => encoder.encode(`${JSON.stringify(value, null, 2)}\n`)

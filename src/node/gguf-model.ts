@@ -21,7 +21,7 @@ import { writeModel } from './save-model.ts'
 const PIECE_ELEMENTS = 1 << 20
 
 /** Options of a GGUF's conversion to a folder: the GGUF's reads, and the parameters' dtype and shards. */
-export interface GgufModelOptions extends OpenOptions {
+interface GgufModelOptions extends OpenOptions {
   /** @defaultValue 'F32': the values as ggml dequantizes them, exactly */
   dtype?: ConvertTarget
   /** @defaultValue 5 GB, as transformers shards */
