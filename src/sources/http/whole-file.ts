@@ -129,7 +129,7 @@ export class WholeFile {
       try {
         // A 200 starts at 0, a 206 where it was asked.
         for (let position = from - skip; ; ) {
-          const { done, value } = await Promise.race([reader.read(), attempt.gone])
+          const { done, value } = await attempt.until(reader.read())
           if (done) break
           await this.#land(position, value, attempt)
           position += value.length
