@@ -64,10 +64,11 @@ class Download {
     return Math.max(0, this.end - this.window.length)
   }
 
-  /** Whether a read wants a byte at `at` or after it. */
-  wanted(at: number): boolean {
-    for (const read of this.reads) if (read.offset + read.target.length > at) return true
-    return false
+  /** The end of the bytes its reads want: a read wants the bytes before it that the download has not passed. */
+  wantedEnd(): number {
+    let end = 0
+    for (const read of this.reads) end = Math.max(end, read.offset + read.target.length)
+    return end
   }
 }
 
@@ -193,36 +194,47 @@ export class WholeFile {
     })
   }
 
-  /** A chunk of the download at `position` (which may repeat bytes after a retry): held, and given to the reads. */
+  /**
+   * A chunk of the download at `position` (which may repeat bytes after a retry), passed as far as the reads want
+   * its bytes (the rest waits, and the connection with it, until a read wants more): held, and given to the reads.
+   */
   async #land(download: Download, position: number, chunk: Uint8Array, attempt: Attempt): Promise<void> {
     const end = position + chunk.length
-    if (end <= download.end) return
-    // No read wants these bytes yet: wait until one does.
-    while (!download.wanted(download.end)) await attempt.idle(new Promise<void>((resolve) => (download.room = resolve)))
-    if (attempt.signal.aborted) throw this.#source.abortedError(attempt.signal)
-    // Only the bytes the window will still hold once the chunk is in.
-    const { window } = download
-    const from = Math.max(download.end, end - window.length)
-    const bytes = chunk.subarray(from - position)
-    const start = from % window.length
-    const first = Math.min(bytes.length, window.length - start)
-    window.set(bytes.subarray(0, first), start)
-    window.set(bytes.subarray(first), 0)
-    download.end = end
-    attempt.touch()
-    for (const waiting of download.reads) this.#take(download, waiting)
+    while (download.end < end) {
+      while (download.wantedEnd() <= download.end) await attempt.idle(new Promise<void>((resolve) => (download.room = resolve)))
+      if (attempt.signal.aborted) throw this.#source.abortedError(attempt.signal)
+      const to = Math.min(end, download.wantedEnd())
+      // Only the bytes the window will still hold once these are in.
+      const { window } = download
+      const from = Math.max(download.end, to - window.length)
+      const bytes = chunk.subarray(from - position, to - position)
+      const start = from % window.length
+      const first = Math.min(bytes.length, window.length - start)
+      window.set(bytes.subarray(0, first), start)
+      window.set(bytes.subarray(first), 0)
+      download.end = to
+      attempt.touch()
+      for (const waiting of download.reads) this.#take(download, waiting, chunk, position)
+    }
   }
 
-  /** Gives a read the bytes its download holds for it now; settles it once it has them all. */
-  #take(download: Download, waiting: Waiting): void {
+  /**
+   * Gives a read the bytes its download has for it now: those of the chunk that just landed at `position` (a
+   * chunk may be longer than the window), and before it those the window holds. Settles it once it has them all.
+   */
+  #take(download: Download, waiting: Waiting, chunk?: Uint8Array, position = download.end): void {
     const from = waiting.offset + waiting.got
     const to = Math.min(waiting.offset + waiting.target.length, download.end)
     if (to <= from) return
     const { window } = download
     const length = window.length
     for (let at = from; at < to; ) {
+      if (chunk && at >= position) {
+        waiting.target.set(chunk.subarray(at - position, to - position), at - waiting.offset)
+        break
+      }
       const start = at % length
-      const n = Math.min(to - at, length - start)
+      const n = Math.min(to - at, length - start, position - at)
       waiting.target.set(window.subarray(start, start + n), at - waiting.offset)
       at += n
     }
