@@ -496,6 +496,14 @@ function progressBar(): ProgressCallback {
   }
 }
 
+// A command whose promise is left pending with nothing more to wait for (a bug) must not pass for a success.
+let settled = false
+process.on('exit', (code) => {
+  if (settled || code !== 0) return
+  console.error('safetensors-wasm: stopped before the command finished, with nothing left to wait for (a bug: please report it)')
+  process.exitCode = 1
+})
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code
@@ -514,4 +522,6 @@ main(process.argv.slice(2)).then(
       )
     process.exitCode = 1
   },
-)
+).finally(() => {
+  settled = true
+})
