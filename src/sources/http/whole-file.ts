@@ -19,7 +19,7 @@ import type { FileState } from './responses.ts'
  * keepBytes: the largest file a download keeps whole once a read fell behind a window; windowBytes: the
  * bytes each download holds. Mutable only so that tests can make them small.
  */
-export const WHOLE_FILE = { keepBytes: 512 << 20, windowBytes: 64 << 20 }
+export const WHOLE_FILE = { keepBytes: 512 << 20, windowBytes: 32 << 20 }
 
 /** Downloads through windows at once: two places read in turn each have one. */
 const MOST_WINDOWS = 2
