@@ -449,6 +449,7 @@ async function ggufCommand(input: string, output: string, dtype: GgufDtype): Pro
   const written = await converting(input, output, true, options, () => writeGguf(input, output, options))
   if (written === undefined) return 1
   const seconds = (performance.now() - started) / 1000
+  for (const note of written.notes) console.error(`${output}: ${note}`)
   const types = Object.entries(written.types).map(([type, n]) => `${count(n)} ${type}`)
   console.log(`${output}: wrote ${count(written.tensors, 'tensor')} (${types.join(', ')}), ${count(written.bytes, 'byte')}, ${seconds.toFixed(2)} s`)
   return 0
@@ -506,9 +507,11 @@ process.on('exit', (code) => {
 
 main(process.argv.slice(2)).then(
   (code) => {
+    settled = true
     process.exitCode = code
   },
   (error) => {
+    settled = true
     if (error instanceof UsageError) {
       console.error(`${error.message}\nsee safetensors-wasm --help`)
       process.exitCode = 2
@@ -522,6 +525,4 @@ main(process.argv.slice(2)).then(
       )
     process.exitCode = 1
   },
-).finally(() => {
-  settled = true
-})
+)

@@ -21,7 +21,7 @@ import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype } from './for
 export type { GgufDtype } from './format.ts'
 
 import { type Chunk, largestChunk, partChunks, permuteRows, readColumns, transposed } from './chunks.ts'
-import { modelMetadata, readModelConfig } from './metadata.ts'
+import { conversionNotes, modelMetadata, readModelConfig } from './metadata.ts'
 import { q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
 import { elementsOf, type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
@@ -196,10 +196,11 @@ async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], par
   }
 }
 
-/** A GGUF about to be streamed: its tensors, its size and its stream. */
+/** A GGUF about to be streamed: its tensors, its size, what it says otherwise than config.json, and its stream. */
 export interface GgufPlan {
   tensors: ReadonlyArray<{ type: GgufDtype }>
   fileSize: number
+  notes: readonly string[]
   stream: ReadableStream<Uint8Array>
 }
 
@@ -217,6 +218,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
   const model = await openLocated(located, read)
   let tensors: PlannedTensor[]
   let header: EncodedHeader
+  let notes: string[]
   try {
     const config = readModelConfig((await json('config.json', true))!)
     // A SentencePiece model's own file, if there is one, else tokenizer.json says what the tokenizer is.
@@ -228,6 +230,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
       chatTemplate: await readBesideModel(located, 'chat_template.jinja', false, read).then((bytes) => bytes && new TextDecoder().decode(bytes)),
     }
     const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)]
+    notes = conversionNotes(config)
     tensors = planTensors(model, config, dtype)
     header = encodeHeader(metadata, tensors)
   } catch (error) {
@@ -249,13 +252,19 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
     }
   }
   const stream = pulledStream(options.signal, 'converting to GGUF', bytes, 0, () => model.close())
-  return { tensors, fileSize: header.fileSize, stream }
+  return { tensors, fileSize: header.fileSize, notes, stream }
 }
 
 /** What {@link ggufStream} resolves with: the GGUF's bytes, and their number, known before the first. */
 export type GgufStream = ReadableStream<Uint8Array> & {
   /** The GGUF's size in bytes: what a Worker's `new FixedLengthStream(n)` needs to store the stream in R2. */
   readonly byteLength: number
+  /**
+   * What the GGUF says otherwise than config.json, one sentence each; empty for most models. So far one: a context
+   * cut to an attention window that llama.cpp's graph of the architecture does not apply (Mistral's `sliding_window`),
+   * so that llama.cpp never attends farther back than transformers does.
+   */
+  readonly notes: readonly string[]
 }
 
 /**
@@ -279,6 +288,6 @@ export type GgufStream = ReadableStream<Uint8Array> & {
  * or an input openModel does not take.
  */
 export async function ggufStream(input: string | URL | ModelFiles | ModelFolder, options: GgufOptions = {}): Promise<GgufStream> {
-  const { stream, fileSize } = await planGguf(input, options)
-  return Object.defineProperty(stream, 'byteLength', { value: fileSize, enumerable: true }) as GgufStream
+  const { stream, fileSize, notes } = await planGguf(input, options)
+  return Object.defineProperties(stream, { byteLength: { value: fileSize, enumerable: true }, notes: { value: notes, enumerable: true } }) as GgufStream
 }

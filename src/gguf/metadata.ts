@@ -22,6 +22,11 @@ export interface Architecture {
   conv1d?: boolean
   /** llama.cpp's fixed pattern of sliding-window layers: every `swaPeriod`-th layer global, the others local. */
   swaPeriod?: number
+  /**
+   * The attention window transformers applies (every token attends to the last `window` ones, its own included) and
+   * llama.cpp's graph of this architecture does not; undefined for none.
+   */
+  window?: (values: Values) => number | undefined
   /** config.json values the transformers config class assumes when they are absent. */
   defaults?: (values: Values) => Values
   /** The keys it writes besides those of every architecture. */
@@ -37,13 +42,29 @@ const LLAMA: Architecture = {
     add('rope.dimension_count', 'u32', c.headDim)
   },
 }
-const QWEN = (name: string): Architecture => ({ name, rope: ['linear', 'yarn'] })
+/** A config class's `sliding_window`: config.json's (null for none), else the class's default. */
+const slidingWindow = (values: Values, otherwise: number | undefined) =>
+  Object.hasOwn(values, 'sliding_window') ? integer(values, 'sliding_window') : otherwise
+/**
+ * Qwen2's and Qwen3's window: with use_sliding_window, on the layers layer_types names sliding_attention (transformers
+ * 5 writes them), else those from max_window_layers on (the class's default 28).
+ */
+const qwenWindow = (values: Values) => {
+  if (values.use_sliding_window !== true) return undefined
+  const types = values.layer_types
+  const sliding = Array.isArray(types)
+    ? types.includes('sliding_attention')
+    : (integer(values, 'num_hidden_layers') ?? 0) > (integer(values, 'max_window_layers') ?? 28)
+  return sliding ? slidingWindow(values, 4096) : undefined
+}
+const QWEN = (name: string): Architecture => ({ name, rope: ['linear', 'yarn'], window: qwenWindow })
 
 /** The transformers architectures converted, by config.json's `architectures[0]`. */
 export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
   LlamaForCausalLM: LLAMA,
-  MistralForCausalLM: LLAMA,
-  MixtralForCausalLM: LLAMA,
+  // MistralConfig's sliding_window is 4096 when config.json has none (Mistral 7B v0.1's); MixtralConfig's none.
+  MistralForCausalLM: { ...LLAMA, window: (values) => slidingWindow(values, 4096) },
+  MixtralForCausalLM: { ...LLAMA, window: (values) => slidingWindow(values, undefined) },
   Qwen2ForCausalLM: QWEN('qwen2'),
   Qwen3ForCausalLM: QWEN('qwen3'),
   Qwen3MoeForCausalLM: {
@@ -132,6 +153,8 @@ export interface ModelConfig {
   headDim: number
   ropeDims: number
   rope: Rope
+  /** The attention window llama.cpp would not apply, where it is shorter than the context: the GGUF's context_length. */
+  window: number | undefined
 }
 
 function unsupported(what: string, arch: string): SafetensorsError {
@@ -195,9 +218,12 @@ export function readModelConfig(config: Values): ModelConfig {
     if (layerTypes.some((t, i) => (t === 'full_attention') !== (i % period === period - 1)))
       throw unsupported(`layer_types ${JSON.stringify(layerTypes)} (llama.cpp makes every ${period}th layer global)`, architecture.name)
   }
+  const context = integer(values, 'max_position_embeddings n_ctx n_positions')
+  const window = architecture.window?.(values)
   return {
     values,
     architecture,
+    window: window !== undefined && (context === undefined || window < context) ? window : undefined,
     heads,
     kvHeads: integer(values, 'num_key_value_heads') ?? heads,
     blocks: integer(values, 'num_hidden_layers n_layer', true)!,
@@ -207,6 +233,18 @@ export function readModelConfig(config: Values): ModelConfig {
     ropeDims: Math.floor(Math.floor((number(rope.values, 'partial_rotary_factor') ?? number(values, 'partial_rotary_factor') ?? 1) * hidden) / heads),
     rope,
   }
+}
+
+/**
+ * What the GGUF of `config` says otherwise than config.json, one sentence each: its context cut to the attention
+ * window llama.cpp would not apply, so that llama.cpp never attends farther back than transformers does.
+ */
+export function conversionNotes({ architecture, window, values }: ModelConfig): string[] {
+  if (window === undefined) return []
+  const context = integer(values, 'max_position_embeddings')
+  return [
+    `context_length is ${window}, config.json's sliding_window, not ${context === undefined ? 'unset' : `its max_position_embeddings ${context}`}: llama.cpp's ${architecture.name} attends to every earlier token, transformers to the last ${window} only`,
+  ]
 }
 
 /** general.file_type (gguf-py's LlamaFileType) of each dtype. */
@@ -224,7 +262,7 @@ export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[]
   // What TextModel.set_gguf_parameters writes, each from the first of config.json's names for it that is set (those
   // of the classes in ARCHITECTURES: GPT-2 has its own).
   add('block_count', 'u32', config.blocks)
-  add('context_length', 'u32', integer(values, 'max_position_embeddings n_ctx n_positions'))
+  add('context_length', 'u32', config.window ?? integer(values, 'max_position_embeddings n_ctx n_positions'))
   add('embedding_length', 'u32', integer(values, 'hidden_size n_embd'))
   add('feed_forward_length', 'u32', integer(values, 'intermediate_size n_inner'))
   add('attention.head_count', 'u32', config.heads)

@@ -46,6 +46,9 @@ const USER_DEFINED = 4
 const UNUSED = 5
 const BYTE = 6
 
+/** A SentencePiece vocabulary's byte token: `<0x41>` is the byte 0x41, for text its pieces do not cover (byte fallback). */
+const BYTE_TOKEN = /^<0x[0-9A-Fa-f]{2}>$/
+
 /** Tokens llama.cpp's converter types CONTROL though they are not marked special (does_token_look_special). */
 const looksSpecial = (t: string) => /^(<pad>|<mask>|<2mass>|\[@BOS@\]|<\|.*\|>|<｜.*｜>|<unused.*>)$/s.test(t)
 
@@ -90,8 +93,16 @@ class Vocabulary {
     this.scores[id as number] = score
   }
 
-  /** An added token: CONTROL if special or looking special, else USER_DEFINED with SentencePiece's ▁ as a space. */
-  add(token: Json, id: unknown, required: boolean): void {
+  /**
+   * An added token: CONTROL if special or looking special, else USER_DEFINED with SentencePiece's ▁ as a space; with
+   * `bytes` (a SentencePiece vocabulary), a byte token BYTE however it is listed (tokenizers' BpeTrainer lists its
+   * special tokens, the 256 bytes among them, as special added tokens), which llama.cpp's detokenizer gives back.
+   */
+  add(token: Json, id: unknown, required: boolean, bytes = false): void {
+    if (bytes && BYTE_TOKEN.test(token.content)) {
+      if (this.types[id as number] !== BYTE) this.place(token.content, id, BYTE, 0, required)
+      return
+    }
     const special = token.special || looksSpecial(token.content)
     this.place(special ? token.content : token.content.replaceAll('\u2581', ' '), id, special ? CONTROL : USER_DEFINED, -1000, required)
   }
@@ -148,7 +159,7 @@ function fromBpeWithByteFallback(json: Json, vocabulary: Vocabulary): boolean {
     if (!rank.has(joined)) rank.set(joined, r)
   }
   for (const [text, id] of Object.entries(json.model.vocab))
-    vocabulary.place(text, id, /^<0x[0-9A-Fa-f]{2}>$/.test(text) ? BYTE : NORMAL, -(rank.get(text) ?? 0), false)
+    vocabulary.place(text, id, BYTE_TOKEN.test(text) ? BYTE : NORMAL, -(rank.get(text) ?? 0), false)
   const steps = (x: Json): Json[] => (x?.type === 'Sequence' ? (x.normalizers ?? x.pretokenizers) : x ? [x] : [])
   const metaspace = steps(json.pre_tokenizer).find((p) => p.type === 'Metaspace')
   if (metaspace) return (metaspace.prepend_scheme ?? (metaspace.add_prefix_space === false ? 'never' : 'always')) !== 'never'
@@ -160,8 +171,8 @@ function sentencePiece({ json, model, config }: TokenizerFiles, size: number): K
   const vocabulary = new Vocabulary(size)
   let spacePrefix = model ? fromSentencePiece(model, vocabulary) : fromBpeWithByteFallback(json, vocabulary)
   // The added tokens, as transformers lists them: tokenizer.json's, then tokenizer_config.json's added_tokens_decoder.
-  for (const token of json?.added_tokens ?? []) vocabulary.add(token, token.id, false)
-  for (const [id, token] of Object.entries<Json>(config?.added_tokens_decoder ?? {})) vocabulary.add(token, Number(id), false)
+  for (const token of json?.added_tokens ?? []) vocabulary.add(token, token.id, false, true)
+  for (const [id, token] of Object.entries<Json>(config?.added_tokens_decoder ?? {})) vocabulary.add(token, Number(id), false, true)
   spacePrefix = config?.add_prefix_space ?? spacePrefix
   return [
     ['tokenizer.ggml.model', 'string', 'llama'],
