@@ -279,7 +279,11 @@ const CONTROLS: Control[] = [
   {
     model: 'mistral-swa',
     undone: 'byte tokens typed CONTROL, as special added tokens',
-    patch: setKey('tokenizer.ggml.token_type', 'i32[]', Int32Array.from({ length: 512 }, (_, id) => (id < 259 ? 3 : 1))),
+    patch: setKey(
+      'tokenizer.ggml.token_type',
+      'i32[]',
+      Int32Array.from({ length: 512 }, (_, id) => (id < 259 ? 3 : 1)),
+    ),
     judged: 'bytes' as const,
   },
   ...['llama-gqa', 'mistral', 'llama3', 'llama-yarn', 'llama2-spm', 'mistral-spm', 'mixtral'].map((model) => {
@@ -401,7 +405,11 @@ describe.skipIf(unsupported !== undefined)('llama.cpp runs the converted GGUF as
   )
 
   describe.skipIf(process.env.GGUF_DIR !== undefined).each(CONTROLS)('negative control: $model, $undone', ({ model, undone, patch, judged: measure }) => {
-    const what = { tokens: 'llama.cpp tokenizes the sentence otherwise', bytes: 'llama.cpp gives back another text', probabilities: 'the comparison fails clearly' }
+    const what = {
+      tokens: 'llama.cpp tokenizes the sentence otherwise',
+      bytes: 'llama.cpp gives back another text',
+      probabilities: 'the comparison fails clearly',
+    }
     test(what[measure], async () => {
       const patched = join(OUT, `${model}.${CONTROLS.findIndex((c) => c.patch === patch)}.gguf`)
       await patchGguf(await ggufOf(model, 'F16'), patched, patch)

@@ -25,7 +25,7 @@ export const WHOLE_FILE = { keepBytes: 512 << 20, windowBytes: 32 << 20 }
 const MOST_WINDOWS = 2
 
 /** What a WholeFile takes of its source (src/sources/http/source.ts): its state, its requests, and the functions it would import. */
-export interface WholeFileSource {
+interface WholeFileSource {
   state: FileState
   plan: RetryPlan
   request(range: string, attempt: Attempt): { response: Promise<Response>; ifRange: string | null }
