@@ -620,6 +620,106 @@ test.each([
   expectSameBytes(readFileSync(other), readFileSync(out), `${model} in the other form`)
 })
 
+/** The sentence a GGUF's context cut to an attention window gets, as docs/gguf.md shows it. */
+const windowNote = (window: number, context: number, arch: string) =>
+  `context_length is ${window}, config.json's sliding_window, not its max_position_embeddings ${context}: llama.cpp's ${arch} attends to every earlier token, transformers to the last ${window} only`
+
+// Each config class's window as transformers applies it (MistralConfig's default 4096, MixtralConfig's none, Qwen's
+// only with use_sliding_window and, for Qwen2 and Qwen3, on the layers layer_types or max_window_layers say), and
+// context_length the window only where it is shorter than max_position_embeddings (256 in the test models).
+/** A config.json edit: each of `values` set, or removed where undefined. */
+const setting = (values: Record<string, unknown>) => (config: Record<string, unknown>) => {
+  for (const [key, value] of Object.entries(values)) {
+    if (value === undefined) delete config[key]
+    else config[key] = value
+  }
+}
+const QWEN_WINDOW = { use_sliding_window: true, sliding_window: 16 }
+test.each([
+  ['mistral-swa', 'as it is (16)', setting({}), 16],
+  ['mistral-swa', 'sliding_window null', setting({ sliding_window: null }), 256],
+  ['mistral-swa', 'no sliding_window, 32768 positions', setting({ sliding_window: undefined, max_position_embeddings: 32768 }), 4096],
+  ['mistral-swa', 'sliding_window 1024, past the context', setting({ sliding_window: 1024 }), 256],
+  ['mixtral', 'as it is (null)', setting({}), 256],
+  ['mixtral', 'no sliding_window', setting({ sliding_window: undefined }), 256],
+  ['mixtral', 'sliding_window 16', setting({ sliding_window: 16 }), 16],
+  ['qwen2', 'sliding_window 16 without use_sliding_window', setting({ sliding_window: 16 }), 256],
+  ['qwen2', 'use_sliding_window, layer 1 sliding', setting({ ...QWEN_WINDOW, layer_types: ['full_attention', 'sliding_attention'] }), 16],
+  ['qwen2', 'use_sliding_window, every layer full', setting(QWEN_WINDOW), 256],
+  ['qwen2', 'use_sliding_window, no layer_types, max_window_layers 1', setting({ ...QWEN_WINDOW, layer_types: undefined, max_window_layers: 1 }), 16],
+  ['qwen2', 'use_sliding_window, no layer_types, max_window_layers 28', setting({ ...QWEN_WINDOW, layer_types: undefined }), 256],
+  ['qwen3moe', 'use_sliding_window (every layer)', setting(QWEN_WINDOW), 16],
+] as const)('%s, %s: context_length is the window llama.cpp would not apply, where it is shorter, and the notes say so', async (model, name, edit, context) => {
+  const folder = withConfig(model, `window-${model}-${name.replace(/\W+/g, '-')}`, edit)
+  const out = `${folder}.gguf`
+  const { notes } = await writeGguf(folder, out)
+  const { typedMetadata } = await parse(out)
+  const arch = typedMetadata['general.architecture']!.value as string
+  expect(typedMetadata[`${arch}.context_length`]?.value).toBe(context)
+  const positions = readJson<Config>(join(folder, 'config.json')).max_position_embeddings
+  expect(notes).toEqual(context < positions ? [windowNote(context, positions, arch)] : [])
+  const stream = await ggufStream(folder)
+  expect(stream.notes).toEqual(notes)
+  await stream.cancel()
+})
+
+test('the CLI says a context cut to the window in one line on stderr, before what it wrote', async () => {
+  const out = join(dir, 'cli-window.gguf')
+  const run = await cli('convert', join(FIXTURES, 'mistral-swa'), out, '--dtype', 'f16')
+  expect(run.code, run.stderr).toBe(0)
+  expect(run.stderr).toBe(`${out}: ${windowNote(16, 256, 'llama')}\n`)
+  expect(run.stdout).toMatch(new RegExp(`^${out}: wrote \\d+ tensors .*\\n$`))
+})
+
+/** Whether a token is one of SentencePiece's byte tokens, <0x00> to <0xFF>. */
+const isByteToken = (content: string) => /^<0x[0-9A-F]{2}>$/.test(content)
+
+// tokenizers' BpeTrainer, given the byte tokens as special tokens, lists them among tokenizer.json's special added
+// tokens (and tokenizer_config.json's added_tokens_decoder) as well as in the vocabulary; transformers' conversion of
+// a tokenizer.model lists them in the vocabulary only. llama.cpp's detokenizer gives back the bytes of BYTE (6) only.
+test.each(['among the special added tokens too', 'in the vocabulary only'])('<0xXX> tokens listed %s: typed BYTE, 6', async (form) => {
+  const folder = modelCopy('mistral-swa', `bytes-${form.replace(/\W+/g, '-')}`, (f) => {
+    const tokenizer = readJson<Tokenizer>(join(f, 'tokenizer.json'))
+    expect(tokenizer.added_tokens.filter((t) => t.special && isByteToken(t.content))).toHaveLength(256)
+    if (form === 'among the special added tokens too') return
+    tokenizer.added_tokens = tokenizer.added_tokens.filter((t) => !isByteToken(t.content))
+    writeFileSync(join(f, 'tokenizer.json'), JSON.stringify(tokenizer))
+    const config = readJson<{ added_tokens_decoder: Record<string, { content: string }> }>(join(f, 'tokenizer_config.json'))
+    for (const [id, t] of Object.entries(config.added_tokens_decoder)) if (isByteToken(t.content)) delete config.added_tokens_decoder[id]
+    writeFileSync(join(f, 'tokenizer_config.json'), JSON.stringify(config))
+  })
+  const out = join(dir, 'bytes.gguf')
+  await writeGguf(folder, out)
+  const { typedMetadata } = await parse(out)
+  const tokens = typedMetadata['tokenizer.ggml.tokens']!.value as string[]
+  const types = typedMetadata['tokenizer.ggml.token_type']!.value as number[]
+  // As the vocabulary lists them, <unk>, <s> and </s> CONTROL (special added tokens), the bytes BYTE.
+  const { model, added_tokens } = readJson<Tokenizer>(join(FIXTURES, 'mistral-swa', 'tokenizer.json'))
+  const special = new Set(added_tokens.filter((t) => t.special && !isByteToken(t.content)).map((t) => t.content))
+  const expected = Object.entries(model.vocab).map(([content, id]) => [id, content, isByteToken(content) ? 6 : special.has(content) ? 3 : 1] as const)
+  expect(expected.filter(([, , type]) => type === 6)).toHaveLength(256)
+  for (const [id, content, type] of expected) expect([tokens[id], types[id]], `id ${id}`).toEqual([content, type])
+})
+
+test('a tokenizer.model whose byte pieces tokenizer_config.json also lists as special added tokens: still BYTE', async () => {
+  const base = join(dir, 'spm-base.gguf')
+  await writeGguf(join(FIXTURES, 'llama2-spm'), base)
+  const { typedMetadata: before } = await parse(base)
+  const tokens = before['tokenizer.ggml.tokens']!.value as string[]
+  const bytes = tokens.flatMap((content, id) => (isByteToken(content) ? [id] : []))
+  expect(bytes).toHaveLength(256)
+  expect(new Set(bytes.map((id) => (before['tokenizer.ggml.token_type']!.value as number[])[id]))).toEqual(new Set([6]))
+  const folder = modelCopy('llama2-spm', 'spm-bytes-special', (f) => {
+    const config = readJson<{ added_tokens_decoder: Record<string, unknown> }>(join(f, 'tokenizer_config.json'))
+    for (const id of bytes)
+      config.added_tokens_decoder[id] = { content: tokens[id], special: true, lstrip: false, rstrip: false, normalized: false, single_word: false }
+    writeFileSync(join(f, 'tokenizer_config.json'), JSON.stringify(config))
+  })
+  const out = join(dir, 'spm-bytes-special.gguf')
+  await writeGguf(folder, out)
+  expectSameBytes(readFileSync(out), readFileSync(base), 'the GGUF with the byte pieces listed as special added tokens')
+})
+
 test('GPT-2 with its tensors named as the Hub’s gpt2 names them (without transformer.) gives the same tensors', async () => {
   // The Hub's openai-community/gpt2 was saved from GPT2Model: h.0.attn.c_attn.weight, wte.weight, ...
   const folder = modelCopy('gpt2', 'gpt2-hub-names', (f) => {

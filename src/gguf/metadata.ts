@@ -70,18 +70,21 @@ const slidingWindow = (values: JsonValue, otherwise: number | undefined) => {
   return window.value === undefined ? otherwise : window.optional()?.integer(1, U32_MAX)
 }
 /**
- * Qwen2's and Qwen3's window: with use_sliding_window, on the layers layer_types names sliding_attention (transformers
- * 5 writes them), else those from max_window_layers on (the class's default 28).
+ * Qwen's window, with use_sliding_window (4096 where config.json has none): Qwen2's and Qwen3's on the layers
+ * layer_types names sliding_attention (transformers 5 writes them), else on those from max_window_layers on (the
+ * class's default 28); Qwen3-MoE's, which has no layer types, on every layer.
  */
-const qwenWindow = (values: JsonValue) => {
+const qwenWindow = (layered: boolean) => (values: JsonValue) => {
   if (values.get('use_sliding_window').optional()?.boolean() !== true) return undefined
   const types = values.get('layer_types').optional()?.items()
-  const sliding = types
-    ? types.some((t) => t.value === 'sliding_attention')
-    : (u32(values, 'num_hidden_layers') ?? 0) > (values.get('max_window_layers').optional()?.integer(0, U32_MAX) ?? 28)
+  const sliding =
+    !layered ||
+    (types
+      ? types.some((t) => t.value === 'sliding_attention')
+      : (u32(values, 'num_hidden_layers') ?? 0) > (values.get('max_window_layers').optional()?.integer(0, U32_MAX) ?? 28))
   return sliding ? slidingWindow(values, 4096) : undefined
 }
-const QWEN = (name: string): Architecture => ({ name, rope: ['linear', 'yarn'], window: qwenWindow })
+const QWEN = (name: string, layered = true): Architecture => ({ name, rope: ['linear', 'yarn'], window: qwenWindow(layered) })
 
 /** The transformers architectures converted, by config.json's `architectures[0]`. */
 export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
@@ -92,7 +95,7 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
   Qwen2ForCausalLM: QWEN('qwen2'),
   Qwen3ForCausalLM: QWEN('qwen3'),
   Qwen3MoeForCausalLM: {
-    ...QWEN('qwen3moe'),
+    ...QWEN('qwen3moe', false),
     keys: ({ values }, add) => {
       // llama.cpp's qwen3moe always renormalizes the chosen experts' weights.
       if (values.get('norm_topk_prob').value === false)
