@@ -54,13 +54,18 @@ async function writeWeights(folder: string, block: Uint8Array, shapes: Record<st
   return total
 }
 
-/** Two tokens: llama.cpp's converter fills the other ids with [PAD<id>] placeholders, and so does this one. */
-const TOKENIZER = {
-  model: { type: 'BPE', vocab: { a: 0, b: 1 }, merges: [] },
+/**
+ * A byte-level BPE of `size` tokens and no merges. A vocabulary padded far past its tokenizer is refused (config.json's
+ * vocab_size would set the memory), so the large model's tokenizer has all its 131,072 tokens.
+ */
+const tokenizer = (size: number) => ({
+  model: { type: 'BPE', vocab: Object.fromEntries(Array.from({ length: size }, (_, id) => [`t${id}`, id])), merges: [] },
   pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, use_regex: true },
   decoder: { type: 'ByteLevel' },
   added_tokens: [],
-}
+})
+/** Two tokens: llama.cpp's converter fills the other ids with [PAD<id>] placeholders, and so does this one. */
+const TOKENIZER = tokenizer(2)
 
 /** A LlamaForCausalLM of one block whose embeddings and lm_head (512 MiB each) make it 1 GiB and more. */
 async function writeModel(folder: string, block: Uint8Array): Promise<number> {
@@ -92,7 +97,7 @@ async function writeModel(folder: string, block: Uint8Array): Promise<number> {
     vocab_size: VOCAB,
   }
   writeFileSync(join(folder, 'config.json'), JSON.stringify(config))
-  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(TOKENIZER))
+  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer(VOCAB)))
   return total
 }
 
