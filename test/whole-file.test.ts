@@ -148,16 +148,26 @@ describe.each(servers)('%s, ignoring Range', (_, start) => {
     expect(file.header.fileSize).toBe(largeSize)
     await server.settled()
     server.clear()
-    expectSameBytes((await file.getTensor('last')).data, LAST, 'last')
-    expectSameBytes((await file.getTensor('first')).data, FIRST, 'first')
+    const seconds: string[] = []
+    const timed = async <T>(name: string, read: () => Promise<T>) => {
+      const started = performance.now()
+      const result = await read()
+      seconds.push(`${name} ${((performance.now() - started) / 1000).toFixed(1)} s`)
+      return result
+    }
+    expectSameBytes((await timed('last', () => file.getTensor('last'))).data, LAST, 'last')
+    expectSameBytes((await timed('first', () => file.getTensor('first'))).data, FIRST, 'first')
     // Ahead of the second download, which goes on to it; told of its bytes as they come.
     const events: Array<{ loaded: number; total: number }> = []
-    expectSameBytes((await file.getTensor('middle', { onProgress: (p) => events.push(p) })).data, MIDDLE, 'middle')
+    expectSameBytes((await timed('middle', () => file.getTensor('middle', { onProgress: (p) => events.push(p) }))).data, MIDDLE, 'middle')
     expect(events.at(-1)).toEqual({ loaded: MIDDLE.byteLength, total: MIDDLE.byteLength })
     await file.close()
     await server.settled()
     // One download to the end, one from the start to the middle; what the servers had in flight when the
     // second was closed comes on top.
+    console.log(
+      `whole file: ${(largeSize / MiB).toFixed(0)} MiB, ${seconds.join(', ')}; ${gets(server).length} GETs, ${(server.bytesSent() / MiB).toFixed(0)} MiB sent`,
+    )
     expect(gets(server).length).toBe(2)
     expect(server.bytesSent()).toBeLessThan(largeSize + largeSize / 2 + 32 * MiB)
   }, 120_000)
