@@ -8,7 +8,7 @@
 // also from a server that ignores Range; the written blocks are found where the transposition or the
 // permutation, written here from their definitions, puts them.
 import { execFile } from 'node:child_process'
-import { closeSync, existsSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, readSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -19,7 +19,7 @@ import { referenceConvert } from './float-reference.ts'
 import { fileResource, ignoreRangeHandler, startServer } from './http-server.ts'
 import { referenceQ8_0 } from './q8_0-reference.ts'
 import { mulberry32 } from './random.ts'
-import { expectSameBytes } from './read-helpers.ts'
+import { bytesOf, expectSameBytes, writeSparseFile } from './read-helpers.ts'
 import { CLI } from './run-cli.ts'
 
 const MiB = 1 << 20
@@ -67,6 +67,12 @@ const tokenizer = (size: number) => ({
 /** Two tokens: llama.cpp's converter fills the other ids with [PAD<id>] placeholders, and so does this one. */
 const TOKENIZER = tokenizer(2)
 
+/** Writes config.json, a Llama-like block of `values` (one block, RMS norm, RoPE) unless they say otherwise, and tokenizer.json. */
+function writeConfig(folder: string, values: Record<string, unknown>, tokenizerJson = TOKENIZER): void {
+  writeFileSync(join(folder, 'config.json'), JSON.stringify({ num_hidden_layers: 1, rms_norm_eps: 1e-5, rope_theta: 10000.0, ...values }))
+  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizerJson))
+}
+
 /** A LlamaForCausalLM of one block whose embeddings and lm_head (512 MiB each) make it 1 GiB and more. */
 async function writeModel(folder: string, block: Uint8Array): Promise<number> {
   const shapes: Record<string, number[]> = {
@@ -84,20 +90,19 @@ async function writeModel(folder: string, block: Uint8Array): Promise<number> {
     'model.layers.0.mlp.down_proj.weight': [HIDDEN, INTERMEDIATE],
   }
   const total = await writeWeights(folder, block, shapes)
-  const config = {
-    architectures: ['LlamaForCausalLM'],
-    hidden_size: HIDDEN,
-    intermediate_size: INTERMEDIATE,
-    num_attention_heads: 16,
-    num_key_value_heads: 4,
-    num_hidden_layers: 1,
-    max_position_embeddings: 4096,
-    rms_norm_eps: 1e-5,
-    rope_theta: 10000.0,
-    vocab_size: VOCAB,
-  }
-  writeFileSync(join(folder, 'config.json'), JSON.stringify(config))
-  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer(VOCAB)))
+  writeConfig(
+    folder,
+    {
+      architectures: ['LlamaForCausalLM'],
+      hidden_size: HIDDEN,
+      intermediate_size: INTERMEDIATE,
+      num_attention_heads: 16,
+      num_key_value_heads: 4,
+      max_position_embeddings: 4096,
+      vocab_size: VOCAB,
+    },
+    tokenizer(VOCAB),
+  )
   return total
 }
 
@@ -123,22 +128,18 @@ async function writeMixtral(folder: string, block: Uint8Array): Promise<number> 
     for (const [w, shape] of Object.entries({ w1: [EXPERT_FF, MOE_HIDDEN], w2: [MOE_HIDDEN, EXPERT_FF], w3: [EXPERT_FF, MOE_HIDDEN] }))
       shapes[`model.layers.0.block_sparse_moe.experts.${e}.${w}.weight`] = shape
   const total = await writeWeights(folder, block, shapes)
-  const config = {
+  writeConfig(folder, {
     architectures: ['MixtralForCausalLM'],
     hidden_size: MOE_HIDDEN,
     intermediate_size: EXPERT_FF,
     num_attention_heads: 32,
     num_key_value_heads: 8,
-    num_hidden_layers: 1,
     num_local_experts: EXPERTS,
     num_experts_per_tok: 2,
     max_position_embeddings: 4096,
-    rms_norm_eps: 1e-5,
     rope_theta: 1e6,
     vocab_size: 256,
-  }
-  writeFileSync(join(folder, 'config.json'), JSON.stringify(config))
-  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(TOKENIZER))
+  })
   return total
 }
 
@@ -221,39 +222,19 @@ const WIDE = 64
 const LONG = process.env.TEST_QUICK === '1' ? 1 << 22 : 1 << 24
 const GIB = `${(LONG * WIDE * 4) / 2 ** 30} GiB`
 
-interface SparseTensor {
+/** An F32 tensor of a sparse file: values written at element offsets, every other element zero (a hole of the file). */
+interface SparseF32 {
   name: string
   shape: number[]
-  /** Values written at element offsets; every other element is zero (a hole of the file). */
   blocks?: Array<[at: number, values: Float32Array]>
 }
 
-/** Writes F32 `tensors` into `path` as a SafeTensors file with holes: its header and the blocks, nothing else. */
-function writeSparse(path: string, tensors: SparseTensor[]): void {
-  const entries: string[] = []
-  let offset = 0
-  const starts: number[] = []
-  for (const { name, shape } of tensors) {
-    const bytes = shape.reduce((a, b) => a * b, 4)
-    entries.push(`${JSON.stringify(name)}:{"dtype":"F32","shape":[${shape}],"data_offsets":[${offset},${offset + bytes}]}`)
-    starts.push(offset)
-    offset += bytes
-  }
-  let json = `{${entries.join(',')}}`
-  while (json.length % 8) json += ' '
-  const head = Buffer.alloc(8 + json.length)
-  head.writeBigUInt64LE(BigInt(json.length))
-  head.write(json, 8, 'latin1')
-  const fd = openSync(path, 'w')
-  try {
-    writeSync(fd, head, 0, head.length, 0)
-    tensors.forEach(({ blocks = [] }, i) => {
-      for (const [at, values] of blocks) writeSync(fd, new Uint8Array(values.buffer), 0, values.byteLength, head.length + starts[i] + at * 4)
-    })
-    ftruncateSync(fd, head.length + offset)
-  } finally {
-    closeSync(fd)
-  }
+/** Writes F32 `tensors` into `path` as a SafeTensors file with holes. */
+function writeSparse(path: string, tensors: SparseF32[]): void {
+  writeSparseFile(
+    path,
+    tensors.map(({ name, shape, blocks = [] }) => ({ name, dtype: 'F32', shape, blocks: blocks.map(([at, values]) => [at * 4, bytesOf(values)]) })),
+  )
 }
 
 /** `count` random F32 values in [-1, 1) from `seed`. */
@@ -306,7 +287,8 @@ function writeGpt2(folder: string): { source: (row: number, column: number) => n
     { name: 'transformer.ln_f.weight', shape: [WIDE] },
     { name: 'transformer.ln_f.bias', shape: [WIDE] },
   ])
-  const config = {
+  // GPT-2's own names: no RMS norm, no RoPE.
+  writeConfig(folder, {
     architectures: ['GPT2LMHeadModel'],
     n_embd: WIDE,
     n_head: 1,
@@ -316,9 +298,10 @@ function writeGpt2(folder: string): { source: (row: number, column: number) => n
     n_ctx: WIDE,
     layer_norm_epsilon: 1e-5,
     vocab_size: 2,
-  }
-  writeFileSync(join(folder, 'config.json'), JSON.stringify(config))
-  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(TOKENIZER))
+    num_hidden_layers: undefined,
+    rms_norm_eps: undefined,
+    rope_theta: undefined,
+  })
   const source = (row: number, column: number) => {
     const j = runs.findIndex((start) => column >= start && column < start + 512)
     return values.has(row) && j >= 0 ? values.get(row)![j][column - runs[j]] : 0
@@ -339,21 +322,16 @@ function writeOneHead(folder: string): { source: (row: number) => Float32Array; 
     { name: 'model.layers.0.input_layernorm.weight', shape: [WIDE] },
     { name: 'model.layers.0.self_attn.q_proj.weight', shape: [LONG, WIDE], blocks: written.map((row) => [row * WIDE, values.get(row)!]) },
   ])
-  const config = {
+  writeConfig(folder, {
     architectures: ['LlamaForCausalLM'],
     hidden_size: WIDE,
     intermediate_size: WIDE,
     num_attention_heads: 1,
     num_key_value_heads: 1,
     head_dim: LONG,
-    num_hidden_layers: 1,
     max_position_embeddings: 256,
-    rms_norm_eps: 1e-5,
-    rope_theta: 10000.0,
     vocab_size: 2,
-  }
-  writeFileSync(join(folder, 'config.json'), JSON.stringify(config))
-  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(TOKENIZER))
+  })
   // llama.cpp's permute for one head: row j of the first half becomes row 2j, row j of the second half row 2j + 1.
   const rows = written.flatMap((row) => (row < half ? [2 * row, 2 * row + 2] : [2 * (row - half) + 1, 2 * (row - half) + 3]))
   return { source: (row) => values.get(row) ?? new Float32Array(WIDE), rows: rows.filter((row) => row < LONG) }

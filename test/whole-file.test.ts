@@ -4,15 +4,15 @@
 // follow a download each, and a read that cannot be served fails with a code. The servers count the requests
 // and the bytes they send. A 600 MiB file, sparse, is made here: its last tensor, then its first, then one in
 // its middle, through the API and the CLI.
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, type MockInstance, test, vi } from 'vitest'
 import { open } from '../src/node.ts'
 import { WHOLE_FILE } from '../src/sources/http/whole-file.ts'
 import { fileResource, ignoreRangeHandler, rangeHandler, startServer, type TestServer } from './http-server.ts'
-import { findNginx, startNginx } from './nginx.ts'
-import { buildFile, bytesOf, expectError, expectSameBytes, headerOf, rng, tensorBytes } from './read-helpers.ts'
+import { serverCases } from './nginx.ts'
+import { buildFile, bytesOf, expectError, expectSameBytes, headerOf, rng, tensorBytes, writeSparseFile } from './read-helpers.ts'
 import { shortRetryDelays } from './retry-delays.ts'
 import { cli } from './run-cli.ts'
 
@@ -41,33 +41,11 @@ const LARGE_TENSORS = [
 ]
 
 /** Writes the 600 MiB file sparse: its header and three tensors, the zeros as holes; returns its size. */
-function writeLarge(path: string): number {
-  let json = ''
-  let offset = 0
-  const at: number[] = []
-  for (const t of LARGE_TENSORS) {
-    const length = t.shape[0] * (t.dtype === 'F32' ? 4 : 1)
-    json += `${json ? ',' : '{'}"${t.name}":{"dtype":"${t.dtype}","shape":[${t.shape[0]}],"data_offsets":[${offset},${offset + length}]}`
-    at.push(offset)
-    offset += length
-  }
-  json += '}'
-  while (json.length % 8) json += ' '
-  const head = Buffer.alloc(8 + json.length)
-  head.writeBigUInt64LE(BigInt(json.length))
-  head.write(json, 8, 'latin1')
-  const fd = openSync(path, 'w')
-  try {
-    writeSync(fd, head, 0, head.length, 0)
-    LARGE_TENSORS.forEach((t, i) => {
-      if (t.bytes.length > 0) writeSync(fd, t.bytes, 0, t.bytes.length, head.length + at[i])
-    })
-  } finally {
-    closeSync(fd)
-  }
-  // The holes up to the end: the last tensor ends the file.
-  return head.length + offset
-}
+const writeLarge = (path: string) =>
+  writeSparseFile(
+    path,
+    LARGE_TENSORS.map(({ bytes, ...t }) => ({ ...t, blocks: [[0, bytes]] })),
+  )
 
 // A file of 24 tensors of 128 KiB of random bytes, for reads in every order through small windows.
 const random = rng(7)
@@ -101,25 +79,7 @@ function smallWindows(keep: number, window: number): void {
 
 shortRetryDelays()
 
-const NGINX = findNginx()
-if (!NGINX) console.log('nginx not found: skipping the nginx run (CI installs it)')
-const servers: Array<[string, () => Promise<{ server: TestServer; close(): Promise<void> }>]> = [
-  [
-    'node:http',
-    async () => {
-      const server = await startServer(ignoreRangeHandler(onDisk))
-      return { server, close: () => server.close() }
-    },
-  ],
-]
-if (NGINX)
-  servers.push([
-    `nginx (${NGINX})`,
-    async () => {
-      const nginx = await startNginx(NGINX, ROOT)
-      return { server: nginx.server('/norange'), close: () => nginx.close() }
-    },
-  ])
+const servers = serverCases('node:http', () => startServer(ignoreRangeHandler(onDisk)), ROOT, '/norange')
 
 /** The GET requests the server has had since it was cleared. */
 const gets = (server: TestServer) => server.log.filter((e) => e.method === 'GET')
