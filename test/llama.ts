@@ -134,9 +134,11 @@ export async function loadLlamaModel(path: string): Promise<LlamaModel> {
     throw new Error(`llama.cpp cannot load ${path}: ${errors.join('; ') || String(error)}`)
   })
   const contextSize = Math.min(256, model.trainContextSize)
+  // node-llama-cpp keeps a context's last cell free for the token it would generate: a context of n cells takes
+  // n - 1 ids, then shifts (erases the first ones). One cell more lets it take the n positions llama.cpp takes.
   const context = await model.createContext({
-    contextSize,
-    batchSize: contextSize,
+    contextSize: contextSize + 1,
+    batchSize: contextSize + 1,
     sequences: 1,
     flashAttention: false,
     experimentalKvCacheKeyType: 'F32',
