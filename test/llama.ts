@@ -135,10 +135,13 @@ export async function loadLlamaModel(path: string): Promise<LlamaModel> {
   })
   const contextSize = Math.min(256, model.trainContextSize)
   // node-llama-cpp keeps a context's last cell free for the token it would generate: a context of n cells takes
-  // n - 1 ids, then shifts (erases the first ones). One cell more lets it take the n positions llama.cpp takes.
+  // n - 1 ids, then shifts (erases the first ones). A model whose own context is shorter than 256 gets one cell more,
+  // to take the positions llama.cpp takes; the others keep 256 cells (no case is longer than 64 ids), since a
+  // longrope model (Phi-3) picks its factors by the context's size.
+  const cells = contextSize < 256 ? contextSize + 1 : contextSize
   const context = await model.createContext({
-    contextSize: contextSize + 1,
-    batchSize: contextSize + 1,
+    contextSize: cells,
+    batchSize: cells,
     sequences: 1,
     flashAttention: false,
     experimentalKvCacheKeyType: 'F32',
