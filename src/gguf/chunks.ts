@@ -4,9 +4,10 @@
 import { byteLengthOf } from '../core/convert.ts'
 import { SafetensorsError } from '../errors.ts'
 import type { TensorInfo } from '../format/header.ts'
+import { elementsOf } from '../format/header.ts'
 import { PARALLEL_READS, runPool } from '../sources/pool.ts'
 import { type OnBytes, type RangeSource, readInto } from '../sources/source.ts'
-import { elementsOf, type PlannedTensor } from './tensors.ts'
+import type { PlannedTensor } from './tensors.ts'
 
 /**
  * elements: elements per chunk, 4 MiB as F32, a multiple of a Q8_0 block (a chunk of a reordered tensor is whole

@@ -9,6 +9,7 @@
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
+import { elementsOf } from '../format/header.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import { readJsonObject } from '../format/model-config.ts'
 import type { SliceRange } from '../format/slice.ts'
@@ -25,7 +26,7 @@ import { type Chunk, largestChunk, partChunks, permuteRows, readColumns, transpo
 import { conversionNotes, modelMetadata, readModelConfig } from './metadata.ts'
 import { q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
-import { elementsOf, type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
+import { type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
 /** Options of {@link ggufStream}: those of {@link index!openModel} for reading the model, and what the GGUF holds. */

@@ -95,8 +95,6 @@ export interface PlannedTensor extends TensorEntry {
   shift: number
 }
 
-export const elementsOf = (info: Pick<TensorInfo, 'shape'>) => info.shape.reduce((a, b) => a * b, 1)
-
 /**
  * The GGUF type of a tensor, as llama.cpp's converter chooses it: F32 for 1-D tensors, norms, biases, MoE routers
  * and learned positions; else `dtype`, with Q8_0 falling back to F16 where a row is not whole blocks.
