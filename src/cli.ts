@@ -616,6 +616,7 @@ async function ggufCommand(input: string, output: string, dtype: GgufDtype): Pro
   const written = await runWrite(input, output, true, options, () => writeGguf(input, output, options))
   if (written === undefined) return 1
   const seconds = (performance.now() - started) / 1000
+  for (const note of written.notes) console.error(`${output}: ${note}`)
   const types = Object.entries(written.types).map(([type, n]) => `${count(n)} ${type}`)
   console.log(`${output}: wrote ${count(written.tensors, 'tensor')} (${types.join(', ')}), ${count(written.bytes, 'byte')}, ${seconds.toFixed(2)} s`)
   return 0
@@ -681,11 +682,21 @@ function progressBar(): ProgressCallback {
   }
 }
 
+// A command whose promise is left pending with nothing more to wait for (a bug) must not pass for a success.
+let settled = false
+process.on('exit', (code) => {
+  if (settled || code !== 0) return
+  console.error('safetensors-wasm: stopped before the command finished, with nothing left to wait for (a bug: please report it)')
+  process.exitCode = 1
+})
+
 main(process.argv.slice(2)).then(
   (code) => {
+    settled = true
     process.exitCode = code
   },
   (error) => {
+    settled = true
     if (error instanceof UsageError) {
       console.error(`${error.message}\nsee safetensors-wasm --help`)
       process.exitCode = 2

@@ -2,6 +2,7 @@
 // files by hand, counting what a source is asked for, a seeded PRNG, hashes and exact sums.
 // Nothing here uses the library: expected values must never come from the code under test.
 import { createHash } from 'node:crypto'
+import { closeSync, ftruncateSync, openSync, writeSync } from 'node:fs'
 import { expect } from 'vitest'
 import { SafetensorsError } from '../src/index.ts'
 import { prng } from './random.ts'
@@ -41,29 +42,76 @@ export interface TensorSpec {
 }
 
 /**
+ * A SafeTensors header written by hand: 8-byte LE length | JSON header (padded with spaces to `align`), for tensors
+ * of `lengths` bytes packed in the order given; with each tensor's offset in the data and the data's length.
+ */
+function headerFor(
+  tensors: ReadonlyArray<{ name: string; dtype: string; shape: number[] }>,
+  lengths: number[],
+  metadata: Record<string, string> | null | undefined,
+  align: number,
+): { head: Uint8Array; starts: number[]; dataLength: number } {
+  const parts: string[] = []
+  if (metadata !== undefined) parts.push(`"__metadata__":${JSON.stringify(metadata)}`)
+  const starts: number[] = []
+  let offset = 0
+  tensors.forEach((t, i) => {
+    parts.push(`${JSON.stringify(t.name)}:{"dtype":"${t.dtype}","shape":[${t.shape.join(',')}],"data_offsets":[${offset},${offset + lengths[i]}]}`)
+    starts.push(offset)
+    offset += lengths[i]
+  })
+  let header = `{${parts.join(',')}}`
+  while (header.length % align !== 0) header += ' '
+  const h = new TextEncoder().encode(header)
+  const head = new Uint8Array(8 + h.length)
+  new DataView(head.buffer).setBigUint64(0, BigInt(h.length), true)
+  head.set(h, 8)
+  return { head, starts, dataLength: offset }
+}
+
+/**
  * A SafeTensors file written by hand: 8-byte LE length | JSON header (padded with spaces to `align`)
  * | the tensors' bytes, packed in the order given.
  */
 export function buildFile(tensors: TensorSpec[], metadata?: Record<string, string> | null, align = 8): Uint8Array {
-  const parts: string[] = []
-  if (metadata !== undefined) parts.push(`"__metadata__":${JSON.stringify(metadata)}`)
-  let offset = 0
-  for (const t of tensors) {
-    parts.push(`${JSON.stringify(t.name)}:{"dtype":"${t.dtype}","shape":[${t.shape.join(',')}],"data_offsets":[${offset},${offset + t.bytes.length}]}`)
-    offset += t.bytes.length
-  }
-  let header = `{${parts.join(',')}}`
-  while (header.length % align !== 0) header += ' '
-  const h = new TextEncoder().encode(header)
-  const out = new Uint8Array(8 + h.length + offset)
-  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true)
-  out.set(h, 8)
-  let at = 8 + h.length
-  for (const t of tensors) {
-    out.set(t.bytes, at)
-    at += t.bytes.length
-  }
+  const { head, starts, dataLength } = headerFor(
+    tensors,
+    tensors.map((t) => t.bytes.length),
+    metadata,
+    align,
+  )
+  const out = new Uint8Array(head.length + dataLength)
+  out.set(head)
+  tensors.forEach((t, i) => out.set(t.bytes, head.length + starts[i]))
   return out
+}
+
+/** A tensor of a sparse file: the bytes written at byte offsets into it; the rest of its bytes are zeros. */
+export interface SparseTensor {
+  name: string
+  dtype: string
+  shape: number[]
+  blocks?: Array<[at: number, bytes: Uint8Array]>
+}
+
+/**
+ * Writes `tensors` into `path` as a SafeTensors file with holes (its header and the blocks, nothing else: a file of
+ * gigabytes in a few kilobytes of disk, its zeros read back from the holes); returns its size.
+ */
+export function writeSparseFile(path: string, tensors: SparseTensor[]): number {
+  const lengths = tensors.map((t) => t.shape.reduce((a, b) => a * b, NATURAL[t.dtype].bytes))
+  const { head, starts, dataLength } = headerFor(tensors, lengths, undefined, 8)
+  const fd = openSync(path, 'w')
+  try {
+    writeSync(fd, head, 0, head.length, 0)
+    tensors.forEach(({ blocks = [] }, i) => {
+      for (const [at, bytes] of blocks) writeSync(fd, bytes, 0, bytes.length, head.length + starts[i] + at)
+    })
+    ftruncateSync(fd, head.length + dataLength)
+  } finally {
+    closeSync(fd)
+  }
+  return head.length + dataLength
 }
 
 /** Parses a file's header with JSON.parse (for test files, which have no duplicate keys). */

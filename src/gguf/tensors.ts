@@ -74,34 +74,6 @@ export function ggufName(name: string, { blocks, architecture }: Pick<ModelConfi
   if (gguf && Number(block) < blocks) return { name: `blk.${block}.${gguf}.${kind}`, expert: expert === undefined ? undefined : Number(expert) }
 }
 
-/**
- * A copy of `heads` heads of rows with each head's rows reordered as llama.cpp's converter's `permute`:
- * reshape(heads, 2, rows / heads / 2, ...).swapaxes(1, 2), so that row j of a head's first half and row j
- * of its second half become rows 2j and 2j + 1; `undo` reorders them back.
- */
-export function permuteRows(bytes: Uint8Array, heads: number, rowsPerHead: number, undo = false): Uint8Array {
-  const out = new Uint8Array(bytes.length)
-  const rowBytes = bytes.length / heads / rowsPerHead
-  const half = rowsPerHead / 2
-  for (let row = 0; row < heads * rowsPerHead; row++) {
-    const head = row - (row % rowsPerHead)
-    const from = head + ((row - head) % 2) * half + Math.floor((row - head) / 2)
-    const [to, at] = undo ? [from, row] : [row, from]
-    out.set(bytes.subarray(at * rowBytes, (at + 1) * rowBytes), to * rowBytes)
-  }
-  return out
-}
-
-/** A copy of a matrix of `rows` rows (elements of 2 or 4 bytes) with its rows and columns swapped. */
-export function transposed(bytes: Uint8Array, rows: number, elementBytes: number): Uint8Array {
-  const Elements = elementBytes === 4 ? Uint32Array : Uint16Array
-  const from = new Elements(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.length / elementBytes)
-  const columns = from.length / rows
-  const to = new Elements(from.length)
-  for (let row = 0; row < rows; row++) for (let column = 0; column < columns; column++) to[column * rows + row] = from[row * columns + column]
-  return new Uint8Array(to.buffer)
-}
-
 /** A source tensor whose values are (part of) a GGUF tensor's. */
 export interface TensorPart {
   /** The shard that stores it; none for a quantized module's logical tensor, whose values the model's reads compute. */
