@@ -302,7 +302,7 @@ function parameters(file: GgufFile, hf: HfNames, className: string, config: Reco
     const transpose = architecture.conv1d === true && /\.c_(attn|proj|fc)\.weight$/.test(name)
     const role = architecture.permuteQK && /attn_([qk])\./.exec(gguf.name)?.[1]
     const reordered = role === 'q' ? heads : role === 'k' ? kvHeads : 0
-    const shift = architecture.gemma && name.endsWith('norm.weight') ? 1 : 0
+    const shift = architecture.normPlusOne && name.endsWith('norm.weight') ? 1 : 0
     const shape = transpose ? [...gguf.shape].reverse() : [...gguf.shape]
     const one = { gguf, heads: reordered, transpose, shift }
     if (!name.includes('{e}')) tensors.push({ name, shape, ...one })

@@ -15,8 +15,12 @@ export interface Architecture {
   rope: readonly string[]
   /** q_proj and k_proj rows reordered (llama's `permute`: transformers rotates the halves of a head, llama.cpp pairs). */
   permuteQK?: boolean
-  /** Gemma: norms hold w where llama.cpp multiplies by 1 + w; norms after attention and after the FFN; lm_head (tied) left out. */
-  gemma?: boolean
+  /** Norms hold w where llama.cpp multiplies by 1 + w (Gemma): the GGUF's norm weights are w + 1. */
+  normPlusOne?: boolean
+  /** post_attention_layernorm normalizes the attention's output (Gemma), not the FFN's input: post_attention_norm. */
+  normAfterAttention?: boolean
+  /** lm_head.weight is the embeddings (tied, Gemma): left out even when stored. */
+  tiedOutput?: boolean
   /** GPT-2: Conv1D weights, stored [in, out], transposed to [out, in]. */
   conv1d?: boolean
   /** llama.cpp's fixed pattern of sliding-window layers: every `swaPeriod`-th layer global, the others local. */
@@ -106,7 +110,9 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
   Gemma2ForCausalLM: {
     name: 'gemma2',
     rope: [],
-    gemma: true,
+    normPlusOne: true,
+    normAfterAttention: true,
+    tiedOutput: true,
     swaPeriod: 2,
     keys: ({ values }, add) => {
       add('attn_logit_softcapping', 'f32', f32(values, 'attn_logit_softcapping'))
@@ -117,7 +123,9 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
   Gemma3ForCausalLM: {
     name: 'gemma3',
     rope: ['linear', 'yarn'],
-    gemma: true,
+    normPlusOne: true,
+    normAfterAttention: true,
+    tiedOutput: true,
     swaPeriod: 6,
     // Gemma3TextConfig's defaults, which the converter repeats.
     defaults: () => ({

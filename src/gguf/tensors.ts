@@ -70,7 +70,7 @@ export function ggufName(name: string, { blocks, architecture }: Pick<ModelConfi
   const [, experts, expert, weight] = /^(.+\.experts)\.(0|[1-9]\d*)\.(.+)$/.exec(inBlock) ?? []
   const part = experts ? `${experts}.${weight}` : inBlock
   // Gemma normalizes after attention (its post_attention_layernorm) and before the FFN (pre_feedforward_layernorm).
-  const gguf = architecture.gemma && part === 'post_attention_layernorm' ? 'post_attention_norm' : Object.hasOwn(IN_BLOCK, part) && IN_BLOCK[part]
+  const gguf = architecture.normAfterAttention && part === 'post_attention_layernorm' ? 'post_attention_norm' : Object.hasOwn(IN_BLOCK, part) && IN_BLOCK[part]
   if (gguf && Number(block) < blocks) return { name: `blk.${block}.${gguf}.${kind}`, expert: expert === undefined ? undefined : Number(expert) }
 }
 
@@ -151,7 +151,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
   const stacks = new Map<string, PlannedTensor>()
   for (const name of model.names()) {
     // Gemma ties its output to the embeddings: llama.cpp uses token_embd, and its converter skips a stored lm_head.
-    if (SKIPPED.test(name) || (architecture.gemma && name === 'lm_head.weight')) continue
+    if (SKIPPED.test(name) || (architecture.tiedOutput && name === 'lm_head.weight')) continue
     const info = model.info(name)
     const gguf = ggufName(name, config)
     if (gguf === undefined || DTYPE_INFO[info.dtype].float === undefined) {
@@ -183,7 +183,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
       throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(name)}: ${info.shape[0]} rows are not ${reordered} heads of pairs`)
     // A transposed tensor's GGUF dims (ggml's order, reversed) are its source shape as it is.
     const dims = info.shape.length === 0 ? [1] : transpose ? [...info.shape] : [...info.shape].reverse()
-    const shift = architecture.gemma && name.endsWith('norm.weight') ? 1 : 0
+    const shift = architecture.normPlusOne && name.endsWith('norm.weight') ? 1 : 0
     tensors.push(planned(gguf.name, dims, dtype, [part], { heads: reordered, transpose, shift }))
   }
   // Every expert of every stack, each of the first one's shape.
