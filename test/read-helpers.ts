@@ -2,7 +2,6 @@
 // files by hand, counting what a source is asked for, a seeded PRNG, hashes and exact sums.
 // Nothing here uses the library: expected values must never come from the code under test.
 import { createHash } from 'node:crypto'
-import { closeSync, ftruncateSync, openSync, writeSync } from 'node:fs'
 import { expect } from 'vitest'
 import { SafetensorsError } from '../src/index.ts'
 import { prng } from './random.ts'
@@ -45,7 +44,7 @@ export interface TensorSpec {
  * A SafeTensors header written by hand: 8-byte LE length | JSON header (padded with spaces to `align`), for tensors
  * of `lengths` bytes packed in the order given; with each tensor's offset in the data and the data's length.
  */
-function headerFor(
+export function headerFor(
   tensors: ReadonlyArray<{ name: string; dtype: string; shape: number[] }>,
   lengths: number[],
   metadata: Record<string, string> | null | undefined,
@@ -84,34 +83,6 @@ export function buildFile(tensors: TensorSpec[], metadata?: Record<string, strin
   out.set(head)
   tensors.forEach((t, i) => out.set(t.bytes, head.length + starts[i]))
   return out
-}
-
-/** A tensor of a sparse file: the bytes written at byte offsets into it; the rest of its bytes are zeros. */
-export interface SparseTensor {
-  name: string
-  dtype: string
-  shape: number[]
-  blocks?: Array<[at: number, bytes: Uint8Array]>
-}
-
-/**
- * Writes `tensors` into `path` as a SafeTensors file with holes (its header and the blocks, nothing else: a file of
- * gigabytes in a few kilobytes of disk, its zeros read back from the holes); returns its size.
- */
-export function writeSparseFile(path: string, tensors: SparseTensor[]): number {
-  const lengths = tensors.map((t) => t.shape.reduce((a, b) => a * b, NATURAL[t.dtype].bytes))
-  const { head, starts, dataLength } = headerFor(tensors, lengths, undefined, 8)
-  const fd = openSync(path, 'w')
-  try {
-    writeSync(fd, head, 0, head.length, 0)
-    tensors.forEach(({ blocks = [] }, i) => {
-      for (const [at, bytes] of blocks) writeSync(fd, bytes, 0, bytes.length, head.length + starts[i] + at)
-    })
-    ftruncateSync(fd, head.length + dataLength)
-  } finally {
-    closeSync(fd)
-  }
-  return head.length + dataLength
 }
 
 /** Parses a file's header with JSON.parse (for test files, which have no duplicate keys). */

@@ -20,8 +20,9 @@ import { referenceConvert } from '../float-reference.ts'
 import { fileResource, ignoreRangeHandler, startServer } from '../http-server.ts'
 import { referenceQ8_0 } from '../q8_0-reference.ts'
 import { mulberry32 } from '../random.ts'
-import { bytesOf, expectSameBytes, writeSparseFile } from '../read-helpers.ts'
+import { bytesOf, expectSameBytes } from '../read-helpers.ts'
 import { CLI } from '../run-cli.ts'
+import { writeSparseFile } from '../sparse-file.ts'
 
 const MiB = 1 << 20
 const execFileAsync = promisify(execFile)

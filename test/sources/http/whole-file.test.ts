@@ -12,9 +12,10 @@ import { open } from '../../../src/node.ts'
 import { WHOLE_FILE } from '../../../src/sources/http/whole-file.ts'
 import { fileResource, ignoreRangeHandler, rangeHandler, startServer, type TestServer } from '../../http-server.ts'
 import { serverCases } from '../../nginx.ts'
-import { buildFile, bytesOf, expectError, expectSameBytes, headerOf, rng, tensorBytes, writeSparseFile } from '../../read-helpers.ts'
+import { buildFile, bytesOf, expectError, expectSameBytes, headerOf, rng, tensorBytes } from '../../read-helpers.ts'
 import { shortRetryDelays } from '../../retry-delays.ts'
 import { cli } from '../../run-cli.ts'
+import { writeSparseFile } from '../../sparse-file.ts'
 
 const MiB = 1 << 20
 const ROOT = mkdtempSync(join(tmpdir(), 'safetensors-whole-file-'))
