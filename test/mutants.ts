@@ -7,6 +7,9 @@ import { DTYPE_BITS } from './dtype-table.ts'
 import { entry, FIXTURES_REAL, obj, realFixtures, utf8 } from './helpers.ts'
 import { prng } from './random.ts'
 
+/** The seed of every property test's mutants: FUZZ_SEED, a number or 'random'; fixed by default, for CI. */
+export const SEED = process.env.FUZZ_SEED === 'random' ? (Math.random() * 2 ** 32) >>> 0 : Number(process.env.FUZZ_SEED ?? 20250101) >>> 0
+
 /** A mutant built from seed file `pick(corpus)` with 1 to 3 mutations, from its own stream. */
 export function mutant(seed: number, index: number, corpus: Seed[]): { from: Seed; m: Mutant; bytes: Uint8Array } {
   const r = rngFor(seed, index)

@@ -11,8 +11,8 @@ import { expect, test } from 'vitest'
 import { ggufStream } from '../../src/gguf-node.ts'
 import { type ModelFolder, openModel, SafetensorsError } from '../../src/node.ts'
 import { folderMutant, folderSeeds, memoryFolder } from '../folder-mutants.ts'
+import { SEED } from '../mutants.ts'
 
-const SEED = process.env.FUZZ_SEED === 'random' ? (Math.random() * 2 ** 32) >>> 0 : Number(process.env.FUZZ_SEED ?? 20250101) >>> 0
 const ONLY = process.env.FUZZ_ONLY === undefined ? undefined : Number(process.env.FUZZ_ONLY)
 
 const FOLDERS = Number(process.env.FUZZ_FOLDERS ?? (process.env.TEST_QUICK === '1' ? 300 : 3000))

@@ -7,8 +7,7 @@ import { expect, test } from 'vitest'
 import { openGguf } from '../../src/gguf-node.ts'
 import { SafetensorsError } from '../../src/node.ts'
 import { GGUF_OUTCOMES, ggufMutant, ggufSeeds } from '../gguf-mutants.ts'
-
-const SEED = process.env.FUZZ_SEED === 'random' ? (Math.random() * 2 ** 32) >>> 0 : Number(process.env.FUZZ_SEED ?? 20250101) >>> 0
+import { SEED } from '../mutants.ts'
 
 const GGUF_COUNT = Number(process.env.FUZZ_GGUF_MUTANTS ?? (process.env.TEST_QUICK ? 3000 : 50_000))
 const GGUF_ONLY = process.env.FUZZ_GGUF_ONLY === undefined ? undefined : Number(process.env.FUZZ_GGUF_ONLY)

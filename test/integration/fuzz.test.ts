@@ -8,11 +8,10 @@
 import { expect, test } from 'vitest'
 import { parseHeader, SafetensorsError } from '../../src/index.ts'
 import { escapeBytes, plainTensors } from '../helpers.ts'
-import { build, EVERY_OUTCOME, latin1ToBytes, mutant, seeds } from '../mutants.ts'
+import { build, EVERY_OUTCOME, latin1ToBytes, mutant, SEED, seeds } from '../mutants.ts'
 import { type RefResult, type RefTensor, referenceValidate } from '../reference-validator.ts'
 
 const COUNT = Number(process.env.FUZZ_MUTANTS ?? 3000)
-const SEED = process.env.FUZZ_SEED === 'random' ? (Math.random() * 2 ** 32) >>> 0 : Number(process.env.FUZZ_SEED ?? 20250101) >>> 0
 const ONLY = process.env.FUZZ_ONLY === undefined ? undefined : Number(process.env.FUZZ_ONLY)
 
 // ---- comparison ---------------------------------------------------------------------------------
