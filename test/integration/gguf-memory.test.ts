@@ -1,6 +1,6 @@
 // The memory bound of the GGUF converter: a model of 1 GiB of BF16 weights (written here, a chunk at a time,
 // with the package's own writer) converted by the CLI to Q8_0 and to F16 in child processes (so that nothing
-// the test runner holds counts), each with a peak RSS under 250 MiB (its tokenizer of 131,072 tokens included); and a Mixtral whose stacked experts are
+// the test runner holds counts), each with a peak RSS under 300 MiB (its tokenizer of 131,072 tokens included); and a Mixtral whose stacked experts are
 // 256 MiB a tensor, more than that bound, within it. The output is read back with @huggingface/gguf and its
 // first bytes checked against a conversion made here; the F16 GGUF of 1 GiB goes back to a Hugging Face folder
 // under 300 MiB, its embeddings' first rows the same bytes. Then tensors of 4 GiB (1 GiB in the quick loop) that llama.cpp's converter changes
@@ -158,7 +158,7 @@ async function convertMeasured(...args: string[]): Promise<number> {
   return result.maxRSS
 }
 
-test('a 1 GiB model to Q8_0 and to F16 through the CLI: peak RSS under 250 MiB each', async () => {
+test('a 1 GiB model to Q8_0 and to F16 through the CLI: peak RSS under 300 MiB each', async () => {
   const folder = join(dir, 'big')
   mkdirSync(folder)
   const block = pattern()
@@ -170,7 +170,7 @@ test('a 1 GiB model to Q8_0 and to F16 through the CLI: peak RSS under 250 MiB e
     console.log(
       `gguf memory: ${(bytes / MiB).toFixed(0)} MiB of BF16 -> ${dtype}, ${(statSync(out).size / MiB).toFixed(0)} MiB, child peak RSS ${(peak / MiB).toFixed(1)} MiB`,
     )
-    expect(peak).toBeLessThan(250 * MiB)
+    expect(peak).toBeLessThan(300 * MiB)
 
     const { tensorInfos, tensorDataOffset } = await gguf(out, { allowLocalFile: true })
     const embeddings = tensorInfos.find((t) => t.name === 'token_embd.weight')!
