@@ -163,7 +163,7 @@ interface Checked {
 
 /** A GGUF file (by its name, or by what open() found in it) or a SafeTensors file. */
 async function openFile(location: string): Promise<SafetensorsFile | GgufFile> {
-  if (/\.gguf$/i.test(location.replace(/[?#].*$/, ''))) return openGguf(location)
+  if (isGgufName(location)) return openGguf(location)
   try {
     return await open(location)
   } catch (error) {
