@@ -5,7 +5,7 @@
 // changed as llama.cpp's converter changes it (rows reordered, transposed, norms shifted), quantized in place,
 // and copied out. An MoE layer's experts go into their stack one after the other, a chunk at a time. A chunk is
 // bounded whatever the tensor: a head larger than a chunk is reordered a few rows of each half at a time, and a
-// transposed tensor larger than TRANSPOSE_ELEMENTS a block of its columns at a time.
+// transposed tensor larger than GGUF_CHUNKS.transposed (chunks.ts) a block of its columns at a time.
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
