@@ -5,9 +5,19 @@
 // the original's, bit for bit; from F16 and Q8_0 ones, ggml's own dequantization of the stored tensor (libggml-base
 // through koffi) with the converter's changes undone by this test's own code. config.json's fields and the
 // tokenizer's vocabulary, merges, special tokens and pieces must be the original's.
+//
+// The K types: the fixtures' rows (32 to 128 values) are narrower than a K block of 256, where llama.cpp's quantizer
+// falls back to the 32-value types, so test/fixtures/gguf-to-hf-wide/ holds the same nine architectures with rows of
+// 256 (made by the same script with --wide), each as the converter writes it from its bfloat16 (float16) original:
+// every value the original's. llama.cpp's own quantizer (llama_model_quantize, as llama-quantize runs it) makes
+// the K-quant GGUFs from that file here, and each parameter converted from them must be ggml's dequantization of
+// its stored tensor, undone as above.
+//
+// GGUF_TO_HF_OUT=FOLDER keeps the converted folders and the K-quant GGUFs in FOLDER, for
+// scripts/check-gguf-to-hf.py to measure their logits with transformers.
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -15,9 +25,10 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { readSentencePiece } from '../../src/gguf/sentencepiece.ts'
 import { openGguf, writeGguf } from '../../src/gguf-node.ts'
 import { convertModel, openModel, SafetensorsError } from '../../src/node.ts'
-import { type Ggml, type GgmlTypeName, ggmlUnsupported, loadGgml } from '../ggml.ts'
+import { type Ggml, type GgmlTypeName, ggmlUnsupported, loadGgml, loadLlamaQuantize } from '../ggml.ts'
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/gguf-to-hf/', import.meta.url))
+const WIDE = fileURLToPath(new URL('../fixtures/gguf-to-hf-wide/', import.meta.url))
 const ORIGINALS = fileURLToPath(new URL('../fixtures/gguf/', import.meta.url))
 /** Llama 3, a SentencePiece Llama, Qwen3, Qwen3-MoE, Mixtral, Gemma 2 and 3, Phi-3, GPT-2. */
 const MODELS = ['llama3', 'llama2-spm', 'qwen3', 'qwen3moe', 'mixtral', 'gemma2', 'gemma3', 'phi3', 'gpt2'].filter(
@@ -29,14 +40,18 @@ interface Golden {
   /** Each parameter: its shape, the sha256 of its float32 bytes, the GGUF tensor llama.cpp's converter maps it to, its expert there. */
   parameters: Record<string, { shape: number[]; sha256: string; gguf: string; expert?: number }>
 }
-const golden = (model: string): Golden => JSON.parse(readFileSync(join(FIXTURES, model, 'golden.json'), 'utf8'))
+const golden = (model: string, fixtures = FIXTURES): Golden => JSON.parse(readFileSync(join(fixtures, model, 'golden.json'), 'utf8'))
 const json = (path: string) => JSON.parse(readFileSync(path, 'utf8'))
 
+const keep = process.env.GGUF_TO_HF_OUT
 let scratch: string
 beforeAll(() => {
-  scratch = mkdtempSync(join(tmpdir(), 'gguf-to-hf-'))
+  if (keep) mkdirSync(keep, { recursive: true })
+  scratch = keep ?? mkdtempSync(join(tmpdir(), 'gguf-to-hf-'))
 })
-afterAll(() => rmSync(scratch, { recursive: true, force: true }))
+afterAll(() => {
+  if (!keep) rmSync(scratch, { recursive: true, force: true })
+})
 
 /** Every parameter of a converted folder as F32. */
 async function parametersOf(folder: string): Promise<Map<string, { shape: number[]; values: Float32Array }>> {
@@ -178,21 +193,25 @@ function expectTokenizer(folder: string, model: string): void {
   }
 }
 
+/** The converted folder is the original: every parameter bit for bit (its float32 bytes' sha256), config.json and tokenizer. */
+async function expectOriginal(out: string, { parameters, config }: Golden, model: string): Promise<void> {
+  const got = await parametersOf(out)
+  expect([...got.keys()].sort()).toEqual(Object.keys(parameters).sort())
+  for (const [name, { shape, sha256: hash }] of Object.entries(parameters)) {
+    expect(got.get(name)!.shape, name).toEqual(shape)
+    expect(sha256(got.get(name)!.values), name).toBe(hash)
+  }
+  expectConfig(out, config)
+  expectTokenizer(out, model)
+}
+
 describe.each(MODELS)('%s', (model) => {
   const gguf = (type: string) => join(FIXTURES, model, `${model}-${type}.gguf`)
 
   test('from F32: every parameter bit for bit the original, config.json and tokenizer as its', async () => {
     const out = join(scratch, `${model}-f32`)
     await convertModel(gguf('f32'), out)
-    const { parameters, config } = golden(model)
-    const got = await parametersOf(out)
-    expect([...got.keys()].sort()).toEqual(Object.keys(parameters).sort())
-    for (const [name, { shape, sha256: hash }] of Object.entries(parameters)) {
-      expect(got.get(name)!.shape, name).toEqual(shape)
-      expect(sha256(got.get(name)!.values), name).toBe(hash)
-    }
-    expectConfig(out, config)
-    expectTokenizer(out, model)
+    await expectOriginal(out, golden(model), model)
   })
 
   describe.skipIf(ggmlUnsupported())('from quantized GGUFs', () => {
@@ -204,30 +223,83 @@ describe.each(MODELS)('%s', (model) => {
     test.each(['f16', 'q8_0'])('from %s: every parameter ggml dequantization of its tensor, undone as the converter did', async (type) => {
       const out = join(scratch, `${model}-${type}`)
       await convertModel(gguf(type), out)
-      const file = await openGguf(gguf(type))
-      const { config } = golden(model)
-      const gemma = String(config.model_type).startsWith('gemma')
-      const llama = ['llama', 'mixtral'].includes(String(config.model_type))
-      try {
-        const got = await parametersOf(out)
-        expect([...got.keys()].sort()).toEqual(Object.keys(golden(model).parameters).sort())
-        for (const [name, { shape, values }] of got) {
-          const source = { name: golden(model).parameters[name].gguf, expert: golden(model).parameters[name].expert }
-          const info = file.info(source.name)
-          const blocks = new Uint8Array(readFileSync(gguf(type)).subarray(info.offset, info.offset + info.byteLength))
-          const count = info.shape.reduce((a, b) => a * b, 1)
-          // ggml has no dequantize_row_f32: an F32 tensor is its bytes.
-          const dequantized = info.type === 'F32' ? new Float32Array(blocks.buffer, 0, count) : ggml.dequantize(info.type as GgmlTypeName, blocks, count)
-          const role = /attn_([qk])\.weight$/.exec(source.name)?.[1]
-          const heads = llama && role ? ((role === 'q' ? config.num_attention_heads : config.num_key_value_heads) as number) : 0
-          const transpose = model === 'gpt2' && /\.c_(attn|proj|fc)\.weight$/.test(name)
-          const want = expected(dequantized, info.shape, { expert: source.expert, heads, transpose, shift: gemma && name.endsWith('norm.weight') })
-          expect(shape, name).toEqual(transpose ? [...info.shape].reverse() : source.expert === undefined ? info.shape : info.shape.slice(1))
-          expect(sha256(values), `${name} (${info.type})`).toBe(sha256(want))
-        }
-      } finally {
-        await file.close()
-      }
+      await expectDequantized(ggml, out, gguf(type), golden(model), model)
+    })
+  })
+})
+
+/**
+ * Every parameter of the folder converted from `path` is ggml's dequantization (dequantize_row_<type> through koffi)
+ * of the GGUF tensor llama.cpp's converter made of it, with what the converter did undone by expected(); the
+ * parameters are the original's names and shapes.
+ */
+async function expectDequantized(ggml: Ggml, out: string, path: string, { config, parameters }: Golden, model: string): Promise<void> {
+  const file = await openGguf(path)
+  const bytes = readFileSync(path)
+  const gemma = String(config.model_type).startsWith('gemma')
+  const llama = ['llama', 'mixtral'].includes(String(config.model_type))
+  try {
+    const got = await parametersOf(out)
+    expect([...got.keys()].sort()).toEqual(Object.keys(parameters).sort())
+    for (const [name, { shape, values }] of got) {
+      const source = { name: parameters[name].gguf, expert: parameters[name].expert }
+      const info = file.info(source.name)
+      const blocks = new Uint8Array(bytes.subarray(info.offset, info.offset + info.byteLength))
+      const count = info.shape.reduce((a, b) => a * b, 1)
+      // ggml has no dequantize_row_f32: an F32 tensor is its bytes.
+      const dequantized = info.type === 'F32' ? new Float32Array(blocks.buffer, 0, count) : ggml.dequantize(info.type as GgmlTypeName, blocks, count)
+      const role = /attn_([qk])\.weight$/.exec(source.name)?.[1]
+      const heads = llama && role ? ((role === 'q' ? config.num_attention_heads : config.num_key_value_heads) as number) : 0
+      const transpose = model === 'gpt2' && /\.c_(attn|proj|fc)\.weight$/.test(name)
+      const want = expected(dequantized, info.shape, { expert: source.expert, heads, transpose, shift: gemma && name.endsWith('norm.weight') })
+      expect(shape, name).toEqual(transpose ? [...info.shape].reverse() : source.expert === undefined ? info.shape : info.shape.slice(1))
+      expect(sha256(values), `${name} (${info.type})`).toBe(sha256(want))
+    }
+  } finally {
+    await file.close()
+  }
+}
+
+/** llama-quantize's K file types (llama.h's llama_ftype) and the ggml type each is named after. */
+const K_FILE_TYPES: Array<[name: string, ftype: number, type: GgmlTypeName]> = [
+  ['Q2_K', 10, 'Q2_K'],
+  ['Q3_K_M', 12, 'Q3_K'],
+  ['Q4_K_M', 15, 'Q4_K'],
+  ['Q5_K_M', 17, 'Q5_K'],
+  ['Q6_K', 18, 'Q6_K'],
+]
+const K_TYPES = new Set<string>(['Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K'])
+
+describe.each(MODELS)('%s with rows of 256', (model) => {
+  const stored = readdirSync(join(WIDE, model)).find((file) => file.endsWith('.gguf'))!
+
+  test("from the converter's GGUF in the original's dtype: every parameter bit for bit the original, config.json and tokenizer as its", async () => {
+    const out = join(scratch, `${model}-wide`)
+    await convertModel(join(WIDE, model, stored), out)
+    await expectOriginal(out, golden(model, WIDE), model)
+  })
+
+  describe.skipIf(ggmlUnsupported())("K-quant GGUFs by llama.cpp's quantizer", () => {
+    let ggml: Ggml
+    beforeAll(() => {
+      ggml = loadGgml()
+    }, 120_000)
+
+    test.each(K_FILE_TYPES)('%s: every parameter ggml dequantization of its tensor, undone as the converter did', async (name, ftype, type) => {
+      const quantized = join(scratch, `${model}-wide-${name}.gguf`)
+      loadLlamaQuantize()(join(WIDE, model, stored), quantized, ftype, 2)
+      // The file type's own K type is written, and no matrix is left as it was stored or fell back to a 32-value type.
+      const file = await openGguf(quantized)
+      const types = file.names().map((tensor) => file.info(tensor).type)
+      await file.close()
+      expect(types).toContain(type)
+      for (const t of types) expect(K_TYPES.has(t) || t === 'F32', `${name}: a tensor of ${t}`).toBe(true)
+      const out = join(scratch, `${model}-wide-${name}`)
+      await convertModel(quantized, out)
+      const wide = golden(model, WIDE)
+      await expectDequantized(ggml, out, quantized, wide, model)
+      expectConfig(out, wide.config)
+      expectTokenizer(out, model)
     })
   })
 })
