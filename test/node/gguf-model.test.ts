@@ -17,15 +17,18 @@
 // scripts/check-gguf-to-hf.py to measure their logits with transformers.
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { readSentencePiece } from '../../src/gguf/sentencepiece.ts'
 import { openGguf, writeGguf } from '../../src/gguf-node.ts'
 import { convertModel, openModel, SafetensorsError } from '../../src/node.ts'
 import { type Ggml, type GgmlTypeName, ggmlUnsupported, loadGgml, loadLlamaQuantize } from '../ggml.ts'
+import { serveFiles } from '../http-server.ts'
+import { serverCases } from '../nginx.ts'
+import { cli as runCli } from '../run-cli.ts'
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/gguf-to-hf/', import.meta.url))
 const WIDE = fileURLToPath(new URL('../fixtures/gguf-to-hf-wide/', import.meta.url))
@@ -379,4 +382,43 @@ test('sharded above maxShardSize, with an index, as transformers writes it', asy
   const [a, b] = [await parametersOf(out), await parametersOf(whole)]
   expect([...a.keys()].sort()).toEqual([...b.keys()].sort())
   for (const [name, { values }] of b) expect(sha256(a.get(name)!.values), name).toBe(sha256(values))
+})
+
+/** The GGUFs read over HTTP: a Q8_0 one with llama's Q/K permutation, a BF16 one with stacked experts. */
+const SERVED = ['gguf-to-hf/llama3/llama3-q8_0.gguf', 'gguf-to-hf-wide/mixtral/mixtral-bf16.gguf']
+const ROOT = fileURLToPath(new URL('../fixtures/', import.meta.url))
+const SERVERS = serverCases("the tests' server", () => serveFiles(Object.fromEntries(SERVED.map((path) => [path, join(ROOT, path)]))), ROOT, '/ranged')
+
+/** Every file of a folder, by name, as its bytes' sha256. */
+const folderHashes = (folder: string) =>
+  Object.fromEntries(readdirSync(folder).map((name) => [name, createHash('sha256').update(readFileSync(join(folder, name))).digest('hex')]))
+
+describe.each(SERVERS)('a GGUF URL (%s): the same folder as from disk', (server, start) => {
+  let running: Awaited<ReturnType<typeof start>>
+  beforeAll(async () => {
+    running = await start()
+  })
+  afterAll(async () => {
+    await running?.close()
+  })
+
+  test.each(SERVED)('%s by convertModel and the CLI, reading each byte about once', async (path) => {
+    const name = `${basename(path, '.gguf')}-${server.startsWith('nginx') ? 'nginx' : 'own'}`
+    const local = join(scratch, `${name}-local`)
+    await convertModel(join(ROOT, path), local)
+    const want = folderHashes(local)
+    const url = running.server.url + path
+    await running.server.settled()
+    running.server.clear()
+    const remote = join(scratch, `${name}-http`)
+    await convertModel(url, remote)
+    await running.server.settled()
+    expect(folderHashes(remote)).toEqual(want)
+    // The header's window, then each tensor's bytes (a piece at a time): the file about once, not once a piece.
+    expect(running.server.bytesSent()).toBeLessThan(statSync(join(ROOT, path)).size + 65_536)
+    const cli = join(scratch, `${name}-cli`)
+    const run = await runCli('convert', url, cli)
+    expect(run.code, run.stderr).toBe(0)
+    expect(folderHashes(cli)).toEqual(want)
+  })
 })
