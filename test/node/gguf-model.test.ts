@@ -28,7 +28,7 @@ import { convertModel, openModel, SafetensorsError } from '../../src/node.ts'
 import { type Ggml, type GgmlTypeName, ggmlUnsupported, loadGgml, loadLlamaQuantize } from '../ggml.ts'
 import { serveFiles } from '../http-server.ts'
 import { serverCases } from '../nginx.ts'
-import { cli as runCli } from '../run-cli.ts'
+import { expectOneLine, cli as runCli } from '../run-cli.ts'
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/gguf-to-hf/', import.meta.url))
 const WIDE = fileURLToPath(new URL('../fixtures/gguf-to-hf-wide/', import.meta.url))
@@ -329,6 +329,17 @@ describe('a GGUF of an architecture it does not map', () => {
     expect(readdirSync(scratch)).not.toContain('unmapped')
   })
 
+  test('the CLI exits 1 with one line naming it and writes nothing; with --raw it writes the tensors', async () => {
+    const out = join(scratch, 'unmapped-cli')
+    const refused = await runCli('convert', gguf, out)
+    expect(refused.code).toBe(1)
+    expect(expectOneLine(refused.stderr)).toMatch(new RegExp(`^${gguf}: UnsupportedConversion: GGUF architecture "test" has no Hugging Face mapping`))
+    expect(readdirSync(scratch)).not.toContain('unmapped-cli')
+    const raw = await runCli('convert', gguf, out, '--raw')
+    expect(raw.code, raw.stderr).toBe(0)
+    expect(readdirSync(out)).toEqual(['model.safetensors'])
+  })
+
   test('raw: every tensor under its GGUF name and shape, values as stored, the keys in __metadata__', async () => {
     const out = join(scratch, 'raw')
     await convertModel(gguf, out, { raw: true })
@@ -390,8 +401,13 @@ const ROOT = fileURLToPath(new URL('../fixtures/', import.meta.url))
 const SERVERS = serverCases("the tests' server", () => serveFiles(Object.fromEntries(SERVED.map((path) => [path, join(ROOT, path)]))), ROOT, '/ranged')
 
 /** Every file of a folder, by name, as its bytes' sha256. */
-const folderHashes = (folder: string) =>
-  Object.fromEntries(readdirSync(folder).map((name) => [name, createHash('sha256').update(readFileSync(join(folder, name))).digest('hex')]))
+const folderHashes = (folder: string) => {
+  const hash = (name: string) =>
+    createHash('sha256')
+      .update(readFileSync(join(folder, name)))
+      .digest('hex')
+  return Object.fromEntries(readdirSync(folder).map((name) => [name, hash(name)]))
+}
 
 describe.each(SERVERS)('a GGUF URL (%s): the same folder as from disk', (server, start) => {
   let running: Awaited<ReturnType<typeof start>>
