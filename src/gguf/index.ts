@@ -18,7 +18,7 @@ import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype } from './for
 export type { GgufDtype } from './format.ts'
 
 import { modelMetadata, readModelConfig } from './metadata.ts'
-import { Q8_0_BLOCK, q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
+import { quantize } from './quantize.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
 import { elementsOf, type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
@@ -41,7 +41,7 @@ export interface GgufOptions extends OpenModelOptions {
 
 const DTYPES: readonly GgufDtype[] = ['F32', 'F16', 'BF16', 'Q8_0']
 
-/** Elements per chunk: 4 MiB as F32, a multiple of a Q8_0 block; a chunk of a reordered tensor is whole heads (at least one). */
+/** Elements per chunk: 4 MiB as F32, whole rows; a chunk of a reordered tensor is whole heads (at least one). */
 const CHUNK_ELEMENTS = 1 << 20
 
 /** tokenizer.model's pieces, by its reader, which only models that have one load. */
@@ -61,11 +61,11 @@ async function readBesideModel(located: Located, name: string, required: boolean
   throw new SafetensorsError('Io', `${file.where} is missing, and a GGUF needs it`, { status: missing?.status, url: missing?.url, path: missing?.path })
 }
 
-/** A part's elements per chunk: the whole of a transposed tensor, whole heads of a reordered one, else whole Q8_0 blocks. */
+/** A part's elements per chunk: the whole of a transposed tensor, whole heads of a reordered one, else whole rows. */
 function chunkElements(t: PlannedTensor, part: TensorPart): number {
   const count = elementsOf(part.info)
   if (t.transpose) return count
-  const unit = t.heads > 0 ? count / t.heads : Q8_0_BLOCK
+  const unit = t.heads > 0 ? count / t.heads : t.dims[0]
   return Math.min(count, Math.max(unit, Math.floor(CHUNK_ELEMENTS / unit) * unit))
 }
 
@@ -168,10 +168,7 @@ async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], val
         }
         if (t.type === 'Q8_0') {
           // In place: the blocks are narrower than the F32 they come from.
-          out = quantizeQ8_0(new Float32Array(out.buffer, out.byteOffset, n), new Uint8Array(out.buffer, out.byteOffset, q8_0ByteLength(n)), {
-            name: part.info.name,
-            first,
-          })
+          out = quantize('Q8_0', new Float32Array(out.buffer, out.byteOffset, n), t.dims[0], out, { name: part.info.name, first })
         }
         // Q8_0 blocks lie within rows, so reordering rows after quantizing is reordering them before. Else a
         // copy out of wasm memory, unless transposing made one.

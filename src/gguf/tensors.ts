@@ -8,8 +8,8 @@ import type { TensorInfo } from '../format/header.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import type { SafetensorsModel } from '../read/model.ts'
 import type { GgufDtype, TensorEntry } from './format.ts'
+import { GGML_TYPES } from './ggml-types.ts'
 import { type ModelConfig, ropeTensors } from './metadata.ts'
-import { Q8_0_BLOCK } from './q8_0.ts'
 
 /** Tensors outside the blocks, by their name without `.weight` or `.bias` (GPT-2's also without `transformer.`). */
 const TOP_LEVEL: Readonly<Record<string, string>> = {
@@ -102,7 +102,7 @@ export const elementsOf = (info: Pick<TensorInfo, 'shape'>) => info.shape.reduce
  */
 function typeOf(name: string, dims: readonly number[], dtype: GgufDtype): GgufDtype {
   if (dims.length === 1 || !name.endsWith('.weight') || /_norm\.|ffn_gate_inp|position_embd/.test(name)) return 'F32'
-  return dtype === 'Q8_0' && dims[0] % Q8_0_BLOCK !== 0 ? 'F16' : dtype
+  return dtype === 'Q8_0' && dims[0] % GGML_TYPES.Q8_0.block !== 0 ? 'F16' : dtype
 }
 
 const planned = (name: string, dims: number[], dtype: GgufDtype, parts: TensorPart[], more?: Partial<PlannedTensor>): PlannedTensor => ({
