@@ -5,85 +5,101 @@
 // quantize_row_iq4_nl_ref, whose ntry is -1).
 
 import { GROUP_MAX_EPS, halfBits, nearestInt } from './ggml-quant-math';
+import { choose, row, transposeIn } from './ggml-quant-lanes';
 
-// kvalues_iq4nl.
+// kvalues_iq4nl, as bytes (a table for i8x16.swizzle) and as F32 splats (LEVEL_SPLATS + 16 k: level k four times).
 const LEVELS = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]);
+const LEVEL_SPLATS = memory.data<f32>([
+  -127, -127, -127, -127, -104, -104, -104, -104, -83, -83, -83, -83, -65, -65, -65, -65, -49, -49, -49, -49, -35, -35,
+  -35, -35, -22, -22, -22, -22, -10, -10, -10, -10, 1, 1, 1, 1, 13, 13, 13, 13, 25, 25, 25, 25, 38, 38, 38, 38, 53, 53,
+  53, 53, 69, 69, 69, 69, 89, 89, 89, 89, 113, 113, 113, 113,
+]);
 const NTRY = 7;
 
 const CODES = memory.data(256, 16);
-const WEIGHTS = memory.data(32 << 2, 16);
-const SCALES = memory.data(8 << 2, 16);
 
-@inline function level(i: i32): f32 {
-  return <f32>load<i8>(LEVELS + <usize>i);
+/** The level of index `index` (0..15) in each lane, as F32. */
+@inline function levelX4(index: v128): v128 {
+  // The level's byte lands in each lane's top byte (the other index bytes are out of range: zeros), then its sign
+  // is extended.
+  let bytes = i8x16.swizzle(v128.load(LEVELS), v128.or(i32x4.shl(index, 24), i32x4.splat(0x00808080)));
+  return f32x4.convert_i32x4_s(i32x4.shr_s(bytes, 24));
 }
 
-/** ggml's best_index_int8: the index of the level nearest `x` (the upper one on a tie), by bisection. */
-@inline function nearestLevel(x: f32): i32 {
-  if (x <= level(0)) return 0;
-  if (x >= level(15)) return 15;
-  let lo = 0;
-  let hi = 15;
-  while (hi - lo > 1) {
-    let mid = (lo + hi) >> 1;
-    if (x < level(mid)) hi = mid;
-    else lo = mid;
-  }
-  return x - level(hi - 1) < level(hi) - x ? hi - 1 : hi;
-}
+/** The index nearestLevelX4 chose, beside the level it returns. */
+let levelIndex = i32x4.splat(0);
 
-@inline function at(p: usize, i: i32): f32 {
-  return load<f32>(p + (<usize>i << 2));
+/**
+ * ggml's best_index_int8 in each lane: the index of the level nearest `x` (the upper one on a tie; 15 for NaN),
+ * into levelIndex, and that level. Bisection's result is the count of levels up to x (the upper neighbour), which
+ * is counted here without branches.
+ */
+@inline function nearestLevelX4(x: v128): v128 {
+  let upper = i32x4.splat(1);
+  for (let k: usize = 1; k < 15; k++) upper = i32x4.sub(upper, f32x4.le(v128.load(LEVEL_SPLATS + (k << 4)), x));
+  let lower = i32x4.sub(upper, i32x4.splat(1));
+  let below = levelX4(lower);
+  let above = levelX4(upper);
+  let nearerBelow = f32x4.lt(f32x4.sub(x, below), f32x4.sub(above, x));
+  levelIndex = choose(f32x4.ne(x, x), i32x4.splat(15), choose(nearerBelow, lower, upper));
+  return choose(nearerBelow, below, above);
 }
 
 /**
- * The scale of the 32 values at `x` (0 when they are all below GROUP_MAX_EPS, leaving `codes` as they were),
- * the best of 15 trial scales weighted by x², with its codes at `codes`.
+ * The scales of four groups of 32 values at once (ROWS, one a lane) into `scales`: each the best of 15 trial scales
+ * weighted by x², 0 for a group whose values are all below GROUP_MAX_EPS (the codes of this search are not kept:
+ * both types recompute them from the scale).
  */
-function subBlockScale(x: usize, codes: usize): f32 {
-  let amax: f32 = 0;
-  let max: f32 = 0;
-  for (let j = 0; j < 32; j++) {
-    let v = at(x, j);
-    store<f32>(WEIGHTS + (<usize>j << 2), v * v);
-    if (abs(v) > amax) {
-      amax = abs(v);
-      max = v;
-    }
+function levelScalesX4(scales: usize): void {
+  let zero = f32x4.splat(0);
+  let amax = zero;
+  let peak = zero;
+  for (let j: usize = 0; j < 32; j++) {
+    let v = row(j);
+    let larger = f32x4.gt(f32x4.abs(v), amax);
+    amax = choose(larger, f32x4.abs(v), amax);
+    peak = choose(larger, v, peak);
   }
-  if (amax < GROUP_MAX_EPS) return 0;
-  let d = -max / level(0);
-  let id = <f32>1 / d;
-  let sumQX: f32 = 0;
-  let sumQ2: f32 = 0;
-  for (let j = 0; j < 32; j++) {
-    let v = at(x, j);
-    let l = nearestLevel(id * v);
-    store<u8>(codes + <usize>j, <u8>l);
-    let q = level(l);
-    let w = at(WEIGHTS, j);
-    sumQX += w * q * v;
-    sumQ2 += w * q * q;
+  let first = <f32>load<i8>(LEVELS);
+  let d = f32x4.div(f32x4.neg(peak), f32x4.splat(first));
+  let id = f32x4.div(f32x4.splat(1), d);
+  let sumQX = zero;
+  let sumQ2 = zero;
+  for (let j: usize = 0; j < 32; j++) {
+    let v = row(j);
+    let q = nearestLevelX4(f32x4.mul(id, v));
+    let wq = f32x4.mul(f32x4.mul(v, v), q);
+    sumQX = f32x4.add(sumQX, f32x4.mul(wq, v));
+    sumQ2 = f32x4.add(sumQ2, f32x4.mul(wq, q));
   }
-  d = sumQ2 > 0 ? sumQX / sumQ2 : 0;
-  let best = d * sumQX;
+  d = choose(f32x4.gt(sumQ2, zero), f32x4.div(sumQX, sumQ2), zero);
+  let best = f32x4.mul(d, sumQX);
   for (let attempt = -NTRY; attempt <= NTRY; attempt++) {
-    id = <f32>(attempt + <i32>load<i8>(LEVELS)) / max;
-    sumQX = 0;
-    sumQ2 = 0;
-    for (let j = 0; j < 32; j++) {
-      let v = at(x, j);
-      let q = level(nearestLevel(id * v));
-      let w = at(WEIGHTS, j);
-      sumQX += w * q * v;
-      sumQ2 += w * q * q;
+    id = f32x4.div(f32x4.splat(<f32>(attempt + <i32>load<i8>(LEVELS))), peak);
+    sumQX = zero;
+    sumQ2 = zero;
+    for (let j: usize = 0; j < 32; j++) {
+      let v = row(j);
+      let q = nearestLevelX4(f32x4.mul(id, v));
+      let wq = f32x4.mul(f32x4.mul(v, v), q);
+      sumQX = f32x4.add(sumQX, f32x4.mul(wq, v));
+      sumQ2 = f32x4.add(sumQ2, f32x4.mul(wq, q));
     }
-    if (sumQ2 > 0 && sumQX * sumQX > best * sumQ2) {
-      d = sumQX / sumQ2;
-      best = d * sumQX;
-    }
+    let better = v128.and(f32x4.gt(sumQ2, zero), f32x4.gt(f32x4.mul(sumQX, sumQX), f32x4.mul(best, sumQ2)));
+    let newD = f32x4.div(sumQX, sumQ2);
+    d = choose(better, newD, d);
+    best = choose(better, f32x4.mul(newD, sumQX), best);
   }
-  return d;
+  v128.store(scales, v128.andnot(d, f32x4.lt(amax, f32x4.splat(GROUP_MAX_EPS))));
+}
+
+/** The codes of the 32 values at `x` for the inverse scale `id`, into `codes`. */
+function codesOf(x: usize, id: f32, codes: usize): void {
+  let factor = f32x4.splat(id);
+  for (let j: usize = 0; j < 32; j += 4) {
+    nearestLevelX4(f32x4.mul(factor, v128.load(x + (j << 2))));
+    store<u32>(codes + j, i32x4.extract_lane(i8x16.shuffle(levelIndex, levelIndex, 0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), 0));
+  }
 }
 
 /** Codes 0..15 of 32 values, two to a byte: value j in the low nibble of byte j, value 16 + j in its high one. */
@@ -91,20 +107,31 @@ function subBlockScale(x: usize, codes: usize): f32 {
   for (let j: usize = 0; j < 16; j++) store<u8>(q + j, load<u8>(codes + j) | (load<u8>(codes + 16 + j) << 4));
 }
 
-export function quantizeIQ4_NLBlock(x: usize, y: usize): void {
-  let scale = subBlockScale(x, CODES);
-  store<u16>(y, halfBits(scale));
-  let id: f32 = scale != 0 ? <f32>1 / scale : 0;
-  for (let j = 0; j < 32; j++) store<u8>(CODES + <usize>j, <u8>nearestLevel(id * at(x, j)));
-  packNibbles(CODES, y + 2);
+const NL_SCALES = memory.data(4 << 2, 16);
+
+/** IQ4_NL: four blocks of 32 at `x` (searched at once, one a lane) into four blocks at `y`. */
+export function quantizeIQ4_NLBlocks(x: usize, y: usize): void {
+  transposeIn(x, 128, 32);
+  levelScalesX4(NL_SCALES);
+  for (let b: usize = 0; b < 4; b++) {
+    let scale = load<f32>(NL_SCALES + (b << 2));
+    store<u16>(y + b * 18, halfBits(scale));
+    codesOf(x + (b << 7), scale != 0 ? <f32>1 / scale : 0, CODES);
+    packNibbles(CODES, y + b * 18 + 2);
+  }
 }
 
+const XS_SCALES = memory.data(8 << 2, 16);
+
 export function quantizeIQ4_XSBlock(x: usize, y: usize): void {
+  for (let ib: usize = 0; ib < 8; ib += 4) {
+    transposeIn(x + (ib << 7), 128, 32);
+    levelScalesX4(XS_SCALES + (ib << 2));
+  }
   let maxScale: f32 = 0;
   let amaxScale: f32 = 0;
   for (let ib: usize = 0; ib < 8; ib++) {
-    let scale = subBlockScale(x + (ib << 7), CODES + (ib << 5));
-    store<f32>(SCALES + (ib << 2), scale);
+    let scale = load<f32>(XS_SCALES + (ib << 2));
     if (abs(scale) > amaxScale) {
       amaxScale = abs(scale);
       maxScale = scale;
@@ -115,11 +142,9 @@ export function quantizeIQ4_XSBlock(x: usize, y: usize): void {
   let id: f32 = d != 0 ? <f32>1 / d : 0;
   let scalesHigh: u32 = 0;
   for (let ib: usize = 0; ib < 8; ib++) {
-    let l = max(-32, min(31, nearestInt(id * load<f32>(SCALES + (ib << 2)))));
+    let l = max(-32, min(31, nearestInt(id * load<f32>(XS_SCALES + (ib << 2)))));
     let dl = d * <f32>l;
-    let idl: f32 = dl != 0 ? <f32>1 / dl : 0;
-    let xb = x + (ib << 7);
-    for (let j = 0; j < 32; j++) store<u8>(CODES + (ib << 5) + <usize>j, <u8>nearestLevel(idl * at(xb, j)));
+    codesOf(x + (ib << 7), dl != 0 ? <f32>1 / dl : 0, CODES + (ib << 5));
     l += 32;
     let scalesLow = y + 4 + (ib >> 1);
     if ((ib & 1) == 0) store<u8>(scalesLow, <u8>(l & 0xf));

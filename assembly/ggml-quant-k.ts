@@ -3,105 +3,124 @@
 // Q2_K to Q6_K when there is no importance matrix (with one it runs quantize_row_<type>_impl, other searches).
 // Each function quantizes the 256 finite F32 at `x` into the block at `y`, step for step as ggml does in F32:
 // the same searches (make_qkx2_quants, make_q3_quants, make_qx_quants), the same order of every sum, the same
-// nearest_int.
+// nearest_int. The searches run on four sub-blocks at once, one a lane (ggml-quant-lanes.ts).
 
 import { GROUP_MAX_EPS, halfBits, halfValue, nearestInt } from './ggml-quant-math';
+import { choose, clampX4, nearestIntX4, row, rowAt, transposeCodesOut, transposeIn } from './ggml-quant-lanes';
 
-// Scratch: the codes of a super-block, a search's trial codes and weights, the sub-blocks' scales and minimums.
+// Scratch: the codes of a super-block, the sub-blocks' scales and minimums, and the transposed weights, codes and
+// trial codes of four sub-blocks (ggml-quant-lanes.ts).
 const L = memory.data(256, 16);
-const L_TRIAL = memory.data(32, 16);
-const WEIGHTS = memory.data(32 << 2, 16);
 const SCALES = memory.data(16 << 2, 16);
 const MINS = memory.data(16 << 2, 16);
+const WEIGHT_ROWS = memory.data(32 << 4, 16);
+const CODE_ROWS = memory.data(32 << 4, 16);
+const TRIAL_ROWS = memory.data(32 << 4, 16);
 // The packed 6-bit scales of Q4_K and Q5_K, and Q3_K's, built before they are stored.
 const PACKED = memory.data(16, 16);
 
 const RDELTA: f32 = 0.1;
 
-@inline function at(p: usize, i: i32): f32 {
-  return load<f32>(p + (<usize>i << 2));
-}
-
 // ---- make_qkx2_quants: codes 0..nmax and a scale and minimum for n weighted values ----
 
-/** The minimum make_qkx2_quants gives with its scale (as ggml's the_min: the negated offset). */
-let searchedMin: f32 = 0;
-
 /**
- * ggml's make_qkx2_quants: the codes of the `n` values at `x` in [0, nmax] into `codes`, and the scale (returned)
- * and minimum (searchedMin) that fit them best under `weights`, trying nstep + 1 rescalings from rmin in steps of
- * RDELTA, the error summed as absolute (mad) or squared differences.
+ * ggml's make_qkx2_quants on four sub-blocks of `n` values at once (ROWS, weights in WEIGHT_ROWS, one a lane): the
+ * codes in [0, nmax] into CODE_ROWS, and the scales (at `scales`) and minimums (at `mins`, as ggml's the_min: the
+ * negated offset) that fit them best, trying nstep + 1 rescalings from rmin in steps of RDELTA, the error summed
+ * as absolute (mad) or squared differences.
  */
-function affineSearch(n: i32, nmax: i32, x: usize, weights: usize, codes: usize, rmin: f32, nstep: i32, mad: bool): f32 {
-  let lowest = at(x, 0);
+function affineSearchX4(n: usize, nmax: i32, rmin: f32, nstep: i32, mad: bool, scales: usize, mins: usize): void {
+  let zero = f32x4.splat(0);
+  let lowest = row(0);
   let highest = lowest;
-  let sumW = at(weights, 0);
-  let sumX = sumW * lowest;
-  for (let i = 1; i < n; i++) {
-    let v = at(x, i);
-    if (v < lowest) lowest = v;
-    if (v > highest) highest = v;
-    let w = at(weights, i);
-    sumW += w;
-    sumX += w * v;
+  let sumW = rowAt(WEIGHT_ROWS, 0);
+  let sumX = f32x4.mul(sumW, lowest);
+  for (let i: usize = 1; i < n; i++) {
+    let v = row(i);
+    lowest = choose(f32x4.lt(v, lowest), v, lowest);
+    highest = choose(f32x4.gt(v, highest), v, highest);
+    let w = rowAt(WEIGHT_ROWS, i);
+    sumW = f32x4.add(sumW, w);
+    sumX = f32x4.add(sumX, f32x4.mul(w, v));
   }
-  if (lowest > 0) lowest = 0;
-  if (highest == lowest) {
-    memory.fill(codes, 0, n);
-    searchedMin = -lowest;
-    return 0;
-  }
-  let top = <f32>nmax;
-  let iscale = top / (highest - lowest);
-  let scale = <f32>1 / iscale;
-  let bestError: f32 = 0;
-  for (let i = 0; i < n; i++) {
-    let v = at(x, i);
-    let l = max(0, min(nmax, nearestInt(iscale * (v - lowest))));
-    store<u8>(codes + i, <u8>l);
-    let diff = scale * <f32>l + lowest - v;
-    diff = mad ? abs(diff) : diff * diff;
-    bestError += at(weights, i) * diff;
+  lowest = choose(f32x4.gt(lowest, zero), zero, lowest);
+  // Sub-blocks whose values are all one (once the minimum is at most 0): codes 0, scale 0, in ggml.
+  let flat = f32x4.eq(highest, lowest);
+  let flatMin = lowest;
+  let codeMax = i32x4.splat(nmax);
+  let top = f32x4.splat(<f32>nmax);
+  let iscale = f32x4.div(top, f32x4.sub(highest, lowest));
+  let scale = f32x4.div(f32x4.splat(1), iscale);
+  let bestError = zero;
+  for (let i: usize = 0; i < n; i++) {
+    let v = row(i);
+    let l = clampX4(nearestIntX4(f32x4.mul(iscale, f32x4.sub(v, lowest))), zero, codeMax);
+    v128.store(CODE_ROWS + (i << 4), l);
+    let diff = f32x4.sub(f32x4.add(f32x4.mul(scale, f32x4.convert_i32x4_s(l)), lowest), v);
+    diff = mad ? f32x4.abs(diff) : f32x4.mul(diff, diff);
+    bestError = f32x4.add(bestError, f32x4.mul(rowAt(WEIGHT_ROWS, i), diff));
   }
   for (let step = 0; step <= nstep; step++) {
-    iscale = (rmin + RDELTA * <f32>step + top) / (highest - lowest);
-    let sumL: f32 = 0;
-    let sumL2: f32 = 0;
-    let sumXL: f32 = 0;
-    for (let i = 0; i < n; i++) {
-      let v = at(x, i);
-      let l = max(0, min(nmax, nearestInt(iscale * (v - lowest))));
-      store<u8>(L_TRIAL + i, <u8>l);
-      let w = at(weights, i);
-      let fl = <f32>l;
-      sumL += w * fl;
-      sumL2 += w * fl * fl;
-      sumXL += w * fl * v;
+    iscale = f32x4.div(f32x4.splat(rmin + RDELTA * <f32>step + <f32>nmax), f32x4.sub(highest, lowest));
+    let sumL = zero;
+    let sumL2 = zero;
+    let sumXL = zero;
+    for (let i: usize = 0; i < n; i++) {
+      let v = row(i);
+      let l = clampX4(nearestIntX4(f32x4.mul(iscale, f32x4.sub(v, lowest))), zero, codeMax);
+      v128.store(TRIAL_ROWS + (i << 4), l);
+      let fl = f32x4.convert_i32x4_s(l);
+      let wl = f32x4.mul(rowAt(WEIGHT_ROWS, i), fl);
+      sumL = f32x4.add(sumL, wl);
+      sumL2 = f32x4.add(sumL2, f32x4.mul(wl, fl));
+      sumXL = f32x4.add(sumXL, f32x4.mul(wl, v));
     }
-    let D = sumW * sumL2 - sumL * sumL;
-    if (D > 0) {
-      let thisScale = (sumW * sumXL - sumX * sumL) / D;
-      let thisMin = (sumL2 * sumX - sumL * sumXL) / D;
-      if (thisMin > 0) {
-        thisMin = 0;
-        thisScale = sumXL / sumL2;
-      }
-      let error: f32 = 0;
-      for (let i = 0; i < n; i++) {
-        let diff = thisScale * <f32>load<u8>(L_TRIAL + i) + thisMin - at(x, i);
-        diff = mad ? abs(diff) : diff * diff;
-        error += at(weights, i) * diff;
-      }
-      if (error < bestError) {
-        memory.copy(codes, L_TRIAL, n);
-        bestError = error;
-        scale = thisScale;
-        lowest = thisMin;
-      }
+    let D = f32x4.sub(f32x4.mul(sumW, sumL2), f32x4.mul(sumL, sumL));
+    let solvable = f32x4.gt(D, zero);
+    if (!v128.any_true(solvable)) continue;
+    let thisScale = f32x4.div(f32x4.sub(f32x4.mul(sumW, sumXL), f32x4.mul(sumX, sumL)), D);
+    let thisMin = f32x4.div(f32x4.sub(f32x4.mul(sumL2, sumX), f32x4.mul(sumL, sumXL)), D);
+    let positive = f32x4.gt(thisMin, zero);
+    thisMin = choose(positive, zero, thisMin);
+    thisScale = choose(positive, f32x4.div(sumXL, sumL2), thisScale);
+    let error = zero;
+    for (let i: usize = 0; i < n; i++) {
+      let fl = f32x4.convert_i32x4_s(rowAt(TRIAL_ROWS, i));
+      let diff = f32x4.sub(f32x4.add(f32x4.mul(thisScale, fl), thisMin), row(i));
+      diff = mad ? f32x4.abs(diff) : f32x4.mul(diff, diff);
+      error = f32x4.add(error, f32x4.mul(rowAt(WEIGHT_ROWS, i), diff));
     }
+    let better = v128.and(solvable, f32x4.lt(error, bestError));
+    if (!v128.any_true(better)) continue;
+    for (let i: usize = 0; i < n; i++) v128.store(CODE_ROWS + (i << 4), choose(better, rowAt(TRIAL_ROWS, i), rowAt(CODE_ROWS, i)));
+    bestError = choose(better, error, bestError);
+    scale = choose(better, thisScale, scale);
+    lowest = choose(better, thisMin, lowest);
   }
-  searchedMin = -lowest;
-  return scale;
+  if (v128.any_true(flat)) {
+    for (let i: usize = 0; i < n; i++) v128.store(CODE_ROWS + (i << 4), v128.andnot(rowAt(CODE_ROWS, i), flat));
+    scale = choose(flat, zero, scale);
+    lowest = choose(flat, flatMin, lowest);
+  }
+  v128.store(scales, scale);
+  v128.store(mins, f32x4.neg(lowest));
+}
+
+/**
+ * The codes of a sub-block from its quantized scale: nearest_int((x + offset) / d) for the `n` values at `x`,
+ * clamped to [low, high] and moved up by `shift`, as bytes at `codes`. (ggml's x / d for the signed types is
+ * (x + 0) / d here: adding 0 turns only -0 into 0, which rounds to the same code.)
+ */
+function requantize(x: usize, n: usize, offset: f32, d: f32, low: i32, high: i32, shift: i32, codes: usize): void {
+  let offsets = f32x4.splat(offset);
+  let divisor = f32x4.splat(d);
+  let lows = i32x4.splat(low);
+  let highs = i32x4.splat(high);
+  let shifts = i32x4.splat(shift);
+  for (let i: usize = 0; i < n; i += 4) {
+    let l = i32x4.add(clampX4(nearestIntX4(f32x4.div(f32x4.add(v128.load(x + (i << 2)), offsets), divisor)), lows, highs), shifts);
+    store<u32>(codes + i, i32x4.extract_lane(i8x16.shuffle(l, l, 0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), 0));
+  }
 }
 
 /** ggml's get_scale_min_k4: sub-block j's 6-bit scale (low 8 bits of the result) and minimum (high 8 bits). */
@@ -118,19 +137,22 @@ function affineSearch(n: i32, nmax: i32, x: usize, weights: usize, codes: usize,
  * codes then recomputed from those into L.
  */
 function affineSuperBlock(x: usize, y: usize, nmax: i32, rmin: f32, nstep: i32): void {
+  for (let j: usize = 0; j < 8; j += 4) {
+    transposeIn(x + (j << 7), 128, 32);
+    let sumX2 = f32x4.splat(0);
+    for (let l: usize = 0; l < 32; l++) sumX2 = f32x4.add(sumX2, f32x4.mul(row(l), row(l)));
+    let avX = f32x4.sqrt(f32x4.div(sumX2, f32x4.splat(32)));
+    for (let l: usize = 0; l < 32; l++) v128.store(WEIGHT_ROWS + (l << 4), f32x4.add(avX, f32x4.abs(row(l))));
+    affineSearchX4(32, nmax, rmin, nstep, false, SCALES + (j << 2), MINS + (j << 2));
+    transposeCodesOut(CODE_ROWS, 32, L + (j << 5), 32);
+  }
   let maxScale: f32 = 0;
   let maxMin: f32 = 0;
   for (let j: usize = 0; j < 8; j++) {
-    let xb = x + (j << 7);
-    let sumX2: f32 = 0;
-    for (let l = 0; l < 32; l++) sumX2 += at(xb, l) * at(xb, l);
-    let avX = sqrt<f32>(sumX2 / <f32>32);
-    for (let l = 0; l < 32; l++) store<f32>(WEIGHTS + (<usize>l << 2), avX + abs(at(xb, l)));
-    let scale = affineSearch(32, nmax, xb, WEIGHTS, L + (j << 5), rmin, nstep, false);
-    store<f32>(SCALES + (j << 2), scale);
-    store<f32>(MINS + (j << 2), searchedMin);
+    let scale = load<f32>(SCALES + (j << 2));
+    let min = load<f32>(MINS + (j << 2));
     if (scale > maxScale) maxScale = scale;
-    if (searchedMin > maxMin) maxMin = searchedMin;
+    if (min > maxMin) maxMin = min;
   }
   let invScale: f32 = maxScale > 0 ? <f32>63 / maxScale : 0;
   let invMin: f32 = maxMin > 0 ? <f32>63 / maxMin : 0;
@@ -155,10 +177,7 @@ function affineSuperBlock(x: usize, y: usize, nmax: i32, rmin: f32, nstep: i32):
     let dj = d * <f32>(sm & 0xff);
     if (dj == 0) continue;
     let mj = dmin * <f32>(sm >> 8);
-    let xb = x + (j << 7);
-    for (let i = 0; i < 32; i++) {
-      store<u8>(L + (j << 5) + i, <u8>max(0, min(nmax, nearestInt((at(xb, i) + mj) / dj))));
-    }
+    requantize(x + (j << 7), 32, mj, dj, 0, nmax, 0, L + (j << 5));
   }
   memory.copy(y + 4, PACKED, 12);
 }
@@ -210,16 +229,19 @@ function packTwoBits(q: usize): void {
 }
 
 export function quantizeQ2_KBlock(x: usize, y: usize): void {
+  for (let j: usize = 0; j < 16; j += 4) {
+    transposeIn(x + (j << 6), 64, 16);
+    for (let l: usize = 0; l < 16; l++) v128.store(WEIGHT_ROWS + (l << 4), f32x4.abs(row(l)));
+    affineSearchX4(16, 3, -0.5, 15, true, SCALES + (j << 2), MINS + (j << 2));
+    transposeCodesOut(CODE_ROWS, 16, L + (j << 4), 16);
+  }
   let maxScale: f32 = 0;
   let maxMin: f32 = 0;
   for (let j: usize = 0; j < 16; j++) {
-    let xb = x + (j << 6);
-    for (let l = 0; l < 16; l++) store<f32>(WEIGHTS + (<usize>l << 2), abs(at(xb, l)));
-    let scale = affineSearch(16, 3, xb, WEIGHTS, L + (j << 4), -0.5, 15, true);
-    store<f32>(SCALES + (j << 2), scale);
-    store<f32>(MINS + (j << 2), searchedMin);
+    let scale = load<f32>(SCALES + (j << 2));
+    let min = load<f32>(MINS + (j << 2));
     if (scale > maxScale) maxScale = scale;
-    if (searchedMin > maxMin) maxMin = searchedMin;
+    if (min > maxMin) maxMin = min;
   }
   let scales = y;
   if (maxScale > 0) {
@@ -246,79 +268,150 @@ export function quantizeQ2_KBlock(x: usize, y: usize): void {
     let dj = d * <f32>(sc & 0xf);
     if (dj == 0) continue;
     let mj = dmin * <f32>(sc >> 4);
-    let xb = x + (j << 6);
-    for (let i = 0; i < 16; i++) store<u8>(L + (j << 4) + i, <u8>max(0, min(3, nearestInt((at(xb, i) + mj) / dj))));
+    requantize(x + (j << 6), 16, mj, dj, 0, 3, 0, L + (j << 4));
   }
   packTwoBits(y + 16);
 }
 
-// ---- make_q3_quants: signed codes and a scale, refined by coordinate descent ----
+// ---- make_q3_quants and make_qx_quants: signed codes and a scale, weighted by x² ----
+
+/** The signed value of largest magnitude of each lane's group (the first of them on a tie), and that magnitude. */
+let peakX4 = i32x4.splat(0);
+let amaxX4 = i32x4.splat(0);
+
+function peaksOf(n: usize): void {
+  let amax = f32x4.splat(0);
+  let peak = f32x4.splat(0);
+  for (let i: usize = 0; i < n; i++) {
+    let v = row(i);
+    let larger = f32x4.gt(f32x4.abs(v), amax);
+    amax = choose(larger, f32x4.abs(v), amax);
+    peak = choose(larger, v, peak);
+  }
+  peakX4 = peak;
+  amaxX4 = amax;
+}
 
 /**
- * ggml's make_q3_quants with do_rmse: the codes of the `n` values at `x` in [-nmax, nmax - 1], stored offset by
- * nmax as int8 at `codes` (0 where the group is all zero), and their scale, weighted by x².
+ * ggml's make_q3_quants with do_rmse on four groups of `n` values at once (ROWS, one a lane): their codes in
+ * [-nmax, nmax - 1], stored offset by nmax in CODE_ROWS (0 where a group is all zero), and their scales at `scales`,
+ * refined by up to five rounds of coordinate descent. A lane whose round changed nothing would change nothing in
+ * the next one either (its state is the same), so rounds go on while any lane changes, as ggml's loop does for each.
  */
-function signedDescent(n: i32, nmax: i32, x: usize, codes: usize): f32 {
-  let peak: f32 = 0;
-  let amax: f32 = 0;
-  for (let i = 0; i < n; i++) {
-    let ax = abs(at(x, i));
-    if (ax > amax) {
-      amax = ax;
-      peak = at(x, i);
-    }
-  }
-  if (amax < GROUP_MAX_EPS) {
-    memory.fill(codes, 0, n);
-    return 0;
-  }
-  let iscale = <f32>-nmax / peak;
-  let sumLX: f32 = 0;
-  let sumL2: f32 = 0;
-  for (let i = 0; i < n; i++) {
-    let v = at(x, i);
-    let l = max(-nmax, min(nmax - 1, nearestInt(iscale * v)));
-    store<i8>(codes + i, <i8>l);
-    let w = v * v;
-    let fl = <f32>l;
-    sumLX += w * v * fl;
-    sumL2 += w * fl * fl;
+function signedDescentX4(n: usize, nmax: i32, scales: usize): void {
+  let zero = f32x4.splat(0);
+  peaksOf(n);
+  let allZero = f32x4.lt(amaxX4, f32x4.splat(GROUP_MAX_EPS));
+  let low = i32x4.splat(-nmax);
+  let high = i32x4.splat(nmax - 1);
+  let iscale = f32x4.div(f32x4.splat(<f32>-nmax), peakX4);
+  let sumLX = zero;
+  let sumL2 = zero;
+  for (let i: usize = 0; i < n; i++) {
+    let v = row(i);
+    let l = clampX4(nearestIntX4(f32x4.mul(iscale, v)), low, high);
+    v128.store(CODE_ROWS + (i << 4), l);
+    let w = f32x4.mul(v, v);
+    let fl = f32x4.convert_i32x4_s(l);
+    sumLX = f32x4.add(sumLX, f32x4.mul(f32x4.mul(w, v), fl));
+    sumL2 = f32x4.add(sumL2, f32x4.mul(f32x4.mul(w, fl), fl));
   }
   for (let attempt = 0; attempt < 5; attempt++) {
-    let changed = 0;
-    for (let i = 0; i < n; i++) {
-      let v = at(x, i);
-      let w = v * v;
-      let li = <f32>load<i8>(codes + i);
-      let slx = sumLX - w * v * li;
-      if (slx > 0) {
-        let sl2 = sumL2 - w * li * li;
-        let newL = max(-nmax, min(nmax - 1, nearestInt((v * sl2) / slx)));
-        if (newL != <i32>load<i8>(codes + i)) {
-          let fl = <f32>newL;
-          slx += w * v * fl;
-          sl2 += w * fl * fl;
-          if (sl2 > 0 && slx * slx * sumL2 > sumLX * sumLX * sl2) {
-            store<i8>(codes + i, <i8>newL);
-            sumLX = slx;
-            sumL2 = sl2;
-            changed++;
-          }
-        }
-      }
+    let changed = zero;
+    for (let i: usize = 0; i < n; i++) {
+      let v = row(i);
+      let w = f32x4.mul(v, v);
+      let wv = f32x4.mul(w, v);
+      let li = rowAt(CODE_ROWS, i);
+      let fli = f32x4.convert_i32x4_s(li);
+      let slx = f32x4.sub(sumLX, f32x4.mul(wv, fli));
+      let sl2 = f32x4.sub(sumL2, f32x4.mul(f32x4.mul(w, fli), fli));
+      let newL = clampX4(nearestIntX4(f32x4.div(f32x4.mul(v, sl2), slx)), low, high);
+      let fnew = f32x4.convert_i32x4_s(newL);
+      let slxNew = f32x4.add(slx, f32x4.mul(wv, fnew));
+      let sl2New = f32x4.add(sl2, f32x4.mul(f32x4.mul(w, fnew), fnew));
+      let improves = f32x4.gt(f32x4.mul(f32x4.mul(slxNew, slxNew), sumL2), f32x4.mul(f32x4.mul(sumLX, sumLX), sl2New));
+      let update = v128.and(v128.and(f32x4.gt(slx, zero), i32x4.ne(newL, li)), v128.and(f32x4.gt(sl2New, zero), improves));
+      v128.store(CODE_ROWS + (i << 4), choose(update, newL, li));
+      sumLX = choose(update, slxNew, sumLX);
+      sumL2 = choose(update, sl2New, sumL2);
+      changed = v128.or(changed, update);
     }
-    if (changed == 0) break;
+    if (!v128.any_true(changed)) break;
   }
-  for (let i = 0; i < n; i++) store<i8>(codes + i, load<i8>(codes + i) + <i8>nmax);
-  return sumL2 > 0 ? sumLX / sumL2 : 0;
+  let offset = i32x4.splat(nmax);
+  for (let i: usize = 0; i < n; i++) v128.store(CODE_ROWS + (i << 4), v128.andnot(i32x4.add(rowAt(CODE_ROWS, i), offset), allZero));
+  let scale = choose(f32x4.gt(sumL2, zero), f32x4.div(sumLX, sumL2), zero);
+  v128.store(scales, v128.andnot(scale, allZero));
+}
+
+/**
+ * ggml's make_qx_quants with rmse_type 1 and no weights on four groups of `n` values at once (ROWS, one a lane):
+ * their codes in [-nmax, nmax - 1], stored offset by nmax in CODE_ROWS (0 where a group is all zero), and their
+ * scales at `scales`, the best of 19 trial scales.
+ */
+function signedSearchX4(n: usize, nmax: i32, scales: usize): void {
+  let zero = f32x4.splat(0);
+  peaksOf(n);
+  let peak = peakX4;
+  let allZero = f32x4.lt(amaxX4, f32x4.splat(GROUP_MAX_EPS));
+  let low = i32x4.splat(-nmax);
+  let high = i32x4.splat(nmax - 1);
+  let offset = i32x4.splat(nmax);
+  let iscale = f32x4.div(f32x4.splat(<f32>-nmax), peak);
+  let sumLX = zero;
+  let sumL2 = zero;
+  for (let i: usize = 0; i < n; i++) {
+    let v = row(i);
+    let l = clampX4(nearestIntX4(f32x4.mul(iscale, v)), low, high);
+    v128.store(CODE_ROWS + (i << 4), i32x4.add(l, offset));
+    let w = f32x4.mul(v, v);
+    let fl = f32x4.convert_i32x4_s(l);
+    sumLX = f32x4.add(sumLX, f32x4.mul(f32x4.mul(w, v), fl));
+    sumL2 = f32x4.add(sumL2, f32x4.mul(f32x4.mul(w, fl), fl));
+  }
+  let scale = choose(f32x4.ne(sumL2, zero), f32x4.div(sumLX, sumL2), zero);
+  let best = f32x4.mul(scale, sumLX);
+  for (let step = -9; step <= 9; step++) {
+    if (step == 0) continue;
+    iscale = f32x4.div(f32x4.splat(-(<f32>nmax + RDELTA * <f32>step)), peak);
+    sumLX = zero;
+    sumL2 = zero;
+    for (let i: usize = 0; i < n; i++) {
+      let v = row(i);
+      let l = clampX4(nearestIntX4(f32x4.mul(iscale, v)), low, high);
+      v128.store(TRIAL_ROWS + (i << 4), i32x4.add(l, offset));
+      let w = f32x4.mul(v, v);
+      let fl = f32x4.convert_i32x4_s(l);
+      sumLX = f32x4.add(sumLX, f32x4.mul(f32x4.mul(w, v), fl));
+      sumL2 = f32x4.add(sumL2, f32x4.mul(f32x4.mul(w, fl), fl));
+    }
+    let better = v128.and(f32x4.gt(sumL2, zero), f32x4.gt(f32x4.mul(sumLX, sumLX), f32x4.mul(best, sumL2)));
+    if (!v128.any_true(better)) continue;
+    for (let i: usize = 0; i < n; i++) v128.store(CODE_ROWS + (i << 4), choose(better, rowAt(TRIAL_ROWS, i), rowAt(CODE_ROWS, i)));
+    let newScale = f32x4.div(sumLX, sumL2);
+    scale = choose(better, newScale, scale);
+    best = choose(better, f32x4.mul(newScale, sumLX), best);
+  }
+  for (let i: usize = 0; i < n; i++) v128.store(CODE_ROWS + (i << 4), v128.andnot(rowAt(CODE_ROWS, i), allZero));
+  v128.store(scales, v128.andnot(scale, allZero));
+}
+
+/** Four sub-blocks of 16 at a time: `search` their scales into SCALES and their codes into L. */
+@inline function searchSixteens(x: usize, search: (n: usize, nmax: i32, scales: usize) => void, nmax: i32): void {
+  for (let j: usize = 0; j < 16; j += 4) {
+    transposeIn(x + (j << 6), 64, 16);
+    search(16, nmax, SCALES + (j << 2));
+    transposeCodesOut(CODE_ROWS, 16, L + (j << 4), 16);
+  }
 }
 
 export function quantizeQ3_KBlock(x: usize, y: usize): void {
   let maxScale: f32 = 0;
   let amax: f32 = 0;
+  searchSixteens(x, signedDescentX4, 4);
   for (let j: usize = 0; j < 16; j++) {
-    let scale = signedDescent(16, 4, x + (j << 6), L + (j << 4));
-    store<f32>(SCALES + (j << 2), scale);
+    let scale = load<f32>(SCALES + (j << 2));
     if (abs(scale) > amax) {
       amax = abs(scale);
       maxScale = scale;
@@ -346,8 +439,7 @@ export function quantizeQ3_KBlock(x: usize, y: usize): void {
     sc = <i32><i8>((sc | (((<i32>load<u8>(scales + 8 + (j & 3)) >> (2 * <i32>(j >> 2))) & 3) << 4)) - 32);
     let dj = d * <f32>sc;
     if (dj == 0) continue;
-    let xb = x + (j << 6);
-    for (let i = 0; i < 16; i++) store<i8>(L + (j << 4) + i, <i8>(max(-4, min(3, nearestInt(at(xb, i) / dj))) + 4));
+    requantize(x + (j << 6), 16, 0, dj, -4, 3, 4, L + (j << 4));
   }
   let hmask = y;
   memory.fill(hmask, 0, 32);
@@ -366,68 +458,12 @@ export function quantizeQ3_KBlock(x: usize, y: usize): void {
   packTwoBits(y + 32);
 }
 
-// ---- make_qx_quants: signed codes and a scale, from 19 trial scales ----
-
-/**
- * ggml's make_qx_quants with rmse_type 1 and no weights: the codes of the `n` values at `x` in [-nmax, nmax - 1],
- * stored offset by nmax at `codes`, and their scale, weighted by x², the best of 19 trial scales.
- */
-function signedSearch(n: i32, nmax: i32, x: usize, codes: usize): f32 {
-  let peak: f32 = 0;
-  let amax: f32 = 0;
-  for (let i = 0; i < n; i++) {
-    let ax = abs(at(x, i));
-    if (ax > amax) {
-      amax = ax;
-      peak = at(x, i);
-    }
-  }
-  if (amax < GROUP_MAX_EPS) {
-    memory.fill(codes, 0, n);
-    return 0;
-  }
-  let top = <f32>nmax;
-  let iscale = <f32>-nmax / peak;
-  let sumLX: f32 = 0;
-  let sumL2: f32 = 0;
-  for (let i = 0; i < n; i++) {
-    let v = at(x, i);
-    let l = max(-nmax, min(nmax - 1, nearestInt(iscale * v)));
-    store<u8>(codes + i, <u8>(l + nmax));
-    let w = v * v;
-    let fl = <f32>l;
-    sumLX += w * v * fl;
-    sumL2 += w * fl * fl;
-  }
-  let scale: f32 = sumL2 != 0 ? sumLX / sumL2 : 0;
-  let best = scale * sumLX;
-  for (let step = -9; step <= 9; step++) {
-    if (step == 0) continue;
-    iscale = -(top + RDELTA * <f32>step) / peak;
-    sumLX = 0;
-    sumL2 = 0;
-    for (let i = 0; i < n; i++) {
-      let v = at(x, i);
-      let fl = <f32>max(-nmax, min(nmax - 1, nearestInt(iscale * v)));
-      let w = v * v;
-      sumLX += w * v * fl;
-      sumL2 += w * fl * fl;
-    }
-    if (sumL2 > 0 && sumLX * sumLX > best * sumL2) {
-      for (let i = 0; i < n; i++) store<u8>(codes + i, <u8>(nmax + max(-nmax, min(nmax - 1, nearestInt(iscale * at(x, i))))));
-      scale = sumLX / sumL2;
-      best = scale * sumLX;
-    }
-  }
-  return scale;
-}
-
 export function quantizeQ6_KBlock(x: usize, y: usize): void {
   let maxScale: f32 = 0;
   let maxAbsScale: f32 = 0;
+  searchSixteens(x, signedSearchX4, 32);
   for (let j: usize = 0; j < 16; j++) {
-    let scale = signedSearch(16, 32, x + (j << 6), L + (j << 4));
-    store<f32>(SCALES + (j << 2), scale);
+    let scale = load<f32>(SCALES + (j << 2));
     if (abs(scale) > maxAbsScale) {
       maxAbsScale = abs(scale);
       maxScale = scale;
@@ -445,8 +481,7 @@ export function quantizeQ6_KBlock(x: usize, y: usize): void {
   for (let j: usize = 0; j < 16; j++) {
     let dj = d * <f32>load<i8>(scales + j);
     if (dj == 0) continue;
-    let xb = x + (j << 6);
-    for (let i = 0; i < 16; i++) store<u8>(L + (j << 4) + i, <u8>(max(-32, min(31, nearestInt(at(xb, i) / dj))) + 32));
+    requantize(x + (j << 6), 16, 0, dj, -32, 31, 32, L + (j << 4));
   }
   let ql = y;
   let qh = y + 128;

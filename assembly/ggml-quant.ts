@@ -5,8 +5,10 @@
 // ggml-quant-iq4.ts (IQ4_NL, IQ4_XS). Blocks never straddle rows (a row is whole blocks), so rows are quantized as
 // one run of blocks, as ggml's reference functions do.
 //
-// Each block's values are copied to VALUES first, and checked there: the block functions read their input more
-// than once and write their output as they go, so in place (dst == src) they would read their own output.
+// The values of each call of a type's function (a block, or four blocks of IQ4_NL, which searches four at once) are
+// copied to VALUES first, and checked there: the functions read their input more than once and write their output
+// as they go, so in place (dst == src) they would read their own output. A last group of fewer blocks is padded
+// with zeros and written to OUT, then copied: the lanes of a group are independent, so padding changes nothing.
 
 import {
   QUANTIZE_BAD, QUANTIZE_DST, QUANTIZE_PER_ROW, QUANTIZE_ROWS, QUANTIZE_SIZE, QUANTIZE_SRC, QUANTIZE_TYPE,
@@ -14,13 +16,14 @@ import {
   TYPE_IQ4_NL, TYPE_IQ4_XS, TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_0, TYPE_Q4_1, TYPE_Q4_K, TYPE_Q5_0, TYPE_Q5_1,
   TYPE_Q5_K, TYPE_Q6_K, TYPE_Q8_0, TYPE_TQ1_0, TYPE_TQ2_0,
 } from './boundary/ggml-quant';
-import { quantizeIQ4_NLBlock, quantizeIQ4_XSBlock } from './ggml-quant-iq4';
+import { quantizeIQ4_NLBlocks, quantizeIQ4_XSBlock } from './ggml-quant-iq4';
 import { quantizeQ2_KBlock, quantizeQ3_KBlock, quantizeQ4_KBlock, quantizeQ5_KBlock, quantizeQ6_KBlock } from './ggml-quant-k';
 import { quantizeQ4_0Block, quantizeQ4_1Block, quantizeQ5_0Block, quantizeQ5_1Block } from './ggml-quant-legacy';
 import { quantizeTQ1_0Block, quantizeTQ2_0Block } from './ggml-quant-ternary';
 import { quantizeQ8_0 } from './q8_0';
 
 const VALUES = memory.data(256 << 2, 16);
+const OUT = memory.data(256, 16);
 const CALL = memory.data(<i32>QUANTIZE_SIZE, 16);
 
 /** Where a caller may put quantizeRows' descriptor: static memory of its own, below heapBase. */
@@ -74,36 +77,47 @@ export function quantizeRows(call: usize): i32 {
     return STATUS_NOT_FINITE;
   }
   let block: usize = 256;
+  // Blocks a call of quantizeGroup takes.
+  let group: usize = 1;
   let bytes: usize;
   // Where the block's F16 scale is, and its minimum for the types that have one.
   let scale: usize = 0;
   let minimum: usize = 0;
-  let quantizeBlock: (x: usize, y: usize) => void;
+  let quantizeGroup: (x: usize, y: usize) => void;
   switch (type) {
-    case TYPE_Q4_0: block = 32; bytes = 18; quantizeBlock = quantizeQ4_0Block; break;
-    case TYPE_Q4_1: block = 32; bytes = 20; minimum = 2; quantizeBlock = quantizeQ4_1Block; break;
-    case TYPE_Q5_0: block = 32; bytes = 22; quantizeBlock = quantizeQ5_0Block; break;
-    case TYPE_Q5_1: block = 32; bytes = 24; minimum = 2; quantizeBlock = quantizeQ5_1Block; break;
-    case TYPE_IQ4_NL: block = 32; bytes = 18; quantizeBlock = quantizeIQ4_NLBlock; break;
-    case TYPE_Q2_K: bytes = 84; scale = 80; minimum = 82; quantizeBlock = quantizeQ2_KBlock; break;
-    case TYPE_Q3_K: bytes = 110; scale = minimum = 108; quantizeBlock = quantizeQ3_KBlock; break;
-    case TYPE_Q4_K: bytes = 144; minimum = 2; quantizeBlock = quantizeQ4_KBlock; break;
-    case TYPE_Q5_K: bytes = 176; minimum = 2; quantizeBlock = quantizeQ5_KBlock; break;
-    case TYPE_Q6_K: bytes = 210; scale = minimum = 208; quantizeBlock = quantizeQ6_KBlock; break;
-    case TYPE_IQ4_XS: bytes = 136; quantizeBlock = quantizeIQ4_XSBlock; break;
-    case TYPE_TQ1_0: bytes = 54; scale = minimum = 52; quantizeBlock = quantizeTQ1_0Block; break;
-    case TYPE_TQ2_0: bytes = 66; scale = minimum = 64; quantizeBlock = quantizeTQ2_0Block; break;
+    case TYPE_Q4_0: block = 32; bytes = 18; quantizeGroup = quantizeQ4_0Block; break;
+    case TYPE_Q4_1: block = 32; bytes = 20; minimum = 2; quantizeGroup = quantizeQ4_1Block; break;
+    case TYPE_Q5_0: block = 32; bytes = 22; quantizeGroup = quantizeQ5_0Block; break;
+    case TYPE_Q5_1: block = 32; bytes = 24; minimum = 2; quantizeGroup = quantizeQ5_1Block; break;
+    case TYPE_IQ4_NL: block = 32; group = 4; bytes = 18; quantizeGroup = quantizeIQ4_NLBlocks; break;
+    case TYPE_Q2_K: bytes = 84; scale = 80; minimum = 82; quantizeGroup = quantizeQ2_KBlock; break;
+    case TYPE_Q3_K: bytes = 110; scale = minimum = 108; quantizeGroup = quantizeQ3_KBlock; break;
+    case TYPE_Q4_K: bytes = 144; minimum = 2; quantizeGroup = quantizeQ4_KBlock; break;
+    case TYPE_Q5_K: bytes = 176; minimum = 2; quantizeGroup = quantizeQ5_KBlock; break;
+    case TYPE_Q6_K: bytes = 210; scale = minimum = 208; quantizeGroup = quantizeQ6_KBlock; break;
+    case TYPE_IQ4_XS: bytes = 136; quantizeGroup = quantizeIQ4_XSBlock; break;
+    case TYPE_TQ1_0: bytes = 54; scale = minimum = 52; quantizeGroup = quantizeTQ1_0Block; break;
+    case TYPE_TQ2_0: bytes = 66; scale = minimum = 64; quantizeGroup = quantizeTQ2_0Block; break;
     default: return STATUS_BAD_CALL;
   }
   if (perRow % block != 0) return STATUS_BAD_CALL;
   let blocks = count / block;
-  for (let b: usize = 0; b < blocks; b++) {
-    let bad = copyFinite(src + b * (block << 2), block);
+  for (let b: usize = 0; b < blocks; b += group) {
+    let whole = min(group, blocks - b);
+    let bad = copyFinite(src + b * (block << 2), whole * block);
+    // The blocks before a bad value are written.
+    let good = bad < 0 ? whole : <usize>bad / block;
+    if (good == group) {
+      quantizeGroup(VALUES, dst + b * bytes);
+    } else if (good > 0) {
+      memory.fill(VALUES + good * (block << 2), 0, (group - good) * (block << 2));
+      quantizeGroup(VALUES, OUT);
+      memory.copy(dst + b * bytes, OUT, good * bytes);
+    }
     if (bad >= 0) {
       store<u32>(call + QUANTIZE_BAD, <u32>(b * block) + bad);
       return STATUS_NOT_FINITE;
     }
-    quantizeBlock(VALUES, dst + b * bytes);
   }
   return checkScales(call, dst, blocks, block, bytes, scale, minimum);
 }
