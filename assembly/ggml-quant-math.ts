@@ -14,28 +14,6 @@ const ROUNDING_MAGIC: f32 = 12582912; // 1.5 * 2^23: adding it leaves the intege
   return (reinterpret<i32>(v + ROUNDING_MAGIC) & 0x7fffff) - 0x400000;
 }
 
-/** C's float to int conversion as x86-64 does it (cvttss2si): truncation, and INT_MIN for NaN or out of range. */
-@inline export function truncInt(v: f32): i32 {
-  return v >= -2147483648.0 && v < 2147483648.0 ? <i32>v : i32.MIN_VALUE;
-}
-
-// The largest F32 below 0.5: truncating v + copysign(it, v) rounds half away from zero, where 0.5 itself would
-// turn 0.5 - 2^-25 into a tie that rounds up to 1.
-const HALF_BELOW: f32 = 0.4999999701976776;
-
-/** C's roundf: to the nearest integer, half away from zero (integers and non-finite values unchanged). */
-@inline export function roundAway(v: f32): f32 {
-  return abs(v) < 8388608.0 ? trunc(v + copysign<f32>(HALF_BELOW, v)) : v;
-}
-
-/**
- * The low 32 bits of glibc's lroundf(v) (a long): roundf's integer, or LONG_MIN (low bits 0) for NaN, an
- * infinity or a value out of the long's range, whose conversion x86-64 gives as LONG_MIN.
- */
-@inline export function lroundLow(v: f32): i32 {
-  return abs(v) < 9.223372036854775808e18 ? <i32><i64>roundAway(v) : 0;
-}
-
 /** ggml's FP32 to FP16 (ggml_compute_fp32_to_fp16): nearest even, overflow to infinity, a NaN as sign | 0x7e00. */
 @inline export function halfBits(v: f32): u16 {
   let bits = reinterpret<u32>(v);
@@ -51,11 +29,6 @@ const HALF_BELOW: f32 = 0.4999999701976776;
   if (exponent == 0) return reinterpret<f32>(reinterpret<u32>(<f32>mantissa * 5.9604644775390625e-8) | sign);
   if (exponent == 31) return reinterpret<f32>(sign | 0x7f800000 | (mantissa << 13));
   return reinterpret<f32>(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-
-/** Stores `v` as ggml's FP16 at `at` (little-endian). */
-@inline export function storeHalf(at: usize, v: f32): void {
-  store<u16>(at, halfBits(v));
 }
 
 /** ggml's GROUP_MAX_EPS (1e-15f): below it a group's largest magnitude counts as all zero. */
