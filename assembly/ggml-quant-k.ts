@@ -332,6 +332,8 @@ function signedDescentX4(n: usize, nmax: i32, scales: usize): void {
       let sl2New = f32x4.add(sl2, f32x4.mul(f32x4.mul(w, fnew), fnew));
       let improves = f32x4.gt(f32x4.mul(f32x4.mul(slxNew, slxNew), sumL2), f32x4.mul(f32x4.mul(sumLX, sumLX), sl2New));
       let update = v128.and(v128.and(f32x4.gt(slx, zero), i32x4.ne(newL, li)), v128.and(f32x4.gt(sl2New, zero), improves));
+      // A branch, not a choice: updates are rare, and the sums the next value reads then do not wait on this one.
+      if (!v128.any_true(update)) continue;
       v128.store(CODE_ROWS + (i << 4), choose(update, newL, li));
       sumLX = choose(update, slxNew, sumLX);
       sumL2 = choose(update, sl2New, sumL2);
