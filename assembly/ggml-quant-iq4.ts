@@ -5,7 +5,7 @@
 // quantize_row_iq4_nl_ref, whose ntry is -1).
 
 import { GROUP_MAX_EPS, halfBits, nearestInt } from './ggml-quant-math';
-import { choose, row, transposeIn } from './ggml-quant-lanes';
+import { amaxX4, choose, peaksOf, peakX4, row, transposeIn } from './ggml-quant-lanes';
 
 // kvalues_iq4nl, as bytes (a table for i8x16.swizzle) and as F32 splats (LEVEL_SPLATS + 16 k: level k four times).
 const LEVELS = memory.data<i8>([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]);
@@ -45,6 +45,25 @@ let levelIndex = i32x4.splat(0);
   return choose(nearerBelow, below, above);
 }
 
+// The weighted sums of the codes a trial scale gives (levelSums): Σ x² q x and Σ x² q q.
+let sumQX = f32x4.splat(0);
+let sumQ2 = f32x4.splat(0);
+
+/** The sums of ROWS' four groups of 32 for the inverse scales `id`, each value's code its nearest level to x * id. */
+function levelSums(id: v128): void {
+  let qx = f32x4.splat(0);
+  let q2 = qx;
+  for (let j: usize = 0; j < 32; j++) {
+    let v = row(j);
+    let q = nearestLevelX4(f32x4.mul(id, v));
+    let wq = f32x4.mul(f32x4.mul(v, v), q);
+    qx = f32x4.add(qx, f32x4.mul(wq, v));
+    q2 = f32x4.add(q2, f32x4.mul(wq, q));
+  }
+  sumQX = qx;
+  sumQ2 = q2;
+}
+
 /**
  * The scales of four groups of 32 values at once (ROWS, one a lane) into `scales`: each the best of 15 trial scales
  * weighted by x², 0 for a group whose values are all below GROUP_MAX_EPS (the codes of this search are not kept:
@@ -52,45 +71,20 @@ let levelIndex = i32x4.splat(0);
  */
 function levelScalesX4(scales: usize): void {
   let zero = f32x4.splat(0);
-  let amax = zero;
-  let peak = zero;
-  for (let j: usize = 0; j < 32; j++) {
-    let v = row(j);
-    let larger = f32x4.gt(f32x4.abs(v), amax);
-    amax = choose(larger, f32x4.abs(v), amax);
-    peak = choose(larger, v, peak);
-  }
+  peaksOf(32);
+  let peak = peakX4;
   let first = <f32>load<i8>(LEVELS);
-  let d = f32x4.div(f32x4.neg(peak), f32x4.splat(first));
-  let id = f32x4.div(f32x4.splat(1), d);
-  let sumQX = zero;
-  let sumQ2 = zero;
-  for (let j: usize = 0; j < 32; j++) {
-    let v = row(j);
-    let q = nearestLevelX4(f32x4.mul(id, v));
-    let wq = f32x4.mul(f32x4.mul(v, v), q);
-    sumQX = f32x4.add(sumQX, f32x4.mul(wq, v));
-    sumQ2 = f32x4.add(sumQ2, f32x4.mul(wq, q));
-  }
-  d = choose(f32x4.gt(sumQ2, zero), f32x4.div(sumQX, sumQ2), zero);
+  levelSums(f32x4.div(f32x4.splat(1), f32x4.div(f32x4.neg(peak), f32x4.splat(first))));
+  let d = choose(f32x4.gt(sumQ2, zero), f32x4.div(sumQX, sumQ2), zero);
   let best = f32x4.mul(d, sumQX);
   for (let attempt = -NTRY; attempt <= NTRY; attempt++) {
-    id = f32x4.div(f32x4.splat(<f32>(attempt + <i32>load<i8>(LEVELS))), peak);
-    sumQX = zero;
-    sumQ2 = zero;
-    for (let j: usize = 0; j < 32; j++) {
-      let v = row(j);
-      let q = nearestLevelX4(f32x4.mul(id, v));
-      let wq = f32x4.mul(f32x4.mul(v, v), q);
-      sumQX = f32x4.add(sumQX, f32x4.mul(wq, v));
-      sumQ2 = f32x4.add(sumQ2, f32x4.mul(wq, q));
-    }
+    levelSums(f32x4.div(f32x4.splat(<f32>(attempt + <i32>load<i8>(LEVELS))), peak));
     let better = v128.and(f32x4.gt(sumQ2, zero), f32x4.gt(f32x4.mul(sumQX, sumQX), f32x4.mul(best, sumQ2)));
     let newD = f32x4.div(sumQX, sumQ2);
     d = choose(better, newD, d);
     best = choose(better, f32x4.mul(newD, sumQX), best);
   }
-  v128.store(scales, v128.andnot(d, f32x4.lt(amax, f32x4.splat(GROUP_MAX_EPS))));
+  v128.store(scales, v128.andnot(d, f32x4.lt(amaxX4, f32x4.splat(GROUP_MAX_EPS))));
 }
 
 /** The codes of the 32 values at `x` for the inverse scale `id`, into `codes`. */

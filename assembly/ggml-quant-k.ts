@@ -6,7 +6,7 @@
 // nearest_int. The searches run on four sub-blocks at once, one a lane (ggml-quant-lanes.ts).
 
 import { GROUP_MAX_EPS, halfBits, halfValue, nearestInt } from './ggml-quant-math';
-import { choose, clampX4, nearestIntX4, row, rowAt, transposeCodesOut, transposeIn } from './ggml-quant-lanes';
+import { amaxX4, choose, clampX4, nearestIntX4, peaksOf, peakX4, row, rowAt, transposeCodesOut, transposeIn } from './ggml-quant-lanes';
 
 // Scratch: the codes of a super-block, the sub-blocks' scales and minimums, and the transposed weights, codes and
 // trial codes of four sub-blocks (ggml-quant-lanes.ts).
@@ -131,6 +131,22 @@ function requantize(x: usize, n: usize, offset: f32, d: f32, low: i32, high: i32
   return d | (m << 8);
 }
 
+// The largest of the sub-blocks' scales and of their minimums (ggml's `if (scale > max_scale)` scans), set by
+// largestScaleAndMin (maxScale also by signedLargestScale).
+let maxScale: f32 = 0;
+let maxMin: f32 = 0;
+
+function largestScaleAndMin(count: usize): void {
+  maxScale = 0;
+  maxMin = 0;
+  for (let j: usize = 0; j < count; j++) {
+    let scale = load<f32>(SCALES + (j << 2));
+    let min = load<f32>(MINS + (j << 2));
+    if (scale > maxScale) maxScale = scale;
+    if (min > maxMin) maxMin = min;
+  }
+}
+
 /**
  * Q4_K and Q5_K: eight sub-blocks of 32, each searched with weights av_x + |x| (av_x the sub-block's RMS), their
  * scales and minimums quantized to 6 bits into PACKED against F16 super-block scales stored at y and y + 2, the
@@ -146,14 +162,7 @@ function affineSuperBlock(x: usize, y: usize, nmax: i32, rmin: f32, nstep: i32):
     affineSearchX4(32, nmax, rmin, nstep, false, SCALES + (j << 2), MINS + (j << 2));
     transposeCodesOut(CODE_ROWS, 32, L + (j << 5), 32);
   }
-  let maxScale: f32 = 0;
-  let maxMin: f32 = 0;
-  for (let j: usize = 0; j < 8; j++) {
-    let scale = load<f32>(SCALES + (j << 2));
-    let min = load<f32>(MINS + (j << 2));
-    if (scale > maxScale) maxScale = scale;
-    if (min > maxMin) maxMin = min;
-  }
+  largestScaleAndMin(8);
   let invScale: f32 = maxScale > 0 ? <f32>63 / maxScale : 0;
   let invMin: f32 = maxMin > 0 ? <f32>63 / maxMin : 0;
   for (let j: usize = 0; j < 8; j++) {
@@ -235,14 +244,7 @@ export function quantizeQ2_KBlock(x: usize, y: usize): void {
     affineSearchX4(16, 3, -0.5, 15, true, SCALES + (j << 2), MINS + (j << 2));
     transposeCodesOut(CODE_ROWS, 16, L + (j << 4), 16);
   }
-  let maxScale: f32 = 0;
-  let maxMin: f32 = 0;
-  for (let j: usize = 0; j < 16; j++) {
-    let scale = load<f32>(SCALES + (j << 2));
-    let min = load<f32>(MINS + (j << 2));
-    if (scale > maxScale) maxScale = scale;
-    if (min > maxMin) maxMin = min;
-  }
+  largestScaleAndMin(16);
   let scales = y;
   if (maxScale > 0) {
     let iscale = <f32>15 / maxScale;
@@ -275,21 +277,28 @@ export function quantizeQ2_KBlock(x: usize, y: usize): void {
 
 // ---- make_q3_quants and make_qx_quants: signed codes and a scale, weighted by x² ----
 
-/** The signed value of largest magnitude of each lane's group (the first of them on a tie), and that magnitude. */
-let peakX4 = i32x4.splat(0);
-let amaxX4 = i32x4.splat(0);
+// The x²-weighted sums of a trial's signed codes (signedSums): Σ x² x l and Σ x² l l.
+let sumLXX4 = f32x4.splat(0);
+let sumL2X4 = f32x4.splat(0);
 
-function peaksOf(n: usize): void {
-  let amax = f32x4.splat(0);
-  let peak = f32x4.splat(0);
+/**
+ * The codes nearest_int(iscale * x) of ROWS' first `n` vectors, clamped to [low, high], stored plus `offset` at
+ * `codes`, and their sums into sumLXX4 and sumL2X4 (the part make_q3_quants and make_qx_quants share).
+ */
+function signedSums(n: usize, iscale: v128, low: v128, high: v128, offset: v128, codes: usize): void {
+  let sumLX = f32x4.splat(0);
+  let sumL2 = sumLX;
   for (let i: usize = 0; i < n; i++) {
     let v = row(i);
-    let larger = f32x4.gt(f32x4.abs(v), amax);
-    amax = choose(larger, f32x4.abs(v), amax);
-    peak = choose(larger, v, peak);
+    let l = clampX4(nearestIntX4(f32x4.mul(iscale, v)), low, high);
+    v128.store(codes + (i << 4), i32x4.add(l, offset));
+    let w = f32x4.mul(v, v);
+    let fl = f32x4.convert_i32x4_s(l);
+    sumLX = f32x4.add(sumLX, f32x4.mul(f32x4.mul(w, v), fl));
+    sumL2 = f32x4.add(sumL2, f32x4.mul(f32x4.mul(w, fl), fl));
   }
-  peakX4 = peak;
-  amaxX4 = amax;
+  sumLXX4 = sumLX;
+  sumL2X4 = sumL2;
 }
 
 /**
@@ -304,18 +313,9 @@ function signedDescentX4(n: usize, nmax: i32, scales: usize): void {
   let allZero = f32x4.lt(amaxX4, f32x4.splat(GROUP_MAX_EPS));
   let low = i32x4.splat(-nmax);
   let high = i32x4.splat(nmax - 1);
-  let iscale = f32x4.div(f32x4.splat(<f32>-nmax), peakX4);
-  let sumLX = zero;
-  let sumL2 = zero;
-  for (let i: usize = 0; i < n; i++) {
-    let v = row(i);
-    let l = clampX4(nearestIntX4(f32x4.mul(iscale, v)), low, high);
-    v128.store(CODE_ROWS + (i << 4), l);
-    let w = f32x4.mul(v, v);
-    let fl = f32x4.convert_i32x4_s(l);
-    sumLX = f32x4.add(sumLX, f32x4.mul(f32x4.mul(w, v), fl));
-    sumL2 = f32x4.add(sumL2, f32x4.mul(f32x4.mul(w, fl), fl));
-  }
+  signedSums(n, f32x4.div(f32x4.splat(<f32>-nmax), peakX4), low, high, zero, CODE_ROWS);
+  let sumLX = sumLXX4;
+  let sumL2 = sumL2X4;
   for (let attempt = 0; attempt < 5; attempt++) {
     let changed = zero;
     for (let i: usize = 0; i < n; i++) {
@@ -360,34 +360,14 @@ function signedSearchX4(n: usize, nmax: i32, scales: usize): void {
   let low = i32x4.splat(-nmax);
   let high = i32x4.splat(nmax - 1);
   let offset = i32x4.splat(nmax);
-  let iscale = f32x4.div(f32x4.splat(<f32>-nmax), peak);
-  let sumLX = zero;
-  let sumL2 = zero;
-  for (let i: usize = 0; i < n; i++) {
-    let v = row(i);
-    let l = clampX4(nearestIntX4(f32x4.mul(iscale, v)), low, high);
-    v128.store(CODE_ROWS + (i << 4), i32x4.add(l, offset));
-    let w = f32x4.mul(v, v);
-    let fl = f32x4.convert_i32x4_s(l);
-    sumLX = f32x4.add(sumLX, f32x4.mul(f32x4.mul(w, v), fl));
-    sumL2 = f32x4.add(sumL2, f32x4.mul(f32x4.mul(w, fl), fl));
-  }
-  let scale = choose(f32x4.ne(sumL2, zero), f32x4.div(sumLX, sumL2), zero);
-  let best = f32x4.mul(scale, sumLX);
+  signedSums(n, f32x4.div(f32x4.splat(<f32>-nmax), peak), low, high, offset, CODE_ROWS);
+  let scale = choose(f32x4.ne(sumL2X4, zero), f32x4.div(sumLXX4, sumL2X4), zero);
+  let best = f32x4.mul(scale, sumLXX4);
   for (let step = -9; step <= 9; step++) {
     if (step == 0) continue;
-    iscale = f32x4.div(f32x4.splat(-(<f32>nmax + RDELTA * <f32>step)), peak);
-    sumLX = zero;
-    sumL2 = zero;
-    for (let i: usize = 0; i < n; i++) {
-      let v = row(i);
-      let l = clampX4(nearestIntX4(f32x4.mul(iscale, v)), low, high);
-      v128.store(TRIAL_ROWS + (i << 4), i32x4.add(l, offset));
-      let w = f32x4.mul(v, v);
-      let fl = f32x4.convert_i32x4_s(l);
-      sumLX = f32x4.add(sumLX, f32x4.mul(f32x4.mul(w, v), fl));
-      sumL2 = f32x4.add(sumL2, f32x4.mul(f32x4.mul(w, fl), fl));
-    }
+    signedSums(n, f32x4.div(f32x4.splat(-(<f32>nmax + RDELTA * <f32>step)), peak), low, high, offset, TRIAL_ROWS);
+    let sumLX = sumLXX4;
+    let sumL2 = sumL2X4;
     let better = v128.and(f32x4.gt(sumL2, zero), f32x4.gt(f32x4.mul(sumLX, sumLX), f32x4.mul(best, sumL2)));
     if (!v128.any_true(better)) continue;
     for (let i: usize = 0; i < n; i++) v128.store(CODE_ROWS + (i << 4), choose(better, rowAt(TRIAL_ROWS, i), rowAt(CODE_ROWS, i)));
@@ -408,17 +388,24 @@ function signedSearchX4(n: usize, nmax: i32, scales: usize): void {
   }
 }
 
-export function quantizeQ3_KBlock(x: usize, y: usize): void {
-  let maxScale: f32 = 0;
-  let amax: f32 = 0;
-  searchSixteens(x, signedDescentX4, 4);
+/** The sixteen scales' value of largest magnitude (the first of them on a tie) into maxScale, its magnitude into maxAbsScale. */
+let maxAbsScale: f32 = 0;
+
+function signedLargestScale(): void {
+  maxScale = 0;
+  maxAbsScale = 0;
   for (let j: usize = 0; j < 16; j++) {
     let scale = load<f32>(SCALES + (j << 2));
-    if (abs(scale) > amax) {
-      amax = abs(scale);
+    if (abs(scale) > maxAbsScale) {
+      maxAbsScale = abs(scale);
       maxScale = scale;
     }
   }
+}
+
+export function quantizeQ3_KBlock(x: usize, y: usize): void {
+  searchSixteens(x, signedDescentX4, 4);
+  signedLargestScale();
   let scales = y + 96;
   memory.fill(scales, 0, 12);
   if (maxScale != 0) {
@@ -461,16 +448,8 @@ export function quantizeQ3_KBlock(x: usize, y: usize): void {
 }
 
 export function quantizeQ6_KBlock(x: usize, y: usize): void {
-  let maxScale: f32 = 0;
-  let maxAbsScale: f32 = 0;
   searchSixteens(x, signedSearchX4, 32);
-  for (let j: usize = 0; j < 16; j++) {
-    let scale = load<f32>(SCALES + (j << 2));
-    if (abs(scale) > maxAbsScale) {
-      maxAbsScale = abs(scale);
-      maxScale = scale;
-    }
-  }
+  signedLargestScale();
   if (maxAbsScale < GROUP_MAX_EPS) {
     memory.fill(y, 0, 210);
     return;

@@ -80,3 +80,21 @@ export function transposeCodesOut(codes: usize, n: usize, out: usize, stride: us
     store<u32>(out + 3 * stride + i, i32x4.extract_lane(all, 3));
   }
 }
+
+/** The signed value of largest magnitude of each lane's group (the first of them on a tie), and that magnitude. */
+export let peakX4 = i32x4.splat(0);
+export let amaxX4 = i32x4.splat(0);
+
+/** ggml's `if (ax > amax) { amax = ax; max = x[i]; }` scan of the first `n` vectors of ROWS, into peakX4 and amaxX4. */
+export function peaksOf(n: usize): void {
+  let amax = f32x4.splat(0);
+  let peak = f32x4.splat(0);
+  for (let i: usize = 0; i < n; i++) {
+    let v = row(i);
+    let larger = f32x4.gt(f32x4.abs(v), amax);
+    amax = choose(larger, f32x4.abs(v), amax);
+    peak = choose(larger, v, peak);
+  }
+  peakX4 = peak;
+  amaxX4 = amax;
+}

@@ -123,35 +123,37 @@ const INT_LIMIT = memory.data<f32>([2147483648, 2147483648, 2147483648, 21474836
   store<u32>(qh, low | (high << 16));
 }
 
-export function quantizeQ4_0Block(x: usize, y: usize): void {
-  let d = signedMax(x) / <f32>-8;
+/** Q4_0 and Q5_0: d = the signed value of largest magnitude / `divisor`, codes of x * (1 / d) + `add`. */
+@inline function symmetricBlock(x: usize, y: usize, divisor: f32, add: f32, limit: i32, qs: usize, qh: usize): void {
+  let d = signedMax(x) / divisor;
   let id: f32 = d != 0 ? <f32>1 / d : 0;
   store<u16>(y, halfBits(d));
-  packCodes(x, 0, id, 8.5, 15, y + 2, 0);
+  packCodes(x, 0, id, add, limit, qs, qh);
+}
+
+/** Q4_1 and Q5_1: d = (max - min) / `steps` and the minimum, codes of (x - min) * (1 / d) + 0.5. */
+@inline function affineBlock(x: usize, y: usize, steps: f32, limit: i32, qs: usize, qh: usize): void {
+  spanOf(x);
+  let d = (spanMax - spanMin) / steps;
+  let id: f32 = d != 0 ? <f32>1 / d : 0;
+  store<u16>(y, halfBits(d));
+  store<u16>(y + 2, halfBits(spanMin));
+  packCodes(x, spanMin, id, 0.5, limit, qs, qh);
+}
+
+export function quantizeQ4_0Block(x: usize, y: usize): void {
+  symmetricBlock(x, y, -8, 8.5, 15, y + 2, 0);
 }
 
 export function quantizeQ4_1Block(x: usize, y: usize): void {
-  spanOf(x);
-  let d = (spanMax - spanMin) / <f32>15;
-  let id: f32 = d != 0 ? <f32>1 / d : 0;
-  store<u16>(y, halfBits(d));
-  store<u16>(y + 2, halfBits(spanMin));
-  packCodes(x, spanMin, id, 0.5, 15, y + 4, 0);
+  affineBlock(x, y, 15, 15, y + 4, 0);
 }
 
 export function quantizeQ5_0Block(x: usize, y: usize): void {
-  let d = signedMax(x) / <f32>-16;
-  let id: f32 = d != 0 ? <f32>1 / d : 0;
-  store<u16>(y, halfBits(d));
-  packCodes(x, 0, id, 16.5, 31, y + 6, y + 2);
+  symmetricBlock(x, y, -16, 16.5, 31, y + 6, y + 2);
 }
 
 export function quantizeQ5_1Block(x: usize, y: usize): void {
-  spanOf(x);
-  let d = (spanMax - spanMin) / <f32>31;
-  let id: f32 = d != 0 ? <f32>1 / d : 0;
-  store<u16>(y, halfBits(d));
-  store<u16>(y + 2, halfBits(spanMin));
   // (uint8_t)f: no MIN; a limit above any byte changes nothing.
-  packCodes(x, spanMin, id, 0.5, 0x7fffffff, y + 8, y + 4);
+  affineBlock(x, y, 31, 0x7fffffff, y + 8, y + 4);
 }
