@@ -134,6 +134,8 @@ describe('refusals', () => {
   test.each(QUANTIZED_TYPES)('%s: NaN and infinities, naming the element; blocks before written, the rest untouched', (type) => {
     const { block, bytes } = GGML_TYPES[type]
     const values = rowsOf(KINDS[0], 8, block, 7)
+    // In place, at an address that is not a multiple of 4.
+    const offset = 2
     for (const [index, value] of [
       [3 * block + 5, Number.NaN],
       [block - 1, Number.POSITIVE_INFINITY],
@@ -141,7 +143,7 @@ describe('refusals', () => {
     ] as const) {
       const bad = values.slice()
       bad[index] = value
-      const { blocks, error } = kernelBlocks(type, bad, block)
+      const { blocks, error } = kernelBlocks(type, bad, block, offset)
       expect(error).toBeInstanceOf(SafetensorsError)
       expect(error).toMatchObject({
         code: 'UnsupportedConversion',
@@ -149,10 +151,10 @@ describe('refusals', () => {
       })
       const first = Math.floor(index / block)
       expect(hex(blocks.subarray(0, first * bytes))).toBe(hex(quantize(type, values.subarray(0, first * block), block)))
-      // In place, the untouched input starts at its block's F32 bytes.
+      // The untouched input starts at its block's F32 bytes.
       const untouched = new Uint8Array(bad.buffer, first * block * 4)
       const core = ggmlQuantModule.shared()
-      expect(hex(new Uint8Array(core.memory.buffer, core.heapBase + first * block * 4, untouched.length))).toBe(hex(untouched))
+      expect(hex(new Uint8Array(core.memory.buffer, core.heapBase + offset + first * block * 4, untouched.length))).toBe(hex(untouched))
     }
   })
 

@@ -60,14 +60,11 @@ export interface QuantizeOrigin {
   first: number
 }
 
-/** The error of a status other than STATUS_OK; `valueAt(i)` reads the i-th value of the call's input. */
-function statusError(status: number, bad: number, type: QuantizedType, origin: QuantizeOrigin, valueAt: (i: number) => number): SafetensorsError {
+/** The error of STATUS_NOT_FINITE or STATUS_SCALE_OVERFLOW at the call's value `bad`, which is `value`. */
+function statusError(status: number, bad: number, value: number, type: QuantizedType, origin: QuantizeOrigin): SafetensorsError {
   const at = origin.first + bad
   if (status === contract.STATUS_NOT_FINITE) {
-    return new SafetensorsError(
-      'UnsupportedConversion',
-      `cannot quantize ${origin.name} to ${type}: element ${at} is ${valueAt(bad)}, which ${type} cannot hold`,
-    )
+    return new SafetensorsError('UnsupportedConversion', `cannot quantize ${origin.name} to ${type}: element ${at} is ${value}, which ${type} cannot hold`)
   }
   const last = at + GGML_TYPES[type].block - 1
   return new SafetensorsError(
@@ -106,7 +103,8 @@ export function quantizeInWasm(
   if (status === contract.STATUS_OK) return
   if (status === contract.STATUS_BAD_CALL) throw new RangeError(`the ${type} kernel refused ${rows} rows of ${perRow} values`)
   const bad = fields.getUint32(contract.QUANTIZE_BAD, true)
-  throw statusError(status, bad, type, origin, (i) => new Float32Array(core.memory.buffer, src, i + 1)[i])
+  // The input from a non-finite value's block on is as it was; an overflow's block is written (its value unused).
+  throw statusError(status, bad, new DataView(core.memory.buffer).getFloat32(src + 4 * bad, true), type, origin)
 }
 
 /**
