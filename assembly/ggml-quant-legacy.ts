@@ -124,7 +124,7 @@ const INT_LIMIT = memory.data<f32>([2147483648, 2147483648, 2147483648, 21474836
 }
 
 /** Q4_0 and Q5_0: d = the signed value of largest magnitude / `divisor`, codes of x * (1 / d) + `add`. */
-@inline function symmetricBlock(x: usize, y: usize, divisor: f32, add: f32, limit: i32, qs: usize, qh: usize): void {
+function symmetricBlock(x: usize, y: usize, divisor: f32, add: f32, limit: i32, qs: usize, qh: usize): void {
   let d = signedMax(x) / divisor;
   let id: f32 = d != 0 ? <f32>1 / d : 0;
   store<u16>(y, halfBits(d));
@@ -132,7 +132,7 @@ const INT_LIMIT = memory.data<f32>([2147483648, 2147483648, 2147483648, 21474836
 }
 
 /** Q4_1 and Q5_1: d = (max - min) / `steps` and the minimum, codes of (x - min) * (1 / d) + 0.5. */
-@inline function affineBlock(x: usize, y: usize, steps: f32, limit: i32, qs: usize, qh: usize): void {
+function affineBlock(x: usize, y: usize, steps: f32, limit: i32, qs: usize, qh: usize): void {
   spanOf(x);
   let d = (spanMax - spanMin) / steps;
   let id: f32 = d != 0 ? <f32>1 / d : 0;

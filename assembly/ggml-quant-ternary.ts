@@ -41,7 +41,7 @@ const SIGN = memory.data<u32>([0x80000000, 0x80000000, 0x80000000, 0x80000000]);
 }
 
 /** Byte m of a run (four at a time): the trits of `digits` values `stride` apart from x + 4 m, as tritsBytes. */
-@inline function tritsRun(x: usize, bytes: usize, digits: usize, stride: usize, id: v128, out: usize): void {
+function tritsRun(x: usize, bytes: usize, digits: usize, stride: usize, id: v128, out: usize): void {
   for (let m: usize = 0; m < bytes; m += 4) {
     let q = i32x4.splat(0);
     for (let n: usize = 0; n < digits; n++) q = i32x4.add(i32x4.mul(q, i32x4.splat(3)), tritsX4(x + ((m + n * stride) << 2), id));
