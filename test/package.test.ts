@@ -41,14 +41,19 @@ describe('the packed package', () => {
       .map((f) => f.replace(/\.ts$/, ''))
     // One wasm module a file of assembly/modules/: as a file (workerd) and inlined in a module (the rest).
     const wasm = readdirSync(join(ROOT, 'assembly/modules')).flatMap((f) => [`dist/${f.replace(/\.ts$/, '.wasm')}`, `dist/${f.replace(/\.ts$/, '.wasm.js')}`])
+    // The constants of each contract that src/ imports (assembly/boundary/, scripts/inline-wasm.js).
+    const sources = modules.map((m) => readFileSync(join(ROOT, `src/${m}.ts`), 'utf8')).join('\n')
+    const contracts = readdirSync(join(ROOT, 'assembly/boundary'))
+      .filter((f) => sources.includes(`assembly/boundary/${f}?constants`))
+      .map((f) => `dist/boundary/${f.replace(/\.ts$/, '.js')}`)
     const expected = [
       ...markdownFiles(),
       'LICENSE',
       'CHANGELOG.md',
       'package.json',
-      // api.ts only re-exports, so rollup leaves it out; boundary/header.js is assembly/boundary/header.ts's constants.
+      // api.ts only re-exports, so rollup leaves it out.
       ...modules.filter((m) => m !== 'api').map((m) => `dist/${m}.js`),
-      'dist/boundary/header.js',
+      ...contracts,
       ...wasm,
       // The entries' CommonJS files, entry types and workerd bundles (one chunk shared by its two entries).
       ...[
@@ -155,6 +160,14 @@ export async function half(bytes: Uint8Array, name: string): Promise<globalThis.
       source: `${consumerSource}// @ts-expect-error the default entry has no local files\nexport { writeFile, fileSink } from 'safetensors-wasm'\n// @ts-expect-error nor writeGguf\nexport { writeGguf } from 'safetensors-wasm/gguf'\n// @ts-expect-error GGUF is an entry of its own\nexport { ggufStream as fromMain } from 'safetensors-wasm'\n`,
       flags: ['--moduleResolution', 'bundler', '--module', 'esnext'],
     },
+    // A Node project under bundler resolution (Vite's and tsx's templates) names the node condition, as
+    // docs/runtimes.md says: the Node entry's types, local files and writeGguf included.
+    {
+      name: 'bundler, customConditions node',
+      file: 'consumer-bundler-node.ts',
+      source: consumerSource + nodeOnly,
+      flags: ['--moduleResolution', 'bundler', '--module', 'esnext', '--customConditions', 'node'],
+    },
     // A Node project without the DOM library, whose checker reads the package's .d.ts too: the few web types
     // they name must come from the package or from Node's types. And `await using` of a file and a model.
     {
@@ -203,10 +216,38 @@ export async function closeBoth(bytes: Uint8Array): Promise<void> {
     },
   ]
 
-  test.concurrent.each(consumers)('a TypeScript consumer type-checks: $name', async ({ file, source, flags }) => {
-    writeFileSync(join(consumer.dir, file), source)
-    const tsc = join(ROOT, 'node_modules/typescript/bin/tsc')
-    await expect(run(process.execPath, [tsc, '--noEmit', '--strict', '--target', 'es2022', ...flags, file], { cwd: consumer.dir })).resolves.toBeDefined()
+  // Eight compilers at once on two cores take longer than the default minute.
+  test.concurrent.each(consumers)(
+    'a TypeScript consumer type-checks: $name',
+    async ({ file, source, flags }) => {
+      writeFileSync(join(consumer.dir, file), source)
+      const tsc = join(ROOT, 'node_modules/typescript/bin/tsc')
+      await expect(run(process.execPath, [tsc, '--noEmit', '--strict', '--target', 'es2022', ...flags, file], { cwd: consumer.dir })).resolves.toBeDefined()
+    },
+    180_000,
+  )
+
+  // #platform is chosen by the package's conditions (package.json "imports"), not registered by an entry at import
+  // time: under Node a relative path is a file whichever entry came first; under the browser condition it is not.
+  test.each([[['safetensors-wasm']], [['safetensors-wasm/gguf', 'safetensors-wasm']], [['safetensors-wasm', 'safetensors-wasm/gguf']]])(
+    'importing %j in that order: open(relative path) reads the file',
+    async (entries) => {
+      const fixture = readdirSync(FIXTURES_REAL).find((f) => f.endsWith('.safetensors'))!
+      writeFileSync(join(consumer.dir, 'order.safetensors'), readFileSync(join(FIXTURES_REAL, fixture)))
+      const script = `${entries.map((entry) => `await import(${JSON.stringify(entry)})`).join('\n')}
+const { open } = await import('safetensors-wasm')
+const file = await open('order.safetensors')
+console.log(file.names().length)`
+      const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: consumer.dir })
+      expect(Number(stdout)).toBeGreaterThan(0)
+    },
+  )
+
+  test('under the browser condition a relative path is not a file: a TypeError that names the runtimes that have them', async () => {
+    const script = `const { open } = await import('safetensors-wasm')
+await open('order.safetensors').then(() => console.log('opened'), (error) => console.log(error.constructor.name, error.message))`
+    const { stdout } = await run(process.execPath, ['--conditions=browser', '--input-type=module', '-e', script], { cwd: consumer.dir })
+    expect(stdout).toMatch(/^TypeError .*local files can only be read under Node, Deno or Bun/)
   })
 
   test('require() gives CommonJS the same module as import (Node >= 20.19)', async () => {

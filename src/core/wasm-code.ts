@@ -5,14 +5,12 @@
 // of its own, so a bundle still keeps only the wasm of the functions it uses. Typed declarations rather than
 // re-exports, so that the package's .d.ts files name no .wasm file.
 import convert from '../../build/convert.wasm'
-import ggmlQuant from '../../build/ggml-quant.wasm'
 import hash from '../../build/hash.wasm'
 import header from '../../build/header.wasm'
 import stats from '../../build/stats.wasm'
 import type { WasmSource } from './wasm.ts'
 
 export const kernelsWasm: WasmSource = convert
-export const ggmlQuantWasm: WasmSource = ggmlQuant
 export const hashWasm: WasmSource = hash
 export const scannerWasm: WasmSource = header
 export const statsWasm: WasmSource = stats

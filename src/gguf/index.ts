@@ -7,7 +7,8 @@
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
-import { jsonFileError, readJsonObject } from '../format/model-config.ts'
+import { jsonFileError } from '../format/json-values.ts'
+import { readJsonObject } from '../format/model-config.ts'
 import { type Located, locate, type OpenModelOptions, openLocated, readBeside, type SafetensorsModel } from '../read/model.ts'
 import { ChunkConverter, pulledStream } from '../read/streams.ts'
 import { sequentialReader } from '../sources/downloads.ts'
@@ -18,7 +19,6 @@ import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype } from './for
 export type { GgufDtype } from './format.ts'
 
 import { modelMetadata, readModelConfig } from './metadata.ts'
-import { quantize } from './quantize.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
 import { elementsOf, type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
@@ -152,6 +152,7 @@ function logicalValues(model: SafetensorsModel, signal: AbortSignal, meter: Prog
 
 /** The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. */
 async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], values: PartValues): AsyncGenerator<Uint8Array> {
+  const quantizer = tensors.some((t) => t.type === 'Q8_0') ? await import('./quantize.ts') : undefined
   for (const [index, t] of tensors.entries()) {
     if (t.computed) yield new Uint8Array(t.computed.buffer)
     const middle = middleOf(t)
@@ -168,7 +169,7 @@ async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], val
         }
         if (t.type === 'Q8_0') {
           // In place: the blocks are narrower than the F32 they come from.
-          out = quantize('Q8_0', new Float32Array(out.buffer, out.byteOffset, n), t.dims[0], out, { name: part.info.name, first })
+          out = quantizer!.quantize('Q8_0', new Float32Array(out.buffer, out.byteOffset, n), t.dims[0], out, { name: part.info.name, first })
         }
         // Q8_0 blocks lie within rows, so reordering rows after quantizing is reordering them before. Else a
         // copy out of wasm memory, unless transposing made one.
@@ -212,8 +213,9 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
       config: await json('tokenizer_config.json', false),
       chatTemplate: await readBesideModel(located, 'chat_template.jinja', false, read).then((bytes) => bytes && new TextDecoder().decode(bytes)),
     }
-    const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)]
+    // The tensors first: their shapes check config.json's counts before the tokenizer's arrays are sized by them.
     tensors = planTensors(model, config, dtype)
+    const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)]
     header = encodeHeader(metadata, tensors)
   } catch (error) {
     await model.close()
@@ -256,8 +258,10 @@ export type GgufStream = ReadableStream<Uint8Array> & {
  * cannot run as transformers does (Qwen3-MoE's norm_topk_prob false, Gemma layer types out of llama.cpp's pattern),
  * a tokenizer that is neither SentencePiece nor byte-level BPE or whose pre-tokenizer llama.cpp does not implement,
  * a tensor that maps to no GGUF tensor or is not floating-point, an expert past config.json's count (named);
- * `TensorNotFound` for a missing expert; `InvalidHeaderDeserialization` for a config.json, tokenizer.json or
- * tokenizer.model that is not what it should be (a missing hyperparameter named); `Io` for a missing config.json,
+ * `TensorNotFound` for a missing expert, or no token embedding or attention query projection;
+ * `InvalidHeaderDeserialization` for a config.json, tokenizer.json, tokenizer_config.json or tokenizer.model that
+ * is not what it should be (a value of the wrong type or range, counts that do not fit the tensors: the file and
+ * key named); `Io` for a missing config.json,
  * or neither tokenizer.json nor tokenizer.model (named), and a read that fails; any code of
  * {@link index!openModel}; `Aborted`. After it resolves, the same codes come as the stream's error.
  * @throws TypeError for a `dtype` other than F32, F16, BF16 or Q8_0, an `onProgress` that is not a function,

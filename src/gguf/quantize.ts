@@ -1,9 +1,10 @@
 // F32 rows to ggml's quantized types, over the wasm kernels of assembly/ggml-quant.ts (build/ggml-quant.wasm), whose
-// blocks are byte for byte what ggml_quantize_chunk writes with no importance matrix.
+// blocks are byte for byte what ggml_quantize_chunk writes with no importance matrix. The GGUF export imports this
+// module when it first quantizes, so that its wasm is in the bundles that quantize only.
 import * as contract from '../../assembly/boundary/ggml-quant.ts?constants'
-import { CHUNK_ELEMENTS } from '../core/convert.ts'
+import ggmlQuantWasm from '../../build/ggml-quant.wasm'
+import { ROUND_TRIP_ELEMENTS } from '../core/convert.ts'
 import { reserveMemory, type WasmInstance, WasmModule } from '../core/wasm.ts'
-import { ggmlQuantWasm } from '../core/wasm-code.ts'
 import { SafetensorsError } from '../errors.ts'
 import { GGML_TYPES, ggmlByteLength } from './ggml-types.ts'
 
@@ -140,7 +141,7 @@ export function quantize(
   if (out !== undefined && out.length < bytes) throw new RangeError(`out must hold ${bytes} bytes for ${rows} rows of ${perRow} values, got ${out.length}`)
   const result = out?.subarray(0, bytes) ?? new Uint8Array(bytes)
   const core = ggmlQuantModule.shared()
-  const chunkRows = Math.max(1, Math.floor(CHUNK_ELEMENTS / perRow))
+  const chunkRows = Math.max(1, Math.floor(ROUND_TRIP_ELEMENTS / perRow))
   reserveMemory(core, core.heapBase + Math.min(rows, chunkRows) * perRow * 4)
   for (let row = 0; row < rows; row += chunkRows) {
     const count = Math.min(chunkRows, rows - row)

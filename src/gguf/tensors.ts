@@ -5,6 +5,7 @@
 import { DTYPE_INFO } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import type { TensorInfo } from '../format/header.ts'
+import { jsonFileError } from '../format/json-values.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import type { SafetensorsModel } from '../read/model.ts'
 import type { GgufDtype, TensorEntry } from './format.ts'
@@ -117,12 +118,38 @@ const planned = (name: string, dims: number[], dtype: GgufDtype, parts: TensorPa
 })
 
 /**
+ * The shape config.json's counts give a tensor of GGUF name `name` (its source's, outermost first) and what makes
+ * it, for the tensors whose shapes the counts fix: the embeddings and output, the attention projections.
+ */
+function shapeFromConfig(name: string, transpose: boolean, config: ModelConfig): { shape: number[]; from: string } | undefined {
+  const { vocabSize, hidden, heads, kvHeads, headDim } = config
+  const [, base, kind] = /^(?:blk\.\d+\.)?(\w+)\.(weight|bias)$/.exec(name) ?? []
+  const vocabulary = `vocab_size ${vocabSize}`
+  const query = `${heads} attention heads of ${headDim}`
+  const keys = `${kvHeads} key-value heads of ${headDim}`
+  const rows: Record<string, [number, string]> = {
+    token_embd: [vocabSize, vocabulary],
+    output: [vocabSize, vocabulary],
+    attn_q: [heads * headDim, query],
+    attn_k: [kvHeads * headDim, keys],
+    attn_v: [kvHeads * headDim, keys],
+    attn_qkv: [(heads + 2 * kvHeads) * headDim, `${query} and twice ${keys}`],
+  }
+  if (!Object.hasOwn(rows, base)) return undefined
+  const [count, from] = rows[base]
+  if (kind === 'bias') return { shape: [count], from }
+  // A Conv1D weight is stored [in, out].
+  return { shape: transpose ? [hidden, count] : [count, hidden], from: `${from} and a hidden size of ${hidden}` }
+}
+
+/**
  * Every tensor of the GGUF of `model`: RoPE's computed ones first, then the model's in its order, an MoE layer's
- * experts stacked (expert 0 first, whatever shard each is in) where its first expert is.
+ * experts stacked (expert 0 first, whatever shard each is in) where its first expert is. config.json's counts are
+ * checked against the tensors' shapes before anything is sized by them.
  */
 export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype: GgufDtype): PlannedTensor[] {
   const { architecture, heads, kvHeads, experts } = config
-  const tensors = ropeTensors(config).map(({ name, values }) => planned(name, [values.length], dtype, [], { computed: values }))
+  const tensors: PlannedTensor[] = []
   const stacks = new Map<string, PlannedTensor>()
   for (const name of model.names()) {
     // Gemma ties its output to the embeddings: llama.cpp uses token_embd, and its converter skips a stored lm_head.
@@ -145,11 +172,17 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
       stack.parts[gguf.expert] = part
       continue
     }
+    const transpose = architecture.conv1d === true && /\.c_(attn|proj|fc)\.weight$/.test(name)
+    const expected = shapeFromConfig(gguf.name, transpose, config)
+    if (expected && info.shape.join() !== expected.shape.join())
+      throw jsonFileError(
+        'config.json',
+        `tensor ${JSON.stringify(name)} is [${info.shape.join(', ')}], where ${expected.from} make [${expected.shape.join(', ')}]`,
+      )
     const role = architecture.permuteQK && /attn_([qk])\./.exec(gguf.name)?.[1]
     const reordered = role === 'q' ? heads : role === 'k' ? kvHeads : 0
     if (reordered > 0 && info.shape[0] % (2 * reordered) !== 0)
       throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(name)}: ${info.shape[0]} rows are not ${reordered} heads of pairs`)
-    const transpose = architecture.conv1d === true && /\.c_(attn|proj|fc)\.weight$/.test(name)
     // A transposed tensor's GGUF dims (ggml's order, reversed) are its source shape as it is.
     const dims = info.shape.length === 0 ? [1] : transpose ? [...info.shape] : [...info.shape].reverse()
     const shift = architecture.gemma && name.endsWith('norm.weight') ? 1 : 0
@@ -165,5 +198,14 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
         throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(part.info.name)} is [${part.info.shape}], expert 0's is [${first.info.shape}]`)
     }
   }
-  return tensors
+  // What llama.cpp needs of every architecture here, and what bounds config.json's counts.
+  for (const needed of ['token_embd.weight', /^blk\.\d+\.attn_(q|qkv)\.weight$/]) {
+    if (!tensors.some((t) => (typeof needed === 'string' ? t.name === needed : needed.test(t.name))))
+      throw new SafetensorsError(
+        'TensorNotFound',
+        `the model has no ${typeof needed === 'string' ? 'token embedding' : 'attention query projection'}, which llama.cpp needs`,
+      )
+  }
+  const rope = ropeTensors(config).map(({ name, values }) => planned(name, [values.length], dtype, [], { computed: values }))
+  return [...rope, ...tensors]
 }

@@ -5,6 +5,7 @@
 import { constants } from 'node:fs'
 import { copyFile, link, open as openFile, rename, rm, stat } from 'node:fs/promises'
 import { SafetensorsError } from '../errors.ts'
+import { fileError } from '../platform/node-files.ts'
 import { named, type Prepared, prepare, type TensorCollection, type WriteOptions, type WriterSink } from '../write/writer.ts'
 import { removeLeftovers, temporaryName, whileWriting } from './temporary-files.ts'
 
@@ -32,22 +33,7 @@ export interface FileSet {
   discard(): Promise<void>
 }
 
-/**
- * An Io error about the file the caller named (never the temporary file beside it, which the caller
- * does not know of): "cannot write /models/out.safetensors: no space left on device (ENOSPC)".
- */
-export function fileError(action: string, path: string, cause: unknown): SafetensorsError {
-  return new SafetensorsError('Io', `cannot ${action} ${path}: ${systemMessage(cause)}`, { cause, path })
-}
-
-/** A system error's own words and code, without the syscall and the paths Node appends (a temporary file's). */
-export function systemMessage(cause: unknown): string {
-  const { code, message } = cause as { code?: unknown; message?: unknown }
-  const text = String(message ?? cause)
-  return typeof code === 'string' && text.startsWith(`${code}: `) ? `${text.slice(code.length + 2).split(', ')[0]} (${code})` : text
-}
-
-export function fileSet(): FileSet {
+function fileSet(): FileSet {
   const complete: Array<[temporary: string, path: string]> = []
   /** Each temporary file not yet renamed, with what closes its handle (a deleted file keeps its space while open). */
   const started = new Map<string, () => Promise<void>>()
@@ -140,7 +126,7 @@ export async function fileSink(path: string): Promise<WriterSink> {
   }
 }
 
-export type Parts = Iterable<readonly [bytes: Uint8Array, position: number]>
+type Parts = Iterable<readonly [bytes: Uint8Array, position: number]>
 
 export async function writeParts(sink: WriterSink, parts: Parts): Promise<void> {
   for (const [bytes, position] of parts) await sink.write(bytes, position)

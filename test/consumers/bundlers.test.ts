@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, extname, join, relative, resolve, sep } from 'node:path'
+import { basename, dirname, extname, join, relative, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { chromium } from 'playwright'
@@ -19,6 +19,7 @@ import { writeGguf } from '../../src/gguf-node.ts'
 import { chromiumChoice } from '../browser/chromium.ts'
 import { launchFirefox, startWebKit } from '../browser/engines.ts'
 import { rangeHandler, startServer, type TestServer } from '../http-server.ts'
+import { packedConsumer } from '../packed.ts'
 import { headerOf } from '../read-helpers.ts'
 import { tempDir } from '../writer-reference.ts'
 
@@ -220,14 +221,16 @@ async function launch(engine: Engine): Promise<Browser> {
 
 /** The files of the browser entry's module graph in an installed package, and any import that leaves it. */
 function browserGraph(pkgDir: string): { files: string[]; outside: string[] } {
-  const entry = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')).exports['.'].browser.default
-  const files = [resolve(pkgDir, entry)]
+  const { exports, imports } = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8'))
+  const files = [resolve(pkgDir, exports['.'].browser.default)]
   const outside: string[] = []
-  // Static imports and re-exports (`from '...'`), side-effect imports and dynamic import().
+  // Static imports and re-exports (`from '...'`), side-effect imports and dynamic import(); the package's own
+  // subpath imports (#platform) as a bundler resolves them for a page.
   for (const file of files) {
     for (const [, specifier] of readFileSync(file, 'utf8').matchAll(/(?:\bfrom|\bimport)\s*\(?\s*["']([^"']+)["']/g)) {
-      if (!specifier.startsWith('.')) outside.push(specifier)
-      else if (!files.includes(resolve(dirname(file), specifier))) files.push(resolve(dirname(file), specifier))
+      const target = specifier.startsWith('.') ? resolve(dirname(file), specifier) : imports[specifier] && resolve(pkgDir, imports[specifier].browser)
+      if (!target) outside.push(specifier)
+      else if (!files.includes(target)) files.push(target)
     }
   }
   return { files: files.map((f) => relative(pkgDir, f)), outside }
@@ -289,7 +292,7 @@ function expectedResults(where: 'page' | 'worker', gguf: { bytes: number; byteLe
       missingTensor: safetensorsError('TensorNotFound', expect.stringContaining('"missing"')),
       sliceOutOfRange: safetensorsError('SliceOutOfRange', expect.stringContaining('bfloat16_357')),
       invalidFile: safetensorsError('InvalidHeaderLength', expect.any(String)),
-      filePath: { safetensorsError: false, typeError: true, message: expect.stringContaining('Node entry') },
+      filePath: { safetensorsError: false, typeError: true, message: expect.stringContaining('under Node, Deno or Bun') },
     },
   }
 }
@@ -307,12 +310,12 @@ describe('the packed package in bundlers, run in each browser engine', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'safetensors-consumers-'))
-    // One pack per run, installed as a user installs it (it has no dependencies: nothing to download).
-    const [{ filename }] = JSON.parse((await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: ROOT, encoding: 'utf8' })).stdout)
+    // The run's one pack (test/packed.ts), installed as a user installs it (it has no dependencies: nothing to download).
+    const { tarball } = packedConsumer()
     consumer = join(dir, 'consumer')
     mkdirSync(consumer)
     writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }))
-    await run('npm', ['install', '--offline', '--no-audit', '--no-fund', join(dir, filename)], { cwd: consumer, encoding: 'utf8' })
+    await run('npm', ['install', '--offline', '--no-audit', '--no-fund', tarball], { cwd: consumer, encoding: 'utf8' })
     cpSync(PAGE, consumer, { recursive: true })
     // All builds at once (separate processes); each test waits for its own.
     for (const bundler of BUNDLERS) {
@@ -322,7 +325,7 @@ describe('the packed package in bundlers, run in each browser engine', () => {
     }
     // Each engine started once, when its first test comes.
     const skipped = ENGINES.filter((engine) => !present.includes(engine)).map((engine) => `${engine} (${missing(engine)})`)
-    console.log(`consumer matrix: ${filename} installed in a fresh folder${skipped.length > 0 ? `; skipped ${skipped.join(' and ')}` : ''}`)
+    console.log(`consumer matrix: ${basename(tarball)} installed in a fresh folder${skipped.length > 0 ? `; skipped ${skipped.join(' and ')}` : ''}`)
   }, 120_000)
 
   afterAll(async () => {
