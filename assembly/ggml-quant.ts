@@ -11,10 +11,12 @@
 // with zeros and written to OUT, then copied: the lanes of a group are independent, so padding changes nothing.
 
 import {
-  QUANTIZE_BAD, QUANTIZE_DST, QUANTIZE_PER_ROW, QUANTIZE_ROWS, QUANTIZE_SIZE, QUANTIZE_SRC, QUANTIZE_TYPE,
-  STATUS_BAD_CALL, STATUS_NOT_FINITE, STATUS_OK, STATUS_SCALE_OVERFLOW,
   TYPE_IQ4_NL, TYPE_IQ4_XS, TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_0, TYPE_Q4_1, TYPE_Q4_K, TYPE_Q5_0, TYPE_Q5_1,
   TYPE_Q5_K, TYPE_Q6_K, TYPE_Q8_0, TYPE_TQ1_0, TYPE_TQ2_0,
+} from './boundary/ggml';
+import {
+  QUANTIZE_BAD, QUANTIZE_DST, QUANTIZE_PER_ROW, QUANTIZE_ROWS, QUANTIZE_SIZE, QUANTIZE_SRC, QUANTIZE_TYPE,
+  STATUS_BAD_CALL, STATUS_NOT_FINITE, STATUS_OK, STATUS_SCALE_OVERFLOW,
 } from './boundary/ggml-quant';
 import { quantizeIQ4_NLBlocks, quantizeIQ4_XSBlock } from './ggml-quant-iq4';
 import { quantizeQ2_KBlock, quantizeQ3_KBlock, quantizeQ4_KBlock, quantizeQ5_KBlock, quantizeQ6_KBlock } from './ggml-quant-k';

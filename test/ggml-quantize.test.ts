@@ -5,7 +5,6 @@
 // (test/fixtures/gguf/q8_0, made by scripts/make-q8-vectors.py) and q8_0-reference.ts, which the GGUF tests use.
 import { readFileSync } from 'node:fs'
 import { beforeAll, describe, expect, test } from 'vitest'
-import * as contract from '../assembly/boundary/ggml-quant.ts?constants'
 import { reserveMemory } from '../src/core/wasm.ts'
 import { GGML_TYPES } from '../src/gguf/ggml-types.ts'
 import { ggmlQuantModule, QUANTIZED_TYPES, type QuantizedType, quantize, quantizedByteLength, quantizeInWasm } from '../src/gguf/quantize.ts'
@@ -199,16 +198,6 @@ describe('Q8_0 against gguf-py', () => {
 })
 
 describe('the API', () => {
-  test('the contract numbers each type as ggml does', () => {
-    const numbers = contract as Record<string, number>
-    expect(
-      Object.keys(numbers)
-        .filter((name) => name.startsWith('TYPE_'))
-        .sort(),
-    ).toEqual(QUANTIZED_TYPES.map((type) => `TYPE_${type}`).sort())
-    for (const type of QUANTIZED_TYPES) expect(numbers[`TYPE_${type}`], type).toBe(GGML_TYPES[type].id)
-  })
-
   test('byte lengths: whole rows of whole blocks', () => {
     expect(quantizedByteLength('Q4_K', 3, 512)).toBe(3 * 2 * 144)
     expect(quantizedByteLength('Q5_0', 2, 96)).toBe(2 * 3 * 22)

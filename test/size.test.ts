@@ -43,7 +43,7 @@ const QUANT = ['quant/index.js', 'quant/kernels.js', 'quant/mlx.js', 'quant/gptq
 const GGML = ['gguf/ggml-kernels.js', 'ggml.wasm.js']
 const GGUF = ['gguf/index.js', 'gguf/format.js', 'gguf/metadata.js', 'gguf/tensors.js', 'gguf/tokenizer.js']
 /** ggml's quantizers and their wasm, which the GGUF export loads when it first quantizes. */
-const QUANTIZERS = ['gguf/quantize.js', 'ggml-quant.wasm.js']
+const QUANTIZERS = ['gguf/ggml-quantizers.js', 'ggml-quant.wasm.js']
 
 const APPS: App[] = [
   {

@@ -1,23 +1,8 @@
 // The contract of the ggml quantization module (build/ggml-quant.wasm, assembly/ggml-quant.ts), defined once: the
-// types it quantizes, the statuses quantizeRows returns and the descriptor it reads. src/gguf/quantize.ts imports
+// statuses quantizeRows returns and the descriptor it reads; the types it quantizes are ggml's numbers, declared
+// once for both ggml modules in assembly/boundary/ggml.ts. src/gguf/quantize.ts imports
 // these constants as `ggml-quant.ts?constants` (scripts/inline-wasm.js), test/boundary.test.ts checks the struct.
 // Each is one line `export const NAME: type = literal;`, the form that module reads.
-
-// Types: ggml's own numbers (enum ggml_type; src/gguf/ggml-types.ts has them as `id`).
-export const TYPE_Q4_0: u32 = 2;
-export const TYPE_Q4_1: u32 = 3;
-export const TYPE_Q5_0: u32 = 6;
-export const TYPE_Q5_1: u32 = 7;
-export const TYPE_Q8_0: u32 = 8;
-export const TYPE_Q2_K: u32 = 10;
-export const TYPE_Q3_K: u32 = 11;
-export const TYPE_Q4_K: u32 = 12;
-export const TYPE_Q5_K: u32 = 13;
-export const TYPE_Q6_K: u32 = 14;
-export const TYPE_IQ4_NL: u32 = 20;
-export const TYPE_IQ4_XS: u32 = 23;
-export const TYPE_TQ1_0: u32 = 34;
-export const TYPE_TQ2_0: u32 = 35;
 
 // quantizeRows' statuses.
 export const STATUS_OK: i32 = 0;
@@ -33,7 +18,7 @@ export const STATUS_SCALE_OVERFLOW: i32 = 3;
 
 // The descriptor quantizeRows reads: `rows` rows of `perRow` F32 at src, quantized to `rows` rows of blocks at dst.
 // dst == src quantizes in place (the blocks are narrower than their values); other overlaps are not allowed.
-export const QUANTIZE_TYPE: usize = 0; // u32 one of the TYPE_ numbers
+export const QUANTIZE_TYPE: usize = 0; // u32 a TYPE_ number of assembly/boundary/ggml.ts
 export const QUANTIZE_SRC: usize = 4; // u32 pointer to the F32 values
 export const QUANTIZE_DST: usize = 8; // u32 pointer to the blocks
 export const QUANTIZE_ROWS: usize = 12; // u32

@@ -14,10 +14,14 @@ import { ChunkConverter, pulledStream } from '../read/streams.ts'
 import { sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
-import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype } from './format.ts'
+import { GGUF_DTYPE_NAMES, type GgufDtype, ggufDtypeOf } from './file-types.ts'
+import { alignUp, type EncodedHeader, encodeHeader } from './format.ts'
+import type { GgmlType } from './ggml-types.ts'
+import { loadGgmlQuantizers } from './kernels.ts'
 
-export type { GgufDtype } from './format.ts'
+export type { GgufDtype } from './file-types.ts'
 
+import type { QuantizedType } from './ggml-quantizers.ts'
 import { modelMetadata, readModelConfig } from './metadata.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
 import { elementsOf, type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
@@ -26,11 +30,12 @@ import { tokenizerMetadata } from './tokenizer.ts'
 /** Options of {@link ggufStream}: those of {@link index!openModel} for reading the model, and what the GGUF holds. */
 export interface GgufOptions extends OpenModelOptions {
   /**
-   * The type of the weights: norms and other 1-D tensors are F32 whatever it is, and under Q8_0 a tensor
-   * whose rows are not whole blocks of 32 is F16 (as llama.cpp's converter does).
+   * The type of the weights, in any case: F32, F16 or BF16 as llama.cpp's converter writes them (norms and other
+   * 1-D tensors F32 whatever it is), or a file type of llama.cpp's `llama-quantize` (Q4_K_M, Q8_0, ...), each
+   * tensor of the type that quantizer gives it, with the same bytes (docs/gguf.md).
    * @defaultValue 'F16', as llama.cpp's convert_hf_to_gguf.py
    */
-  dtype?: GgufDtype
+  dtype?: GgufDtype | Lowercase<GgufDtype>
   /**
    * One series for the whole conversion: `total` is the bytes of tensor data to read, the same in every
    * event from the first; `loaded` the bytes read so far; the last event has loaded === total.
@@ -38,8 +43,6 @@ export interface GgufOptions extends OpenModelOptions {
    */
   onProgress?: ProgressCallback
 }
-
-const DTYPES: readonly GgufDtype[] = ['F32', 'F16', 'BF16', 'Q8_0']
 
 /** Elements per chunk: 4 MiB as F32, whole rows; a chunk of a reordered tensor is whole heads (at least one). */
 const CHUNK_ELEMENTS = 1 << 20
@@ -69,9 +72,12 @@ function chunkElements(t: PlannedTensor, part: TensorPart): number {
   return Math.min(count, Math.max(unit, Math.floor(CHUNK_ELEMENTS / unit) * unit))
 }
 
-/** The dtype a tensor has in wasm memory before it is copied out: its type, or F32, which the Q8_0 kernel reads. */
+/** Whether a tensor's type is one of ggml's quantized ones (not a float). */
+const quantized = (type: GgmlType) => type !== 'F32' && type !== 'F16' && type !== 'BF16'
+
+/** The dtype a tensor has in wasm memory before it is copied out: its type, or F32, which the quantizers read. */
 function middleOf(t: PlannedTensor): DType {
-  return t.type === 'Q8_0' ? 'F32' : t.type
+  return quantized(t.type) ? 'F32' : (t.type as DType)
 }
 
 /**
@@ -152,13 +158,13 @@ function logicalValues(model: SafetensorsModel, signal: AbortSignal, meter: Prog
 
 /** The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. */
 async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], values: PartValues): AsyncGenerator<Uint8Array> {
-  const quantizer = tensors.some((t) => t.type === 'Q8_0') ? await import('./quantize.ts') : undefined
+  const quantizer = tensors.some((t) => quantized(t.type)) ? await loadGgmlQuantizers() : undefined
   for (const [index, t] of tensors.entries()) {
     if (t.computed) yield new Uint8Array(t.computed.buffer)
     const middle = middleOf(t)
     const elementBytes = byteLengthOf(middle, 1)
     for (const part of t.parts) {
-      // The index in the part of the chunk's first value, by which an error names a value Q8_0 cannot hold.
+      // The index in the part of the chunk's first value, by which an error names a value a type cannot hold.
       let first = 0
       for await (const chunk of values(part, middle, chunkElements(t, part))) {
         const n = chunk.length / elementBytes
@@ -167,11 +173,12 @@ async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], val
           const floats = new Float32Array(out.buffer, out.byteOffset, n)
           for (let i = 0; i < n; i++) floats[i] += t.shift
         }
-        if (t.type === 'Q8_0') {
+        if (quantized(t.type)) {
           // In place: the blocks are narrower than the F32 they come from.
-          out = quantizer!.quantize('Q8_0', new Float32Array(out.buffer, out.byteOffset, n), t.dims[0], out, { name: part.info.name, first })
+          const type = t.type as QuantizedType
+          out = quantizer!.quantize(type, new Float32Array(out.buffer, out.byteOffset, n), t.dims[0], out, { name: part.info.name, first })
         }
-        // Q8_0 blocks lie within rows, so reordering rows after quantizing is reordering them before. Else a
+        // Blocks lie within rows, so reordering rows after quantizing is reordering them before. Else a
         // copy out of wasm memory, unless transposing made one.
         yield t.heads > 0 ? permuteRows(out, (n * t.heads) / elementsOf(part.info), part.info.shape[0] / t.heads) : t.transpose ? out : out.slice()
         first += n
@@ -184,15 +191,16 @@ async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], val
 
 /** A GGUF about to be streamed: its tensors, its size and its stream. */
 export interface GgufPlan {
-  tensors: ReadonlyArray<{ type: GgufDtype }>
+  tensors: ReadonlyArray<{ type: GgmlType }>
   fileSize: number
   stream: ReadableStream<Uint8Array>
 }
 
 /** Reads and checks everything a GGUF of `input` needs before its first byte, and makes its stream. */
 export async function planGguf(input: string | URL | ModelFiles | ModelFolder, options: GgufOptions = {}): Promise<GgufPlan> {
-  const { dtype = 'F16', onProgress, ...read } = options
-  if (!DTYPES.includes(dtype)) throw new TypeError(`dtype must be ${DTYPES.join(', ')}, got ${JSON.stringify(dtype)}`)
+  const { dtype: dtypeName = 'F16', onProgress, ...read } = options
+  const dtype = ggufDtypeOf(dtypeName)
+  if (dtype === undefined) throw new TypeError(`dtype must be one of ${GGUF_DTYPE_NAMES.join(', ')} (in any case), got ${JSON.stringify(dtypeName)}`)
   const meter = onProgress && new ProgressMeter(onProgress)
   const located = await locate(input)
   const json = async (name: string, required: boolean) => {
@@ -264,7 +272,7 @@ export type GgufStream = ReadableStream<Uint8Array> & {
  * key named); `Io` for a missing config.json,
  * or neither tokenizer.json nor tokenizer.model (named), and a read that fails; any code of
  * {@link index!openModel}; `Aborted`. After it resolves, the same codes come as the stream's error.
- * @throws TypeError for a `dtype` other than F32, F16, BF16 or Q8_0, an `onProgress` that is not a function,
+ * @throws TypeError for a `dtype` that is not F32, F16, BF16 or a file type of llama-quantize, an `onProgress` that is not a function,
  * or an input openModel does not take.
  */
 export async function ggufStream(input: string | URL | ModelFiles | ModelFolder, options: GgufOptions = {}): Promise<GgufStream> {

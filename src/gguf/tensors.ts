@@ -8,8 +8,8 @@ import type { TensorInfo } from '../format/header.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import type { SafetensorsModel } from '../read/model.ts'
-import type { GgufDtype, TensorEntry } from './format.ts'
-import { GGML_TYPES } from './ggml-types.ts'
+import { fileTypeOf, type GgufDtype, mixtureTypes } from './file-types.ts'
+import type { TensorEntry } from './format.ts'
 import { type ModelConfig, ropeTensors } from './metadata.ts'
 
 /** Tensors outside the blocks, by their name without `.weight` or `.bias` (GPT-2's also without `transformer.`). */
@@ -97,16 +97,19 @@ export interface PlannedTensor extends TensorEntry {
 
 export const elementsOf = (info: Pick<TensorInfo, 'shape'>) => info.shape.reduce((a, b) => a * b, 1)
 
+/** A float type of the converter. */
+type FloatDtype = 'F32' | 'F16' | 'BF16'
+
 /**
  * The GGUF type of a tensor, as llama.cpp's converter chooses it: F32 for 1-D tensors, norms, biases, MoE routers
- * and learned positions; else `dtype`, with Q8_0 falling back to F16 where a row is not whole blocks.
+ * and learned positions; else `dtype`.
  */
-function typeOf(name: string, dims: readonly number[], dtype: GgufDtype): GgufDtype {
+function typeOf(name: string, dims: readonly number[], dtype: FloatDtype): FloatDtype {
   if (dims.length === 1 || !name.endsWith('.weight') || /_norm\.|ffn_gate_inp|position_embd/.test(name)) return 'F32'
-  return dtype === 'Q8_0' && dims[0] % GGML_TYPES.Q8_0.block !== 0 ? 'F16' : dtype
+  return dtype
 }
 
-const planned = (name: string, dims: number[], dtype: GgufDtype, parts: TensorPart[], more?: Partial<PlannedTensor>): PlannedTensor => ({
+const planned = (name: string, dims: number[], dtype: FloatDtype, parts: TensorPart[], more?: Partial<PlannedTensor>): PlannedTensor => ({
   name,
   dims,
   type: typeOf(name, dims, dtype),
@@ -143,12 +146,15 @@ function shapeFromConfig(name: string, transpose: boolean, config: ModelConfig):
 }
 
 /**
- * Every tensor of the GGUF of `model`: RoPE's computed ones first, then the model's in its order, an MoE layer's
- * experts stacked (expert 0 first, whatever shard each is in) where its first expert is. config.json's counts are
- * checked against the tensors' shapes before anything is sized by them.
+ * Every tensor of the GGUF of `model` in `dtype` (resolved): RoPE's computed ones first, then the model's in its
+ * order, an MoE layer's experts stacked (expert 0 first, whatever shard each is in) where its first expert is.
+ * config.json's counts are checked against the tensors' shapes before anything is sized by them. A file type's
+ * tensors have the types llama.cpp's quantizer gives those of the F32 GGUF.
  */
 export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype: GgufDtype): PlannedTensor[] {
-  const { architecture, heads, kvHeads, experts } = config
+  const { architecture, heads, kvHeads, experts, blocks } = config
+  const fileType = fileTypeOf(dtype)
+  const floats = fileType ? 'F32' : (dtype as FloatDtype)
   const tensors: PlannedTensor[] = []
   const stacks = new Map<string, PlannedTensor>()
   for (const name of model.names()) {
@@ -165,7 +171,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
       if (gguf.expert >= experts) throw new SafetensorsError('UnsupportedConversion', `tensor ${JSON.stringify(name)}: config.json has ${experts} experts`)
       let stack = stacks.get(gguf.name)
       if (!stack) {
-        stack = planned(gguf.name, [...info.shape].reverse().concat(experts), dtype, [])
+        stack = planned(gguf.name, [...info.shape].reverse().concat(experts), floats, [])
         stacks.set(gguf.name, stack)
         tensors.push(stack)
       }
@@ -186,7 +192,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
     // A transposed tensor's GGUF dims (ggml's order, reversed) are its source shape as it is.
     const dims = info.shape.length === 0 ? [1] : transpose ? [...info.shape] : [...info.shape].reverse()
     const shift = architecture.gemma && name.endsWith('norm.weight') ? 1 : 0
-    tensors.push(planned(gguf.name, dims, dtype, [part], { heads: reordered, transpose, shift }))
+    tensors.push(planned(gguf.name, dims, floats, [part], { heads: reordered, transpose, shift }))
   }
   // Every expert of every stack, each of the first one's shape.
   for (const stack of stacks.values()) {
@@ -206,6 +212,11 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
         `the model has no ${typeof needed === 'string' ? 'token embedding' : 'attention query projection'}, which llama.cpp needs`,
       )
   }
-  const rope = ropeTensors(config).map(({ name, values }) => planned(name, [values.length], dtype, [], { computed: values }))
-  return [...rope, ...tensors]
+  const rope = ropeTensors(config).map(({ name, values }) => planned(name, [values.length], floats, [], { computed: values }))
+  const all = [...rope, ...tensors]
+  if (fileType) {
+    const types = mixtureTypes(fileType, all, { architecture: architecture.name, blocks, heads, kvHeads, experts })
+    for (const [index, t] of all.entries()) t.type = types[index]
+  }
+  return all
 }
