@@ -4,46 +4,10 @@
 // same bytes (checked here on every run). The kernel reads F32 already in wasm memory; `quantize` copies the values
 // in and the blocks out, as the GGUF export does.
 // Run after `npm run build`: `node bench/ggml-quantize.js [values] [types]`, or import { run }.
-import { mkdirSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
-import { build } from 'esbuild'
-import { inlineWasm } from '../scripts/inline-wasm.js'
-import { compare } from './util.js'
+import { bundledSource, compare } from './util.js'
 
 const ROUNDS = 3
-
-/**
- * test/ggml.ts and src/gguf/quantize.ts, bundled into build/ with the builds' wasm and contract constants (as
- * scripts/inline-wasm.js makes them), since neither is a package export.
- */
-async function loadModules() {
-  const root = new URL('..', import.meta.url).pathname
-  const outfile = `${root}build/bench-ggml-quantize.mjs`
-  mkdirSync(`${root}build`, { recursive: true })
-  await build({
-    stdin: {
-      contents: "export { loadGgml } from './test/ggml.ts'\nexport * from './src/gguf/quantize.ts'\nexport { reserveMemory } from './src/core/wasm.ts'",
-      resolveDir: root,
-      loader: 'ts',
-    },
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    packages: 'external',
-    outfile,
-    logLevel: 'error',
-    plugins: [
-      {
-        name: 'inline-wasm',
-        setup(plugin) {
-          plugin.onResolve({ filter: /\.wasm$|\?constants$/ }, ({ path }) => ({ path: inlineWasm.resolveId(path) ?? path, namespace: 'inline' }))
-          plugin.onLoad({ filter: /.*/, namespace: 'inline' }, ({ path }) => ({ contents: inlineWasm.load(path) ?? '', loader: 'js' }))
-        },
-      },
-    ],
-  })
-  return import(pathToFileURL(outfile).href)
-}
 
 /** Values with the spread of a model's weights: normal, standard deviation 0.02, from a fixed seed. */
 function weights(count) {
@@ -62,7 +26,11 @@ function weights(count) {
  * @param {{ count?: number, types?: string[], log?: (line: string) => void }} [options]
  */
 export async function run({ count = 16 << 20, types, log = console.log } = {}) {
-  const { loadGgml, QUANTIZED_TYPES, ggmlQuantModule, quantize, quantizedByteLength, quantizeInWasm, reserveMemory } = await loadModules()
+  // test/ggml.ts and src/gguf/quantize.ts: neither is a package export.
+  const { loadGgml, QUANTIZED_TYPES, ggmlQuantModule, quantize, quantizedByteLength, quantizeInWasm, reserveMemory } = await bundledSource(
+    'ggml-quantize',
+    "export { loadGgml } from './test/ggml.ts'\nexport * from './src/gguf/quantize.ts'\nexport { reserveMemory } from './src/core/wasm.ts'",
+  )
   const ggml = loadGgml()
   const perRow = 4096
   const rows = count / perRow
