@@ -26,11 +26,13 @@ function weights(count) {
  * @param {{ count?: number, types?: string[], log?: (line: string) => void }} [options]
  */
 export async function run({ count = 16 << 20, types, log = console.log } = {}) {
-  // test/ggml.ts and src/gguf/quantize.ts: neither is a package export.
-  const { loadGgml, QUANTIZED_TYPES, ggmlQuantModule, quantize, quantizedByteLength, quantizeInWasm, reserveMemory } = await bundledSource(
+  // test/ggml.ts and src/gguf/ggml-quantizers.ts: neither is a package export.
+  const { loadGgml, ggmlQuantizers, GGML_RUNTIME } = await bundledSource(
     'ggml-quantize',
-    "export { loadGgml } from './test/ggml.ts'\nexport * from './src/gguf/quantize.ts'\nexport { reserveMemory } from './src/core/wasm.ts'",
+    "export { loadGgml } from './test/ggml.ts'\nexport { ggmlQuantizers } from './src/gguf/ggml-quantizers.ts'\nexport { GGML_RUNTIME } from './src/gguf/kernels.ts'",
   )
+  const { types: QUANTIZED_TYPES, ggmlQuantModule, quantize, quantizedByteLength, quantizeInWasm } = ggmlQuantizers(GGML_RUNTIME)
+  const { reserveMemory } = GGML_RUNTIME
   const ggml = loadGgml()
   const perRow = 4096
   const rows = count / perRow

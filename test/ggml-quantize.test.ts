@@ -1,4 +1,4 @@
-// The quantization kernels (assembly/ggml-quant.ts through src/gguf/quantize.ts) against ggml's own C code:
+// The quantization kernels (assembly/ggml-quant.ts through src/gguf/ggml-quantizers.ts) against ggml's own C code:
 // ggml_quantize_chunk of node-llama-cpp's libggml-base.so with no importance matrix (test/ggml.ts), block for
 // block on rows of every kind that steers its searches (normal weights, outliers, all-zero rows, subnormals,
 // constant rows, mixed signs, ties, huge values) and every row length class. Q8_0 also against gguf-py's bytes
@@ -6,13 +6,15 @@
 import { readFileSync } from 'node:fs'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { reserveMemory } from '../src/core/wasm.ts'
+import { ggmlQuantizers, type QuantizedType } from '../src/gguf/ggml-quantizers.ts'
 import { GGML_TYPES } from '../src/gguf/ggml-types.ts'
-import { ggmlQuantModule, QUANTIZED_TYPES, type QuantizedType, quantize, quantizedByteLength, quantizeInWasm } from '../src/gguf/quantize.ts'
+import { GGML_RUNTIME } from '../src/gguf/kernels.ts'
 import { SafetensorsError } from '../src/node.ts'
 import { type Ggml, ggmlUnsupported, loadGgml } from './ggml.ts'
 import { referenceQ8_0 } from './q8_0-reference.ts'
 import { prng } from './random.ts'
 
+const { types: QUANTIZED_TYPES, ggmlQuantModule, quantize, quantizedByteLength, quantizeInWasm } = ggmlQuantizers(GGML_RUNTIME)
 const QUICK = process.env.TEST_QUICK === '1'
 const unsupported = ggmlUnsupported()
 if (unsupported) console.log(`ggml-quantize: ${unsupported}; the kernels are checked against gguf-py's Q8_0 and the API only`)

@@ -6,16 +6,17 @@
 // groups and of symmetric tables in groups of 16. The expected values come from the formulas written out here,
 // with the independent F16/BF16 encoder of test/float-reference.ts.
 import { describe, expect, test } from 'vitest'
+import type { ConvertTarget } from '../src/core/convert.ts'
 import { dtypeIndex } from '../src/core/dtypes.ts'
 import { reserveMemory, WasmModule } from '../src/core/wasm.ts'
-import { type CodeFormat, type Job, Kernels, type Params, type ReferenceDtype } from '../src/quant/kernels.ts'
+import { type CodeFormat, type Job, Kernels, type Params } from '../src/quant/kernels.ts'
 import { decodeToF32Bits, encodeF32Bits, f32Bits, f32FromBits } from './float-reference.ts'
 import { prng } from './random.ts'
 
 const kernels = new Kernels({ WasmModule, reserveMemory, dtypeIndex })
 
 /** Runs one rectangle of `rows` x `cols` (parameters addressed as `params` says) and returns its F32 bits. */
-function run(codes: Uint8Array, format: CodeFormat, params: Params, rows: number, cols: number, colOffset = 0, to: ReferenceDtype = 'F32'): Uint32Array {
+function run(codes: Uint8Array, format: CodeFormat, params: Params, rows: number, cols: number, colOffset = 0, to: ConvertTarget = 'F32'): Uint32Array {
   const job: Job = {
     codes,
     format,
@@ -32,7 +33,7 @@ function run(codes: Uint8Array, format: CodeFormat, params: Params, rows: number
 }
 
 /** F32 bits rounded to `ref` (and back to F32 bits): what the references do after each operation. */
-function rounded(ref: ReferenceDtype, bits: number): number {
+function rounded(ref: ConvertTarget, bits: number): number {
   if (ref === 'F32') return bits >>> 0
   const narrow = encodeF32Bits(ref, bits)
   return decodeToF32Bits(ref, narrow)

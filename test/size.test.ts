@@ -112,7 +112,15 @@ export async function first(source) {
     source: "export { ggufStream } from 'safetensors-wasm/gguf'\n",
     budget: 40_000,
     present: [...GGUF, 'read/model.js', 'header.wasm.js', 'convert.wasm.js'],
-    absent: [...WRITER, ...CACHE.filter((module) => module !== 'cache/storage.js'), ...STATS, 'write/convert-stream.js', 'gguf/dequantize.js', ...GGML, ...QUANTIZERS],
+    absent: [
+      ...WRITER,
+      ...CACHE.filter((module) => module !== 'cache/storage.js'),
+      ...STATS,
+      'write/convert-stream.js',
+      'gguf/dequantize.js',
+      ...GGML,
+      ...QUANTIZERS,
+    ],
     // The reader of a SentencePiece tokenizer.model, loaded for models that have one; the quantizers.
     onDemand: ['gguf/sentencepiece.js', ...QUANTIZERS],
   },

@@ -28,7 +28,7 @@ export const FILE_TYPES = {
 } as const satisfies Partial<Record<GgufDtype, { id: number; base: GgmlType }>>
 
 /** A file type's name, as llama-quantize spells it. */
-export type FileType = keyof typeof FILE_TYPES
+type FileType = keyof typeof FILE_TYPES
 
 /**
  * What {@link ggufStream}'s `dtype` takes (in any case): F32, F16 or BF16 as llama.cpp's converter writes them,
@@ -82,7 +82,7 @@ export function ggufDtypeOf(name: unknown): GgufDtype | undefined {
 export const fileTypeOf = (dtype: GgufDtype): FileType | undefined => (Object.hasOwn(FILE_TYPES, dtype) ? (dtype as FileType) : undefined)
 
 /** What the mixtures read of the model: its hyperparameters as llama.cpp loads them. */
-export interface MixtureModel {
+interface MixtureModel {
   /** general.architecture. */
   architecture: string
   blocks: number
@@ -93,7 +93,7 @@ export interface MixtureModel {
 }
 
 /** A tensor as the mixtures see it: its name and dims in ggml's order. */
-export interface MixtureTensor {
+interface MixtureTensor {
   name: string
   dims: readonly number[]
 }

@@ -1,6 +1,5 @@
 // F32 rows to ggml's quantized types, over the wasm kernels of assembly/ggml-quant.ts (build/ggml-quant.wasm), whose
-// blocks are byte for byte what ggml_quantize_chunk writes with no importance matrix: the quantizers behind
-// src/gguf/quantize.ts, which documents them.
+// blocks are byte for byte what ggml_quantize_chunk writes with no importance matrix.
 //
 // The GGUF export loads this module when it first quantizes (src/gguf/kernels.ts), so at run time it imports only its
 // wasm code and its contracts: the library's functions it calls are lent (GgmlRuntime), as ggml's dequantization
@@ -13,7 +12,7 @@ import type { SafetensorsError } from '../errors.ts'
 import type { GgmlRuntime } from './ggml-kernels.ts'
 
 /** The quantization module's functions (assembly/modules/ggml-quant.ts). */
-export interface GgmlQuantExports {
+interface GgmlQuantExports {
   heapBase(): number
   /** The address of the descriptor quantizeRows reads (assembly/boundary/ggml-quant.ts). */
   descriptor(): number
@@ -43,15 +42,15 @@ const TYPE_NUMBERS = {
 export type QuantizedType = keyof typeof TYPE_NUMBERS
 
 /** Every ggml type this library quantizes to. */
-export const QUANTIZED_TYPES = Object.keys(TYPE_NUMBERS) as QuantizedType[]
+const QUANTIZED_TYPES = Object.keys(TYPE_NUMBERS) as QuantizedType[]
 
 /** What an error names: the tensor, and the index in it of the first value quantized. */
-export interface QuantizeOrigin {
+interface QuantizeOrigin {
   name: string
   first: number
 }
 
-/** The quantizers over `runtime`. */
+/** The quantizers over `runtime`: the types, the module, and the functions over it (tests and benchmarks call them directly). */
 export function ggmlQuantizers(runtime: GgmlRuntime) {
   const { SafetensorsError, GGML_TYPES, ggmlByteLength, reserveMemory, roundTripElements } = runtime
   const ggmlQuantModule = new runtime.WasmModule<GgmlQuantExports>(ggmlQuantWasm)
@@ -159,5 +158,5 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
     return result
   }
 
-  return { ggmlQuantModule, quantizedByteLength, quantizeInWasm, quantize }
+  return { types: QUANTIZED_TYPES, ggmlQuantModule, quantizedByteLength, quantizeInWasm, quantize }
 }

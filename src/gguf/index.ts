@@ -7,6 +7,7 @@
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
+import { elementsOf } from '../format/header.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import { readJsonObject } from '../format/model-config.ts'
 import { type Located, locate, type OpenModelOptions, openLocated, readBeside, type SafetensorsModel } from '../read/model.ts'
@@ -24,7 +25,7 @@ export type { GgufDtype } from './file-types.ts'
 import type { QuantizedType } from './ggml-quantizers.ts'
 import { modelMetadata, readModelConfig } from './metadata.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
-import { elementsOf, type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
+import { type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
 /** Options of {@link ggufStream}: those of {@link index!openModel} for reading the model, and what the GGUF holds. */

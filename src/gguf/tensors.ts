@@ -95,8 +95,6 @@ export interface PlannedTensor extends TensorEntry {
   shift: number
 }
 
-export const elementsOf = (info: Pick<TensorInfo, 'shape'>) => info.shape.reduce((a, b) => a * b, 1)
-
 /** A float type of the converter. */
 type FloatDtype = 'F32' | 'F16' | 'BF16'
 
