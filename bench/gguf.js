@@ -3,6 +3,8 @@
 //   at F16 with the CLI, against `dd conv=fsync` of its safetensors file (the same bytes in, as many out, durable
 //   as the CLI's atomic write is); each command in a child process from the same settled machine state (see
 //   bench/io.js settle()), interleaved rounds, medians. Targets: at most 1.3x, peak RSS under 200 MiB.
+// - that GGUF back to a Hugging Face folder at F16 with the CLI, against dd of the GGUF: at most 1.5x, peak RSS
+//   under 300 MiB.
 // - a 150 MB BF16 Llama (4 layers of 1024, a 16,000-token vocabulary) to Q4_K_M with the CLI, against what a user
 //   of llama.cpp runs for it: the F32 GGUF (this CLI) then llama.cpp's llama_model_quantize with 2 threads
 //   (libllama through koffi, test/ggml.ts), each in a child process, interleaved rounds, medians; both files' tensor
@@ -94,7 +96,7 @@ async function makeModel(folder = MODEL, model = LLAMA) {
     vocab_size: vocab,
   }
   writeFileSync(join(folder, 'config.json'), JSON.stringify(config))
-  // A token an id, no merges: a vocabulary mostly of padding is refused as a config.json that does not fit it.
+  // A token for every id: llama.cpp's converter pads a vocabulary by a few ids at most.
   const tokenizer = {
     model: { type: 'BPE', vocab: Object.fromEntries(Array.from({ length: vocab }, (_, id) => [`t${id}`, id])), merges: [] },
     pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, use_regex: true },
@@ -122,62 +124,58 @@ async function downProjectionAgrees(weights, path) {
 }
 
 /**
- * Runs each command `ROUNDS` times, alternating their order so that neither always follows the other, each after
- * its `outputs` are removed and from a settled machine state; each command's milliseconds and their medians.
- * @param {Record<string, { run: () => Promise<number>, outputs: string[] }>} commands
- * @param {string} weights
- * @param {boolean} canDrop
+ * Runs each command ROUNDS times in alternating order, each after `before(name)` from the same settled machine
+ * state (the page cache dropped where it can be, `input` read through once otherwise): the times of each.
  */
-async function interleaved(commands, weights, canDrop) {
+async function interleaved(commands, input, before) {
+  const canDrop = dropCaches()
+  const names = Object.keys(commands)
   /** @type {Record<string, number[]>} */
-  const runs = Object.fromEntries(Object.keys(commands).map((name) => [name, []]))
+  const runs = Object.fromEntries(names.map((name) => [name, []]))
   for (let round = 0; round < ROUNDS; round++) {
-    const names = Object.keys(commands)
-    for (const name of round % 2 ? names.reverse() : names) {
-      for (const path of commands[name].outputs) await rm(path, { force: true })
-      await settle(canDrop, weights)
-      runs[name].push(await commands[name].run())
+    // Alternate the order, so that neither always follows the other.
+    for (const name of round % 2 ? [...names].reverse() : names) {
+      await before(name)
+      await settle(canDrop, input)
+      runs[name].push(await commands[name]())
     }
   }
-  return { runs, medians: Object.fromEntries(Object.entries(runs).map(([name, v]) => [name, median(v)])) }
+  return { runs, canDrop }
 }
 
-/**
- * The CLI's `convert` with `args` in a child process, as a command of interleaved(): its milliseconds, its peak RSS
- * kept in `rss.peak` when higher.
- * @param {string[]} args
- * @param {{ peak: number }} rss
- */
-function cliRun(args, rss) {
-  return async () => {
-    const { ms, maxRss } = await child(CLI_CHILD, args)
-    rss.peak = Math.max(rss.peak, maxRss)
-    return ms
-  }
-}
-
-/**
- * Prints a measurement: its heading; a row of the medians of `runs`' first command (this library's) and second (the
- * baseline), their ratio, the peak RSS of the first and the `checks`; its targets; every round.
- * @param {(line: string) => void} log
- * @param {string} heading
- * @param {Record<string, number[]>} runs
- * @param {number} peak
- * @param {Record<string, unknown>} checks
- * @param {string} targets
- */
-function report(log, heading, runs, peak, checks, targets) {
-  const [[conversion, ours], [baseline, theirs]] = Object.entries(runs).map(([name, v]) => [name, median(v)])
-  log(`\n${heading}, median of ${ROUNDS} interleaved rounds`)
-  const ratio = (+ours / +theirs).toFixed(2)
-  table([{ conversion, ms: (+ours).toFixed(0), baseline, 'baseline ms': (+theirs).toFixed(0), ratio, 'peak RSS MiB': (peak / MiB).toFixed(0), ...checks }])
-  log(targets)
+/** The lines under a table: every round's times, and whether the page cache could be dropped. */
+function logRounds(log, runs, canDrop) {
   log(
     `every round, ms: ${Object.entries(runs)
       .map(([name, v]) => `${name} ${v.map((ms) => ms.toFixed(0)).join(' ')}`)
       .join('; ')}`,
   )
+  if (!canDrop) log('cannot drop the page cache here (not root?): commands ran after a sync only, so their state varies more')
 }
+
+/** The commands a conversion is timed by: dd conv=fsync of `input` to `out`, and the CLI's convert with `args` (its peak RSS kept). */
+function againstDd(input, out, name, args) {
+  const measured = { peak: 0 }
+  const commands = {
+    dd: () => timed(`dd if=${quote(input)} of=${quote(out)} bs=8M conv=fsync status=none`),
+    [name]: async () => {
+      const { ms, maxRss } = await child(CLI_CHILD, args)
+      measured.peak = Math.max(measured.peak, maxRss)
+      return ms
+    },
+  }
+  return { commands, measured }
+}
+
+/** A table row of a conversion's median against dd's. */
+const rowAgainstDd = (conversion, ms, dd, peak) => ({
+  conversion,
+  ms: ms.toFixed(0),
+  baseline: 'dd conv=fsync',
+  'baseline ms': dd.toFixed(0),
+  ratio: (ms / dd).toFixed(2),
+  'peak RSS MiB': (peak / MiB).toFixed(0),
+})
 
 /** The CLI's conversion of the 1 GiB model to a GGUF at F16 against dd of its bytes; prints the table and returns the figures. */
 export async function runConversion({ log = console.log } = {}) {
@@ -185,25 +183,46 @@ export async function runConversion({ log = console.log } = {}) {
   const size = statSync(weights).size
   const out = join(MODEL, 'out')
   const gguf = `${out}.gguf`
-  const canDrop = dropCaches()
-  const rss = { peak: 0 }
-  // This library's command first, the baseline second: report() reads them in that order.
-  const commands = {
-    'BF16 -> GGUF F16': { run: cliRun([MODEL, gguf, '--dtype', 'F16'], rss), outputs: [gguf] },
-    'dd conv=fsync': { run: () => timed(`dd if=${quote(weights)} of=${quote(out)} bs=8M conv=fsync status=none`), outputs: [out] },
-  }
+  const { commands, measured } = againstDd(weights, out, 'GGUF F16', [MODEL, gguf, '--dtype', 'F16'])
   try {
-    const { runs, medians } = await interleaved(commands, weights, canDrop)
+    const { runs, canDrop } = await interleaved(commands, weights, (name) => rm(name === 'dd' ? out : gguf, { force: true }))
     const agrees = await downProjectionAgrees(weights, gguf)
-    const m = { dd: medians['dd conv=fsync'], gguf: medians['BF16 -> GGUF F16'] }
-    const heading = `convert a ${(size / 2 ** 30).toFixed(2)} GiB BF16 Llama model to GGUF F16 with the CLI vs dd conv=fsync of its safetensors`
-    const targets = `(targets: ratio <= 1.3, peak RSS < ${RSS_TARGET / MiB} MiB; GGUF ${(statSync(gguf).size / MiB).toFixed(0)} MiB)`
-    report(log, heading, runs, rss.peak, { 'ffn_down agrees': agrees }, targets)
-    if (!canDrop) log('cannot drop the page cache here (not root?): commands ran after a sync only, so their state varies more')
-    return { ...m, ratio: m.gguf / m.dd, peakRss: rss.peak, agrees, runs }
+    const m = { dd: median(runs.dd), gguf: median(runs['GGUF F16']) }
+    log(`
+convert a ${(size / 2 ** 30).toFixed(2)} GiB BF16 Llama model to GGUF F16 with the CLI vs dd conv=fsync of its safetensors, median of ${ROUNDS} interleaved rounds`)
+    table([{ ...rowAgainstDd('BF16 -> GGUF F16', m.gguf, m.dd, measured.peak), 'ffn_down agrees': agrees }])
+    log(`(targets: ratio <= 1.3, peak RSS < ${RSS_TARGET / MiB} MiB; GGUF ${(statSync(gguf).size / MiB).toFixed(0)} MiB)`)
+    logRounds(log, runs, canDrop)
+    return { ...m, ratio: m.gguf / m.dd, peakRss: measured.peak, agrees, runs }
   } finally {
     await rm(out, { force: true })
     await rm(gguf, { force: true })
+  }
+}
+
+/**
+ * The CLI's conversion of the 1 GiB model's GGUF (F16, written once by the CLI) back to a Hugging Face folder at
+ * F16, against `dd conv=fsync` of the GGUF (as many bytes in and out); prints the table and returns the figures.
+ */
+export async function runToFolder({ log = console.log } = {}) {
+  await makeModel()
+  const gguf = join(MODEL, 'model.gguf')
+  if (!existsSync(gguf)) await child(CLI_CHILD, [MODEL, gguf, '--dtype', 'F16'])
+  const size = statSync(gguf).size
+  const out = join(MODEL, 'back')
+  const { commands, measured } = againstDd(gguf, out, 'folder F16', [gguf, out, '--dtype', 'F16'])
+  try {
+    const { runs, canDrop } = await interleaved(commands, gguf, () => rm(out, { recursive: true, force: true }))
+    const written = statSync(join(out, 'model.safetensors')).size
+    const m = { dd: median(runs.dd), folder: median(runs['folder F16']) }
+    log(`
+convert a ${(size / 2 ** 30).toFixed(2)} GiB F16 GGUF (the Llama above) to a Hugging Face folder at F16 with the CLI vs dd conv=fsync of the GGUF, median of ${ROUNDS} interleaved rounds`)
+    table([rowAgainstDd('GGUF F16 -> folder F16', m.folder, m.dd, measured.peak)])
+    log(`(targets: ratio <= 1.5, peak RSS < 300 MiB; model.safetensors ${(written / MiB).toFixed(0)} MiB)`)
+    logRounds(log, runs, canDrop)
+    return { ...m, ratio: m.folder / m.dd, peakRss: measured.peak, runs }
+  } finally {
+    await rm(out, { recursive: true, force: true })
   }
 }
 
@@ -247,31 +266,47 @@ export async function runQuantized({ log = console.log } = {}) {
     const { loadLlamaQuantize } = await import(${JSON.stringify(pathToFileURL(bundle).href)})
     const [input, output, ftype, threads] = process.argv.slice(1)
     loadLlamaQuantize()(input, output, Number(ftype), Number(threads))`
-  const canDrop = dropCaches()
-  const rss = { peak: 0 }
-  const toF32 = cliRun([SMALL_MODEL, f32, '--dtype', 'F32'], { peak: 0 })
-  const quantize = async () => (await child(quantizeChild, [f32, theirs, String(Q4_K_M), '2'])).ms
+  const measured = { peak: 0 }
+  const llama = 'F32 GGUF + llama_model_quantize'
   const commands = {
-    'BF16 -> GGUF Q4_K_M': { run: cliRun([SMALL_MODEL, ours, '--dtype', 'Q4_K_M'], rss), outputs: [ours] },
-    'F32 GGUF + llama_model_quantize': { run: async () => (await toF32()) + (await quantize()), outputs: [f32, theirs] },
+    'GGUF Q4_K_M': async () => {
+      const { ms, maxRss } = await child(CLI_CHILD, [SMALL_MODEL, ours, '--dtype', 'Q4_K_M'])
+      measured.peak = Math.max(measured.peak, maxRss)
+      return ms
+    },
+    [llama]: async () =>
+      (await child(CLI_CHILD, [SMALL_MODEL, f32, '--dtype', 'F32'])).ms + (await child(quantizeChild, [f32, theirs, String(Q4_K_M), '2'])).ms,
   }
+  const outputs = { 'GGUF Q4_K_M': [ours], [llama]: [f32, theirs] }
   try {
-    const { runs, medians } = await interleaved(commands, weights, canDrop)
+    const { runs, canDrop } = await interleaved(commands, weights, (name) => Promise.all(outputs[name].map((path) => rm(path, { force: true }))))
     // The last round of each left its files.
     const same = await sameTensors(ours, theirs)
-    const m = { ours: medians['BF16 -> GGUF Q4_K_M'], theirs: medians['F32 GGUF + llama_model_quantize'] }
-    const heading = `convert a ${(size / 1e6).toFixed(0)} MB BF16 Llama model to GGUF Q4_K_M with the CLI vs the F32 GGUF then llama.cpp's llama_model_quantize (2 threads)`
-    const targets = `(targets: ratio <= 2.0, peak RSS < ${QUANTIZED_RSS_TARGET / MiB} MiB; GGUF ${(statSync(ours).size / MiB).toFixed(0)} MiB)`
-    report(log, heading, runs, rss.peak, { 'same tensors': same }, targets)
-    return { ...m, ratio: m.ours / m.theirs, peakRss: rss.peak, same, runs }
+    const m = { ours: median(runs['GGUF Q4_K_M']), theirs: median(runs[llama]) }
+    log(`
+convert a ${(size / 1e6).toFixed(0)} MB BF16 Llama model to GGUF Q4_K_M with the CLI vs the F32 GGUF then llama.cpp's llama_model_quantize (2 threads), median of ${ROUNDS} interleaved rounds`)
+    table([
+      {
+        conversion: 'BF16 -> GGUF Q4_K_M',
+        ms: m.ours.toFixed(0),
+        baseline: llama,
+        'baseline ms': m.theirs.toFixed(0),
+        ratio: (m.ours / m.theirs).toFixed(2),
+        'peak RSS MiB': (measured.peak / MiB).toFixed(0),
+        'same tensors': same,
+      },
+    ])
+    log(`(targets: ratio <= 2.0, peak RSS < ${QUANTIZED_RSS_TARGET / MiB} MiB; GGUF ${(statSync(ours).size / MiB).toFixed(0)} MiB)`)
+    logRounds(log, runs, canDrop)
+    return { ...m, ratio: m.ours / m.theirs, peakRss: measured.peak, same, runs }
   } finally {
     for (const path of [ours, f32, theirs]) await rm(path, { force: true })
   }
 }
 
-/** The conversion's measurements. */
+/** Every measurement: the conversion, the way back to a folder, Q4_K_M against llama.cpp. */
 export async function run({ log = console.log } = {}) {
-  return { conversion: await runConversion({ log }), quantized: await runQuantized({ log }) }
+  return { conversion: await runConversion({ log }), toFolder: await runToFolder({ log }), quantized: await runQuantized({ log }) }
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -41,28 +41,47 @@ export interface TensorSpec {
 }
 
 /**
+ * A SafeTensors header written by hand: 8-byte LE length | JSON header (padded with spaces to `align`), for tensors
+ * of `lengths` bytes packed in the order given; with each tensor's offset in the data and the data's length.
+ */
+export function headerFor(
+  tensors: ReadonlyArray<{ name: string; dtype: string; shape: number[] }>,
+  lengths: number[],
+  metadata: Record<string, string> | null | undefined,
+  align: number,
+): { head: Uint8Array; starts: number[]; dataLength: number } {
+  const parts: string[] = []
+  if (metadata !== undefined) parts.push(`"__metadata__":${JSON.stringify(metadata)}`)
+  const starts: number[] = []
+  let offset = 0
+  tensors.forEach((t, i) => {
+    parts.push(`${JSON.stringify(t.name)}:{"dtype":"${t.dtype}","shape":[${t.shape.join(',')}],"data_offsets":[${offset},${offset + lengths[i]}]}`)
+    starts.push(offset)
+    offset += lengths[i]
+  })
+  let header = `{${parts.join(',')}}`
+  while (header.length % align !== 0) header += ' '
+  const h = new TextEncoder().encode(header)
+  const head = new Uint8Array(8 + h.length)
+  new DataView(head.buffer).setBigUint64(0, BigInt(h.length), true)
+  head.set(h, 8)
+  return { head, starts, dataLength: offset }
+}
+
+/**
  * A SafeTensors file written by hand: 8-byte LE length | JSON header (padded with spaces to `align`)
  * | the tensors' bytes, packed in the order given.
  */
 export function buildFile(tensors: TensorSpec[], metadata?: Record<string, string> | null, align = 8): Uint8Array {
-  const parts: string[] = []
-  if (metadata !== undefined) parts.push(`"__metadata__":${JSON.stringify(metadata)}`)
-  let offset = 0
-  for (const t of tensors) {
-    parts.push(`${JSON.stringify(t.name)}:{"dtype":"${t.dtype}","shape":[${t.shape.join(',')}],"data_offsets":[${offset},${offset + t.bytes.length}]}`)
-    offset += t.bytes.length
-  }
-  let header = `{${parts.join(',')}}`
-  while (header.length % align !== 0) header += ' '
-  const h = new TextEncoder().encode(header)
-  const out = new Uint8Array(8 + h.length + offset)
-  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true)
-  out.set(h, 8)
-  let at = 8 + h.length
-  for (const t of tensors) {
-    out.set(t.bytes, at)
-    at += t.bytes.length
-  }
+  const { head, starts, dataLength } = headerFor(
+    tensors,
+    tensors.map((t) => t.bytes.length),
+    metadata,
+    align,
+  )
+  const out = new Uint8Array(head.length + dataLength)
+  out.set(head)
+  tensors.forEach((t, i) => out.set(t.bytes, head.length + starts[i]))
   return out
 }
 
@@ -145,6 +164,13 @@ export function sha256(bytes: Uint8Array): string {
 }
 
 /** The bytes under a TypedArray view. */
+/** Rows [0, rows) and columns [from, to) of a row-major matrix of `width` elements of `unit` bytes, by hand. */
+export function columns(bytes: Uint8Array, rows: number, width: number, unit: number, from: number, to: number): Uint8Array {
+  const out = new Uint8Array(rows * (to - from) * unit)
+  for (let r = 0; r < rows; r++) out.set(bytes.subarray((r * width + from) * unit, (r * width + to) * unit), r * (to - from) * unit)
+  return out
+}
+
 export function bytesOf(view: ArrayBufferView): Uint8Array {
   return new Uint8Array(view.buffer, view.byteOffset, view.byteLength)
 }
@@ -220,4 +246,25 @@ export function expectSameBytes(actual: ArrayBufferView, expected: ArrayBufferVi
   let i = 0
   while (i < a.length && i < b.length && a[i] === b[i]) i++
   expect.fail(`${what}: ${a.length} bytes vs ${b.length} expected; first difference at byte ${i} (got ${a[i]}, expected ${b[i]})`)
+}
+
+/** All the chunks of a stream, joined, and how many there were. */
+export async function collect(stream: ReadableStream<Uint8Array>): Promise<{ bytes: Uint8Array; chunks: number }> {
+  const parts: Uint8Array[] = []
+  for await (const part of stream as unknown as AsyncIterable<Uint8Array>) parts.push(part)
+  return { bytes: new Uint8Array(Buffer.concat(parts)), chunks: parts.length }
+}
+
+/** The file of the stream tests (file.stream, convertStream): a large BF16 tensor among small ones of other dtypes. */
+export function streamsFile(): Uint8Array<ArrayBuffer> {
+  const r = rng(14)
+  // 300,000 elements: more than one chunk (256 Ki elements), and a last chunk that is not full.
+  const big = r.bytes(600_000)
+  return buildFile([
+    { name: 'ints', dtype: 'I64', shape: [3], bytes: r.bytes(24) },
+    { name: 'big', dtype: 'BF16', shape: [600, 500], bytes: big },
+    { name: 'f8', dtype: 'F8_E4M3', shape: [7, 3], bytes: r.bytes(21) },
+    { name: 'f4', dtype: 'F4', shape: [4, 6], bytes: r.bytes(12) },
+    { name: 'empty', dtype: 'F32', shape: [0, 4], bytes: new Uint8Array(0) },
+  ]) as Uint8Array<ArrayBuffer>
 }

@@ -3,27 +3,31 @@
 // header) is read and checked first, so the header, whose offsets follow from the shapes and types, goes
 // out first; then each tensor a chunk at a time, through one wasm memory sized once: read, converted there,
 // changed as llama.cpp's converter changes it (rows reordered, transposed, norms shifted), quantized in place,
-// and copied out. An MoE layer's experts go into their stack one after the other, a chunk at a time.
+// and copied out. An MoE layer's experts go into their stack one after the other, a chunk at a time. A chunk is
+// bounded whatever the tensor: a head larger than a chunk is reordered a few rows of each half at a time, and a
+// transposed tensor larger than GGUF_CHUNKS.transposed (chunks.ts) a block of its columns at a time.
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import { elementsOf } from '../format/header.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import { readJsonObject } from '../format/model-config.ts'
+import type { SliceRange } from '../format/slice.ts'
 import { type Located, locate, type OpenModelOptions, openLocated, readBeside, type SafetensorsModel } from '../read/model.ts'
 import { ChunkConverter, pulledStream } from '../read/streams.ts'
-import { sequentialReader } from '../sources/downloads.ts'
+import { type SourceRange, sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
 import { GGUF_DTYPE_NAMES, type GgufDtype, ggufDtypeOf } from './file-types.ts'
 import { alignUp, type EncodedHeader, encodeHeader } from './format.ts'
-import type { GgmlType } from './ggml-types.ts'
+import { GGML_TYPES, type GgmlType } from './ggml-types.ts'
 import { loadGgmlQuantizers } from './kernels.ts'
 
 export type { GgufDtype } from './file-types.ts'
 
+import { type Chunk, largestChunk, partChunks, permuteRows, readColumns, transposed } from './chunks.ts'
 import type { QuantizedType } from './ggml-quantizers.ts'
-import { modelMetadata, readModelConfig } from './metadata.ts'
+import { conversionNotes, modelMetadata, readModelConfig } from './metadata.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
 import { type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
@@ -45,9 +49,6 @@ export interface GgufOptions extends OpenModelOptions {
   onProgress?: ProgressCallback
 }
 
-/** Elements per chunk: 4 MiB as F32, whole rows; a chunk of a reordered tensor is whole heads (at least one). */
-const CHUNK_ELEMENTS = 1 << 20
-
 /** tokenizer.model's pieces, by its reader, which only models that have one load. */
 async function readTokenizerModel(bytes: Uint8Array): Promise<SentencePieceModel> {
   const { readSentencePiece } = await import('./sentencepiece.ts')
@@ -65,14 +66,6 @@ async function readBesideModel(located: Located, name: string, required: boolean
   throw new SafetensorsError('Io', `${file.where} is missing, and a GGUF needs it`, { status: missing?.status, url: missing?.url, path: missing?.path })
 }
 
-/** A part's elements per chunk: the whole of a transposed tensor, whole heads of a reordered one, else whole rows. */
-function chunkElements(t: PlannedTensor, part: TensorPart): number {
-  const count = elementsOf(part.info)
-  if (t.transpose) return count
-  const unit = t.heads > 0 ? count / t.heads : t.dims[0]
-  return Math.min(count, Math.max(unit, Math.floor(CHUNK_ELEMENTS / unit) * unit))
-}
-
 /** Whether a tensor's type is one of ggml's quantized ones (not a float). */
 const quantized = (type: GgmlType) => type !== 'F32' && type !== 'F16' && type !== 'BF16'
 
@@ -82,64 +75,59 @@ function middleOf(t: PlannedTensor): DType {
 }
 
 /**
- * A copy of `heads` heads of rows with each head's rows reordered as llama.cpp's converter's `permute`:
- * reshape(heads, 2, rows / heads / 2, ...).swapaxes(1, 2), so that row j of a head's first half and row j
- * of its second half become rows 2j and 2j + 1.
- */
-function permuteRows(bytes: Uint8Array, heads: number, rowsPerHead: number): Uint8Array {
-  const out = new Uint8Array(bytes.length)
-  const rowBytes = bytes.length / heads / rowsPerHead
-  const half = rowsPerHead / 2
-  for (let row = 0; row < heads * rowsPerHead; row++) {
-    const head = row - (row % rowsPerHead)
-    const from = head + ((row - head) % 2) * half + Math.floor((row - head) / 2)
-    out.set(bytes.subarray(from * rowBytes, (from + 1) * rowBytes), row * rowBytes)
-  }
-  return out
-}
-
-/** A copy of a matrix of `rows` rows (elements of 2 or 4 bytes) with its rows and columns swapped. */
-function transposed(bytes: Uint8Array, rows: number, elementBytes: number): Uint8Array {
-  const Elements = elementBytes === 4 ? Uint32Array : Uint16Array
-  const from = new Elements(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.length / elementBytes)
-  const columns = from.length / rows
-  const to = new Elements(from.length)
-  for (let row = 0; row < rows; row++) for (let column = 0; column < columns; column++) to[column * rows + row] = from[row * columns + column]
-  return new Uint8Array(to.buffer)
-}
-
-/**
- * The seam through which the GGUF reads every source value: the elements of `part`, `chunk` at a time, as
- * `dtype` (little-endian; each a view valid until the next is asked for). Nothing after it knows where the
- * values come from: shardValues reads stored tensors' byte ranges, logicalValues a quantized module's
+ * The seam through which the GGUF reads every source value: each of `part`'s chunks (partChunks) in turn with its
+ * values as `dtype` (little-endian; each a view valid until the next is asked for). Nothing after it knows where
+ * the values come from: shardValues reads stored tensors' byte ranges, logicalValues a quantized module's
  * dequantized weights.
  */
-type PartValues = (part: TensorPart, dtype: DType, chunk: number) => AsyncGenerator<Uint8Array>
+type PartValues = (t: PlannedTensor, part: TensorPart, dtype: DType) => AsyncGenerator<{ chunk: Chunk; values: Uint8Array }>
 
 /**
  * PartValues for tensors stored in the shards: the byte ranges of `tensors`' parts, in the order they are
  * asked for, read by one sequential reader (over HTTP, the next chunks, of this tensor and the ones after it,
- * are fetched in parallel while this one is converted and taken) into one wasm memory sized once, converted there.
+ * are fetched in parallel while this one is converted and taken) into one wasm memory sized once, converted
+ * there. A part read by columns is read with a request per run instead, several at a time.
  */
 function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: ProgressMeter | undefined): { values: PartValues; close(): void } {
-  const planned = tensors.flatMap((t) => t.parts.filter((part) => part.file).map((part) => ({ part, chunk: chunkElements(t, part), middle: middleOf(t) })))
+  const planned = tensors.flatMap((t) => t.parts.filter((part) => part.file).map((part) => ({ t, part, chunk: largestChunk(t, part.info) })))
   const converter = new ChunkConverter(
-    Math.max(0, ...planned.map(({ part, chunk, middle }) => Math.max(byteLengthOf(part.info.dtype, chunk), byteLengthOf(middle, chunk)))),
+    Math.max(0, ...planned.map(({ t, part, chunk }) => Math.max(byteLengthOf(part.info.dtype, chunk), byteLengthOf(middleOf(t), chunk)))),
   )
-  const input = sequentialReader(
-    planned.map(({ part: { file, info } }) => ({ source: file!.source, offset: file!.header.dataStart + info.dataOffsets[0], length: info.byteLength })),
-    signal,
-  )
-  async function* values({ file, info }: TensorPart, dtype: DType, chunk: number) {
-    const count = elementsOf(info)
-    for (let first = 0; first < count; first += chunk) {
-      const inBytes = byteLengthOf(info.dtype, Math.min(chunk, count - first))
+  const startOf = ({ file, info }: TensorPart) => file!.header.dataStart + info.dataOffsets[0]
+  // The byte ranges of the chunks' runs, in order, runs that follow one another joined.
+  const ranges: SourceRange[] = []
+  for (const { t, part } of planned) {
+    const { source } = part.file!
+    for (const { runs } of partChunks(t, part.info)) {
+      for (const [first, count] of runs) {
+        const offset = startOf(part) + byteLengthOf(part.info.dtype, first)
+        const length = byteLengthOf(part.info.dtype, count)
+        const last = ranges.at(-1)
+        if (last?.source === source && last.offset + last.length === offset) last.length += length
+        else ranges.push({ source, offset, length })
+      }
+    }
+  }
+  const input = sequentialReader(ranges, signal)
+  async function* values(t: PlannedTensor, part: TensorPart, dtype: DType) {
+    const { file, info } = part
+    for (const chunk of partChunks(t, info)) {
+      const inBytes = byteLengthOf(info.dtype, chunk.count)
       let arrived = 0
       const onBytes = (bytes: number) => {
         arrived += bytes
         meter?.arrived(bytes)
       }
-      yield await converter.convert(info.dtype, dtype, file!.byteOrder, inBytes, (target) => input.read(target, onBytes))
+      const fill = async (target: Uint8Array) => {
+        if (chunk.columns) return readColumns(file!.source, startOf(part), info, chunk.columns, target, signal, onBytes)
+        let at = 0
+        for (const [, count] of chunk.runs) {
+          const length = byteLengthOf(info.dtype, count)
+          await input.read(target.subarray(at, at + length), onBytes)
+          at += length
+        }
+      }
+      yield { chunk, values: await converter.convert(info.dtype, dtype, file!.byteOrder, inBytes, fill) }
       // A source that does not stream tells of its bytes only now.
       meter?.arrived(inBytes - arrived)
     }
@@ -147,18 +135,41 @@ function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: Progr
   return { values, close: () => input.close() }
 }
 
-/** PartValues for a quantized module's logical tensor: its dequantized values, as the model's reads compute them. */
+/**
+ * PartValues for a quantized module's logical tensor: its dequantized values, as the model's reads compute them:
+ * in order, or, for chunks of several runs, a read of each of their slices.
+ */
 function logicalValues(model: SafetensorsModel, signal: AbortSignal, meter: ProgressMeter | undefined): PartValues {
-  return async function* values({ info }, dtype, chunk) {
-    for await (const chunkValues of model.quantized!.chunks(info.name, dtype, chunk, signal)) {
-      meter?.arrived(chunkValues.length)
-      yield chunkValues
+  const quantized = model.quantized!
+  return async function* values(t, { info }, dtype) {
+    const [first] = partChunks(t, info)
+    if (first?.runs.length === 1) {
+      // Runs in order, all of the first one's size but the last.
+      const chunks = partChunks(t, info)
+      for await (const values of quantized.chunks(info.name, dtype, first.count, signal)) {
+        meter?.arrived(values.length)
+        yield { chunk: chunks.next().value as Chunk, values }
+      }
+      return
+    }
+    const columns = elementsOf(info) / info.shape[0]
+    for (const chunk of partChunks(t, info)) {
+      const slices: SliceRange[][] = chunk.columns ? [[null, chunk.columns]] : chunk.runs.map(([from, n]) => [[from / columns, (from + n) / columns]])
+      const out = new Uint8Array(byteLengthOf(dtype, chunk.count))
+      let at = 0
+      for (const ranges of slices) {
+        const { data } = await quantized.read(info.name, ranges, { dtype, signal })
+        out.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at)
+        at += data.byteLength
+      }
+      meter?.arrived(out.length)
+      yield { chunk, values: out }
     }
   }
 }
 
 /** The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. */
-async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], values: PartValues): AsyncGenerator<Uint8Array> {
+async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], partValues: PartValues): AsyncGenerator<Uint8Array> {
   const quantizer = tensors.some((t) => quantized(t.type)) ? await loadGgmlQuantizers() : undefined
   for (const [index, t] of tensors.entries()) {
     if (t.computed) yield new Uint8Array(t.computed.buffer)
@@ -167,21 +178,25 @@ async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], val
     for (const part of t.parts) {
       // The index in the part of the chunk's first value, by which an error names a value a type cannot hold.
       let first = 0
-      for await (const chunk of values(part, middle, chunkElements(t, part))) {
-        const n = chunk.length / elementBytes
-        let out = t.transpose ? transposed(chunk, part.info.shape[0], elementBytes) : chunk
+      for await (const { chunk, values } of partValues(t, part, middle)) {
+        const { transposeRows, heads } = chunk
+        const n = values.length / elementBytes
+        let out = transposeRows > 0 ? transposed(values, transposeRows, elementBytes) : values
         if (t.shift !== 0) {
           const floats = new Float32Array(out.buffer, out.byteOffset, n)
           for (let i = 0; i < n; i++) floats[i] += t.shift
         }
         if (quantized(t.type)) {
-          // In place: the blocks are narrower than the F32 they come from.
+          // In place: the blocks are narrower than the F32 they come from. A chunk is whole blocks of its rows
+          // (partChunks), which the kernels quantize one after another whatever the rows, so it goes as rows of a
+          // block.
           const type = t.type as QuantizedType
-          out = quantizer!.quantize(type, new Float32Array(out.buffer, out.byteOffset, n), t.dims[0], out, { name: part.info.name, first })
+          const floats = new Float32Array(out.buffer, out.byteOffset, n)
+          out = quantizer!.quantize(type, floats, GGML_TYPES[type].block, out, { name: part.info.name, first })
         }
-        // Blocks lie within rows, so reordering rows after quantizing is reordering them before. Else a
-        // copy out of wasm memory, unless transposing made one.
-        yield t.heads > 0 ? permuteRows(out, (n * t.heads) / elementsOf(part.info), part.info.shape[0] / t.heads) : t.transpose ? out : out.slice()
+        // Blocks lie within rows, so reordering rows after quantizing is reordering them before. Else a copy out
+        // of wasm memory, unless transposing made one.
+        yield heads > 0 ? permuteRows(out, heads, n / heads / (elementsOf(part.info) / part.info.shape[0])) : transposeRows > 0 ? out : out.slice()
         first += n
       }
     }
@@ -190,10 +205,11 @@ async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], val
   }
 }
 
-/** A GGUF about to be streamed: its tensors, its size and its stream. */
+/** A GGUF about to be streamed: its tensors, its size, what it says otherwise than config.json, and its stream. */
 export interface GgufPlan {
   tensors: ReadonlyArray<{ type: GgmlType }>
   fileSize: number
+  notes: readonly string[]
   stream: ReadableStream<Uint8Array>
 }
 
@@ -212,6 +228,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
   const model = await openLocated(located, read)
   let tensors: PlannedTensor[]
   let header: EncodedHeader
+  let notes: string[]
   try {
     const config = readModelConfig((await json('config.json', true))!)
     // A SentencePiece model's own file, if there is one, else tokenizer.json says what the tokenizer is.
@@ -222,6 +239,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
       config: await json('tokenizer_config.json', false),
       chatTemplate: await readBesideModel(located, 'chat_template.jinja', false, read).then((bytes) => bytes && new TextDecoder().decode(bytes)),
     }
+    notes = conversionNotes(config)
     // The tensors first: their shapes check config.json's counts before the tokenizer's arrays are sized by them.
     tensors = planTensors(model, config, dtype)
     const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)]
@@ -239,19 +257,25 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
     const stored = shardValues(tensors, signal, meter)
     const logical = logicalValues(model, signal, meter)
     try {
-      yield* tensorBytes(header, tensors, (part, dtype, chunk) => (part.file ? stored.values : logical)(part, dtype, chunk))
+      yield* tensorBytes(header, tensors, (t, part, dtype) => (part.file ? stored.values : logical)(t, part, dtype))
     } finally {
       stored.close()
     }
   }
   const stream = pulledStream(options.signal, 'converting to GGUF', bytes, 0, () => model.close())
-  return { tensors, fileSize: header.fileSize, stream }
+  return { tensors, fileSize: header.fileSize, notes, stream }
 }
 
 /** What {@link ggufStream} resolves with: the GGUF's bytes, and their number, known before the first. */
 export type GgufStream = ReadableStream<Uint8Array> & {
   /** The GGUF's size in bytes: what a Worker's `new FixedLengthStream(n)` needs to store the stream in R2. */
   readonly byteLength: number
+  /**
+   * What the GGUF says otherwise than config.json, one sentence each; empty for most models. So far one: a context
+   * cut to an attention window that llama.cpp's graph of the architecture does not apply (Mistral's `sliding_window`),
+   * so that llama.cpp never attends farther back than transformers does.
+   */
+  readonly notes: readonly string[]
 }
 
 /**
@@ -273,10 +297,10 @@ export type GgufStream = ReadableStream<Uint8Array> & {
  * key named); `Io` for a missing config.json,
  * or neither tokenizer.json nor tokenizer.model (named), and a read that fails; any code of
  * {@link index!openModel}; `Aborted`. After it resolves, the same codes come as the stream's error.
- * @throws TypeError for a `dtype` that is not F32, F16, BF16 or a file type of llama-quantize, an `onProgress` that is not a function,
- * or an input openModel does not take.
+ * @throws TypeError for a `dtype` that is not F32, F16, BF16 or a file type of llama-quantize, an `onProgress` that
+ * is not a function, or an input openModel does not take.
  */
 export async function ggufStream(input: string | URL | ModelFiles | ModelFolder, options: GgufOptions = {}): Promise<GgufStream> {
-  const { stream, fileSize } = await planGguf(input, options)
-  return Object.defineProperty(stream, 'byteLength', { value: fileSize, enumerable: true }) as GgufStream
+  const { stream, fileSize, notes } = await planGguf(input, options)
+  return Object.defineProperties(stream, { byteLength: { value: fileSize, enumerable: true }, notes: { value: notes, enumerable: true } }) as GgufStream
 }

@@ -16,12 +16,21 @@ export interface Architecture {
   rope: readonly string[]
   /** q_proj and k_proj rows reordered (llama's `permute`: transformers rotates the halves of a head, llama.cpp pairs). */
   permuteQK?: boolean
-  /** Gemma: norms hold w where llama.cpp multiplies by 1 + w; norms after attention and after the FFN; lm_head (tied) left out. */
-  gemma?: boolean
+  /** Norms hold w where llama.cpp multiplies by 1 + w (Gemma): the GGUF's norm weights are w + 1. */
+  normPlusOne?: boolean
+  /** post_attention_layernorm normalizes the attention's output (Gemma), not the FFN's input: post_attention_norm. */
+  normAfterAttention?: boolean
+  /** lm_head.weight is the embeddings (tied, Gemma): left out even when stored. */
+  tiedOutput?: boolean
   /** GPT-2: Conv1D weights, stored [in, out], transposed to [out, in]. */
   conv1d?: boolean
   /** llama.cpp's fixed pattern of sliding-window layers: every `swaPeriod`-th layer global, the others local. */
   swaPeriod?: number
+  /**
+   * The attention window transformers applies (every token attends to the last `window` ones, its own included) and
+   * llama.cpp's graph of this architecture does not; undefined for none.
+   */
+  window?: (values: JsonValue) => number | undefined
   /** config.json values the transformers config class assumes when they are absent. */
   defaults?: (values: JsonValue) => Record<string, unknown>
   /** The keys it writes besides those of every architecture. */
@@ -60,17 +69,38 @@ const LLAMA: Architecture = {
     add('rope.dimension_count', 'u32', c.headDim)
   },
 }
-const QWEN = (name: string): Architecture => ({ name, rope: ['linear', 'yarn'] })
+/** A config class's `sliding_window`: config.json's (null for none), else the class's default. */
+const slidingWindow = (values: JsonValue, otherwise: number | undefined) => {
+  const window = values.get('sliding_window')
+  return window.value === undefined ? otherwise : window.optional()?.integer(1, U32_MAX)
+}
+/**
+ * Qwen's window, with use_sliding_window (4096 where config.json has none): Qwen2's and Qwen3's on the layers
+ * layer_types names sliding_attention (transformers 5 writes them), else on those from max_window_layers on (the
+ * class's default 28); Qwen3-MoE's, which has no layer types, on every layer.
+ */
+const qwenWindow = (layered: boolean) => (values: JsonValue) => {
+  if (values.get('use_sliding_window').optional()?.boolean() !== true) return undefined
+  const types = values.get('layer_types').optional()?.items()
+  const sliding =
+    !layered ||
+    (types
+      ? types.some((t) => t.value === 'sliding_attention')
+      : (u32(values, 'num_hidden_layers') ?? 0) > (values.get('max_window_layers').optional()?.integer(0, U32_MAX) ?? 28))
+  return sliding ? slidingWindow(values, 4096) : undefined
+}
+const QWEN = (name: string, layered = true): Architecture => ({ name, rope: ['linear', 'yarn'], window: qwenWindow(layered) })
 
 /** The transformers architectures converted, by config.json's `architectures[0]`. */
 export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
   LlamaForCausalLM: LLAMA,
-  MistralForCausalLM: LLAMA,
-  MixtralForCausalLM: LLAMA,
+  // MistralConfig's sliding_window is 4096 when config.json has none (Mistral 7B v0.1's); MixtralConfig's none.
+  MistralForCausalLM: { ...LLAMA, window: (values) => slidingWindow(values, 4096) },
+  MixtralForCausalLM: { ...LLAMA, window: (values) => slidingWindow(values, undefined) },
   Qwen2ForCausalLM: QWEN('qwen2'),
   Qwen3ForCausalLM: QWEN('qwen3'),
   Qwen3MoeForCausalLM: {
-    ...QWEN('qwen3moe'),
+    ...QWEN('qwen3moe', false),
     keys: ({ values }, add) => {
       // llama.cpp's qwen3moe always renormalizes the chosen experts' weights.
       if (values.get('norm_topk_prob').value === false)
@@ -81,7 +111,9 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
   Gemma2ForCausalLM: {
     name: 'gemma2',
     rope: [],
-    gemma: true,
+    normPlusOne: true,
+    normAfterAttention: true,
+    tiedOutput: true,
     swaPeriod: 2,
     keys: ({ values }, add) => {
       add('attn_logit_softcapping', 'f32', f32(values, 'attn_logit_softcapping'))
@@ -92,7 +124,9 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
   Gemma3ForCausalLM: {
     name: 'gemma3',
     rope: ['linear', 'yarn'],
-    gemma: true,
+    normPlusOne: true,
+    normAfterAttention: true,
+    tiedOutput: true,
     swaPeriod: 6,
     // Gemma3TextConfig's defaults, which the converter repeats.
     defaults: () => ({
@@ -162,6 +196,8 @@ export interface ModelConfig {
   headDim: number
   ropeDims: number
   rope: Rope
+  /** The attention window llama.cpp would not apply, where it is shorter than the context: the GGUF's context_length. */
+  window: number | undefined
 }
 
 function unsupported(what: string, arch: string): SafetensorsError {
@@ -236,10 +272,13 @@ export function readModelConfig(config: JsonValue): ModelConfig {
         architecture.name,
       )
   }
+  const context = u32(values, 'max_position_embeddings', 'n_ctx', 'n_positions')
+  const window = architecture.window?.(values)
   const partial = (rope.field('partial_rotary_factor').optional() ?? values.get('partial_rotary_factor').optional())?.number(0, 1) ?? 1
   return {
     values,
     architecture,
+    window: window !== undefined && (context === undefined || window < context) ? window : undefined,
     heads,
     kvHeads,
     hidden,
@@ -250,6 +289,18 @@ export function readModelConfig(config: JsonValue): ModelConfig {
     ropeDims: Math.floor(Math.floor(partial * hidden) / heads),
     rope,
   }
+}
+
+/**
+ * What the GGUF of `config` says otherwise than config.json, one sentence each: its context cut to the attention
+ * window llama.cpp would not apply, so that llama.cpp never attends farther back than transformers does.
+ */
+export function conversionNotes({ architecture, window, values }: ModelConfig): string[] {
+  if (window === undefined) return []
+  const context = u32(values, 'max_position_embeddings')
+  return [
+    `context_length is ${window}, config.json's sliding_window${context === undefined ? '' : `, not its max_position_embeddings ${context}`}: llama.cpp's ${architecture.name} attends to every earlier token, transformers to the last ${window} only`,
+  ]
 }
 
 /** general.file_type (llama.h's llama_ftype) of the float dtypes; the file types have theirs in FILE_TYPES. */
@@ -267,7 +318,7 @@ export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[]
   // What TextModel.set_gguf_parameters writes, each from the first of config.json's names for it that is set (those
   // of the classes in ARCHITECTURES: GPT-2 has its own).
   add('block_count', 'u32', config.blocks)
-  add('context_length', 'u32', u32(values, 'max_position_embeddings', 'n_ctx', 'n_positions'))
+  add('context_length', 'u32', config.window ?? u32(values, 'max_position_embeddings', 'n_ctx', 'n_positions'))
   add('embedding_length', 'u32', config.hidden)
   add('feed_forward_length', 'u32', u32(values, 'intermediate_size', 'n_inner'))
   add('attention.head_count', 'u32', config.heads)

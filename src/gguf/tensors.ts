@@ -63,14 +63,14 @@ const SKIPPED = /\.(rotary_emb\.inv_freq|attn\.(masked_)?bias|attention\.(masked
  * GPT-2's checkpoints name their tensors with `transformer.` (GPT2LMHeadModel's) or without (the Hub's gpt2,
  * saved from GPT2Model): gguf-py maps both.
  */
-function ggufName(name: string, { blocks, architecture }: ModelConfig): { name: string; expert?: number } | undefined {
+export function ggufName(name: string, { blocks, architecture }: Pick<ModelConfig, 'blocks' | 'architecture'>): { name: string; expert?: number } | undefined {
   const [, base, kind] = /^(?:transformer\.)?(.+)\.(weight|bias)$/.exec(name) ?? []
   if (Object.hasOwn(TOP_LEVEL, base)) return { name: `${TOP_LEVEL[base]}.${kind}` }
   const [, block, inBlock] = /^(?:model\.layers|h)\.(0|[1-9]\d*)\.(.+)$/.exec(base) ?? []
   const [, experts, expert, weight] = /^(.+\.experts)\.(0|[1-9]\d*)\.(.+)$/.exec(inBlock) ?? []
   const part = experts ? `${experts}.${weight}` : inBlock
   // Gemma normalizes after attention (its post_attention_layernorm) and before the FFN (pre_feedforward_layernorm).
-  const gguf = architecture.gemma && part === 'post_attention_layernorm' ? 'post_attention_norm' : Object.hasOwn(IN_BLOCK, part) && IN_BLOCK[part]
+  const gguf = architecture.normAfterAttention && part === 'post_attention_layernorm' ? 'post_attention_norm' : Object.hasOwn(IN_BLOCK, part) && IN_BLOCK[part]
   if (gguf && Number(block) < blocks) return { name: `blk.${block}.${gguf}.${kind}`, expert: expert === undefined ? undefined : Number(expert) }
 }
 
@@ -157,7 +157,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
   const stacks = new Map<string, PlannedTensor>()
   for (const name of model.names()) {
     // Gemma ties its output to the embeddings: llama.cpp uses token_embd, and its converter skips a stored lm_head.
-    if (SKIPPED.test(name) || (architecture.gemma && name === 'lm_head.weight')) continue
+    if (SKIPPED.test(name) || (architecture.tiedOutput && name === 'lm_head.weight')) continue
     const info = model.info(name)
     const gguf = ggufName(name, config)
     if (gguf === undefined || DTYPE_INFO[info.dtype].float === undefined) {
@@ -189,7 +189,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
       throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(name)}: ${info.shape[0]} rows are not ${reordered} heads of pairs`)
     // A transposed tensor's GGUF dims (ggml's order, reversed) are its source shape as it is.
     const dims = info.shape.length === 0 ? [1] : transpose ? [...info.shape] : [...info.shape].reverse()
-    const shift = architecture.gemma && name.endsWith('norm.weight') ? 1 : 0
+    const shift = architecture.normPlusOne && name.endsWith('norm.weight') ? 1 : 0
     tensors.push(planned(gguf.name, dims, floats, [part], { heads: reordered, transpose, shift }))
   }
   // Every expert of every stack, each of the first one's shape.
