@@ -95,7 +95,33 @@ const KINDS: Kind[] = [
     },
   },
   { name: 'huge values (scales beyond F16)', large: true, value: (next) => gaussian(next) * (next() < 0.5 ? 1e5 : 3e37) },
+  {
+    // Blocks of values of one size (as weights are) at any scale, subnormal to near F32's largest: each scale's
+    // F16 (or its underflow to zero) and the rounding at it.
+    name: 'one exponent a 256 values, spread under it, any exponent, BF16 and F16 precision, some zeros',
+    large: true,
+    value: oneExponentPerGroup(),
+  },
 ]
+
+/** Kind.value drawing, at the start of each 256 values of a row, an exponent, a spread below it and a precision. */
+function oneExponentPerGroup(): Kind['value'] {
+  let exponent = 0
+  let spread = 0
+  let mask = 0
+  return (next, _, column) => {
+    if (column % 256 === 0) {
+      exponent = Math.floor(next() * 254)
+      spread = Math.floor(next() * 4)
+      mask = MANTISSA_MASKS[Math.floor(next() * 3)]
+    }
+    const sign = next() < 0.5 ? 0x80000000 : 0
+    if (next() < 1 / 64) return fromBits(sign)
+    // Spread 0: any exponent for each value.
+    const e = spread === 0 ? 1 + Math.floor(next() * 253) : Math.max(0, exponent - Math.floor(next() * spread * 8))
+    return fromBits((sign | (e << 23) | (Math.floor(next() * 0x800000) & mask)) >>> 0)
+  }
+}
 
 /** Rows of `kind`, `rows` of `perRow`, from a seed of their own. */
 function rowsOf(kind: Kind, rows: number, perRow: number, seed: number): Float32Array {
