@@ -13,12 +13,12 @@ const FULL_ONLY = [
   'test/integration/runtimes/**',
   'test/integration/consumers/**',
   'test/integration/gguf-llama.test.ts',
-  'test/gguf/file-types.test.ts',
+  'test/gguf/mixtures.test.ts',
   'test/integration/install.test.ts',
 ]
 if (!all && !process.env.VITEST_WORKER_ID)
   console.log(
-    'the quick loop: Deno and Bun (test/integration/runtimes), the bundlers (test/integration/consumers), llama.cpp (test/integration/gguf-llama.test.ts, test/gguf/file-types.test.ts), the install from a git URL (test/integration/install.test.ts), the 200 kills of saves (test/node/save-model.test.ts), the GGUF of all but one quantized fixture per method (test/integration/quant-cli.test.ts) and ggml quantizing the IQ1 and IQ2 types (test/gguf/dequantize.test.ts) left out; npm run test:all runs them',
+    'the quick loop: Deno and Bun (test/integration/runtimes), the bundlers (test/integration/consumers), llama.cpp (test/integration/gguf-llama.test.ts, test/gguf/mixtures.test.ts), the install from a git URL (test/integration/install.test.ts), the 200 kills of saves (test/node/save-model.test.ts), the GGUF of all but one quantized fixture per method (test/integration/quant-cli.test.ts) and ggml quantizing the IQ1 and IQ2 types (test/gguf/dequantize.test.ts) left out; npm run test:all runs them',
   )
 
 export default defineConfig({

@@ -18,7 +18,7 @@ import { ChunkConverter, pulledStream } from '../read/streams.ts'
 import { type SourceRange, sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
-import { GGUF_DTYPE_NAMES, type GgufDtype, ggufDtypeOf } from './file-types.ts'
+import { FILE_TYPES, fileTypeOf, GGUF_DTYPE_NAMES, type GgufDtype, ggufDtypeOf } from './file-types.ts'
 import { alignUp, type EncodedHeader, encodeHeader } from './format.ts'
 import { GGML_TYPES, type GgmlType } from './ggml-types.ts'
 import { loadGgmlQuantizers } from './kernels.ts'
@@ -29,7 +29,7 @@ import { type Chunk, largestChunk, partChunks, permuteRows, readColumns, transpo
 import type { QuantizedType } from './ggml-quantizers.ts'
 import { conversionNotes, modelMetadata, readModelConfig } from './metadata.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
-import { type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
+import { type FloatDtype, type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
 /** Options of {@link ggufStream}: those of {@link index!openModel} for reading the model, and what the GGUF holds. */
@@ -241,7 +241,16 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
     }
     notes = conversionNotes(config)
     // The tensors first: their shapes check config.json's counts before the tokenizer's arrays are sized by them.
-    tensors = planTensors(model, config, dtype)
+    const fileType = fileTypeOf(dtype)
+    tensors = planTensors(model, config, fileType ? 'F32' : (dtype as FloatDtype))
+    if (fileType) {
+      // The types llama.cpp's quantizer gives the tensors of the F32 GGUF, by rules only a file type loads.
+      const { mixtureTypes } = await import('./mixtures.ts')
+      const { architecture, blocks, heads, kvHeads, experts } = config
+      const hyperparameters = { architecture: architecture.name, blocks, heads, kvHeads, experts }
+      const types = mixtureTypes(fileType, FILE_TYPES[fileType].base, tensors, hyperparameters, GGML_TYPES)
+      for (const [index, t] of tensors.entries()) t.type = types[index]
+    }
     const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)]
     header = encodeHeader(metadata, tensors)
   } catch (error) {

@@ -8,7 +8,6 @@ import type { TensorInfo } from '../format/header.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import type { SafetensorsModel } from '../read/model.ts'
-import { fileTypeOf, type GgufDtype, mixtureTypes } from './file-types.ts'
 import type { TensorEntry } from './format.ts'
 import { type ModelConfig, ropeTensors } from './metadata.ts'
 
@@ -95,8 +94,8 @@ export interface PlannedTensor extends TensorEntry {
   shift: number
 }
 
-/** A float type of the converter. */
-type FloatDtype = 'F32' | 'F16' | 'BF16'
+/** A float type of the converter: what a GGUF's tensors are before a file type quantizes them. */
+export type FloatDtype = 'F32' | 'F16' | 'BF16'
 
 /**
  * The GGUF type of a tensor, as llama.cpp's converter chooses it: F32 for 1-D tensors, norms, biases, MoE routers
@@ -144,15 +143,12 @@ function shapeFromConfig(name: string, transpose: boolean, config: ModelConfig):
 }
 
 /**
- * Every tensor of the GGUF of `model` in `dtype` (resolved): RoPE's computed ones first, then the model's in its
- * order, an MoE layer's experts stacked (expert 0 first, whatever shard each is in) where its first expert is.
- * config.json's counts are checked against the tensors' shapes before anything is sized by them. A file type's
- * tensors have the types llama.cpp's quantizer gives those of the F32 GGUF.
+ * Every tensor of the GGUF of `model` in `dtype`: RoPE's computed ones first, then the model's in its order, an MoE
+ * layer's experts stacked (expert 0 first, whatever shard each is in) where its first expert is. config.json's
+ * counts are checked against the tensors' shapes before anything is sized by them.
  */
-export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype: GgufDtype): PlannedTensor[] {
-  const { architecture, heads, kvHeads, experts, blocks } = config
-  const fileType = fileTypeOf(dtype)
-  const floats = fileType ? 'F32' : (dtype as FloatDtype)
+export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype: FloatDtype): PlannedTensor[] {
+  const { architecture, heads, kvHeads, experts } = config
   const tensors: PlannedTensor[] = []
   const stacks = new Map<string, PlannedTensor>()
   for (const name of model.names()) {
@@ -169,7 +165,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
       if (gguf.expert >= experts) throw new SafetensorsError('UnsupportedConversion', `tensor ${JSON.stringify(name)}: config.json has ${experts} experts`)
       let stack = stacks.get(gguf.name)
       if (!stack) {
-        stack = planned(gguf.name, [...info.shape].reverse().concat(experts), floats, [])
+        stack = planned(gguf.name, [...info.shape].reverse().concat(experts), dtype, [])
         stacks.set(gguf.name, stack)
         tensors.push(stack)
       }
@@ -190,7 +186,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
     // A transposed tensor's GGUF dims (ggml's order, reversed) are its source shape as it is.
     const dims = info.shape.length === 0 ? [1] : transpose ? [...info.shape] : [...info.shape].reverse()
     const shift = architecture.normPlusOne && name.endsWith('norm.weight') ? 1 : 0
-    tensors.push(planned(gguf.name, dims, floats, [part], { heads: reordered, transpose, shift }))
+    tensors.push(planned(gguf.name, dims, dtype, [part], { heads: reordered, transpose, shift }))
   }
   // Every expert of every stack, each of the first one's shape.
   for (const stack of stacks.values()) {
@@ -210,11 +206,6 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
         `the model has no ${typeof needed === 'string' ? 'token embedding' : 'attention query projection'}, which llama.cpp needs`,
       )
   }
-  const rope = ropeTensors(config).map(({ name, values }) => planned(name, [values.length], floats, [], { computed: values }))
-  const all = [...rope, ...tensors]
-  if (fileType) {
-    const types = mixtureTypes(fileType, all, { architecture: architecture.name, blocks, heads, kvHeads, experts })
-    for (const [index, t] of all.entries()) t.type = types[index]
-  }
-  return all
+  const rope = ropeTensors(config).map(({ name, values }) => planned(name, [values.length], dtype, [], { computed: values }))
+  return [...rope, ...tensors]
 }

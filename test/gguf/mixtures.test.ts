@@ -1,4 +1,5 @@
-// llama.cpp's file types (src/gguf/file-types.ts, --dtype Q4_K_M and the rest) judged by llama.cpp's own quantizer:
+// llama.cpp's file types (src/gguf/file-types.ts, --dtype Q4_K_M and the rest) and the type each gives every tensor
+// (src/gguf/mixtures.ts), judged by llama.cpp's own quantizer:
 // for each model, this library's F32 GGUF of it is quantized by llama_model_quantize (libllama.v0.4.0.so through
 // koffi: no importance matrix, llama-quantize's defaults), and this library's GGUF of the same model in the same
 // file type must hold the same tensors (names, types, shapes, bytes) and the same metadata but general.file_type and
