@@ -4,7 +4,7 @@ import { inlineWasm } from './scripts/inline-wasm.js'
 
 // `npm test` is the quick loop of a contributor's edits; `npm run test:all` (TEST_ALL=1) runs every file, as CI
 // does. The quick loop leaves out what tests other runtimes and tools rather than this code on this Node (Deno
-// and Bun, the bundlers, llama.cpp judging GGUF files, and its quantizer judging the file types: 8 minutes), the
+// and Bun, the bundlers, llama.cpp judging GGUF files, and its quantizer judging the file types: 2 to 8 minutes), the
 // install from a git URL (minutes of npm and of a build), the minute of killing model saves, the GGUF of every
 // quantized fixture but one of each method, and ggml's slow quantizers of the IQ1 and IQ2 types. Three workers on two cores: most tests wait on child processes,
 // servers and browsers rather than compute.
