@@ -84,7 +84,7 @@ export async function serveInWorker(files, options) {
 
 /**
  * Modules of the repository that are no package export (`contents` imports them, e.g. `export { x } from
- * './src/y.ts'`, or test/ggml.ts), bundled with esbuild into build/bench-<name>.mjs, their .wasm and ?constants
+ * './src/gguf/dequantize.ts'`, or test/ggml.ts), bundled with esbuild into build/bench-<name>.mjs, their .wasm and ?constants
  * imports made as the builds make them (scripts/inline-wasm.js), packages left to Node; the bundle's path, which a
  * child process can import too. Run after `npm run build:wasm`, from the repository's root.
  * @param {string} name

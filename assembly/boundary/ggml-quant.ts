@@ -1,7 +1,7 @@
 // The contract of the ggml quantization module (build/ggml-quant.wasm, assembly/ggml-quant.ts), defined once: the
 // statuses quantizeRows returns and the descriptor it reads; the types it quantizes are ggml's numbers, declared
-// once for both ggml modules in assembly/boundary/ggml.ts. src/gguf/quantize.ts imports
-// these constants as `ggml-quant.ts?constants` (scripts/inline-wasm.js), test/boundary.test.ts checks the struct.
+// once for both ggml modules in assembly/boundary/ggml.ts. src/gguf/ggml-quantizers.ts imports these constants as
+// `ggml-quant.ts?constants` (scripts/inline-wasm.js), test/integration/boundary.test.ts checks the struct.
 // Each is one line `export const NAME: type = literal;`, the form that module reads.
 
 // quantizeRows' statuses.

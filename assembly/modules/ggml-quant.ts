@@ -1,3 +1,3 @@
-// ggml's quantization types: build/ggml-quant.wasm, used by src/gguf/quantize.ts.
+// ggml's quantization types: build/ggml-quant.wasm, used by src/gguf/ggml-quantizers.ts.
 export { descriptor, quantizeRows } from '../ggml-quant';
 export { heapBase } from '../heap';
