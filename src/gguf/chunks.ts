@@ -10,7 +10,7 @@ import { type OnBytes, type RangeSource, readInto } from '../sources/source.ts'
 import type { PlannedTensor } from './tensors.ts'
 
 /**
- * elements: elements per chunk, 4 MiB as F32, a multiple of a Q8_0 block (a chunk of a reordered tensor is whole
+ * elements: elements per chunk, 4 MiB as F32, a multiple of every ggml block (a chunk of a reordered tensor is whole
  * heads where a head fits). transposed: elements of a transposed tensor converted at once, the whole tensor up to
  * this (GPT-2 XL's largest, c_fc, has 10.2M), else a block of its columns of about this many (one column at least).
  * gapBytes: the runs of a block of columns whose rows are closer together than this are copied out of whole rows,
@@ -37,7 +37,7 @@ export interface Chunk {
 }
 
 /**
- * A part's chunks, in the GGUF's order, each of whole Q8_0 blocks of the GGUF's rows: of a transposed tensor,
+ * A part's chunks, in the GGUF's order, each of whole ggml blocks of the GGUF's rows: of a transposed tensor,
  * blocks of its columns (all of them where they fit); of a reordered one, whole heads, or where a head is larger
  * than a chunk, rows of its first half and the rows of its second half that pair with them; else runs of
  * GGUF_CHUNKS.elements. Every chunk but the last is the largest.

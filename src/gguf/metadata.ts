@@ -3,7 +3,8 @@
 // that node-llama-cpp 3.21.1 ships: release v0.4.0), for config.json as transformers 4 and 5 both write it.
 import { SafetensorsError } from '../errors.ts'
 import { excerpt, JsonValue, jsonFileError } from '../format/json-values.ts'
-import { ALIGNMENT, type GgufDtype, type KeyValue } from './format.ts'
+import { FILE_TYPES, fileTypeOf, type GgufDtype } from './file-types.ts'
+import { ALIGNMENT, type KeyValue } from './format.ts'
 
 type AddKey = (key: string, type: 'u32' | 'f32' | 'string', value: number | string | undefined) => void
 
@@ -302,10 +303,10 @@ export function conversionNotes({ architecture, window, values }: ModelConfig): 
   ]
 }
 
-/** general.file_type (gguf-py's LlamaFileType) of each dtype. */
-const FILE_TYPE: Readonly<Record<GgufDtype, number>> = { F32: 0, F16: 1, Q8_0: 7, BF16: 32 }
+/** general.file_type (llama.h's llama_ftype) of the float dtypes; the file types have theirs in FILE_TYPES. */
+const FLOAT_FILE_TYPE: Readonly<Record<string, number>> = { F32: 0, F16: 1, BF16: 32 }
 
-/** The general.* and architecture keys of a GGUF of `config` whose weights are `dtype`. */
+/** The general.* and architecture keys of a GGUF of `config` whose weights are `dtype` (resolved). */
 export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[] {
   const { values, architecture, rope } = config
   const arch = architecture.name
@@ -350,7 +351,12 @@ export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[]
   add('attention.value_length', 'u32', headDim)
   architecture.keys?.(config, add)
   // general.quantization_version is ggml's GGML_QNT_VERSION.
-  kv.push(['general.file_type', 'u32', FILE_TYPE[dtype]], ['general.quantization_version', 'u32', 2], ['general.alignment', 'u32', ALIGNMENT])
+  const fileType = fileTypeOf(dtype)
+  kv.push(
+    ['general.file_type', 'u32', fileType ? FILE_TYPES[fileType].id : FLOAT_FILE_TYPE[dtype]],
+    ['general.quantization_version', 'u32', 2],
+    ['general.alignment', 'u32', ALIGNMENT],
+  )
   return kv
 }
 

@@ -8,9 +8,8 @@ import type { TensorInfo } from '../format/header.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import type { SafetensorsModel } from '../read/model.ts'
-import type { GgufDtype, TensorEntry } from './format.ts'
+import type { TensorEntry } from './format.ts'
 import { type ModelConfig, ropeTensors } from './metadata.ts'
-import { Q8_0_BLOCK } from './q8_0.ts'
 
 /** Tensors outside the blocks, by their name without `.weight` or `.bias` (GPT-2's also without `transformer.`). */
 const TOP_LEVEL: Readonly<Record<string, string>> = {
@@ -95,16 +94,19 @@ export interface PlannedTensor extends TensorEntry {
   shift: number
 }
 
+/** A float type of the converter: what a GGUF's tensors are before a file type quantizes them. */
+export type FloatDtype = 'F32' | 'F16' | 'BF16'
+
 /**
  * The GGUF type of a tensor, as llama.cpp's converter chooses it: F32 for 1-D tensors, norms, biases, MoE routers
- * and learned positions; else `dtype`, with Q8_0 falling back to F16 where a row is not whole blocks.
+ * and learned positions; else `dtype`.
  */
-function typeOf(name: string, dims: readonly number[], dtype: GgufDtype): GgufDtype {
+function typeOf(name: string, dims: readonly number[], dtype: FloatDtype): FloatDtype {
   if (dims.length === 1 || !name.endsWith('.weight') || /_norm\.|ffn_gate_inp|position_embd/.test(name)) return 'F32'
-  return dtype === 'Q8_0' && dims[0] % Q8_0_BLOCK !== 0 ? 'F16' : dtype
+  return dtype
 }
 
-const planned = (name: string, dims: number[], dtype: GgufDtype, parts: TensorPart[], more?: Partial<PlannedTensor>): PlannedTensor => ({
+const planned = (name: string, dims: number[], dtype: FloatDtype, parts: TensorPart[], more?: Partial<PlannedTensor>): PlannedTensor => ({
   name,
   dims,
   type: typeOf(name, dims, dtype),
@@ -141,11 +143,11 @@ function shapeFromConfig(name: string, transpose: boolean, config: ModelConfig):
 }
 
 /**
- * Every tensor of the GGUF of `model`: RoPE's computed ones first, then the model's in its order, an MoE layer's
- * experts stacked (expert 0 first, whatever shard each is in) where its first expert is. config.json's counts are
- * checked against the tensors' shapes before anything is sized by them.
+ * Every tensor of the GGUF of `model` in `dtype`: RoPE's computed ones first, then the model's in its order, an MoE
+ * layer's experts stacked (expert 0 first, whatever shard each is in) where its first expert is. config.json's
+ * counts are checked against the tensors' shapes before anything is sized by them.
  */
-export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype: GgufDtype): PlannedTensor[] {
+export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype: FloatDtype): PlannedTensor[] {
   const { architecture, heads, kvHeads, experts } = config
   const tensors: PlannedTensor[] = []
   const stacks = new Map<string, PlannedTensor>()
