@@ -333,7 +333,7 @@ describe('a GGUF of an architecture it does not map', () => {
     const out = join(scratch, 'unmapped-cli')
     const refused = await runCli('convert', gguf, out)
     expect(refused.code).toBe(1)
-    expect(expectOneLine(refused.stderr)).toMatch(new RegExp(`^${gguf}: UnsupportedConversion: GGUF architecture "test" has no Hugging Face mapping`))
+    expect(expectOneLine(refused.stderr)).toMatch(new RegExp(`^${gguf}: UnsupportedConversion: GGUF architecture "test" has no Hugging Face mapping.*--raw`))
     expect(readdirSync(scratch)).not.toContain('unmapped-cli')
     const raw = await runCli('convert', gguf, out, '--raw')
     expect(raw.code, raw.stderr).toBe(0)
