@@ -8,5 +8,5 @@
 // First, so that a bundle puts the wasm ahead of the JS (src/core/wasm-code.ts says why).
 import './core/wasm-code.ts'
 
-export type { GgufDtype } from './gguf/format.ts'
+export type { GgufDtype, GgufTensorType } from './gguf/format.ts'
 export { type GgufOptions, type GgufStream, ggufStream } from './gguf/index.ts'

@@ -43,12 +43,15 @@ const TOLERANCE: Record<Dtype, { probability: number; logit: number }> = {
 }
 /**
  * The tolerance of a model in a dtype. llama.cpp's CPU GELU looks its input up in a table of F16 values
- * (ggml-cpu's GGML_GELU_FP16), so an F32 model with GELU (Gemma's, GPT-2's) is rounded through F16 there: it is
- * judged by F16's tolerance (measured, docs/gguf.md: up to 1.4e-4 in probability, 7.3e-3 in logit).
+ * (ggml-cpu's GGML_GELU_FP16), so an F32 model with GELU (Gemma's, GPT-2's, GPT-NeoX's, Phi-2's, Falcon's) is
+ * rounded through F16 there: it is judged by F16's tolerance (measured, docs/gguf.md: up to 1.4e-4 in probability,
+ * 7.3e-3 in logit). gpt-oss's experts stay MXFP4 in every file, and llama.cpp multiplies MXFP4 weights by
+ * activations rounded to Q8_0 blocks: its files are judged by Q8_0's tolerance whatever their dtype.
  */
 function toleranceOf(model: string, dtype: Dtype) {
   const config = JSON.parse(readFileSync(join(FIXTURES, model, 'config.json'), 'utf8'))
-  const activation = String(config.hidden_activation ?? config.hidden_act ?? config.activation_function)
+  if (config.quantization_config?.quant_method === 'mxfp4') return TOLERANCE.Q8_0
+  const activation = String(config.hidden_activation ?? config.hidden_act ?? config.activation_function ?? config.activation)
   return TOLERANCE[dtype === 'F32' && activation.startsWith('gelu') ? 'F16' : dtype]
 }
 /** A negative control's GGUF is off by at least this in the logit measure somewhere: 20 times F16's tolerance. */
@@ -61,6 +64,8 @@ interface Reference {
   sentence: string
   sentence_ids: number[]
   sentence_ids_without_special: number[]
+  /** The Hugging Face tokenizer's decode of sentence_ids_without_special (the models of the third set). */
+  sentence_decoded?: string
 }
 const reference = (model: string): Reference => JSON.parse(readFileSync(join(FIXTURES, model, 'reference.json'), 'utf8'))
 
@@ -127,6 +132,8 @@ interface Judgement {
   /** llama.cpp's ids for the sentence as plain text, and with the BOS its add_bos_token says to put first. */
   tokens: number[]
   withBos: number[]
+  /** llama.cpp's text of the Hugging Face tokenizer's ids for the sentence. */
+  decoded: string
 }
 
 /** Loads `path` in llama.cpp once, and judges it against `model`'s reference. */
@@ -145,8 +152,10 @@ async function judge(path: string, model: string): Promise<Judgement> {
       worst.logit = Math.max(worst.logit, d.logit)
       argmaxes.push({ ids, gap: topGap(logits), expected: argmax(logits), got: argmax(probabilities) })
     }
-    const tokens = llama.tokenize(reference(model).sentence)
-    return { worst, argmaxes, tokens, withBos: llama.addsBos && llama.bos !== null ? [llama.bos, ...tokens] : tokens }
+    const { sentence, sentence_ids_without_special } = reference(model)
+    const tokens = llama.tokenize(sentence)
+    const withBos = llama.addsBos && llama.bos !== null ? [llama.bos, ...tokens] : tokens
+    return { worst, argmaxes, tokens, withBos, decoded: llama.detokenize(sentence_ids_without_special) }
   } finally {
     await llama.dispose()
   }
@@ -300,13 +309,15 @@ describe.skipIf(unsupported !== undefined)('llama.cpp runs the converted GGUF as
       for (const a of kept) expect(a.got, `${model} ${dtype}: argmax after [${a.ids}] (top two ${a.gap.toFixed(3)} apart)`).toBe(a.expected)
     })
 
-    test('llama.cpp tokenizes a plain sentence as the Hugging Face tokenizer does', async () => {
-      const { sentence_ids, sentence_ids_without_special } = reference(model)
+    test('llama.cpp tokenizes a plain sentence as the Hugging Face tokenizer does, and detokenizes it back', async () => {
+      const { sentence_ids, sentence_ids_without_special, sentence_decoded } = reference(model)
       // From the F16 file's load (the tokenizer is the same in every dtype).
-      const { tokens, withBos } = await judgementOf(model, 'F16')
+      const { tokens, withBos, decoded } = await judgementOf(model, 'F16')
       expect(tokens).toEqual(sentence_ids_without_special)
       // The special tokens the Hugging Face tokenizer adds: a BOS or nothing, as llama.cpp's add_bos_token says.
       expect(withBos).toEqual(sentence_ids)
+      // The third set's reference.json has the Hugging Face tokenizer's own decode.
+      if (sentence_decoded !== undefined) expect(decoded).toBe(sentence_decoded)
     })
   })
 

@@ -301,6 +301,9 @@ function summary(values: unknown[], type: string): unknown {
   return { length: values.length, first: values.slice(0, 5), last: values.slice(-5), sha256: hash.digest('hex') }
 }
 
+/** Bytes per value of each type the converter writes (ggml's blocks: Q8_0's 34 bytes and MXFP4's 17 per 32 values). */
+const BYTES_PER_VALUE: Record<string, number> = { F32: 4, F16: 2, BF16: 2, Q8_0: 34 / 32, MXFP4: 17 / 32 }
+
 /** Each tensor of the GGUF at `path`: its name, type, shape (ggml's order) and data, in the file's order. */
 async function tensorsOf(path: string): Promise<Array<{ name: string; type: string; shape: number[]; bytes: Uint8Array }>> {
   const file = readFileSync(path)
@@ -310,19 +313,26 @@ async function tensorsOf(path: string): Promise<Array<{ name: string; type: stri
     const shape = t.shape.map(Number)
     const elements = shape.reduce((a, b) => a * b, 1)
     const start = Number(tensorDataOffset + t.offset)
-    return { name: t.name, type, shape, bytes: file.subarray(start, start + (type === 'Q8_0' ? (elements / 32) * 34 : elements * (type === 'F32' ? 4 : 2))) }
+    return { name: t.name, type, shape, bytes: file.subarray(start, start + elements * BYTES_PER_VALUE[type]) }
   })
 }
 
 /**
  * Where this converter writes, on purpose, what llama.cpp's does not, by model: general.alignment everywhere (its
- * default, written), general.name and general.size_label nowhere (informational, from the folder's name).
+ * default, written), general.name, general.size_label, general.basename and general.version nowhere (informational,
+ * from the folder's name).
  */
 const DIFFERENCES: Record<string, string[]> = {
   // Scores from the merges' ranks, which llama.cpp tokenizes as transformers does (the golden's own note says why).
   'mistral-spm': ['tokenizer.ggml.scores'],
-  // llama.cpp's default RoPE base is Gemma 2's 10000; this converter writes config.json's, which a fine-tune may change.
+  // llama.cpp's default RoPE base is these models' 10000; this converter writes config.json's, which a fine-tune may change.
   gemma2: ['gemma2.rope.freq_base'],
+  gptneox: ['gptneox.rope.freq_base', 'general.file_type'],
+  phi2: ['phi2.rope.freq_base'],
+  stablelm: ['stablelm.rope.freq_base'],
+  falcon: ['falcon.rope.freq_base'],
+  // 0 for a config.json without q_lora_rank, which llama.cpp needs unless the model has V2-Lite's 26 or 27 layers.
+  'deepseek-v2-lite': ['deepseek2.attention.q_lora_rank'],
 }
 
 describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (model) => {
@@ -332,7 +342,7 @@ describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (mod
     await writeGguf(join(FIXTURES, model), out, { dtype: 'F16' })
     const { typedMetadata } = await parse(out)
     const { version, tensor_count, kv_count, ...metadata } = typedMetadata
-    const ignored = new Set(['general.name', 'general.size_label', 'general.alignment', ...(DIFFERENCES[model] ?? [])])
+    const ignored = new Set(['general.name', 'general.size_label', 'general.basename', 'general.version', 'general.alignment', ...(DIFFERENCES[model] ?? [])])
     const ours = Object.keys(metadata).filter((key) => !ignored.has(key))
     expect(ours.sort()).toEqual(
       golden.metadata
@@ -512,23 +522,36 @@ const SUPPORTED_ARCHITECTURES = [
   'Gemma3ForCausalLM',
   'Phi3ForCausalLM',
   'GPT2LMHeadModel',
+  'SmolLM3ForCausalLM',
+  'GraniteForCausalLM',
+  'Olmo2ForCausalLM',
+  'GPTNeoXForCausalLM',
+  'PhiForCausalLM',
+  'StableLmForCausalLM',
+  'FalconForCausalLM',
+  'CohereForCausalLM',
+  'Qwen2MoeForCausalLM',
+  'DeepseekV2ForCausalLM',
+  'DeepseekV3ForCausalLM',
+  'GptOssForCausalLM',
+  'Llama4ForCausalLM',
 ]
 
 describe('errors', () => {
   test('another architecture: UnsupportedConversion naming it and the supported ones; the CLI exits 1 and writes nothing', async () => {
-    const folder = modelCopy('qwen2', 'falcon-arch', (f) => {
+    const folder = modelCopy('qwen2', 'mamba-arch', (f) => {
       const config = readJson<Config>(join(f, 'config.json'))
-      config.architectures = ['FalconForCausalLM']
+      config.architectures = ['MambaForCausalLM']
       writeFileSync(join(f, 'config.json'), JSON.stringify(config))
     })
     const error = await expectError(() => ggufStream(folder), 'UnsupportedConversion')
-    expect(error.message).toContain('FalconForCausalLM')
+    expect(error.message).toContain('MambaForCausalLM')
     // The architectures the DESIGN and docs/gguf.md promise.
     for (const supported of SUPPORTED_ARCHITECTURES) expect(error.message).toContain(supported)
-    const out = join(dir, 'falcon.gguf')
+    const out = join(dir, 'mamba.gguf')
     const run = await cli('convert', folder, out, '--dtype', 'F16')
     expect(run.code).toBe(1)
-    expect(run.stderr).toContain('FalconForCausalLM')
+    expect(run.stderr).toContain('MambaForCausalLM')
     expect(run.stderr.trim().split('\n')).toHaveLength(1)
     expect(() => readFileSync(out)).toThrow(/ENOENT/)
   })

@@ -70,6 +70,7 @@ interface LlamaInstance {
 }
 interface LlamaModelInstance {
   tokenize(text: string, specialTokens?: boolean): number[]
+  detokenize(tokens: readonly number[], specialTokens?: boolean): string
   readonly tokens: { readonly bos: number | null; readonly shouldPrependBosToken: boolean }
   createContext(options: Record<string, unknown>): Promise<LlamaContextInstance>
   dispose(): Promise<void>
@@ -109,6 +110,8 @@ export interface LlamaModel {
   nextTokenProbabilities(ids: readonly number[]): Promise<Float64Array>
   /** llama.cpp's ids for `text`, as parsed text (no special tokens recognised) and without a BOS. */
   tokenize(text: string): number[]
+  /** llama.cpp's text of `ids` (special tokens left out). */
+  detokenize(ids: readonly number[]): string
   /** The BOS id and whether llama.cpp puts it before a text (the GGUF's add_bos_token). */
   readonly bos: number | null
   readonly addsBos: boolean
@@ -153,6 +156,7 @@ export async function loadLlamaModel(path: string): Promise<LlamaModel> {
       return out
     },
     tokenize: (text) => model.tokenize(text, false),
+    detokenize: (ids) => model.detokenize(ids, false),
     bos: model.tokens.bos,
     addsBos: model.tokens.shouldPrependBosToken,
     async dispose() {

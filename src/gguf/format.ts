@@ -12,8 +12,11 @@ type Scalar = keyof typeof VALUE_TYPES
 /** One metadata entry: its key, its type (a scalar, or an array of strings, i32 or f32), its value. */
 export type KeyValue = [key: string, type: Scalar | 'string[]' | 'i32[]' | 'f32[]', value: number | boolean | string | ArrayLike<string | number>]
 
-/** The tensor types of the GGUFs this converter writes (ggml.h's enum ggml_type), and what {@link ggufStream}'s `dtype` takes. */
+/** The tensor types of the GGUF's weights this converter writes (ggml.h's enum ggml_type), and what {@link ggufStream}'s `dtype` takes. */
 export type GgufDtype = 'F32' | 'F16' | 'BF16' | 'Q8_0'
+
+/** The types of its tensors: the weights', and MXFP4 for experts kept as stored (gpt-oss's). */
+export type GgufTensorType = GgufDtype | 'MXFP4'
 
 /** The alignment of the data section and of every tensor in it: ggml's default, also written as general.alignment. */
 export const ALIGNMENT = 32
@@ -24,7 +27,7 @@ export const alignUp = (n: number) => Math.ceil(n / ALIGNMENT) * ALIGNMENT
 export interface TensorEntry {
   name: string
   dims: readonly number[]
-  type: GgufDtype
+  type: GgufTensorType
 }
 
 /** The header, each tensor's data size and the file's size; the data section starts at `head.length`, the tensors at alignUp of the sizes before them. */

@@ -13,14 +13,15 @@ import { ChunkConverter, pulledStream } from '../read/streams.ts'
 import { sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
-import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype } from './format.ts'
+import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype, type GgufTensorType, type KeyValue } from './format.ts'
 
 export type { GgufDtype } from './format.ts'
 
+import type { Take, Unit } from './architectures.ts'
 import { modelMetadata, readModelConfig } from './metadata.ts'
 import { Q8_0_BLOCK, q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
-import { elementsOf, type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
+import { type Piece, type PlannedTensor, pieceElements, planTensors } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
 /** Options of {@link ggufStream}: those of {@link index!openModel} for reading the model, and what the GGUF holds. */
@@ -41,7 +42,7 @@ export interface GgufOptions extends OpenModelOptions {
 
 const DTYPES: readonly GgufDtype[] = ['F32', 'F16', 'BF16', 'Q8_0']
 
-/** Elements per chunk: 4 MiB as F32, a multiple of a Q8_0 block; a chunk of a reordered tensor is whole heads (at least one). */
+/** Elements per chunk: 4 MiB as F32, a multiple of a Q8_0 block; a chunk of a reshaped tensor is whole units (at least one). */
 const CHUNK_ELEMENTS = 1 << 20
 
 /** tokenizer.model's pieces, by its reader, which only models that have one load. */
@@ -61,70 +62,98 @@ async function readBesideModel(located: Located, name: string, required: boolean
   throw new SafetensorsError('Io', `${file.where} is missing, and a GGUF needs it`, { status: missing?.status, url: missing?.url, path: missing?.path })
 }
 
-/** A part's elements per chunk: the whole of a transposed tensor, whole heads of a reordered one, else whole Q8_0 blocks. */
-function chunkElements(t: PlannedTensor, part: TensorPart): number {
-  const count = elementsOf(part.info)
-  if (t.transpose) return count
-  const unit = t.heads > 0 ? count / t.heads : Q8_0_BLOCK
+/** A piece's elements per chunk: whole units of a reshaped tensor, a whole piece of MXFP4 blocks or scales, else whole Q8_0 blocks. */
+function chunkElements(t: PlannedTensor, piece: Piece): number {
+  const count = pieceElements(piece)
+  if (t.mxfp4) return count
+  const unit = t.unit ? t.unit.rows * t.unit.columns : Q8_0_BLOCK
   return Math.min(count, Math.max(unit, Math.floor(CHUNK_ELEMENTS / unit) * unit))
 }
 
-/** The dtype a tensor has in wasm memory before it is copied out: its type, or F32, which the Q8_0 kernel reads. */
-function middleOf(t: PlannedTensor): DType {
-  return t.type === 'Q8_0' ? 'F32' : t.type
+/** The dtype a piece has in wasm memory before it is copied out: the tensor's type, F32 for Q8_0 (which the Q8_0 kernel reads), the stored bytes for MXFP4. */
+function middleOf(t: PlannedTensor, piece: Piece): DType {
+  return t.mxfp4 ? piece.part.info.dtype : t.type === 'Q8_0' ? 'F32' : (t.type as DType)
 }
 
 /**
- * A copy of `heads` heads of rows with each head's rows reordered as llama.cpp's converter's `permute`:
- * reshape(heads, 2, rows / heads / 2, ...).swapaxes(1, 2), so that row j of a head's first half and row j
- * of its second half become rows 2j and 2j + 1.
+ * The units of `bytes` (elements of `elementBytes`), each `unit.rows` rows of `unit.columns`, changed as the unit
+ * says, in a new array: each head's rows from two halves to pairs (llama.cpp's `permute`: row j of the first half and
+ * row j of the second become rows 2j and 2j + 1), or the columns `take` kept, then rows and columns swapped.
  */
-function permuteRows(bytes: Uint8Array, heads: number, rowsPerHead: number): Uint8Array {
-  const out = new Uint8Array(bytes.length)
-  const rowBytes = bytes.length / heads / rowsPerHead
-  const half = rowsPerHead / 2
-  for (let row = 0; row < heads * rowsPerHead; row++) {
-    const head = row - (row % rowsPerHead)
-    const from = head + ((row - head) % 2) * half + Math.floor((row - head) / 2)
-    out.set(bytes.subarray(from * rowBytes, (from + 1) * rowBytes), row * rowBytes)
+function reshaped(bytes: Uint8Array, { rows, columns, take, transpose, pairs }: Unit, elementBytes: number): Uint8Array {
+  const Elements = elementBytes === 4 ? Uint32Array : Uint16Array
+  const from = new Elements(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.length / elementBytes)
+  const { start, step, count } = take ?? { start: 0, step: 1, count: columns }
+  const size = rows * columns
+  const to = new Elements((from.length / size) * rows * count)
+  for (let unit = 0, out = 0; unit < from.length; unit += size) {
+    for (let row = 0; row < rows; row++) {
+      const source = unit + (pairs ? (row % 2) * (rows / 2) + Math.floor(row / 2) : row) * columns + start
+      for (let k = 0; k < count; k++) to[out + (transpose ? k * rows + row : row * count + k)] = from[source + k * step]
+    }
+    out += rows * count
+  }
+  return new Uint8Array(to.buffer)
+}
+
+/** Value `v` of a block of 32 E2M1 codes at `base` as gpt-oss stores them: values 2i and 2i + 1 in byte i, low nibble first. */
+const storedCode = (codes: Uint8Array, base: number, v: number) => (codes[base + (v >> 1)] >> ((v & 1) * 4)) & 15
+
+/**
+ * One expert's MXFP4 blocks as ggml's block_mxfp4: for each of its `rows` rows `take`, each block of 32 values is
+ * its E8M0 scale byte, then 16 bytes of codes, byte j holding value j (low nibble) and value j + 16 (high). The
+ * codes and scales are ggml's as they are (E2M1, and 2^(e - 127)): the values do not change.
+ */
+function mxfp4Blocks(codes: Uint8Array, scales: Uint8Array, rows: number, { start, step, count }: Take): Uint8Array {
+  const groups = scales.length / rows
+  const out = new Uint8Array(count * groups * 17)
+  let at = 0
+  for (let k = 0; k < count; k++) {
+    for (let group = (start + k * step) * groups, end = group + groups; group < end; group++, at += 17) {
+      out[at] = scales[group]
+      for (let j = 0; j < 16; j++) out[at + 1 + j] = storedCode(codes, group * 16, j) | (storedCode(codes, group * 16, j + 16) << 4)
+    }
   }
   return out
 }
 
-/** A copy of a matrix of `rows` rows (elements of 2 or 4 bytes) with its rows and columns swapped. */
-function transposed(bytes: Uint8Array, rows: number, elementBytes: number): Uint8Array {
-  const Elements = elementBytes === 4 ? Uint32Array : Uint16Array
-  const from = new Elements(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.length / elementBytes)
-  const columns = from.length / rows
-  const to = new Elements(from.length)
-  for (let row = 0; row < rows; row++) for (let column = 0; column < columns; column++) to[column * rows + row] = from[row * columns + column]
-  return new Uint8Array(to.buffer)
-}
-
 /**
- * The seam through which the GGUF reads every source value: the elements of `part`, `chunk` at a time, as
+ * The seam through which the GGUF reads every source value: the elements of `piece`, `chunk` at a time, as
  * `dtype` (little-endian; each a view valid until the next is asked for). Nothing after it knows where the
  * values come from: shardValues reads stored tensors' byte ranges, logicalValues a quantized module's
  * dequantized weights.
  */
-type PartValues = (part: TensorPart, dtype: DType, chunk: number) => AsyncGenerator<Uint8Array>
+type PieceValues = (piece: Piece, dtype: DType, chunk: number) => AsyncGenerator<Uint8Array>
+
+/** The byte range of a piece in its shard's data. */
+function pieceBytes({ part: { info }, rows }: Piece): { offset: number; length: number } {
+  const rowBytes = info.byteLength / (info.shape[0] ?? 1)
+  return { offset: info.dataOffsets[0] + rows[0] * rowBytes, length: (rows[1] - rows[0]) * rowBytes }
+}
 
 /**
- * PartValues for tensors stored in the shards: the byte ranges of `tensors`' parts, in the order they are
+ * PieceValues for tensors stored in the shards: the byte ranges of `tensors`' pieces, in the order they are
  * asked for, read by one sequential reader (over HTTP, the next chunks, of this tensor and the ones after it,
  * are fetched in parallel while this one is converted and taken) into one wasm memory sized once, converted there.
  */
-function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: ProgressMeter | undefined): { values: PartValues; close(): void } {
-  const planned = tensors.flatMap((t) => t.parts.filter((part) => part.file).map((part) => ({ part, chunk: chunkElements(t, part), middle: middleOf(t) })))
+function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: ProgressMeter | undefined): { values: PieceValues; close(): void } {
+  const planned = tensors.flatMap((t) =>
+    t.pieces.filter((piece) => piece.part.file).map((piece) => ({ piece, chunk: chunkElements(t, piece), middle: middleOf(t, piece) })),
+  )
   const converter = new ChunkConverter(
-    Math.max(0, ...planned.map(({ part, chunk, middle }) => Math.max(byteLengthOf(part.info.dtype, chunk), byteLengthOf(middle, chunk)))),
+    Math.max(0, ...planned.map(({ piece, chunk, middle }) => Math.max(byteLengthOf(piece.part.info.dtype, chunk), byteLengthOf(middle, chunk)))),
   )
   const input = sequentialReader(
-    planned.map(({ part: { file, info } }) => ({ source: file!.source, offset: file!.header.dataStart + info.dataOffsets[0], length: info.byteLength })),
+    planned.map(({ piece }) => {
+      const { file } = piece.part
+      const { offset, length } = pieceBytes(piece)
+      return { source: file!.source, offset: file!.header.dataStart + offset, length }
+    }),
     signal,
   )
-  async function* values({ file, info }: TensorPart, dtype: DType, chunk: number) {
-    const count = elementsOf(info)
+  async function* values(piece: Piece, dtype: DType, chunk: number) {
+    const { file, info } = piece.part
+    const count = pieceElements(piece)
     for (let first = 0; first < count; first += chunk) {
       const inBytes = byteLengthOf(info.dtype, Math.min(chunk, count - first))
       let arrived = 0
@@ -140,10 +169,10 @@ function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: Progr
   return { values, close: () => input.close() }
 }
 
-/** PartValues for a quantized module's logical tensor: its dequantized values, as the model's reads compute them. */
-function logicalValues(model: SafetensorsModel, signal: AbortSignal, meter: ProgressMeter | undefined): PartValues {
-  return async function* values({ info }, dtype, chunk) {
-    for await (const chunkValues of model.quantized!.chunks(info.name, dtype, chunk, signal)) {
+/** PieceValues for a quantized module's logical tensor: its dequantized values, as the model's reads compute them. */
+function logicalValues(model: SafetensorsModel, signal: AbortSignal, meter: ProgressMeter | undefined): PieceValues {
+  return async function* values({ part: { info }, rows }, dtype, chunk) {
+    for await (const chunkValues of model.quantized!.chunks(info.name, dtype, chunk, signal, rows)) {
       meter?.arrived(chunkValues.length)
       yield chunkValues
     }
@@ -151,31 +180,39 @@ function logicalValues(model: SafetensorsModel, signal: AbortSignal, meter: Prog
 }
 
 /** The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. */
-async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], values: PartValues): AsyncGenerator<Uint8Array> {
+async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], values: PieceValues): AsyncGenerator<Uint8Array> {
   for (const [index, t] of tensors.entries()) {
     if (t.computed) yield new Uint8Array(t.computed.buffer)
-    const middle = middleOf(t)
-    const elementBytes = byteLengthOf(middle, 1)
-    for (const part of t.parts) {
-      // The index in the part of the chunk's first value, by which an error names a value Q8_0 cannot hold.
+    if (t.mxfp4) {
+      // Each expert's blocks then its scales, each read whole (one chunk).
+      const whole = async (piece: Piece) => {
+        let bytes = new Uint8Array(0)
+        for await (const chunk of values(piece, middleOf(t, piece), pieceElements(piece))) bytes = chunk.slice()
+        return bytes
+      }
+      for (let p = 0; p < t.pieces.length; p += 2) {
+        const codes = await whole(t.pieces[p])
+        yield mxfp4Blocks(codes, await whole(t.pieces[p + 1]), t.pieces[p].part.info.shape[1], t.mxfp4)
+      }
+    }
+    const elementBytes = t.type === 'Q8_0' ? 4 : t.mxfp4 ? 1 : byteLengthOf(t.type as DType, 1)
+    for (const piece of t.mxfp4 ? [] : t.pieces) {
+      // The index in the piece of the chunk's first value, by which an error names a value Q8_0 cannot hold.
       let first = 0
-      for await (const chunk of values(part, middle, chunkElements(t, part))) {
+      for await (const chunk of values(piece, middleOf(t, piece), chunkElements(t, piece))) {
         const n = chunk.length / elementBytes
-        let out = t.transpose ? transposed(chunk, part.info.shape[0], elementBytes) : chunk
+        // A copy out of wasm memory: reshaped, or as it is.
+        let out = t.unit ? reshaped(chunk, t.unit, elementBytes) : chunk.slice()
         if (t.shift !== 0) {
-          const floats = new Float32Array(out.buffer, out.byteOffset, n)
-          for (let i = 0; i < n; i++) floats[i] += t.shift
+          const floats = new Float32Array(out.buffer, out.byteOffset, out.length / 4)
+          for (let i = 0; i < floats.length; i++) floats[i] += t.shift
         }
         if (t.type === 'Q8_0') {
           // In place: the blocks are narrower than the F32 they come from.
-          out = quantizeQ8_0(new Float32Array(out.buffer, out.byteOffset, n), new Uint8Array(out.buffer, out.byteOffset, q8_0ByteLength(n)), {
-            name: part.info.name,
-            first,
-          })
+          const floats = new Float32Array(out.buffer, out.byteOffset, out.length / 4)
+          out = quantizeQ8_0(floats, new Uint8Array(out.buffer, out.byteOffset, q8_0ByteLength(floats.length)), { name: piece.part.info.name, first })
         }
-        // Q8_0 blocks lie within rows, so reordering rows after quantizing is reordering them before. Else a
-        // copy out of wasm memory, unless transposing made one.
-        yield t.heads > 0 ? permuteRows(out, (n * t.heads) / elementsOf(part.info), part.info.shape[0] / t.heads) : t.transpose ? out : out.slice()
+        yield out
         first += n
       }
     }
@@ -184,9 +221,16 @@ async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], val
   }
 }
 
+/** Key-value pairs of which a later one of a key replaces an earlier one, in the earlier one's place (as gguf-py's writer does). */
+function merged(kv: KeyValue[]): KeyValue[] {
+  const byKey = new Map<string, KeyValue>()
+  for (const pair of kv) byKey.set(pair[0], pair)
+  return [...byKey.values()]
+}
+
 /** A GGUF about to be streamed: its tensors, its size and its stream. */
 export interface GgufPlan {
-  tensors: ReadonlyArray<{ type: GgufDtype }>
+  tensors: ReadonlyArray<{ type: GgufTensorType }>
   fileSize: number
   stream: ReadableStream<Uint8Array>
 }
@@ -215,7 +259,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
       config: await json('tokenizer_config.json', false),
       chatTemplate: await readBesideModel(located, 'chat_template.jinja', false, read).then((bytes) => bytes && new TextDecoder().decode(bytes)),
     }
-    const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)]
+    const metadata = merged([...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)])
     tensors = planTensors(model, config, dtype)
     header = encodeHeader(metadata, tensors)
   } catch (error) {
@@ -223,15 +267,15 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
     throw error
   }
   // A logical tensor's bytes are its values, as read.
-  const partBytes = (t: PlannedTensor, part: TensorPart) => (part.file ? part.info.byteLength : byteLengthOf(middleOf(t), elementsOf(part.info)))
-  meter?.asked(tensors.reduce((sum, t) => t.parts.reduce((bytes, part) => bytes + partBytes(t, part), sum), 0))
+  const bytesOf = (t: PlannedTensor, piece: Piece) => (piece.part.file ? pieceBytes(piece).length : byteLengthOf(middleOf(t, piece), pieceElements(piece)))
+  meter?.asked(tensors.reduce((sum, t) => t.pieces.reduce((bytes, piece) => bytes + bytesOf(t, piece), sum), 0))
   meter?.arrived(0)
   async function* bytes(signal: AbortSignal) {
     yield header.head
     const stored = shardValues(tensors, signal, meter)
     const logical = logicalValues(model, signal, meter)
     try {
-      yield* tensorBytes(header, tensors, (part, dtype, chunk) => (part.file ? stored.values : logical)(part, dtype, chunk))
+      yield* tensorBytes(header, tensors, (piece, dtype, chunk) => (piece.part.file ? stored.values : logical)(piece, dtype, chunk))
     } finally {
       stored.close()
     }

@@ -1,174 +1,77 @@
 // config.json to the GGUF architecture, its hyperparameters and the tensors RoPE scaling adds, as llama.cpp's
 // convert_hf_to_gguf.py writes them (TextModel.set_gguf_parameters and each model class's own, in the llama.cpp
-// that node-llama-cpp 3.21.1 ships: release v0.4.0), for config.json as transformers 4 and 5 both write it.
+// that node-llama-cpp 3.21.1 ships: release v0.4.0), for config.json as transformers 4 and 5 both write it. What
+// differs by architecture is its entry of architectures.ts.
 import { SafetensorsError } from '../errors.ts'
 import { jsonFileError } from '../format/model-config.ts'
+import { type AddKey, ARCHITECTURES, type ConfigReader, GATING, type ModelConfig, type Rope, unsupported, type Values } from './architectures.ts'
 import { ALIGNMENT, type GgufDtype, type KeyValue } from './format.ts'
 
-type Values = Record<string, unknown>
-type AddKey = (key: string, type: 'u32' | 'f32' | 'string', value: number | string | undefined) => void
-
-/** What the conversion does for one transformers class beyond what every architecture shares. */
-export interface Architecture {
-  /** The GGUF architecture. */
-  name: string
-  /** The RoPE types llama.cpp implements for it besides the default, as config.json names them. */
-  rope: readonly string[]
-  /** q_proj and k_proj rows reordered (llama's `permute`: transformers rotates the halves of a head, llama.cpp pairs). */
-  permuteQK?: boolean
-  /** Gemma: norms hold w where llama.cpp multiplies by 1 + w; norms after attention and after the FFN; lm_head (tied) left out. */
-  gemma?: boolean
-  /** GPT-2: Conv1D weights, stored [in, out], transposed to [out, in]. */
-  conv1d?: boolean
-  /** llama.cpp's fixed pattern of sliding-window layers: every `swaPeriod`-th layer global, the others local. */
-  swaPeriod?: number
-  /** config.json values the transformers config class assumes when they are absent. */
-  defaults?: (values: Values) => Values
-  /** The keys it writes besides those of every architecture. */
-  keys?: (config: ModelConfig, add: AddKey) => void
-}
-
-const LLAMA: Architecture = {
-  name: 'llama',
-  rope: ['linear', 'yarn', 'llama3'],
-  permuteQK: true,
-  keys: (c, add) => {
-    add('vocab_size', 'u32', c.vocabSize)
-    add('rope.dimension_count', 'u32', c.headDim)
-  },
-}
-const QWEN = (name: string): Architecture => ({ name, rope: ['linear', 'yarn'] })
-
-/** The transformers architectures converted, by config.json's `architectures[0]`. */
-export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
-  LlamaForCausalLM: LLAMA,
-  MistralForCausalLM: LLAMA,
-  MixtralForCausalLM: LLAMA,
-  Qwen2ForCausalLM: QWEN('qwen2'),
-  Qwen3ForCausalLM: QWEN('qwen3'),
-  Qwen3MoeForCausalLM: {
-    ...QWEN('qwen3moe'),
-    keys: ({ values }, add) => {
-      // llama.cpp's qwen3moe always renormalizes the chosen experts' weights.
-      if (values.norm_topk_prob === false) throw unsupported("norm_topk_prob false (llama.cpp always renormalizes the chosen experts' weights)", 'qwen3moe')
-      add('expert_feed_forward_length', 'u32', integer(values, 'moe_intermediate_size'))
-    },
-  },
-  Gemma2ForCausalLM: {
-    name: 'gemma2',
-    rope: [],
-    gemma: true,
-    swaPeriod: 2,
-    keys: ({ values }, add) => {
-      add('attn_logit_softcapping', 'f32', number(values, 'attn_logit_softcapping'))
-      add('final_logit_softcapping', 'f32', number(values, 'final_logit_softcapping'))
-      add('attention.sliding_window', 'u32', integer(values, 'sliding_window'))
-    },
-  },
-  Gemma3ForCausalLM: {
-    name: 'gemma3',
-    rope: ['linear', 'yarn'],
-    gemma: true,
-    swaPeriod: 6,
-    // Gemma3TextConfig's defaults, which the converter repeats.
-    defaults: () => ({
-      max_position_embeddings: 131072,
-      num_attention_heads: 8,
-      num_key_value_heads: 4,
-      head_dim: 256,
-      rms_norm_eps: 1e-6,
-      rope_theta: 1e6,
-      rope_local_base_freq: 1e4,
-    }),
-    keys: ({ values }, add) => {
-      if (values.final_logit_softcapping) add('final_logit_softcapping', 'f32', number(values, 'final_logit_softcapping'))
-      // A pattern of 1 is every layer global: no sliding window at all.
-      if (values.sliding_window_pattern !== 1) add('attention.sliding_window', 'u32', integer(values, 'sliding_window'))
-    },
-  },
-  Phi3ForCausalLM: {
-    name: 'phi3',
-    rope: ['longrope'],
-    keys: (c, add) => {
-      add('rope.dimension_count', 'u32', c.ropeDims)
-      add('rope.scaling.original_context_length', 'u32', c.rope.original)
-      // 0 where config.json has none: llama.cpp tells Phi-4 from Phi-3 by it.
-      add('attention.sliding_window', 'u32', integer(c.values, 'sliding_window') ?? 0)
-      if (c.rope.type === 'longrope') add('rope.scaling.attn_factor', 'f32', c.rope.attentionFactor)
-    },
-  },
-  // GPT-2 configs say n_inner: null for an FFN of 4 * n_embd.
-  GPT2LMHeadModel: { name: 'gpt2', rope: [], conv1d: true, defaults: (v) => ({ n_inner: 4 * (v.n_embd as number) }) },
-}
-
-/** RoPE's settings, from transformers 5's rope_parameters or transformers 4's rope_theta and rope_scaling. */
-export interface Rope {
-  /** The RoPE type in lower case: default, linear, yarn, llama3 or longrope (`su` is its old name). */
-  type: string
-  /** Every field of the rope dict (of its full_attention entry where layer types have their own). */
-  values: Values
-  theta: number | undefined
-  /** The context the model was trained with, before scaling (llama3, yarn, longrope). */
-  original: number
-  /** Scaling's factor: the dict's, else as transformers computes it, the context's growth (none for linear). */
-  factor: number | undefined
-  /** Phi-3's longrope attention factor: the dict's, else transformers' default. */
-  attentionFactor: number
-}
-
-/** A model's config.json, and the values the conversion needs of it. */
-export interface ModelConfig {
-  /** config.json, with the values its config class assumes where it has none. */
-  values: Values
-  architecture: Architecture
-  /** Attention heads, and key-value heads (num_attention_heads without grouped-query attention). */
-  heads: number
-  kvHeads: number
-  blocks: number
-  vocabSize: number
-  /** Experts per MoE layer, 0 for a dense model. */
-  experts: number
-  /** A head's dimension, and how many of them RoPE rotates. */
-  headDim: number
-  ropeDims: number
-  rope: Rope
-}
-
-function unsupported(what: string, arch: string): SafetensorsError {
-  return new SafetensorsError('UnsupportedConversion', `config.json: ${what} is not supported for GGUF architecture ${arch}`)
-}
-
-/** The first of config.json's `keys` (space-separated aliases) that is set: a number (a positive integer below 2^32 when `isInteger`), or undefined (a failure when `required`). */
-function numberAt(values: Values, keys: string, isInteger: boolean, required = false): number | undefined {
+/** The first of config.json's `keys` (space-separated aliases) that is set, with the key it was found under. */
+function firstOf(values: Values, keys: string): { key: string; value: unknown } {
   const aliases = keys.split(' ')
   const key = aliases.find((k) => values[k] != null) ?? aliases[0]
-  const value = values[key] ?? undefined
-  if (value === undefined && !required) return undefined
-  if (typeof value !== 'number' || (isInteger && !(Number.isInteger(value) && value > 0 && value < 2 ** 32)))
-    throw jsonFileError('config.json', `${key} is ${JSON.stringify(value)}, not a ${isInteger ? 'positive integer' : 'number'}`)
-  return value
+  return { key, value: values[key] ?? undefined }
 }
-const integer = (values: Values, keys: string, required?: boolean) => numberAt(values, keys, true, required)
-const number = (values: Values, keys: string) => numberAt(values, keys, false)
 
-function ropeOf(values: Values, architecture: Architecture, maxPositions: number | undefined): Rope {
+/** A reader of `values` (config.json, or its rope dict) whose every value is checked: a wrong type names the key. */
+function readerOf(values: Values): ConfigReader {
+  const wrong = (key: string, value: unknown, what: string) => jsonFileError('config.json', `${key} is ${JSON.stringify(value)}, not ${what}`)
+  const integerAt = (keys: string, min: number, required = false) => {
+    const { key, value } = firstOf(values, keys)
+    if (value === undefined && !required) return undefined
+    if (!(typeof value === 'number' && Number.isInteger(value) && value >= min && value < 2 ** 32))
+      throw wrong(key, value, min > 0 ? 'a positive integer' : 'an integer from 0')
+    return value
+  }
+  const typed = <T>(key: string, is: (value: unknown) => value is T, what: string): T | undefined => {
+    const value = values[key] ?? undefined
+    if (value === undefined) return undefined
+    if (!is(value)) throw wrong(key, value, what)
+    return value
+  }
+  const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v < 2 ** 32
+  return {
+    integer: (keys, required) => integerAt(keys, 1, required),
+    count: (keys) => integerAt(keys, 0),
+    number: (keys) => {
+      const { key, value } = firstOf(values, keys)
+      if (value !== undefined && typeof value !== 'number') throw wrong(key, value, 'a number')
+      return value
+    },
+    boolean: (key) => typed(key, (v): v is boolean => typeof v === 'boolean', 'true or false'),
+    string: (key) => typed(key, (v): v is string => typeof v === 'string', 'a string'),
+    strings: (key) => typed(key, (v): v is string[] => Array.isArray(v) && v.every((s) => typeof s === 'string'), 'a list of strings'),
+    counts: (key) => typed(key, (v): v is number[] => Array.isArray(v) && v.every(isCount), 'a list of integers from 0'),
+  }
+}
+
+function ropeOf(values: Values, read: ConfigReader, name: string, supportedTypes: readonly string[], maxPositions: number | undefined): Rope {
   const parameters = (values.rope_parameters ?? {}) as Values
   // Gemma 3 keeps one dict per layer type: scaling applies to the global layers, the full_attention ones.
-  const dict: Values = { rope_theta: values.rope_theta, ...(values.rope_scaling as Values), ...((parameters.full_attention ?? parameters) as Values) }
+  const dict: Values = {
+    rope_theta: values.rope_theta ?? values.rotary_emb_base,
+    ...(values.rope_scaling as Values),
+    ...((parameters.full_attention ?? parameters) as Values),
+  }
+  const inDict = readerOf(dict)
   const named = String(dict.rope_type ?? dict.type ?? 'default').toLowerCase()
   const type = named === 'su' ? 'longrope' : named
-  const supported = ['default', ...architecture.rope]
-  if (!supported.includes(type)) throw unsupported(`RoPE type ${JSON.stringify(type)}`, `${architecture.name}, which takes ${supported.join(', ')}`)
+  const supported = ['default', ...supportedTypes]
+  if (!supported.includes(type)) throw unsupported(`RoPE type ${JSON.stringify(type)}`, `${name}, which takes ${supported.join(', ')}`)
   // transformers gives a top-level original_max_position_embeddings priority (Phi-3 keeps it there), then the dict's, then the context.
-  const original = integer(values, 'original_max_position_embeddings') ?? integer(dict, 'original_max_position_embeddings') ?? maxPositions ?? 0
-  const factor = number(dict, 'factor') ?? (type === 'linear' ? undefined : (maxPositions ?? 0) / original)
+  const original = read.integer('original_max_position_embeddings') ?? inDict.integer('original_max_position_embeddings') ?? maxPositions ?? 0
+  const factor = inDict.number('factor') ?? (type === 'linear' ? undefined : (maxPositions ?? 0) / original)
   return {
     type,
+    read: inDict,
     values: dict,
-    theta: number(dict, 'rope_theta'),
+    theta: inDict.number('rope_theta'),
     original,
     factor,
-    attentionFactor: number(dict, 'attention_factor') ?? ((factor ?? 0) > 1 ? Math.sqrt(1 + Math.log(factor!) / Math.log(original)) : 1),
+    attentionFactor: inDict.number('attention_factor') ?? ((factor ?? 0) > 1 ? Math.sqrt(1 + Math.log(factor!) / Math.log(original)) : 1),
+    // GPT-NeoX's config.json on the Hub names it rotary_pct.
+    partial: inDict.number('partial_rotary_factor') ?? read.number('partial_rotary_factor rotary_pct') ?? 1,
   }
 }
 
@@ -179,81 +82,98 @@ export function readModelConfig(config: Values): ModelConfig {
   if (!architecture) {
     throw new SafetensorsError(
       'UnsupportedConversion',
-      `config.json names the architecture ${JSON.stringify(name)}; GGUF conversion supports ${Object.keys(ARCHITECTURES).join(', ')}`,
+      `config.json names the architecture ${JSON.stringify(name)}; GGUF conversion supports ${Object.keys(ARCHITECTURES).join(', ')} (for another, llama.cpp's own convert_hf_to_gguf.py)`,
     )
   }
   const values = { ...config }
   for (const [key, value] of Object.entries(architecture.defaults?.(values) ?? {})) values[key] ??= value
-  const heads = integer(values, 'num_attention_heads n_head', true)!
-  const hidden = integer(values, 'hidden_size n_embd', true)!
-  const rope = ropeOf(values, architecture, integer(values, 'max_position_embeddings n_positions'))
-  const headDim = integer(values, 'head_dim') ?? Math.floor(hidden / heads)
-  const layerTypes = values.layer_types
-  // llama.cpp places Gemma's sliding-window layers by a fixed period; a config.json that places them otherwise cannot be converted.
-  if (architecture.swaPeriod && Array.isArray(layerTypes)) {
-    const period = architecture.swaPeriod
-    if (layerTypes.some((t, i) => (t === 'full_attention') !== (i % period === period - 1)))
-      throw unsupported(`layer_types ${JSON.stringify(layerTypes)} (llama.cpp makes every ${period}th layer global)`, architecture.name)
-  }
-  return {
+  const read = readerOf(values)
+  const heads = read.integer('num_attention_heads n_head', true)!
+  const hidden = read.integer('hidden_size n_embd', true)!
+  const rope = ropeOf(values, read, architecture.name, architecture.rope, read.integer('max_position_embeddings n_positions'))
+  const headDim = read.integer('head_dim') ?? Math.floor(hidden / heads)
+  const model: ModelConfig = {
     values,
+    read,
     architecture,
+    hidden,
     heads,
-    kvHeads: integer(values, 'num_key_value_heads') ?? heads,
-    blocks: integer(values, 'num_hidden_layers n_layer', true)!,
-    vocabSize: integer(values, 'vocab_size', true)!,
-    experts: integer(values, 'num_local_experts num_experts') ?? 0,
+    kvHeads: architecture.kvHeads?.(read, heads) ?? read.integer('num_key_value_heads') ?? heads,
+    blocks: read.integer('num_hidden_layers n_layer', true)!,
+    vocabSize: read.integer('vocab_size', true)!,
+    experts: read.integer('num_local_experts num_experts n_routed_experts') ?? 0,
     headDim,
-    ropeDims: Math.floor(Math.floor((number(rope.values, 'partial_rotary_factor') ?? number(values, 'partial_rotary_factor') ?? 1) * hidden) / heads),
+    // As transformers computes the rotated dimensions: a head's times the fraction, rounded down.
+    ropeDims: Math.floor(headDim * rope.partial),
     rope,
   }
+  architecture.check?.(model)
+  return model
 }
 
-/** general.file_type (gguf-py's LlamaFileType) of each dtype. */
-const FILE_TYPE: Readonly<Record<GgufDtype, number>> = { F32: 0, F16: 1, Q8_0: 7, BF16: 32 }
+/** general.file_type (gguf-py's LlamaFileType) of each dtype, and of a model whose experts stay MXFP4 (MOSTLY_MXFP4_MOE). */
+const FILE_TYPE: Readonly<Record<GgufDtype | 'MXFP4', number>> = { F32: 0, F16: 1, Q8_0: 7, BF16: 32, MXFP4: 38 }
+
+/** Whether the model's experts are MXFP4 blocks that its GGUF keeps (gpt-oss as OpenAI ships it). */
+export function keepsMxfp4({ architecture, values }: ModelConfig): boolean {
+  return architecture.mxfp4Experts === true && (values.quantization_config as Values | undefined)?.quant_method === 'mxfp4'
+}
 
 /** The general.* and architecture keys of a GGUF of `config` whose weights are `dtype`. */
 export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[] {
-  const { values, architecture, rope } = config
+  const { read, architecture, rope } = config
   const arch = architecture.name
-  const kv: KeyValue[] = [
-    ['general.architecture', 'string', arch],
-    ['general.type', 'string', 'model'],
-  ]
-  const add: AddKey = (key, type, value) => value !== undefined && kv.push([`${arch}.${key}`, type, value])
-  // What TextModel.set_gguf_parameters writes, each from the first of config.json's names for it that is set (those
-  // of the classes in ARCHITECTURES: GPT-2 has its own).
-  add('block_count', 'u32', config.blocks)
-  add('context_length', 'u32', integer(values, 'max_position_embeddings n_ctx n_positions'))
-  add('embedding_length', 'u32', integer(values, 'hidden_size n_embd'))
-  add('feed_forward_length', 'u32', integer(values, 'intermediate_size n_inner'))
-  add('attention.head_count', 'u32', config.heads)
-  add('attention.head_count_kv', 'u32', integer(values, 'num_key_value_heads'))
-  if (rope.type === 'linear' || rope.type === 'yarn') {
-    add('rope.scaling.type', 'string', rope.type)
-    add('rope.scaling.factor', 'f32', rope.factor)
+  const keys = new Map<string, KeyValue>()
+  const set = (kv: KeyValue) => keys.set(kv[0], kv)
+  const add: AddKey = (key, type, value) => {
+    if (value === undefined) keys.delete(`${arch}.${key}`)
+    else set([`${arch}.${key}`, type, value])
   }
-  if (rope.type === 'yarn') {
-    add('rope.scaling.original_context_length', 'u32', rope.original)
-    add('rope.scaling.yarn_ext_factor', 'f32', number(rope.values, 'extrapolation_factor'))
-    add('rope.scaling.yarn_attn_factor', 'f32', number(rope.values, 'attention_factor attn_factor'))
-    add('rope.scaling.yarn_beta_fast', 'f32', number(rope.values, 'beta_fast'))
-    add('rope.scaling.yarn_beta_slow', 'f32', number(rope.values, 'beta_slow'))
+  set(['general.architecture', 'string', arch])
+  set(['general.type', 'string', 'model'])
+  // What TextModel.set_gguf_parameters writes, each from the first of config.json's names for it that is set.
+  if (architecture.sharedKeys) {
+    add('block_count', 'u32', config.blocks)
+    add('context_length', 'u32', read.integer('max_position_embeddings n_ctx n_positions max_length max_sequence_length model_max_length'))
+    add('embedding_length', 'u32', read.integer('hidden_size n_embd dim'))
+    add('feed_forward_length', 'u32', read.integer('prefix_dense_intermediate_size dense_intermediate_size intermediate_size n_inner hidden_dim'))
+    add('attention.head_count', 'u32', config.heads)
+    add('attention.head_count_kv', 'u32', read.integer('num_key_value_heads n_kv_heads'))
+    if (rope.type === 'linear' || rope.type === 'yarn') {
+      add('rope.scaling.type', 'string', rope.type)
+      add('rope.scaling.factor', 'f32', rope.factor)
+    }
+    if (rope.type === 'yarn') {
+      add('rope.scaling.original_context_length', 'u32', rope.original)
+      add('rope.scaling.yarn_ext_factor', 'f32', rope.read.number('extrapolation_factor'))
+      add('rope.scaling.yarn_attn_factor', 'f32', rope.read.number('attention_factor attn_factor'))
+      add('rope.scaling.yarn_beta_fast', 'f32', rope.read.number('beta_fast'))
+      add('rope.scaling.yarn_beta_slow', 'f32', rope.read.number('beta_slow'))
+    }
+    add('rope.freq_base', 'f32', rope.theta)
+    const sliding = (config.values.rope_parameters as Values | undefined)?.sliding_attention as Values | undefined
+    add('rope.freq_base_swa', 'f32', readerOf(sliding ?? {}).number('rope_theta') ?? read.number('rope_local_base_freq'))
+    add('attention.layer_norm_rms_epsilon', 'f32', read.number('rms_norm_eps norm_eps'))
+    add('attention.layer_norm_epsilon', 'f32', read.number('layer_norm_eps layer_norm_epsilon norm_epsilon'))
+    add('expert_count', 'u32', config.experts || undefined)
+    add('expert_used_count', 'u32', read.integer('num_experts_per_tok num_experts_per_token top_k_experts'))
+    add('expert_group_count', 'u32', read.integer('n_group'))
+    add('expert_group_used_count', 'u32', read.integer('topk_group'))
+    const scoring = read.string('scoring_func')
+    if (scoring !== undefined && !Object.hasOwn(GATING, scoring))
+      throw unsupported(`scoring_func ${JSON.stringify(scoring)}`, `${arch}, which takes ${Object.keys(GATING).join(', ')}`)
+    add('expert_gating_func', 'u32', scoring && GATING[scoring])
+    const headDim = read.integer('head_dim')
+    add('attention.key_length', 'u32', headDim)
+    add('attention.value_length', 'u32', headDim)
   }
-  add('rope.freq_base', 'f32', rope.theta)
-  const sliding = (values.rope_parameters as Values | undefined)?.sliding_attention as Values | undefined
-  add('rope.freq_base_swa', 'f32', number(sliding ?? {}, 'rope_theta') ?? number(values, 'rope_local_base_freq'))
-  add('attention.layer_norm_rms_epsilon', 'f32', number(values, 'rms_norm_eps'))
-  add('attention.layer_norm_epsilon', 'f32', number(values, 'layer_norm_eps layer_norm_epsilon'))
-  add('expert_count', 'u32', config.experts || undefined)
-  add('expert_used_count', 'u32', integer(values, 'num_experts_per_tok'))
-  const headDim = integer(values, 'head_dim')
-  add('attention.key_length', 'u32', headDim)
-  add('attention.value_length', 'u32', headDim)
   architecture.keys?.(config, add)
+  if (architecture.addsBos !== undefined) set(['tokenizer.ggml.add_bos_token', 'bool', architecture.addsBos])
   // general.quantization_version is ggml's GGML_QNT_VERSION.
-  kv.push(['general.file_type', 'u32', FILE_TYPE[dtype]], ['general.quantization_version', 'u32', 2], ['general.alignment', 'u32', ALIGNMENT])
-  return kv
+  set(['general.file_type', 'u32', FILE_TYPE[keepsMxfp4(config) ? 'MXFP4' : dtype]])
+  set(['general.quantization_version', 'u32', 2])
+  set(['general.alignment', 'u32', ALIGNMENT])
+  return [...keys.values()]
 }
 
 /** A tensor computed from config.json rather than read: RoPE's per-frequency factors. */
@@ -271,9 +191,9 @@ const f32 = Math.fround
  */
 export function ropeTensors({ rope, headDim, ropeDims, architecture }: ModelConfig): ComputedTensor[] {
   if (rope.type === 'llama3') {
-    const factor = number(rope.values, 'factor') ?? 8
-    const low = number(rope.values, 'low_freq_factor') ?? 1
-    const high = number(rope.values, 'high_freq_factor') ?? 4
+    const factor = rope.read.number('factor') ?? 8
+    const low = rope.read.number('low_freq_factor') ?? 1
+    const high = rope.read.number('high_freq_factor') ?? 4
     const base = rope.theta ?? 10000
     const old = rope.original
     const values = new Float32Array(headDim / 2)

@@ -1,76 +1,45 @@
-// Which tensors a GGUF holds and how: Hugging Face names to llama.cpp's (gguf-py's tensor_mapping.py, for the
-// architectures of metadata.ts), dims in ggml's order, the type of each, the source tensors each is made of (one,
-// or an MoE layer's experts stacked), and what is done to their values on the way (convert_hf_to_gguf.py's
-// modify_tensors): llama's Q/K row order, GPT-2's Conv1D transposed, Gemma's norms plus one.
+// Which tensors a GGUF holds and how: Hugging Face names to llama.cpp's (gguf-py's tensor_mapping.py, as each entry
+// of architectures.ts maps them), dims in ggml's order, the type of each, and the runs of source rows each is made
+// of (one tensor whole, a layer's experts stacked, a fused tensor regrouped or split) with what is done to them on
+// the way (convert_hf_to_gguf.py's modify_tensors: the architecture's transforms).
 import { DTYPE_INFO } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import type { TensorInfo } from '../format/header.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import type { SafetensorsModel } from '../read/model.ts'
-import type { GgufDtype, TensorEntry } from './format.ts'
-import { type ModelConfig, ropeTensors } from './metadata.ts'
+import { type ModelConfig, RESHAPES, type Reshape, type Reshaping, type Rows, type Take, TENSORS, TOP_LEVEL, type Unit } from './architectures.ts'
+import type { GgufDtype, GgufTensorType, TensorEntry } from './format.ts'
+import { keepsMxfp4, ropeTensors } from './metadata.ts'
 import { Q8_0_BLOCK } from './q8_0.ts'
-
-/** Tensors outside the blocks, by their name without `.weight` or `.bias` (GPT-2's also without `transformer.`). */
-const TOP_LEVEL: Readonly<Record<string, string>> = {
-  'model.embed_tokens': 'token_embd',
-  wte: 'token_embd',
-  wpe: 'position_embd',
-  'model.norm': 'output_norm',
-  ln_f: 'output_norm',
-  lm_head: 'output',
-}
-
-/** The tensors of block N, after `model.layers.N.` (GPT-2: `h.N.`), experts without their index. */
-const IN_BLOCK: Readonly<Record<string, string>> = {
-  input_layernorm: 'attn_norm',
-  ln_1: 'attn_norm',
-  'self_attn.q_proj': 'attn_q',
-  'self_attn.k_proj': 'attn_k',
-  'self_attn.v_proj': 'attn_v',
-  'self_attn.o_proj': 'attn_output',
-  'self_attn.qkv_proj': 'attn_qkv',
-  'attn.c_attn': 'attn_qkv',
-  'attn.c_proj': 'attn_output',
-  'self_attn.q_norm': 'attn_q_norm',
-  'self_attn.k_norm': 'attn_k_norm',
-  post_attention_layernorm: 'ffn_norm',
-  pre_feedforward_layernorm: 'ffn_norm',
-  ln_2: 'ffn_norm',
-  post_feedforward_layernorm: 'post_ffw_norm',
-  'mlp.gate_proj': 'ffn_gate',
-  'mlp.up_proj': 'ffn_up',
-  'mlp.down_proj': 'ffn_down',
-  'mlp.gate_up_proj': 'ffn_up',
-  'mlp.c_fc': 'ffn_up',
-  'mlp.c_proj': 'ffn_down',
-  'mlp.gate': 'ffn_gate_inp',
-  'block_sparse_moe.gate': 'ffn_gate_inp',
-  'mlp.experts.gate_proj': 'ffn_gate_exps',
-  'mlp.experts.up_proj': 'ffn_up_exps',
-  'mlp.experts.down_proj': 'ffn_down_exps',
-  'block_sparse_moe.experts.w1': 'ffn_gate_exps',
-  'block_sparse_moe.experts.w3': 'ffn_up_exps',
-  'block_sparse_moe.experts.w2': 'ffn_down_exps',
-}
 
 /** Buffers of some checkpoints that llama.cpp's converter skips: computed, not learned (RoPE's, GPT-2's causal masks). */
 const SKIPPED = /\.(rotary_emb\.inv_freq|attn\.(masked_)?bias|attention\.(masked_)?bias)$/
 
+/** Where a Hugging Face tensor goes: each GGUF tensor it makes (by its full name) and how, and its index in a stack. */
+interface Mapped {
+  targets: Array<{ name: string; reshape?: Reshape }>
+  /** The index of an expert (or a head's norm) in its stack, and what is stacked (`mlp.experts`, `self_attn.k_layernorm.norms`). */
+  stack?: { index: number; of: string }
+}
+
 /**
- * llama.cpp's name for the Hugging Face `name`, and the expert it holds in a stacked tensor; undefined for none.
- * GPT-2's checkpoints name their tensors with `transformer.` (GPT2LMHeadModel's) or without (the Hub's gpt2,
- * saved from GPT2Model): gguf-py maps both.
+ * llama.cpp's names for the Hugging Face `name`, undefined for none. The prefixes `model.`, `transformer.` (GPT-2's
+ * and Falcon's) and `gpt_neox.` are dropped, a block is `layers.N` or `h.N`, an expert's or a stacked norm's index
+ * is taken out (`mlp.experts.3.up_proj` is expert 3 of `mlp.experts.up_proj`).
  */
-function ggufName(name: string, { blocks, architecture }: ModelConfig): { name: string; expert?: number } | undefined {
-  const [, base, kind] = /^(?:transformer\.)?(.+)\.(weight|bias)$/.exec(name) ?? []
-  if (Object.hasOwn(TOP_LEVEL, base)) return { name: `${TOP_LEVEL[base]}.${kind}` }
-  const [, block, inBlock] = /^(?:model\.layers|h)\.(0|[1-9]\d*)\.(.+)$/.exec(base) ?? []
-  const [, experts, expert, weight] = /^(.+\.experts)\.(0|[1-9]\d*)\.(.+)$/.exec(inBlock) ?? []
-  const part = experts ? `${experts}.${weight}` : inBlock
-  // Gemma normalizes after attention (its post_attention_layernorm) and before the FFN (pre_feedforward_layernorm).
-  const gguf = architecture.gemma && part === 'post_attention_layernorm' ? 'post_attention_norm' : Object.hasOwn(IN_BLOCK, part) && IN_BLOCK[part]
-  if (gguf && Number(block) < blocks) return { name: `blk.${block}.${gguf}.${kind}`, expert: expert === undefined ? undefined : Number(expert) }
+function mapped(name: string, { architecture, blocks }: ModelConfig): Mapped | undefined {
+  const [, base, kind] = /^(?:model\.|transformer\.|gpt_neox\.)?(.+?)(?:\.(weight|bias))?$/.exec(name)!
+  const full = (to: string, prefix: string) => `${prefix}${to}${/\.(weight|bias)$/.test(to) ? '' : `.${kind ?? 'weight'}`}`
+  if (Object.hasOwn(TOP_LEVEL, base)) return { targets: [{ name: full(TOP_LEVEL[base], '') }] }
+  const [, block, inBlock] = /^(?:layers|h)\.(0|[1-9]\d*)\.(.+)$/.exec(base) ?? []
+  if (block === undefined || Number(block) >= blocks) return undefined
+  const [, stacked, index, rest] = /^(.+\.(?:experts|norms))\.(0|[1-9]\d*)(?:\.(.+))?$/.exec(inBlock) ?? []
+  const part = stacked ? [stacked, rest].filter(Boolean).join('.') : inBlock
+  const target = architecture.tensors && Object.hasOwn(architecture.tensors, part) ? architecture.tensors[part] : Object.hasOwn(TENSORS, part) && TENSORS[part]
+  if (!target) return undefined
+  const prefix = `blk.${block}.`
+  const targets = typeof target === 'string' ? [{ name: full(target, prefix) }] : target.map(({ to, reshape }) => ({ name: full(to, prefix), reshape }))
+  return { targets, stack: stacked === undefined ? undefined : { index: Number(index), of: stacked } }
 }
 
 /** A source tensor whose values are (part of) a GGUF tensor's. */
@@ -80,21 +49,34 @@ export interface TensorPart {
   info: TensorInfo
 }
 
-/** One tensor of the GGUF: where its values come from, and how they are written. */
-export interface PlannedTensor extends TensorEntry {
-  /** The source tensors whose values, one after the other, are this tensor's: one, or a layer's experts in order. */
-  parts: TensorPart[]
-  /** The values of a tensor computed from config.json (no parts). */
-  computed?: Float32Array
-  /** The heads whose rows are reordered (q_proj: attention heads, k_proj: key-value heads), or 0 for none. */
-  heads: number
-  /** GPT-2's Conv1D weight: [in, out] transposed to [out, in], the whole tensor at once. */
-  transpose: boolean
-  /** Added to every value (Gemma's norms: 1). */
-  shift: number
+/** A run of a source tensor's rows (its first dimension). */
+export interface Piece {
+  part: TensorPart
+  rows: Rows
 }
 
+/** One tensor of the GGUF: where its values come from, and how they are written. */
+export interface PlannedTensor extends TensorEntry {
+  /** The runs of source rows whose values, one after the other, are this tensor's. */
+  pieces: Piece[]
+  /** The values of a tensor computed from config.json (no pieces). */
+  computed?: Float32Array
+  /** What is done to each unit of the pieces' values (a head's rows reordered, an expert's matrix transposed...). */
+  unit?: Unit
+  /** Added to every value (Gemma's norms: 1). */
+  shift: number
+  /**
+   * MXFP4 blocks made of gpt-oss's stored ones: the pieces are each expert's blocks then its scales, of which the rows
+   * `take` are kept, and repacked as ggml's block_mxfp4 (no value changes).
+   */
+  mxfp4?: Take
+}
+
+/** A source tensor's number of values. */
 export const elementsOf = (info: Pick<TensorInfo, 'shape'>) => info.shape.reduce((a, b) => a * b, 1)
+
+/** The values of a run of a source tensor's rows. */
+export const pieceElements = ({ part: { info }, rows }: Piece) => (elementsOf(info) / (info.shape[0] ?? 1)) * (rows[1] - rows[0])
 
 /**
  * The GGUF type of a tensor, as llama.cpp's converter chooses it: F32 for 1-D tensors, norms, biases, MoE routers
@@ -105,64 +87,92 @@ function typeOf(name: string, dims: readonly number[], dtype: GgufDtype): GgufDt
   return dtype === 'Q8_0' && dims[0] % Q8_0_BLOCK !== 0 ? 'F16' : dtype
 }
 
-const planned = (name: string, dims: number[], dtype: GgufDtype, parts: TensorPart[], more?: Partial<PlannedTensor>): PlannedTensor => ({
+const planned = (name: string, dims: number[], type: GgufTensorType, pieces: Piece[], more?: Partial<PlannedTensor>): PlannedTensor => ({
   name,
   dims,
-  type: typeOf(name, dims, dtype),
-  parts,
-  heads: 0,
-  transpose: false,
+  type,
+  pieces,
   shift: 0,
   ...more,
 })
 
+/** A tensor as it is: all its rows, its dims reversed. */
+const asItIs: Reshape = (shape) => ({ rows: [[0, shape[0] ?? 1]], dims: shape.length === 0 ? [1] : [...shape].reverse() })
+
 /**
  * Every tensor of the GGUF of `model`: RoPE's computed ones first, then the model's in its order, an MoE layer's
- * experts stacked (expert 0 first, whatever shard each is in) where its first expert is.
+ * experts (or a layer's per-head norms) stacked (the first one first, whatever shard each is in) where its first is.
  */
 export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype: GgufDtype): PlannedTensor[] {
-  const { architecture, heads, kvHeads, experts } = config
-  const tensors = ropeTensors(config).map(({ name, values }) => planned(name, [values.length], dtype, [], { computed: values }))
-  const stacks = new Map<string, PlannedTensor>()
+  const { architecture } = config
+  const tensors = ropeTensors(config).map(({ name, values }) => planned(name, [values.length], 'F32', [], { computed: values }))
+  const stacks = new Map<string, { tensor: PlannedTensor; parts: TensorPart[]; size: number }>()
+  const stored = (name: string): TensorPart => ({ file: model.shards.get(model.shardOf(name))!, info: model.info(name, { stored: true }) as TensorInfo })
   for (const name of model.names()) {
-    // Gemma ties its output to the embeddings: llama.cpp uses token_embd, and its converter skips a stored lm_head.
-    if (SKIPPED.test(name) || (architecture.gemma && name === 'lm_head.weight')) continue
+    if (SKIPPED.test(name) || architecture.skip?.(name, config)) continue
     const info = model.info(name)
-    const gguf = ggufName(name, config)
-    if (gguf === undefined || DTYPE_INFO[info.dtype].float === undefined) {
-      const why = gguf === undefined ? `maps to no ${architecture.name} GGUF tensor` : `is ${info.dtype}, not floating-point`
+    const target = mapped(name, config)
+    const quantized = 'quantized' in info
+    if (target === undefined || DTYPE_INFO[info.dtype].float === undefined) {
+      const why = target === undefined ? `maps to no ${architecture.name} GGUF tensor` : `is ${info.dtype}, not floating-point`
       throw new SafetensorsError('UnsupportedConversion', `tensor ${JSON.stringify(name)} ${why}`)
     }
-    const part: TensorPart = 'quantized' in info ? { info } : { file: model.shards.get(model.shardOf(name))!, info }
-    if (gguf.expert !== undefined) {
-      if (gguf.expert >= experts) throw new SafetensorsError('UnsupportedConversion', `tensor ${JSON.stringify(name)}: config.json has ${experts} experts`)
-      let stack = stacks.get(gguf.name)
+    const part: TensorPart = quantized ? { info } : { file: model.shards.get(model.shardOf(name))!, info }
+    if (target.stack) {
+      const { index, of } = target.stack
+      // Experts number config.json's; StableLM's q and k norms, its heads and key-value heads.
+      const size = /\.experts$/.test(of) ? config.experts : /k_layernorm\.norms$/.test(of) ? config.kvHeads : config.heads
+      if (index >= size)
+        throw new SafetensorsError(
+          'UnsupportedConversion',
+          `tensor ${JSON.stringify(name)}: config.json has ${size} ${/experts$/.test(of) ? 'experts' : 'heads'}`,
+        )
+      const stackName = target.targets[0].name
+      let stack = stacks.get(stackName)
       if (!stack) {
-        stack = planned(gguf.name, [...info.shape].reverse().concat(experts), dtype, [])
-        stacks.set(gguf.name, stack)
-        tensors.push(stack)
+        const dims = [...info.shape].reverse().concat(size)
+        stack = { tensor: planned(stackName, dims, typeOf(stackName, dims, dtype), []), parts: [], size }
+        stacks.set(stackName, stack)
+        tensors.push(stack.tensor)
       }
-      stack.parts[gguf.expert] = part
+      stack.parts[index] = part
       continue
     }
-    const role = architecture.permuteQK && /attn_([qk])\./.exec(gguf.name)?.[1]
-    const reordered = role === 'q' ? heads : role === 'k' ? kvHeads : 0
-    if (reordered > 0 && info.shape[0] % (2 * reordered) !== 0)
-      throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(name)}: ${info.shape[0]} rows are not ${reordered} heads of pairs`)
-    const transpose = architecture.conv1d === true && /\.c_(attn|proj|fc)\.weight$/.test(name)
-    // A transposed tensor's GGUF dims (ggml's order, reversed) are its source shape as it is.
-    const dims = info.shape.length === 0 ? [1] : transpose ? [...info.shape] : [...info.shape].reverse()
-    const shift = architecture.gemma && name.endsWith('norm.weight') ? 1 : 0
-    tensors.push(planned(gguf.name, dims, dtype, [part], { heads: reordered, transpose, shift }))
+    for (const { name: gguf, reshape } of target.targets) {
+      const role = architecture.permuteQK && /\.attn_([qk])\./.exec(gguf)?.[1]
+      const how: Reshaping = (role === 'q' ? RESHAPES.qPairs : role === 'k' ? RESHAPES.kPairs : (reshape ?? asItIs))(info.shape, config)
+      if (quantized && keepsMxfp4(config) && model.quantization?.method === 'mxfp4') {
+        // gpt-oss's stored blocks, kept: the logical tensor [experts, in, out]'s transform names the rows of out to take.
+        const [blocks, scales] = info.quantized.parts.map(stored)
+        const take = how.unit?.take ?? { start: 0, step: 1, count: info.shape.at(-1)! }
+        const pieces = Array.from({ length: info.shape[0] }, (_, e): Piece[] => [
+          { part: blocks, rows: [e, e + 1] },
+          { part: scales, rows: [e, e + 1] },
+        ]).flat()
+        tensors.push(planned(gguf, how.dims, 'MXFP4', pieces, { mxfp4: take }))
+        continue
+      }
+      const shift = architecture.normShift !== undefined && name.endsWith('norm.weight') ? architecture.normShift : 0
+      tensors.push(
+        planned(
+          gguf,
+          how.dims,
+          typeOf(gguf, how.dims, dtype),
+          how.rows.map((rows) => ({ part, rows })),
+          { unit: how.unit, shift },
+        ),
+      )
+    }
   }
-  // Every expert of every stack, each of the first one's shape.
-  for (const stack of stacks.values()) {
-    const [first] = stack.parts
-    for (let expert = 0; expert < experts; expert++) {
-      const part = stack.parts[expert]
-      if (!part) throw new SafetensorsError('TensorNotFound', `${stack.name}: the model has no tensor for expert ${expert} of the ${experts} config.json names`)
+  // Every part of every stack, each of the first one's shape.
+  for (const { tensor, parts, size } of stacks.values()) {
+    const [first] = parts
+    for (let index = 0; index < size; index++) {
+      const part = parts[index]
+      if (!part) throw new SafetensorsError('TensorNotFound', `${tensor.name}: the model has no tensor for expert ${index} of the ${size} config.json names`)
       if (part.info.shape.join() !== first.info.shape.join())
         throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(part.info.name)} is [${part.info.shape}], expert 0's is [${first.info.shape}]`)
+      tensor.pieces.push({ part, rows: [0, part.info.shape[0] ?? 1] })
     }
   }
   return tensors

@@ -1,7 +1,7 @@
 // writeGguf (Node entry): ggufStream into a file, written beside it under a temporary name and renamed
 // into place once complete (src/node/writer.ts), so a failure leaves the target as it was.
 
-import type { GgufDtype } from '../gguf/format.ts'
+import type { GgufTensorType } from '../gguf/format.ts'
 import { type GgufOptions, planGguf } from '../gguf/index.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
 import { fileSink } from './atomic-files.ts'
@@ -9,7 +9,7 @@ import { fileSink } from './atomic-files.ts'
 /** What {@link writeGguf} wrote. */
 export interface GgufWritten {
   /** Tensors of each type. */
-  types: Partial<Record<GgufDtype, number>>
+  types: Partial<Record<GgufTensorType, number>>
   /** Tensors in all. */
   tensors: number
   /** The file's size in bytes. */
@@ -40,7 +40,7 @@ export async function writeGguf(input: string | URL | ModelFiles | ModelFolder, 
     await sink?.abort(error)
     throw error
   }
-  const types: Partial<Record<GgufDtype, number>> = {}
+  const types: Partial<Record<GgufTensorType, number>> = {}
   for (const t of plan.tensors) types[t.type] = (types[t.type] ?? 0) + 1
   return { types, tensors: plan.tensors.length, bytes: plan.fileSize }
 }

@@ -1,0 +1,740 @@
+// The architectures a GGUF can be made of, as data: for each transformers class (config.json's architectures[0])
+// one entry, as llama.cpp's convert_hf_to_gguf.py converts it (in the llama.cpp that node-llama-cpp 3.21.1 ships:
+// release v0.4.0): its GGUF architecture, its hyperparameter keys, its tensor names and the transforms its tensors
+// go through, named from a small shared set (the Q/K permutation, a norm shift, fused tensors regrouped or split,
+// experts or heads stacked, transposes, MXFP4 blocks kept). metadata.ts reads config.json and writes the keys,
+// tensors.ts plans the tensors; docs/development.md, "Adding a GGUF architecture", says what an entry takes.
+import { SafetensorsError } from '../errors.ts'
+
+export type Values = Record<string, unknown>
+
+/**
+ * config.json's values as metadata.ts reads them, each checked (a wrong type is InvalidHeaderDeserialization naming
+ * the key): the first of `keys` (space-separated aliases) that is set, or undefined (a failure when `required`).
+ */
+export interface ConfigReader {
+  /** A positive integer below 2^32. */
+  integer(keys: string, required?: boolean): number | undefined
+  /** An integer from 0 below 2^32. */
+  count(keys: string): number | undefined
+  number(keys: string): number | undefined
+  boolean(key: string): boolean | undefined
+  string(key: string): string | undefined
+  /** A list of strings, or of integers from 0. */
+  strings(key: string): string[] | undefined
+  counts(key: string): number[] | undefined
+}
+
+/** RoPE's settings, from transformers 5's rope_parameters or transformers 4's rope_theta and rope_scaling. */
+export interface Rope {
+  /** The RoPE type in lower case: default, linear, yarn, llama3 or longrope (`su` is its old name). */
+  type: string
+  /** Every field of the rope dict (of its full_attention entry where layer types have their own), checked when read. */
+  read: ConfigReader
+  /** Every field of the rope dict, as config.json has them (Phi-3's factor lists). */
+  values: Values
+  theta: number | undefined
+  /** The context the model was trained with, before scaling (llama3, yarn, longrope). */
+  original: number
+  /** Scaling's factor: the dict's, else as transformers computes it, the context's growth (none for linear). */
+  factor: number | undefined
+  /** Phi-3's longrope attention factor: the dict's, else transformers' default. */
+  attentionFactor: number
+  /** The fraction of a head's dimensions RoPE rotates. */
+  partial: number
+}
+
+/** A model's config.json, and the values every architecture needs of it. */
+export interface ModelConfig {
+  /** config.json, with the values its config class assumes where it has none. */
+  values: Values
+  read: ConfigReader
+  architecture: Architecture
+  hidden: number
+  /** Attention heads, and key-value heads (num_attention_heads without grouped-query attention). */
+  heads: number
+  kvHeads: number
+  blocks: number
+  vocabSize: number
+  /** Experts per MoE layer, 0 for a dense model. */
+  experts: number
+  /** A head's dimension, and how many of them RoPE rotates (transformers': the head's times the rotated fraction). */
+  headDim: number
+  ropeDims: number
+  rope: Rope
+}
+
+/** Sets an architecture key (`<arch>.<key>`) to a value, or removes it where the value is undefined. */
+export type AddKey = (key: string, type: 'u32' | 'f32' | 'bool' | 'string', value: number | boolean | string | undefined) => void
+
+/** A run of values of a source tensor: its rows (first dimension) [start, end). */
+export type Rows = readonly [start: number, end: number]
+
+/** Columns start, start + step, ... (count of them) of a unit. */
+export interface Take {
+  start: number
+  step: number
+  count: number
+}
+
+/**
+ * What is done to each unit of a source tensor's values on the way: a unit is `rows` rows of `columns` values (a
+ * head's rows, an expert's matrix), whose columns `take` are kept, then transposed, or whose rows are reordered from
+ * transformers' halves of a head to llama.cpp's pairs (`pairs`).
+ */
+export interface Unit {
+  rows: number
+  columns: number
+  take?: Take
+  transpose?: boolean
+  pairs?: boolean
+}
+
+/** How a source tensor becomes a GGUF tensor: the runs of its rows taken, in order; what is done to each unit; the GGUF dims (ggml's order). */
+export interface Reshaping {
+  rows: Rows[]
+  unit?: Unit
+  dims: number[]
+}
+
+/** A transform of the shared set: the reshaping of a source tensor of `shape` in a model of `config`. */
+export type Reshape = (shape: readonly number[], config: ModelConfig) => Reshaping
+
+/** A tensor's GGUF name after `blk.N.` (or at the top level), with `.weight` or `.bias` where the source name has neither. */
+export type GgufName = string
+
+/** Where a Hugging Face tensor goes: a GGUF name, or GGUF names each with the transform that makes it. */
+export type Target = GgufName | ReadonlyArray<{ to: GgufName; reshape: Reshape }>
+
+/** What the conversion does for one transformers class. */
+export interface Architecture {
+  /** The GGUF architecture. */
+  name: string
+  /** The RoPE types llama.cpp implements for it besides the default, as config.json names them. */
+  rope: readonly string[]
+  /** config.json values the transformers config class assumes when they are absent (or null). */
+  defaults?: (values: Values) => Values
+  /**
+   * Whether the converter writes TextModel's hyperparameters (context, sizes, heads, RoPE, norms' epsilon, experts,
+   * head_dim) before the entry's own; GPT-NeoX, Phi-2, StableLM and Falcon write theirs alone.
+   */
+  sharedKeys: boolean
+  /** The keys it writes besides, or instead of a shared one of the same name. */
+  keys?: (config: ModelConfig, add: AddKey) => void
+  /** What llama.cpp cannot run as transformers does: throws UnsupportedConversion naming it. */
+  check?: (config: ModelConfig) => void
+  /** Tensors whose names map otherwise than {@link TENSORS} says, by their name after the block's prefix (or at the top level) without `.weight`/`.bias`. */
+  tensors?: Readonly<Record<string, Target>>
+  /** Tensors the converter leaves out (a tied lm_head, layers past the model's). */
+  skip?: (name: string, config: ModelConfig) => boolean
+  /** Transforms of the whole model: Q/K permutation of attn_q and attn_k (llama's `permute`), a shift of every norm weight (Gemma's + 1). */
+  permuteQK?: boolean
+  normShift?: number
+  /** Experts stored as MXFP4 blocks (gpt-oss) stay MXFP4 blocks in every GGUF, as the converter writes them. */
+  mxfp4Experts?: boolean
+  /** Key-value heads, where config.json says them otherwise than num_key_value_heads (Falcon). */
+  kvHeads?: (read: ConfigReader, heads: number) => number
+  /** The converter's add_bos_token where the tokenizer's files say nothing (Phi-2's false). */
+  addsBos?: boolean
+}
+
+export function unsupported(what: string, arch: string): SafetensorsError {
+  return new SafetensorsError('UnsupportedConversion', `config.json: ${what} is not supported for GGUF architecture ${arch}`)
+}
+
+// ---- The tensor names every architecture shares (gguf-py's tensor_mapping.py, for the classes below) ----
+
+/** Tensors outside the blocks, by their name without `model.`, `transformer.`, `gpt_neox.`, `.weight`, `.bias`. */
+export const TOP_LEVEL: Readonly<Record<string, GgufName>> = {
+  embed_tokens: 'token_embd',
+  embed_in: 'token_embd',
+  word_embeddings: 'token_embd',
+  wte: 'token_embd',
+  wpe: 'position_embd',
+  norm: 'output_norm',
+  ln_f: 'output_norm',
+  final_layer_norm: 'output_norm',
+  final_layernorm: 'output_norm',
+  lm_head: 'output',
+  embed_out: 'output',
+}
+
+/** The tensors of block N, after its prefix (`model.layers.N.`, `gpt_neox.layers.N.`, `transformer.h.N.`), experts and stacked heads without their index. */
+export const TENSORS: Readonly<Record<string, Target>> = {
+  input_layernorm: 'attn_norm',
+  ln_1: 'attn_norm',
+  // Falcon's new decoder: gguf-py names ln_mlp attn_norm and ln_attn attn_norm_2 (llama.cpp's falcon reads them so).
+  ln_mlp: 'attn_norm',
+  ln_attn: 'attn_norm_2',
+  'self_attn.q_proj': 'attn_q',
+  'self_attn.k_proj': 'attn_k',
+  'self_attn.v_proj': 'attn_v',
+  'self_attn.o_proj': 'attn_output',
+  'self_attn.dense': 'attn_output',
+  'self_attn.qkv_proj': 'attn_qkv',
+  'attn.c_attn': 'attn_qkv',
+  'attn.c_proj': 'attn_output',
+  'attention.dense': 'attn_output',
+  'self_attention.dense': 'attn_output',
+  'self_attn.q_norm': 'attn_q_norm',
+  'self_attn.k_norm': 'attn_k_norm',
+  'self_attn.q_layernorm.norms': 'attn_q_norm',
+  'self_attn.k_layernorm.norms': 'attn_k_norm',
+  'self_attn.q_a_proj': 'attn_q_a',
+  'self_attn.q_a_layernorm': 'attn_q_a_norm',
+  'self_attn.q_b_proj': 'attn_q_b',
+  'self_attn.kv_a_proj_with_mqa': 'attn_kv_a_mqa',
+  'self_attn.kv_a_layernorm': 'attn_kv_a_norm',
+  'self_attn.sinks': 'attn_sinks.weight',
+  post_attention_layernorm: 'ffn_norm',
+  pre_feedforward_layernorm: 'ffn_norm',
+  ln_2: 'ffn_norm',
+  post_feedforward_layernorm: 'post_ffw_norm',
+  'mlp.gate_proj': 'ffn_gate',
+  'mlp.up_proj': 'ffn_up',
+  'mlp.down_proj': 'ffn_down',
+  'mlp.gate_up_proj': 'ffn_up',
+  'mlp.c_fc': 'ffn_up',
+  'mlp.c_proj': 'ffn_down',
+  'mlp.dense_h_to_4h': 'ffn_up',
+  'mlp.dense_4h_to_h': 'ffn_down',
+  'mlp.fc1': 'ffn_up',
+  'mlp.fc2': 'ffn_down',
+  'feed_forward.gate_proj': 'ffn_gate',
+  'feed_forward.up_proj': 'ffn_up',
+  'feed_forward.down_proj': 'ffn_down',
+  'mlp.gate': 'ffn_gate_inp',
+  'block_sparse_moe.gate': 'ffn_gate_inp',
+  'mlp.router': 'ffn_gate_inp',
+  'feed_forward.router': 'ffn_gate_inp',
+  'mlp.gate.e_score_correction_bias': 'exp_probs_b.bias',
+  'mlp.shared_expert_gate': 'ffn_gate_inp_shexp',
+  'mlp.experts.gate_proj': 'ffn_gate_exps',
+  'mlp.experts.up_proj': 'ffn_up_exps',
+  'mlp.experts.down_proj': 'ffn_down_exps',
+  'block_sparse_moe.experts.w1': 'ffn_gate_exps',
+  'block_sparse_moe.experts.w3': 'ffn_up_exps',
+  'block_sparse_moe.experts.w2': 'ffn_down_exps',
+  'mlp.shared_expert.gate_proj': 'ffn_gate_shexp',
+  'mlp.shared_expert.up_proj': 'ffn_up_shexp',
+  'mlp.shared_expert.down_proj': 'ffn_down_shexp',
+  'mlp.shared_experts.gate_proj': 'ffn_gate_shexp',
+  'mlp.shared_experts.up_proj': 'ffn_up_shexp',
+  'mlp.shared_experts.down_proj': 'ffn_down_shexp',
+  'feed_forward.shared_expert.gate_proj': 'ffn_gate_shexp',
+  'feed_forward.shared_expert.up_proj': 'ffn_up_shexp',
+  'feed_forward.shared_expert.down_proj': 'ffn_down_shexp',
+}
+
+/** llama.cpp's expert gating functions (llama_expert_gating_func_type), by config.json's scoring_func. */
+export const GATING: Readonly<Record<string, number>> = { softmax: 1, sigmoid: 2, sqrtsoftplus: 4 }
+
+// ---- The shared transforms ----
+
+const reversed = (shape: readonly number[]) => (shape.length === 0 ? [1] : [...shape].reverse())
+const whole = (shape: readonly number[]): Rows[] => [[0, shape[0] ?? 1]]
+const range = (count: number) => Array.from({ length: count }, (_, i) => i)
+
+/** Q/K permutation (llama's `permute`): each head's rows from transformers' two halves to llama.cpp's pairs; `heads` of q_proj or of k_proj. */
+const pairs =
+  (heads: (config: ModelConfig) => number): Reshape =>
+  (shape, config) => {
+    const count = heads(config)
+    if (shape[0] % (2 * count) !== 0) throw new SafetensorsError('TensorInvalidInfo', `${shape[0]} rows are not ${count} heads of pairs`)
+    return { rows: whole(shape), unit: { rows: shape[0] / count, columns: shape[1] ?? 1, pairs: true }, dims: reversed(shape) }
+  }
+
+/** Transposes: a matrix stored [in, out] (GPT-2's Conv1D), or experts stored [experts, in, out] (GptOssExperts, Llama4TextExperts), to [out, in]. */
+export const transposed: Reshape = (shape) => {
+  if (shape.length < 2) return { rows: whole(shape), dims: reversed(shape) }
+  const [rows, columns] = shape.slice(-2)
+  return { rows: whole(shape), unit: { rows, columns, transpose: true }, dims: [rows, columns, ...shape.slice(0, -2)] }
+}
+
+/**
+ * A fused gate_up split: the columns of [experts, in, 2 ff] taken as `part` of 2 (Llama 4: the first or second
+ * half; gpt-oss: `interleaved`, even or odd columns), and, for a weight, each expert transposed to [ff, in]; a bias
+ * [experts, 2 ff] becomes [experts, ff].
+ */
+const gateUp =
+  (part: 0 | 1, interleaved: boolean): Reshape =>
+  (shape) => {
+    const columns = shape.at(-1)!
+    const count = columns / 2
+    const take = interleaved ? { start: part, step: 2, count } : { start: part * count, step: 1, count }
+    if (shape.length === 2) return { rows: whole(shape), unit: { rows: 1, columns, take }, dims: [count, shape[0]] }
+    return { rows: whole(shape), unit: { rows: shape[1], columns, take, transpose: true }, dims: [shape[1], count, shape[0]] }
+  }
+
+/** Runs of `size` rows starting at each of `starts`. */
+const runs = (starts: number[], size: number): Rows[] => starts.map((start) => [start, start + size])
+
+/**
+ * A fused QKV whose rows are q, k and v of each head in turn (GPT-NeoX: [heads, 3, head_dim]) regrouped as
+ * llama.cpp's attn_qkv wants them: every head's q, then every k, then every v; the bias alike.
+ */
+const headsInterleaved: Reshape = (shape, { heads }) => {
+  const size = shape[0] / heads / 3
+  const rows = [0, 1, 2].flatMap((part) =>
+    runs(
+      range(heads).map((head) => (head * 3 + part) * size),
+      size,
+    ),
+  )
+  return { rows, dims: reversed(shape) }
+}
+
+/**
+ * Falcon's fused QKV, kvHeads groups each of its q heads then one k and one v head ([groups, q per group + 2,
+ * head_dim]), regrouped as every q, then every k, then every v (the converter's "jploski" layout).
+ */
+const kvGroups: Reshape = (shape, { heads, kvHeads }) => {
+  const perGroup = heads / kvHeads
+  const size = shape[0] / (heads + 2 * kvHeads)
+  const group = (g: number) => g * (perGroup + 2) * size
+  const rows = [
+    ...runs(range(kvHeads).map(group), perGroup * size),
+    ...runs(
+      range(kvHeads).map((g) => group(g) + perGroup * size),
+      size,
+    ),
+    ...runs(
+      range(kvHeads).map((g) => group(g) + (perGroup + 1) * size),
+      size,
+    ),
+  ]
+  return { rows, dims: reversed(shape) }
+}
+
+/**
+ * DeepSeek's kv_b_proj ([heads, nope + v, kv_lora_rank]) split for multi-head latent attention: attn_k_b, each
+ * head's nope rows transposed ([heads, rank, nope]), and attn_v_b, each head's v rows ([heads, v, rank]).
+ */
+const latent =
+  (part: 'k' | 'v'): Reshape =>
+  (shape, { read, heads }) => {
+    const nope = read.integer('qk_nope_head_dim', true)!
+    const v = read.integer('v_head_dim', true)!
+    const rank = shape[1]
+    if (shape[0] !== heads * (nope + v)) throw new SafetensorsError('TensorInvalidInfo', `${shape[0]} rows are not ${heads} heads of ${nope} + ${v}`)
+    const starts = range(heads).map((head) => head * (nope + v) + (part === 'k' ? 0 : nope))
+    if (part === 'v') return { rows: runs(starts, v), dims: [rank, v, heads] }
+    return { rows: runs(starts, nope), unit: { rows: nope, columns: rank, transpose: true }, dims: [nope, rank, heads] }
+  }
+
+/** The shared transforms, by the name an entry gives them. */
+export const RESHAPES = {
+  qPairs: pairs((c) => c.heads),
+  kPairs: pairs((c) => c.kvHeads),
+  transposed,
+  gateUp,
+  headsInterleaved,
+  kvGroups,
+  latent,
+}
+
+// ---- The entries ----
+
+/** A per-layer list of config.json (`key`), checked against llama.cpp's fixed pattern: `isSpecial(layer)` exactly where the value is `kind`. */
+/** Gemma's and gpt-oss's sliding-window layers, which llama.cpp places by a fixed period: every `period`-th layer global. */
+const globalEvery = (period: number) => (config: ModelConfig) =>
+  fixedPattern(config, 'layer_types', 'full_attention', (layer) => layer % period === period - 1, `llama.cpp makes every ${period}th layer global`)
+
+function fixedPattern({ values, blocks, architecture }: ModelConfig, key: string, kind: unknown, isSpecial: (layer: number) => boolean, what: string): void {
+  const list = key === 'no_rope_layers' ? noRopeLayers(values, blocks) : values[key]
+  if (!Array.isArray(list)) return
+  if (list.length !== blocks || list.some((value, layer) => (value === kind) !== isSpecial(layer)))
+    throw unsupported(`${key} ${JSON.stringify(list)} (${what})`, architecture.name)
+}
+
+/** SmolLM3's and Llama 4's no_rope_layers (1 where a layer has RoPE), or as their config classes make it: none every no_rope_layer_interval-th. */
+function noRopeLayers(values: Values, blocks: number): unknown {
+  const interval = typeof values.no_rope_layer_interval === 'number' ? values.no_rope_layer_interval : 4
+  return values.no_rope_layers ?? Array.from({ length: blocks }, (_, layer) => Number((layer + 1) % interval !== 0))
+}
+
+/** llama's keys, which LlamaModel's subclasses (SmolLM3, Granite, Llama 4) write too. */
+const llamaKeys = (c: ModelConfig, add: AddKey) => {
+  add('vocab_size', 'u32', c.vocabSize)
+  add('rope.dimension_count', 'u32', c.headDim)
+}
+
+const LLAMA: Architecture = { name: 'llama', rope: ['linear', 'yarn', 'llama3'], sharedKeys: true, permuteQK: true, keys: llamaKeys }
+const QWEN = (name: string): Architecture => ({ name, rope: ['linear', 'yarn'], sharedKeys: true })
+/** Gemma's: norms hold w where llama.cpp multiplies by 1 + w; the norm after attention is post_attention_norm; a stored lm_head is left out (tied). */
+const GEMMA = {
+  sharedKeys: true,
+  normShift: 1,
+  tensors: { post_attention_layernorm: 'post_attention_norm' },
+  skip: (name: string) => name === 'lm_head.weight',
+}
+
+/** DeepSeek-V2 and V3 (`deepseek2`), whose MoE gates by softmax (V2) or sigmoid (V3) of the router's logits. */
+function deepseek(gating: 'softmax' | 'sigmoid'): Architecture {
+  return {
+    name: 'deepseek2',
+    rope: ['yarn'],
+    sharedKeys: true,
+    tensors: {
+      'self_attn.kv_b_proj': [
+        { to: 'attn_k_b', reshape: latent('k') },
+        { to: 'attn_v_b', reshape: latent('v') },
+      ],
+    },
+    // A tied lm_head, and the multi-token-prediction layers after the model's (DeepSeek-V3's 62nd).
+    skip: (name, { values, blocks }) =>
+      (values.tie_word_embeddings === true && name === 'lm_head.weight') || Number(/^model\.layers\.(\d+)\./.exec(name)?.[1] ?? -1) >= blocks,
+    check: ({ read, architecture }) => {
+      const scoring = read.string('scoring_func')
+      if (scoring !== undefined && scoring !== gating)
+        throw unsupported(`scoring_func ${JSON.stringify(scoring)} (transformers' class gates by ${gating})`, architecture.name)
+      // llama.cpp chooses groups by the sum of their top two experts' scores, as V3 does; V2's group_limited_greedy by the top one.
+      const groups = read.integer('n_group') ?? 1
+      if (read.string('topk_method') === 'group_limited_greedy' && groups > 1 && (read.integer('topk_group') ?? groups) < groups)
+        throw unsupported(
+          `topk_method "group_limited_greedy" with ${groups} groups (llama.cpp ranks groups by their top two experts, as DeepSeek-V3)`,
+          architecture.name,
+        )
+    },
+    keys: (c, add) => {
+      const { read } = c
+      const rank = read.integer('kv_lora_rank') ?? 512
+      const ropeDims = read.integer('qk_rope_head_dim', true)!
+      // MLA as MQA: one key-value head of the latent and RoPE parts, decompressed to heads by attn_k_b and attn_v_b.
+      add('attention.head_count_kv', 'u32', 1)
+      add('leading_dense_block_count', 'u32', read.count('first_k_dense_replace') ?? (c.experts > 0 ? 0 : c.blocks))
+      add('vocab_size', 'u32', c.vocabSize)
+      // 0 where config.json has none (V2-Lite): llama.cpp needs the key unless it takes the model for V2-Lite by its
+      // 26 or 27 layers, and reads its q_proj by the 0.
+      add('attention.q_lora_rank', 'u32', read.count('q_lora_rank') ?? 0)
+      add('attention.kv_lora_rank', 'u32', rank)
+      add('attention.key_length', 'u32', rank + ropeDims)
+      add('attention.value_length', 'u32', rank)
+      add('attention.key_length_mla', 'u32', read.integer('qk_nope_head_dim', true)! + ropeDims)
+      add('attention.value_length_mla', 'u32', read.integer('v_head_dim', true))
+      add('expert_feed_forward_length', 'u32', read.integer('moe_intermediate_size intermediate_size', true))
+      add('expert_shared_count', 'u32', read.count('n_shared_experts') ?? 0)
+      add('expert_weights_scale', 'f32', read.number('routed_scaling_factor'))
+      if (read.boolean('norm_topk_prob')) add('expert_weights_norm', 'bool', true)
+      // llama.cpp takes softmax where the key is missing: V3's sigmoid is written whether config.json names it or not.
+      if (gating === 'sigmoid') add('expert_gating_func', 'u32', GATING.sigmoid)
+      add('rope.dimension_count', 'u32', ropeDims)
+      const mscale = c.rope.read.number('mscale_all_dim')
+      // The converter's factor of 0.1, which llama.cpp divides away.
+      if (mscale !== undefined) add('rope.scaling.yarn_log_multiplier', 'f32', 0.1 * mscale)
+    },
+  }
+}
+
+/** The keys of the architectures whose converter class writes its own set, not TextModel's (GPT-NeoX, Phi-2, StableLM, Falcon). */
+function ownKeys(c: ModelConfig, add: AddKey, { context, ffn, epsilon }: { context: string; ffn: number | undefined; epsilon: string }): void {
+  add('context_length', 'u32', c.read.integer(context))
+  add('embedding_length', 'u32', c.hidden)
+  add('block_count', 'u32', c.blocks)
+  add('feed_forward_length', 'u32', ffn)
+  add('attention.head_count', 'u32', c.heads)
+  add('attention.layer_norm_epsilon', 'f32', c.read.number(epsilon))
+  // Not the converter's: it leaves llama.cpp's default of 10000, whatever config.json says.
+  add('rope.freq_base', 'f32', c.rope.theta)
+}
+
+/** GPT-OSS's and Llama 4's fused experts, stored [experts, in, out]: gate_up split (interleaved or in halves) and down transposed. */
+const fusedExperts = (prefix: string, interleaved: boolean): Record<string, Target> => ({
+  [`${prefix}.gate_up_proj`]: [
+    { to: 'ffn_gate_exps.weight', reshape: gateUp(0, interleaved) },
+    { to: 'ffn_up_exps.weight', reshape: gateUp(1, interleaved) },
+  ],
+  [`${prefix}.down_proj`]: [{ to: 'ffn_down_exps.weight', reshape: transposed }],
+})
+
+/** The transformers architectures converted, by config.json's `architectures[0]`. */
+export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
+  LlamaForCausalLM: LLAMA,
+  MistralForCausalLM: LLAMA,
+  MixtralForCausalLM: LLAMA,
+  Qwen2ForCausalLM: QWEN('qwen2'),
+  Qwen3ForCausalLM: QWEN('qwen3'),
+  Qwen3MoeForCausalLM: {
+    ...QWEN('qwen3moe'),
+    check: ({ read, architecture }) => {
+      // llama.cpp's qwen3moe always renormalizes the chosen experts' weights.
+      if (read.boolean('norm_topk_prob') === false)
+        throw unsupported("norm_topk_prob false (llama.cpp always renormalizes the chosen experts' weights)", architecture.name)
+    },
+    keys: ({ read }, add) => add('expert_feed_forward_length', 'u32', read.integer('moe_intermediate_size')),
+  },
+  Qwen2MoeForCausalLM: {
+    ...QWEN('qwen2moe'),
+    check: (config) => {
+      const { read, architecture } = config
+      // llama.cpp's qwen2moe never renormalizes them, and has experts in every layer.
+      if (read.boolean('norm_topk_prob'))
+        throw unsupported("norm_topk_prob true (llama.cpp's qwen2moe never renormalizes the chosen experts' weights)", architecture.name)
+      const sparse = read.integer('decoder_sparse_step') ?? 1
+      const dense = read.counts('mlp_only_layers') ?? []
+      if (sparse !== 1 || dense.length > 0)
+        throw unsupported(
+          `layers without experts (decoder_sparse_step ${sparse}, mlp_only_layers [${dense}]: llama.cpp's qwen2moe has experts in every layer)`,
+          architecture.name,
+        )
+    },
+    keys: ({ read }, add) => {
+      add('expert_feed_forward_length', 'u32', read.integer('moe_intermediate_size'))
+      add('expert_shared_feed_forward_length', 'u32', read.integer('shared_expert_intermediate_size'))
+    },
+  },
+  Gemma2ForCausalLM: {
+    ...GEMMA,
+    name: 'gemma2',
+    rope: [],
+    check: globalEvery(2),
+    keys: ({ read }, add) => {
+      add('attn_logit_softcapping', 'f32', read.number('attn_logit_softcapping'))
+      add('final_logit_softcapping', 'f32', read.number('final_logit_softcapping'))
+      add('attention.sliding_window', 'u32', read.integer('sliding_window'))
+    },
+  },
+  Gemma3ForCausalLM: {
+    ...GEMMA,
+    name: 'gemma3',
+    rope: ['linear', 'yarn'],
+    // Gemma3TextConfig's defaults, which the converter repeats.
+    defaults: () => ({
+      max_position_embeddings: 131072,
+      num_attention_heads: 8,
+      num_key_value_heads: 4,
+      head_dim: 256,
+      rms_norm_eps: 1e-6,
+      rope_theta: 1e6,
+      rope_local_base_freq: 1e4,
+    }),
+    check: globalEvery(6),
+    keys: ({ read, values }, add) => {
+      if (values.final_logit_softcapping) add('final_logit_softcapping', 'f32', read.number('final_logit_softcapping'))
+      // A pattern of 1 is every layer global: no sliding window at all.
+      if (values.sliding_window_pattern !== 1) add('attention.sliding_window', 'u32', read.integer('sliding_window'))
+    },
+  },
+  Phi3ForCausalLM: {
+    name: 'phi3',
+    rope: ['longrope'],
+    sharedKeys: true,
+    keys: (c, add) => {
+      add('rope.dimension_count', 'u32', c.ropeDims)
+      add('rope.scaling.original_context_length', 'u32', c.rope.original)
+      // 0 where config.json has none: llama.cpp tells Phi-4 from Phi-3 by it.
+      add('attention.sliding_window', 'u32', c.read.integer('sliding_window') ?? 0)
+      if (c.rope.type === 'longrope') add('rope.scaling.attn_factor', 'f32', c.rope.attentionFactor)
+    },
+  },
+  GPT2LMHeadModel: {
+    name: 'gpt2',
+    rope: [],
+    sharedKeys: true,
+    // GPT-2 configs say n_inner: null for an FFN of 4 * n_embd.
+    defaults: (v) => ({ n_inner: 4 * (v.n_embd as number) }),
+    tensors: {
+      'attn.c_attn': [{ to: 'attn_qkv', reshape: transposed }],
+      'attn.c_proj': [{ to: 'attn_output', reshape: transposed }],
+      'mlp.c_fc': [{ to: 'ffn_up', reshape: transposed }],
+      'mlp.c_proj': [{ to: 'ffn_down', reshape: transposed }],
+    },
+  },
+
+  SmolLM3ForCausalLM: {
+    ...LLAMA,
+    name: 'smollm3',
+    check: (config) => {
+      // llama.cpp's smollm3 rotates no layer of every 4 (its n_no_rope_layer_step), whatever config.json says.
+      fixedPattern(config, 'no_rope_layers', 0, (layer) => (layer + 1) % 4 === 0, 'llama.cpp leaves RoPE out of every 4th layer')
+      if (config.read.boolean('use_sliding_window') && config.read.strings('layer_types')?.includes('sliding_attention'))
+        throw unsupported("sliding-window layers (llama.cpp's smollm3 has none)", config.architecture.name)
+    },
+  },
+  GraniteForCausalLM: {
+    ...LLAMA,
+    name: 'granite',
+    // GraniteConfig's multipliers, which the converter writes when config.json has none.
+    defaults: () => ({ embedding_multiplier: 1, residual_multiplier: 1, attention_multiplier: 1, logits_scaling: 1 }),
+    check: ({ read, hidden, heads, architecture }) => {
+      const headDim = read.integer('head_dim')
+      if (headDim !== undefined && headDim !== hidden / heads)
+        throw unsupported(`head_dim ${headDim} (llama.cpp's granite takes hidden_size / num_attention_heads)`, architecture.name)
+    },
+    keys: (c, add) => {
+      llamaKeys(c, add)
+      // The converter drops head_dim.
+      add('attention.key_length', 'u32', undefined)
+      add('attention.value_length', 'u32', undefined)
+      const { read } = c
+      // Each where set and not 0, as the converter writes them.
+      add('attention.scale', 'f32', read.number('attention_multiplier') || undefined)
+      add('embedding_scale', 'f32', read.number('embedding_multiplier') || undefined)
+      add('residual_scale', 'f32', read.number('residual_multiplier') || undefined)
+      add('logit_scale', 'f32', read.number('logits_scaling') || undefined)
+    },
+  },
+  Olmo2ForCausalLM: { name: 'olmo2', rope: ['linear', 'yarn'], sharedKeys: true, tensors: { post_attention_layernorm: 'post_attention_norm' } },
+  GPTNeoXForCausalLM: {
+    name: 'gptneox',
+    rope: [],
+    sharedKeys: false,
+    // GPTNeoXConfig's, where config.json has none.
+    defaults: () => ({ use_parallel_residual: true, max_position_embeddings: 2048, layer_norm_eps: 1e-5 }),
+    tensors: { 'attention.query_key_value': [{ to: 'attn_qkv', reshape: headsInterleaved }] },
+    keys: (c, add) => {
+      ownKeys(c, add, { context: 'max_position_embeddings', ffn: c.read.integer('intermediate_size', true), epsilon: 'layer_norm_eps' })
+      add('rope.dimension_count', 'u32', c.ropeDims)
+      add('use_parallel_residual', 'bool', c.read.boolean('use_parallel_residual'))
+    },
+  },
+  PhiForCausalLM: {
+    name: 'phi2',
+    rope: [],
+    sharedKeys: false,
+    addsBos: false,
+    check: ({ read, heads, kvHeads, architecture }) => {
+      if (kvHeads !== heads) throw unsupported(`num_key_value_heads ${kvHeads} (llama.cpp's phi2 has as many as num_attention_heads)`, architecture.name)
+      if (read.boolean('qk_layernorm')) throw unsupported("qk_layernorm (llama.cpp's phi2 has no q/k norms)", architecture.name)
+    },
+    keys: (c, add) => {
+      // The FFN's size, where the converter writes 4 * n_embd whatever config.json says.
+      ownKeys(c, add, {
+        context: 'n_positions max_position_embeddings',
+        ffn: c.read.integer('intermediate_size n_inner') ?? 4 * c.hidden,
+        epsilon: 'layer_norm_epsilon layer_norm_eps',
+      })
+      add('attention.head_count_kv', 'u32', c.heads)
+      add('rope.dimension_count', 'u32', c.ropeDims)
+    },
+  },
+  StableLmForCausalLM: {
+    name: 'stablelm',
+    rope: [],
+    sharedKeys: false,
+    // StableLmConfig's, where config.json has none.
+    defaults: () => ({ use_parallel_residual: false, partial_rotary_factor: 0.25, layer_norm_eps: 1e-5 }),
+    keys: (c, add) => {
+      ownKeys(c, add, { context: 'max_position_embeddings', ffn: c.read.integer('intermediate_size', true), epsilon: 'layer_norm_eps norm_eps' })
+      add('attention.head_count_kv', 'u32', c.kvHeads)
+      add('rope.dimension_count', 'u32', c.ropeDims)
+      add('use_parallel_residual', 'bool', c.read.boolean('use_parallel_residual'))
+    },
+  },
+  FalconForCausalLM: {
+    name: 'falcon',
+    rope: [],
+    sharedKeys: false,
+    // FalconConfig's, where config.json has none.
+    defaults: () => ({ max_position_embeddings: 2048, multi_query: true, parallel_attn: true, layer_norm_epsilon: 1e-5 }),
+    // The 7B decoder's multi-query attention has one key-value head whatever num_kv_heads says, as transformers reads it.
+    kvHeads: (read, heads) =>
+      read.boolean('new_decoder_architecture') || read.boolean('multi_query') === false ? (read.integer('num_kv_heads n_head_kv') ?? heads) : 1,
+    check: ({ read, architecture }) => {
+      if (read.boolean('alibi')) throw unsupported("alibi (llama.cpp's falcon has RoPE)", architecture.name)
+      if (read.boolean('parallel_attn') === false)
+        throw unsupported("parallel_attn false (llama.cpp's falcon runs attention and MLP in parallel)", architecture.name)
+      if (read.boolean('bias')) throw unsupported("bias (llama.cpp's falcon has no linear biases)", architecture.name)
+    },
+    tensors: { 'self_attention.query_key_value': [{ to: 'attn_qkv', reshape: kvGroups }] },
+    keys: (c, add) => {
+      ownKeys(c, add, { context: 'max_position_embeddings', ffn: c.read.integer('ffn_hidden_size') ?? 4 * c.hidden, epsilon: 'layer_norm_epsilon' })
+      add('tensor_data_layout', 'string', 'jploski')
+      add('attention.head_count_kv', 'u32', c.kvHeads)
+    },
+  },
+  CohereForCausalLM: {
+    name: 'command-r',
+    rope: [],
+    sharedKeys: true,
+    // CohereConfig's, where config.json has none.
+    defaults: () => ({ logit_scale: 0.0625, use_qk_norm: false, tie_word_embeddings: true }),
+    check: ({ read, blocks, architecture }) => {
+      // llama.cpp reads Command R+'s q/k norms in a model of 64 layers or more, and never in a smaller one.
+      if (read.boolean('use_qk_norm') !== blocks >= 64)
+        throw unsupported(
+          `use_qk_norm ${read.boolean('use_qk_norm')} with ${blocks} layers (llama.cpp has q/k norms in models of 64 layers or more)`,
+          architecture.name,
+        )
+      if (read.boolean('tie_word_embeddings') === false)
+        throw unsupported("tie_word_embeddings false (llama.cpp's command-r takes its output from token_embd)", architecture.name)
+    },
+    keys: (c, add) => {
+      add('context_length', 'u32', c.read.integer('model_max_length max_position_embeddings'))
+      add('logit_scale', 'f32', c.read.number('logit_scale'))
+      add('rope.scaling.type', 'string', 'none')
+    },
+  },
+  DeepseekV2ForCausalLM: deepseek('softmax'),
+  DeepseekV3ForCausalLM: deepseek('sigmoid'),
+  GptOssForCausalLM: {
+    name: 'gpt-oss',
+    rope: ['yarn'],
+    sharedKeys: true,
+    mxfp4Experts: true,
+    // GptOssConfig's RoPE, where config.json has none.
+    defaults: (values) =>
+      values.rope_parameters
+        ? {}
+        : { rope_scaling: { rope_type: 'yarn', factor: 32, beta_fast: 32, beta_slow: 1, truncate: false, original_max_position_embeddings: 4096 } },
+    check: globalEvery(2),
+    tensors: {
+      ...fusedExperts('mlp.experts', true),
+      'mlp.experts.gate_up_proj_bias': [
+        { to: 'ffn_gate_exps.bias', reshape: gateUp(0, true) },
+        { to: 'ffn_up_exps.bias', reshape: gateUp(1, true) },
+      ],
+      'mlp.experts.down_proj_bias': 'ffn_down_exps.bias',
+      post_attention_layernorm: 'post_attention_norm',
+    },
+    keys: ({ read }, add) => {
+      add('attention.sliding_window', 'u32', read.integer('sliding_window', true))
+      add('expert_feed_forward_length', 'u32', read.integer('intermediate_size', true))
+    },
+  },
+  Llama4ForCausalLM: {
+    name: 'llama4',
+    rope: ['llama3'],
+    sharedKeys: true,
+    // Llama4TextConfig's, where config.json has none.
+    defaults: () => ({
+      interleave_moe_layer_step: 1,
+      attention_chunk_size: 8192,
+      attn_temperature_tuning: true,
+      floor_scale: 8192,
+      attn_scale: 0.1,
+      use_qk_norm: true,
+    }),
+    check: (config) => {
+      const { read, values, blocks, experts, architecture } = config
+      const name = architecture.name
+      const global = read.strings('layer_types')?.every((type) => type === 'full_attention') ?? false
+      // llama.cpp's llama4 chunks attention by 8192 and tunes its temperature as Llama 4 does (unless no layer is
+      // chunked), leaves RoPE out of every 4th layer (of the last where none is chunked), has q/k norms unless it has
+      // 128 experts, and experts in every interleave_moe_layer_step-th layer.
+      if (!global && read.integer('attention_chunk_size') !== 8192)
+        throw unsupported(`attention_chunk_size ${read.integer('attention_chunk_size')} (llama.cpp's llama4 chunks by 8192)`, name)
+      if (!global && (!values.attn_temperature_tuning || read.integer('floor_scale') !== 8192 || read.number('attn_scale') !== 0.1))
+        throw unsupported("attention temperature tuning other than Llama 4's (floor_scale 8192, attn_scale 0.1, which llama.cpp's llama4 has built in)", name)
+      const step = global ? blocks : 4
+      fixedPattern(config, 'no_rope_layers', 0, (layer) => (layer + 1) % step === 0, `llama.cpp leaves RoPE out of every ${step}th layer`)
+      if (read.boolean('use_qk_norm') !== (experts !== 128))
+        throw unsupported(`use_qk_norm ${read.boolean('use_qk_norm')} with ${experts} experts (llama.cpp has q/k norms unless there are 128)`, name)
+      const moeStep = read.integer('interleave_moe_layer_step', true)!
+      const moe = read.counts('moe_layers')
+      const expected = range(blocks).filter((layer) => (layer + 1) % moeStep === 0)
+      if (moe && moe.join() !== expected.join())
+        throw unsupported(`moe_layers [${moe}] (llama.cpp has experts in every ${moeStep}th layer: [${expected}])`, name)
+    },
+    tensors: fusedExperts('feed_forward.experts', false),
+    keys: (c, add) => {
+      llamaKeys(c, add)
+      const { read } = c
+      add('interleave_moe_layer_step', 'u32', read.integer('interleave_moe_layer_step', true))
+      add('expert_feed_forward_length', 'u32', read.integer('intermediate_size', true))
+      add('feed_forward_length', 'u32', read.integer('intermediate_size_mlp', true))
+      // No chunked layer: llama.cpp's llama4 then chunks none either.
+      if (read.strings('layer_types')?.every((type) => type === 'full_attention')) add('attention.sliding_window', 'u32', 0)
+    },
+  },
+}
