@@ -4,7 +4,7 @@
 // effects (package.json "sideEffects"), so that a bundler drops whole modules a page does not use, with the
 // wasm they carry.
 import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs'
-import { basename } from 'node:path'
+import { basename, resolve } from 'node:path'
 import { inlineWasm, wasmFromBuild } from './scripts/inline-wasm.js'
 
 const WASM = readdirSync('build').filter((file) => file.endsWith('.wasm'))
@@ -44,11 +44,24 @@ const entryTypes = {
   name: 'entry-types',
   generateBundle(_options, bundle) {
     for (const chunk of Object.values(bundle)) {
-      if (chunk.type === 'chunk' && chunk.isEntry && chunk.name !== 'cli') {
+      if (chunk.type === 'chunk' && chunk.isEntry && chunk.name !== 'cli' && !chunk.name.startsWith('platform/')) {
         this.emitFile({ type: 'asset', fileName: `${chunk.name}.d.ts`, source: `export * from './types/${chunk.name}.js'\n` })
       }
     }
   },
+}
+
+// #platform stays as it is in the modules of dist/, for Node or a consumer's bundler to resolve by the package's
+// conditions (package.json "imports"); it has no side effects, so no entry imports it for them.
+const platformImport = {
+  name: 'platform-import',
+  resolveId: (source) => (source === '#platform' ? { id: source, external: true, moduleSideEffects: false } : null),
+}
+
+// #platform under the workerd condition (package.json "imports"), resolved here: the workerd bundles are whole.
+const workerdPlatform = {
+  name: 'workerd-platform',
+  resolveId: (source) => (source === '#platform' ? resolve('build/js/platform/portable.js') : null),
 }
 
 // src/api.ts imports src/core/wasm-code.ts first so that a consumer's bundle puts the wasm ahead of the JS; rollup
@@ -68,9 +81,12 @@ export default [
       gguf: 'build/js/gguf.js',
       'gguf-node': 'build/js/gguf-node.js',
       cli: 'build/js/cli.js',
+      // The targets of #platform, which the package's conditions choose (package.json "imports").
+      'platform/node': 'build/js/platform/node.js',
+      'platform/portable': 'build/js/platform/portable.js',
     },
     external: [/^node:/],
-    plugins: [wasmFirst, inlineWasm, requireEntry, entryTypes],
+    plugins: [wasmFirst, inlineWasm, requireEntry, entryTypes, platformImport],
     // build/header.wasm becomes dist/header.wasm.js, assembly/boundary/header.ts?constants dist/boundary/header.js,
     // beside the modules of build/js.
     output: {
@@ -91,8 +107,9 @@ export default [
     // resolve the chunk's and the wasm files' relative paths to the same modules from either entry.
     input: { workerd: 'build/js/index.js', 'gguf/workerd': 'build/js/gguf.js' },
     external: [/^node:/],
-    // shipWasm first: its .wasm files take the imports that inlineWasm would inline.
-    plugins: [shipWasm, inlineWasm],
+    // shipWasm first: its .wasm files take the imports that inlineWasm would inline. #platform is workerd's,
+    // bundled in.
+    plugins: [shipWasm, inlineWasm, workerdPlatform],
     output: {
       dir: 'dist',
       format: 'es',

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
 import { inlineWasm } from './scripts/inline-wasm.js'
 
@@ -16,6 +17,9 @@ if (!all && !process.env.VITEST_WORKER_ID)
 export default defineConfig({
   // The .wasm imports of src/ inlined as the portable build does it.
   plugins: [inlineWasm],
+  // The Node run tests src/ as Node sees the package: #platform by its `node` condition, from src/ (package.json's
+  // "imports" name dist/).
+  resolve: { alias: { '#platform': fileURLToPath(new URL('./src/platform/node.ts', import.meta.url)) } },
   test: {
     include: ['test/**/*.test.ts'],
     exclude: all ? [] : FULL_ONLY,

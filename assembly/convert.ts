@@ -20,7 +20,7 @@
 import {
   BF16, BOOL, F16, F32, F4, F6_E2M3, F6_E3M2, F64, F8_E4M3, F8_E4M3FNUZ, F8_E5M2, F8_E5M2FNUZ, F8_E8M0,
   I16, I32, I64, I8, U16, U32, U64, U8,
-} from './dtypes';
+} from './boundary/dtypes';
 
 const QUIET_NAN: u32 = 0x7fc00000;
 const F32_INFINITY: u32 = 0x7f800000;

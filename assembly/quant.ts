@@ -1,7 +1,8 @@
 // Dequantization kernels: the packed codes of a quantized checkpoint (src/quant/) to floats, bit for bit as each
 // layout's reference computes them (../shared/quantized-layouts.md), then in the dtype asked for.
 //
-// Two exports do the work on rectangles of a layout's rows, which src/quant/kernels.ts lays out in linear memory:
+// Two exports do the work on rectangles of a layout's rows, which src/quant/kernels.ts lays out in linear memory
+// and describes to them in descriptors (their layouts, and the modes below, in assembly/boundary/quant.ts):
 //
 // - unpackCodes: the one unpack of n-bit codes. A row's codes are a dense LSB-first bitstream of 1 to 8-bit codes
 //   in 32-bit little-endian words (code i at bits i*bits.. of the stream, so 3-, 5-, 6- and 7-bit codes straddle
@@ -16,30 +17,31 @@
 //           | table[code]                               4-bit code tables (E2M1, NF4, bitsandbytes' FP4)
 //           | f8(code)                                  F8_E4M3 and F8_E5M2 codes, decoded by the conversion kernels
 //     value = q * scale                                 no zero point, no bias
-//           | (q - zero) * scale                        with zero points (times postMultiplier with POST_MULTIPLY:
+//           | (q - zero) * scale                        with zero points (times postMultiplier with FLAG_POST_MULTIPLY:
 //                                                       bitsandbytes 8-bit's 1/127)
 //           | ref(q * scale) + bias                     with biases (MLX's T(T(q * s) + b))
 //     out   = to(ref(value))                            the reference dtype's rounding, then the dtype asked for
 //   `ref` is the reference's compute dtype (F32, F16, BF16); `to` (F32, F16, BF16) is reached from ref's value in
 //   one more rounding, exact when `to` is as wide. The scale, zero and bias of an element come from its row's
 //   parameter row (paramRowOf[row]) and its group (column / groupSize, or groupOf[column] where a g_idx says).
-//   The rows' codes may also run down the columns of words (COLUMN_CODES: AWQ's qweight is [in, out / 8], the
+//   The rows' codes may also run down the columns of words (FLAG_COLUMN_CODES: AWQ's qweight is [in, out / 8], the
 //   logical tensor's row n a column of its codes), eight rows unpacked together.
 //
 // Nothing is allocated; the kernels use only the scratch below heapBase.
 
-import { BF16, F16, F32, F8_E4M3, F8_E5M2 } from './dtypes';
+import { BF16, F16, F32, F8_E4M3, F8_E5M2 } from './boundary/dtypes';
+import {
+  DEQUANT_BIASES, DEQUANT_BITS, DEQUANT_CODE_ROW_BYTES, DEQUANT_CODES, DEQUANT_COL_OFFSET, DEQUANT_COLS, DEQUANT_FLAGS,
+  DEQUANT_GROUP_OF, DEQUANT_GROUP_SIZE, DEQUANT_GROUP_STRIDE, DEQUANT_ORDER, DEQUANT_OUT, DEQUANT_PARAM_ROW_OF,
+  DEQUANT_PARAM_ROW_STRIDE, DEQUANT_POST_MULTIPLIER, DEQUANT_REF, DEQUANT_ROWS, DEQUANT_SCALES, DEQUANT_TABLE, DEQUANT_TO,
+  DEQUANT_VALUE, DEQUANT_WORD_STRIDE, DEQUANT_ZEROS, FLAG_COLUMN_CODES, FLAG_POST_MULTIPLY, FLAG_SIGNED_CODES,
+  ORDER_AWQ, ORDER_HIGH_NIBBLE_FIRST, ORDER_LSB_FIRST, UNPACK_BITS, UNPACK_COUNT, UNPACK_ORDER, UNPACK_OUT,
+  UNPACK_SIGNED, UNPACK_WORD_STRIDE, UNPACK_WORDS, VALUE_AFFINE, VALUE_TABLE,
+} from './boundary/quant';
 import { biasOf, byteCodeBits, byteCodeBitsX4, mantBitsOf, outShift, prepareByteCodes, prepareTarget, store8, storeElement } from './convert';
 
-// Code orders (unpackCodes' `order`).
-const ORDER_LSB_FIRST: u32 = 0;
-const ORDER_AWQ: u32 = 1;
-const ORDER_HIGH_NIBBLE_FIRST: u32 = 2;
-
-// dequantRows' `value`: affine codes, a 16-entry table, or the dtype index of F8 codes; and, inside the loop, a
-// group's 16 results (no F8 dtype index is 2 or 3).
-const VALUE_AFFINE: u32 = 0;
-const VALUE_TABLE: u32 = 1;
+// Inside the loop, `value` may also be a group's 16 results (no VALUE_ of the contract, and no F8 dtype number, is
+// 2 or 3).
 const VALUE_RESULTS: u32 = 3;
 // F8_E4M3 codes times one scale in a BF16 reference, their results looked up by the low nibble and shifted in
 // exponent by the high one (see e4m3Piece).
@@ -50,11 +52,6 @@ const VALUE_E4M3_BF16: u32 = 2;
 // 4-bit, group 128, F16 to F32, 8.4 ms instead of 12.8).
 const GROUP_TABLE_MIN: usize = 64;
 
-// dequantRows' `flags`.
-const SIGNED_CODES: u32 = 1;
-const POST_MULTIPLY: u32 = 2;
-// 4-bit codes that run down the columns of words (AWQ's qweight, read as the logical tensor's rows): see dequantRows.
-const COLUMN_CODES: u32 = 4;
 
 // Codes are unpacked a piece at a time into CODES (a multiple of 32, so that every piece starts on a word for any
 // bit width; twice as much for the streams of rows unpacked together, see rowsLoop); 16 bytes of slack let a
@@ -205,12 +202,21 @@ function prepareRounding(): void {
   return codes;
 }
 
+/** Unpacks the stream an UNPACK_ descriptor describes (unpackStream). */
+export function unpackCodes(descriptor: usize): void {
+  unpackStream(
+    load<u32>(descriptor + UNPACK_WORDS), load<u32>(descriptor + UNPACK_WORD_STRIDE), load<u32>(descriptor + UNPACK_BITS),
+    load<u32>(descriptor + UNPACK_ORDER), load<u32>(descriptor + UNPACK_SIGNED) != 0, load<u32>(descriptor + UNPACK_COUNT),
+    load<u32>(descriptor + UNPACK_OUT),
+  );
+}
+
 /**
  * Writes `count` codes of the stream whose first word is at `words` (its words `wordStride` words apart) to the
  * bytes at `out`, one a byte, in `order`; with `signed` (8-bit codes) each is offset by 128, so that the I8 value
  * v comes out as v + 128.
  */
-export function unpackCodes(words: usize, wordStride: usize, bits: u32, order: u32, signed: bool, count: usize, out: usize): void {
+function unpackStream(words: usize, wordStride: usize, bits: u32, order: u32, signed: bool, count: usize, out: usize): void {
   let i: usize = 0;
   if (bits == 4 && wordStride == 1) {
     for (; i + 16 <= count; i += 16) v128.store(out + i, nibbles16(order, v128.load64_zero(words + (i >> 1))));
@@ -722,24 +728,31 @@ const FORMULA_BIAS: u32 = 2;
   return finishX4(formula, ref, x, s, o, post, postMultiply);
 }
 
-/**
- * Dequantizes `rows` rows of `cols` codes into `out` (row-major, `to`). Row r's codes start at
- * `codes + r * codeRowBytes`, a stream as unpackCodes reads it (`wordStride`, `bits`, `order`); its columns are
- * columns `colOffset`.. of the layout's rows, which is what groups count from. Its parameters (F32: `scales`,
- * and `zeros` and `biases` where not 0) are in parameter row paramRowOf[r] (an i32 array), `paramRowStride`
- * entries apart, group g at entry g * groupStride of its row; a column's group is column / groupSize, or
- * groupOf[column] (i32) with groupSize 0. `value` is VALUE_AFFINE, VALUE_TABLE (`table`: 16 F32) or an F8 dtype
- * index; `flags` as above; `ref` and `to` are dtype indices (F32, F16, BF16). With COLUMN_CODES (4-bit codes), the
- * codes run down the columns of words instead: row r's are code r % 8 (in `order`) of word r / 8 of each of `cols`
- * rows of words, `codeRowBytes` apart from `codes` on.
- */
-export function dequantRows(
-  codes: usize, codeRowBytes: usize, wordStride: usize, bits: u32, order: u32,
-  rows: usize, cols: usize, colOffset: usize,
-  scales: usize, zeros: usize, biases: usize, paramRowOf: usize, paramRowStride: usize,
-  groupSize: usize, groupOf: usize, groupStride: usize,
-  value: u32, table: usize, flags: u32, postMultiplier: f32, ref: u32, to: u32, out: usize,
-): void {
+/** Dequantizes the rectangle a DEQUANT_ descriptor describes (assembly/boundary/quant.ts says what each field is). */
+export function dequantRows(descriptor: usize): void {
+  let codes: usize = load<u32>(descriptor + DEQUANT_CODES);
+  let codeRowBytes: usize = load<u32>(descriptor + DEQUANT_CODE_ROW_BYTES);
+  let wordStride: usize = load<u32>(descriptor + DEQUANT_WORD_STRIDE);
+  let bits = load<u32>(descriptor + DEQUANT_BITS);
+  let order = load<u32>(descriptor + DEQUANT_ORDER);
+  let rows: usize = load<u32>(descriptor + DEQUANT_ROWS);
+  let cols: usize = load<u32>(descriptor + DEQUANT_COLS);
+  let colOffset: usize = load<u32>(descriptor + DEQUANT_COL_OFFSET);
+  let scales: usize = load<u32>(descriptor + DEQUANT_SCALES);
+  let zeros: usize = load<u32>(descriptor + DEQUANT_ZEROS);
+  let biases: usize = load<u32>(descriptor + DEQUANT_BIASES);
+  let paramRowOf: usize = load<u32>(descriptor + DEQUANT_PARAM_ROW_OF);
+  let paramRowStride: usize = load<u32>(descriptor + DEQUANT_PARAM_ROW_STRIDE);
+  let groupSize: usize = load<u32>(descriptor + DEQUANT_GROUP_SIZE);
+  let groupOf: usize = load<u32>(descriptor + DEQUANT_GROUP_OF);
+  let groupStride: usize = load<u32>(descriptor + DEQUANT_GROUP_STRIDE);
+  let value = load<u32>(descriptor + DEQUANT_VALUE);
+  let table: usize = load<u32>(descriptor + DEQUANT_TABLE);
+  let flags = load<u32>(descriptor + DEQUANT_FLAGS);
+  let postMultiplier = load<f32>(descriptor + DEQUANT_POST_MULTIPLIER);
+  let ref = load<u32>(descriptor + DEQUANT_REF);
+  let to = load<u32>(descriptor + DEQUANT_TO);
+  let out: usize = load<u32>(descriptor + DEQUANT_OUT);
   prepareRounding();
   prepareTarget(to);
   if (value == F8_E4M3 || value == F8_E5M2) prepareByteCodes(value);
@@ -802,8 +815,8 @@ function rowsBF16(
   value: u32, table: usize, flags: u32, postMultiplier: f32, ref: u32,
   to: u32, out: usize,
 ): void {
-  let signed = (flags & SIGNED_CODES) != 0;
-  let postMultiply = (flags & POST_MULTIPLY) != 0;
+  let signed = (flags & FLAG_SIGNED_CODES) != 0;
+  let postMultiply = (flags & FLAG_POST_MULTIPLY) != 0;
   // No layout has both zero points and biases.
   let formula = biases != 0 ? FORMULA_BIAS : zeros != 0 ? FORMULA_ZERO : FORMULA_SCALE;
   // Codes used where they lie (8-bit, unsigned, contiguous), else unpacked a piece at a time.
@@ -812,7 +825,7 @@ function rowsBF16(
   // Codes down the columns of words are unpacked 32 rows (four columns of words) at a time, interleaved rows' 16
   // at a time, in pieces of 256 and 512 columns (CODES holds two pieces' worth: measured on AWQ, 16M elements to
   // F32, 7.4-7.7 ms instead of 8.1-8.8 with half that, the per-row work spread over twice the codes).
-  let columnCodes = (flags & COLUMN_CODES) != 0;
+  let columnCodes = (flags & FLAG_COLUMN_CODES) != 0;
   let interleaved = !columnCodes && wordStride != 1 && codeRowBytes == 4 && (bits == 4 || bits == 8) && order == ORDER_LSB_FIRST;
   let pieceCols: usize = columnCodes ? PIECE >> 4 : interleaved ? PIECE >> 3 : PIECE;
   for (let first: usize = 0; first < cols; first += pieceCols) {
@@ -831,7 +844,7 @@ function rowsBF16(
         at = CODES;
         block = 16;
       } else if (!inPlace) {
-        unpackCodes(row + (((first * bits) >> 5) * wordStride << 2), wordStride, bits, order, signed, count, CODES);
+        unpackStream(row + (((first * bits) >> 5) * wordStride << 2), wordStride, bits, order, signed, count, CODES);
         at = CODES;
       }
       for (let r = r0; r < min(rows, r0 + block); r++) {

@@ -3,7 +3,5 @@
  * writes the file atomically.
  * @packageDocumentation
  */
-import './node/platform.ts'
-
 export * from './gguf.ts'
 export { type GgufWritten, writeGguf } from './node/gguf.ts'

@@ -3,10 +3,8 @@
  * files: paths in open() and openModel(), and the functions that write to disk.
  * @packageDocumentation
  */
-import './node/platform.ts'
-
 export * from './index.ts'
 export { fileSink, writeFile } from './node/atomic-files.ts'
 export { type ConvertFileOptions, convertFile, convertModel } from './node/convert-file.ts'
-export { fileSource } from './node/file-source.ts'
 export { type SaveModelOptions, saveModel } from './node/save-model.ts'
+export { fileSource } from './platform/node-files.ts'

@@ -5,12 +5,68 @@
 // are compiled with are checked by test/convert.test.ts, on every code of each format.
 import { readdirSync, readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
+import * as dtypeNumbers from '../assembly/boundary/dtypes.ts?constants'
 import * as boundary from '../assembly/boundary/header.ts?constants'
 import { kernelModule } from '../src/core/convert.ts'
 import { canConvert, DTYPES } from '../src/core/dtypes.ts'
 import { REASON_TEXT, STATUS_ERRORS } from '../src/format/header.ts'
 
 const FIELD_BYTES: Record<string, number> = { u8: 1, i8: 1, u16: 2, i16: 2, u32: 4, i32: 4, f32: 4, u64: 8, i64: 8, f64: 8 }
+
+/** Each exported function of a wasm binary with its number of parameters (its type, export and import sections). */
+function exportedArities(wasm: Uint8Array): Record<string, number> {
+  let at = 8
+  const byte = () => wasm[at++]
+  const leb = () => {
+    let value = 0
+    for (let shift = 0; ; shift += 7) {
+      const b = byte()
+      value += (b & 0x7f) * 2 ** shift
+      if (b < 0x80) return value
+    }
+  }
+  const name = () => {
+    const length = leb()
+    at += length
+    return new TextDecoder().decode(wasm.subarray(at - length, at))
+  }
+  const types: number[] = []
+  const functionTypes: number[] = []
+  const exports: Record<string, number> = {}
+  while (at < wasm.length) {
+    const id = byte()
+    const end = leb() + at
+    if (id === 1) {
+      for (let n = leb(); n > 0; n--) {
+        byte() // 0x60, a function type
+        const params = leb()
+        at += params
+        types.push(params)
+        const results = leb()
+        at += results
+      }
+    } else if (id === 2) {
+      // An imported function takes a function index before the module's own (ours import only memory).
+      for (let n = leb(); n > 0; n--) {
+        name()
+        name()
+        if (byte() === 0) functionTypes.push(leb())
+        else at = end
+      }
+    } else if (id === 3) {
+      for (let n = leb(); n > 0; n--) functionTypes.push(leb())
+    } else if (id === 7) {
+      for (let n = leb(); n > 0; n--) {
+        const exported = name()
+        const kind = byte()
+        const index = leb()
+        if (kind === 0) exports[exported] = types[functionTypes[index]]
+      }
+    }
+    at = end
+  }
+  return exports
+}
 
 // Every contract of assembly/boundary/, as the builds make it into a module (scripts/inline-wasm.js).
 const BOUNDARIES = new URL('../assembly/boundary/', import.meta.url)
@@ -39,16 +95,26 @@ function constantsRead(): { file: string; contract: string; name: string }[] {
 }
 
 describe("each wasm module's contract", () => {
+  // More than a few numbers go in a descriptor struct of the module's contract, not in a list of parameters.
+  test.each(readdirSync(new URL('../build/', import.meta.url)).filter((file) => file.endsWith('.wasm')))(
+    '%s: no export takes more than 6 parameters',
+    (file) => {
+      const arities = exportedArities(readFileSync(new URL(`../build/${file}`, import.meta.url)))
+      expect(Object.keys(arities).length).toBeGreaterThan(1)
+      expect(Object.entries(arities).filter(([, params]) => params > 6)).toEqual([])
+    },
+  )
+
   test.each(contracts)('the constants module of $file holds every constant it declares, each once', async ({ file, declared }) => {
     const constants = await import(/* @vite-ignore */ `../assembly/boundary/${file}?constants`)
     expect(Object.keys(constants).sort()).toEqual([...declared].sort())
     expect(new Set(declared).size).toBe(declared.length)
   })
 
-  // A struct is the fields of one prefix (DEQUANT_SRC, DEQUANT_COUNT...) and its size, PREFIX_SIZE: each field
+  // A struct is the fields of one prefix (DEQUANT_CODES, DEQUANT_COLS...) and its size, PREFIX_SIZE: each field
   // aligned to its type, inside the struct, overlapping no other.
   test.each(contracts)('the structs of $file: fields aligned, inside their size, apart', ({ fields, values }) => {
-    const structs = Object.keys(values).filter((name) => name.endsWith('_SIZE') && fields.some((f) => f.name.startsWith(name.slice(0, -4))))
+    const structs = Object.keys(values).filter((name) => /^[A-Z0-9]+_SIZE$/.test(name) && fields.some((f) => f.name.startsWith(name.slice(0, -4))))
     for (const size of structs) {
       const members = fields.filter((f) => f.name.startsWith(size.slice(0, -4)) && f.name !== size).sort((a, b) => a.offset - b.offset)
       for (const [i, f] of members.entries()) {
@@ -66,6 +132,10 @@ describe("each wasm module's contract", () => {
     const declaredIn = Object.fromEntries(contracts.map(({ file, declared }) => [file, new Set(declared)]))
     expect(read.filter(({ contract, name }) => !declaredIn[contract]?.has(name))).toEqual([])
   })
+})
+
+test('the dtype numbers of the wasm modules are the indices of DTYPES', () => {
+  expect({ ...dtypeNumbers }).toEqual(Object.fromEntries(DTYPES.map((dtype, index) => [dtype, index])))
 })
 
 describe('the header scanner and src/', () => {

@@ -11,9 +11,9 @@ import { createServer as createViteServer } from 'vite'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest'
 import { rangeCache } from '../src/cache/cache.ts'
 import { withCache } from '../src/cache/hook.ts'
-import type { CacheStorage } from '../src/cache/storage.ts'
-import { folderStorage } from '../src/node/cache-folder.ts'
 import { createCache, open, openModel, type Progress, type RangeCache } from '../src/node.ts'
+import { cacheFolder } from '../src/platform/node-cache-folder.ts'
+import type { CacheStorage } from '../src/platform/platform.ts'
 import { httpSource } from '../src/sources/http/source.ts'
 import { FIXTURES_REAL } from './helpers.ts'
 import { bytesResource, type Resource, rangeHandler, startServer, type TestServer } from './http-server.ts'
@@ -133,7 +133,7 @@ describe('repeat reads come from the cache', () => {
   })
 
   test('a read partly cached fetches only its missing blocks, in one request', async () => {
-    const cache = await rangeCache(await folderStorage(dir), { blockBytes: 4096 })
+    const cache = await rangeCache(await cacheFolder(dir), { blockBytes: 4096 })
     const source = withCache(httpSource(`${server.url}big.safetensors`), cache)
     const part = new Uint8Array(3 * 4096)
     await source.readInto!(0, part)
@@ -308,7 +308,7 @@ describe('limits', () => {
   test('maxBytes evicts the least recently used entries', async () => {
     // Reads block k of big.safetensors (4 KiB blocks) through a cache of at most `maxBytes` on the folder.
     const blockReader = async (maxBytes: number) => {
-      const cache = await rangeCache(await folderStorage(dir), { blockBytes: 4096, maxBytes })
+      const cache = await rangeCache(await cacheFolder(dir), { blockBytes: 4096, maxBytes })
       const source = withCache(httpSource(`${server.url}big.safetensors`), cache)
       const read = async (k: number) => {
         const bytes = new Uint8Array(4096)
@@ -341,7 +341,7 @@ describe('limits', () => {
     ['ENOSPC (a full disk)', () => Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })],
     ['QuotaExceededError (a full origin quota)', () => new DOMException('The quota has been exceeded.', 'QuotaExceededError')],
   ])('a write that fails with %s warns once, and the reads go on from the network', async (_, failure) => {
-    const folder = await folderStorage(dir)
+    const folder = await cacheFolder(dir)
     const full: CacheStorage = {
       ...folder,
       write: async () => {

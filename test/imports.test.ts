@@ -2,19 +2,22 @@
 // and folders of one concern each, whose imports run one way, from a folder to the ones below it. Read from
 // the import statements themselves, type-only and dynamic imports included.
 import { readdirSync, readFileSync } from 'node:fs'
-import { dirname, join, normalize } from 'node:path'
+import { dirname, join, normalize, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, test } from 'vitest'
 
 const SRC = fileURLToPath(new URL('../src/', import.meta.url))
 
 /** The folders of src/, lowest first: a module may import its own folder's modules and those of folders before it. */
-const FOLDERS = ['core', 'format', 'sources', 'sources/http', 'cache', 'quant', 'read', 'write', 'gguf', 'node']
+const FOLDERS = ['core', 'format', 'sources', 'sources/http', 'platform', 'cache', 'quant', 'read', 'write', 'gguf', 'node']
 /** The files at the top: the errors (below everything), the entries and the CLI (above everything). */
 const ERRORS = 'errors.ts'
 const TOP = ['api.ts', 'cli.ts', 'errors.ts', 'gguf-node.ts', 'gguf.ts', 'index.ts', 'node.ts']
-/** Where `node:` may be imported: the Node side. */
-const NODE_SIDE = (file: string) => file.startsWith('node/') || file === 'node.ts' || file === 'gguf-node.ts' || file === 'cli.ts'
+/** Where `node:` may be imported: the Node side (and the Node side of #platform). */
+const NODE_SIDE = (file: string) =>
+  file.startsWith('node/') || file.startsWith('platform/node') || file === 'node.ts' || file === 'gguf-node.ts' || file === 'cli.ts'
+/** The modules `#platform` may be, by the package's conditions (package.json "imports"). */
+const PLATFORMS = ['platform/node.ts', 'platform/portable.ts']
 
 const files = readdirSync(SRC, { recursive: true, encoding: 'utf8' })
   .filter((file) => /\.ts$/.test(file) && !file.endsWith('.d.ts'))
@@ -32,6 +35,7 @@ function specifiers(file: string): string[] {
 const graph = new Map(
   files.map((file) => {
     const targets = specifiers(file)
+      .flatMap((s) => (s === '#platform' ? PLATFORMS.map((target) => `./${relative(dirname(file), target)}`) : [s]))
       .filter((s) => s.startsWith('.'))
       .map((s) =>
         normalize(join(dirname(file), s.replace(/\?.*$/, '')))
@@ -140,6 +144,25 @@ describe('src/', () => {
     const offenders = files.filter((file) => !NODE_SIDE(file) && specifiers(file).some((s) => s.startsWith('node:')))
     expect(offenders).toEqual([])
     expect(files.filter((file) => specifiers(file).some((s) => s.startsWith('node:'))).length).toBeGreaterThan(3)
+  })
+
+  // What differs by runtime comes through #platform; nothing registers itself when imported, so no import order
+  // matters. The one import for its effect puts the wasm first in a bundle (src/core/wasm-code.ts).
+  test('no module is imported for its side effects, but the wasm code that bundles put first', () => {
+    const bare = files.flatMap((file) =>
+      [...readFileSync(join(SRC, file), 'utf8').matchAll(/^import\s*'([^']+)'/gm)].map(([, specifier]) => `${file}: ${specifier}`),
+    )
+    expect(bare.filter((line) => !line.endsWith(': ./core/wasm-code.ts'))).toEqual([])
+    expect(bare.length).toBeGreaterThan(0)
+  })
+
+  test('#platform: every target the package names exports what the Platform interface has, and nothing else', async () => {
+    const { imports } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'))
+    const named = new Set(Object.values(imports['#platform']).map((target) => (target as string).replace(/^\.\/dist\/(.*)\.js$/, '$1.ts')))
+    expect([...named].sort()).toEqual(PLATFORMS)
+    const exported = await Promise.all(PLATFORMS.map(async (target) => Object.keys(await import(`../src/${target}`)).sort()))
+    expect(exported[0]).toEqual(['folderStorage', 'localFiles'])
+    for (const names of exported) expect(names).toEqual(exported[0])
   })
 
   test('the layout rule is the one docs/development.md states', () => {

@@ -41,14 +41,19 @@ describe('the packed package', () => {
       .map((f) => f.replace(/\.ts$/, ''))
     // One wasm module a file of assembly/modules/: as a file (workerd) and inlined in a module (the rest).
     const wasm = readdirSync(join(ROOT, 'assembly/modules')).flatMap((f) => [`dist/${f.replace(/\.ts$/, '.wasm')}`, `dist/${f.replace(/\.ts$/, '.wasm.js')}`])
+    // The constants of each contract that src/ imports (assembly/boundary/, scripts/inline-wasm.js).
+    const sources = modules.map((m) => readFileSync(join(ROOT, `src/${m}.ts`), 'utf8')).join('\n')
+    const contracts = readdirSync(join(ROOT, 'assembly/boundary'))
+      .filter((f) => sources.includes(`assembly/boundary/${f}?constants`))
+      .map((f) => `dist/boundary/${f.replace(/\.ts$/, '.js')}`)
     const expected = [
       ...markdownFiles(),
       'LICENSE',
       'CHANGELOG.md',
       'package.json',
-      // api.ts only re-exports, so rollup leaves it out; boundary/header.js is assembly/boundary/header.ts's constants.
+      // api.ts only re-exports, so rollup leaves it out.
       ...modules.filter((m) => m !== 'api').map((m) => `dist/${m}.js`),
-      'dist/boundary/header.js',
+      ...contracts,
       ...wasm,
       // The entries' CommonJS files, entry types and workerd bundles (one chunk shared by its two entries).
       ...[
@@ -207,6 +212,29 @@ export async function closeBoth(bytes: Uint8Array): Promise<void> {
     writeFileSync(join(consumer.dir, file), source)
     const tsc = join(ROOT, 'node_modules/typescript/bin/tsc')
     await expect(run(process.execPath, [tsc, '--noEmit', '--strict', '--target', 'es2022', ...flags, file], { cwd: consumer.dir })).resolves.toBeDefined()
+  })
+
+  // #platform is chosen by the package's conditions (package.json "imports"), not registered by an entry at import
+  // time: under Node a relative path is a file whichever entry came first; under the browser condition it is not.
+  test.each([[['safetensors-wasm']], [['safetensors-wasm/gguf', 'safetensors-wasm']], [['safetensors-wasm', 'safetensors-wasm/gguf']]])(
+    'importing %j in that order: open(relative path) reads the file',
+    async (entries) => {
+      const fixture = readdirSync(FIXTURES_REAL).find((f) => f.endsWith('.safetensors'))!
+      writeFileSync(join(consumer.dir, 'order.safetensors'), readFileSync(join(FIXTURES_REAL, fixture)))
+      const script = `${entries.map((entry) => `await import(${JSON.stringify(entry)})`).join('\n')}
+const { open } = await import('safetensors-wasm')
+const file = await open('order.safetensors')
+console.log(file.names().length)`
+      const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: consumer.dir })
+      expect(Number(stdout)).toBeGreaterThan(0)
+    },
+  )
+
+  test('under the browser condition a relative path is not a file: a TypeError that names the runtimes that have them', async () => {
+    const script = `const { open } = await import('safetensors-wasm')
+await open('order.safetensors').then(() => console.log('opened'), (error) => console.log(error.constructor.name, error.message))`
+    const { stdout } = await run(process.execPath, ['--conditions=browser', '--input-type=module', '-e', script], { cwd: consumer.dir })
+    expect(stdout).toMatch(/^TypeError .*local files can only be read under Node, Deno or Bun/)
   })
 
   test('require() gives CommonJS the same module as import (Node >= 20.19)', async () => {

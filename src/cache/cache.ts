@@ -21,13 +21,15 @@
 // from the network again. Writes are atomic per entry (CacheStorage.write). A write that fails (a full
 // quota) is a warning, once per cache, and the read goes on with the bytes from the network.
 
+import { folderStorage } from '#platform'
 import { xxh64 } from '../core/checksum.ts'
 import { SafetensorsError } from '../errors.ts'
+import { type CacheStorage, type StoredEntry, storageError } from '../platform/platform.ts'
 import { type ParallelReads, readChunked } from '../sources/downloads.ts'
 import type { HttpSource } from '../sources/http/source.ts'
 import { type OnBytes, readInto } from '../sources/source.ts'
 import { type RangeCache, readThrough } from './hook.ts'
-import { type CacheStorage, folderStorage, noStorage, opfsStorage, type StoredEntry, storageError } from './storage.ts'
+import { noStorage, opfsStorage } from './storage.ts'
 
 /** Options of {@link createCache}: `dir` or `name`, not both. */
 export interface CacheOptions {
@@ -85,7 +87,7 @@ export async function createCache(options: CacheOptions = {}): Promise<RangeCach
   if (typeof name !== 'string') throw new TypeError(`createCache(): name must be a string (an OPFS folder name), not ${typeof name}`)
   if (dir !== undefined && options.name !== undefined) throw new TypeError('createCache(): pass dir (a folder on disk) or name (an OPFS folder), not both')
   checkMaxBytes(maxBytes)
-  const folders = folderStorage()
+  const folders = folderStorage
   if (dir === undefined) {
     const opfs = await opfsStorage(name)
     if (opfs) return rangeCache(opfs, { maxBytes })

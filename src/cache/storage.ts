@@ -1,40 +1,7 @@
-// Where the persistent cache (src/cache/cache.ts) keeps its entries: a flat folder of named files behind a
-// tiny interface, so the cache itself is portable. The Origin Private File System (browsers, workers) is
-// here; a folder on disk comes with the Node entry (src/node/cache-folder.ts, registered through
-// src/sources/local-files.ts), so the browser entry never imports a Node built-in.
-import { SafetensorsError } from '../errors.ts'
-
-export interface StoredEntry {
-  name: string
-  /** Bytes. */
-  size: number
-  /** Last written, in ms since the epoch: the order of least recent use when a cache is created. */
-  modified: number
-}
-
-export interface CacheStorage {
-  /** The entry's bytes, or undefined when there is no such entry. */
-  read(name: string): Promise<Uint8Array | undefined>
-  /**
-   * Stores the entry whole or not at all: the bytes go to a temporary name (tempName) that is then
-   * renamed, so a reader never sees part of a write under the entry's own name. Rejects on failure
-   * (a full disk or quota among others), leaving no temporary file behind where it can.
-   */
-  write(name: string, bytes: Uint8Array): Promise<void>
-  /** Removes the entry; nothing happens when there is none. */
-  delete(name: string): Promise<void>
-  /** Every file in the folder, temporary ones included. */
-  list(): Promise<StoredEntry[]>
-}
-
-/** The temporary name a write of `name` goes to before its rename: unique, so two writers never share one. */
-export function tempName(name: string): string {
-  return `${name}.${Math.random().toString(36).slice(2, 10)}.tmp`
-}
-
-export function storageError(cause: unknown, folder?: string): SafetensorsError {
-  return new SafetensorsError('Io', `cannot use the cache folder${folder ? ` ${folder}` : ''}: ${(cause as Error).message}`, { cause, path: folder })
-}
+// Where the persistent cache (src/cache/cache.ts) keeps its entries in browsers and workers: the Origin Private
+// File System behind the CacheStorage interface (src/platform/platform.ts), so the cache itself is portable; a
+// folder on disk is the Node side's (#platform).
+import { type CacheStorage, type StoredEntry, storageError, tempName } from '../platform/platform.ts'
 
 // The parts of the File System API used here; TypeScript's DOM library has no AsyncIterable entries().
 interface OpfsFile {
@@ -124,16 +91,4 @@ export function noStorage(reason: string): CacheStorage {
     delete: async () => {},
     list: async () => [],
   }
-}
-
-let registered: ((dir: string) => Promise<CacheStorage>) | undefined
-
-/** Called by the Node entries: how a cache keeps its entries in a folder on disk (createCache({ dir })). */
-export function registerFolderStorage(storage: (dir: string) => Promise<CacheStorage>): void {
-  registered = storage
-}
-
-/** The storage of a folder on disk, where this entry has one (the Node entries). */
-export function folderStorage(): ((dir: string) => Promise<CacheStorage>) | undefined {
-  return registered
 }

@@ -7,7 +7,7 @@ import { reserveMemory, type WasmInstance, WasmModule } from './wasm.ts'
 import { kernelsWasm } from './wasm-code.ts'
 
 /** Reverses the bytes of each of `count` elements at `ptr`, in place. */
-export type SwapKernel = (ptr: number, count: number) => void
+type SwapKernel = (ptr: number, count: number) => void
 
 /** The kernel module's functions (assembly/modules/convert.ts). */
 export interface KernelExports {
@@ -185,7 +185,7 @@ function convertInPlace(core: Core, input: Uint8Array, from: DType, to: DType, c
  * copy out all stay in cache (a whole-array copy in and out would each cost a pass over memory), and a
  * multiple of 4 so that F4 and F6 chunks are whole bytes.
  */
-export const CHUNK_ELEMENTS = 1 << 15
+export const ROUND_TRIP_ELEMENTS = 1 << 15
 
 /**
  * Converts `input` (little-endian `from`) into `output` (exactly its size as `to`), which may hold the
@@ -198,7 +198,7 @@ export function convertOverlapping(input: Uint8Array, from: DType, to: DType, ou
 
 function convertInChunks(input: Uint8Array, from: DType, to: DType, count: number, output: Uint8Array): void {
   const core = kernelModule.shared()
-  const chunk = Math.min(count, CHUNK_ELEMENTS)
+  const chunk = Math.min(count, ROUND_TRIP_ELEMENTS)
   reserveMemory(core, core.heapBase + Math.max(byteLengthOf(from, chunk), byteLengthOf(to, chunk)))
   for (let first = 0; first < count; first += chunk) {
     const n = Math.min(chunk, count - first)

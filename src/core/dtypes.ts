@@ -69,7 +69,7 @@ type ArrayConstructor = {
 }
 
 /** A sign-exponent-mantissa format (F8_E8M0: no sign, no mantissa); docs/conversion.md, "Number formats". */
-export interface FloatFormat {
+interface FloatFormat {
   readonly exponentBits: number
   readonly mantissaBits: number
   readonly bias: number
@@ -114,7 +114,7 @@ export const DTYPE_INFO: Readonly<Record<DType, DTypeInfo>> = {
 }
 
 /** The dtypes conversions produce. */
-export const CONVERSION_TARGETS = ['F32', 'F16', 'BF16'] as const satisfies readonly DType[]
+const CONVERSION_TARGETS = ['F32', 'F16', 'BF16'] as const satisfies readonly DType[]
 
 /** Whether the kernels convert `from` to `to` (a different dtype): floats to every target, integers and BOOL to F32. */
 export function canConvert(from: DType, to: DType): boolean {

@@ -1,4 +1,5 @@
 // tensorStats: summary statistics and a histogram of F32 data, computed in wasm (assembly/stats.ts).
+import * as contract from '../../assembly/boundary/stats.ts?constants'
 import { reserveMemory, WasmModule } from './wasm.ts'
 import { statsWasm } from './wasm-code.ts'
 
@@ -8,7 +9,8 @@ interface StatsExports {
   statsPtr(): number
   statsReset(): void
   statsFirstPass(ptr: number, count: number): void
-  statsSecondPass(ptr: number, count: number, mean: number, lo: number, hi: number, bins: number, counts: number): void
+  /** Reads its inputs from the STATS struct (assembly/boundary/stats.ts). */
+  statsSecondPass(ptr: number, count: number): void
 }
 
 const statsModule = /* @__PURE__ */ new WasmModule<StatsExports>(statsWasm)
@@ -81,23 +83,26 @@ export function tensorStats(
   }
   exports.statsReset()
   eachChunk(exports.statsFirstPass)
-  const view = new DataView(core.memory.buffer, exports.statsPtr(), 64)
-  const finite = Number(view.getBigUint64(32, true))
-  const min = finite > 0 ? view.getFloat64(8, true) : NaN
-  const max = finite > 0 ? view.getFloat64(16, true) : NaN
-  const mean = finite > 0 ? view.getFloat64(0, true) / finite : NaN
+  const view = new DataView(core.memory.buffer, exports.statsPtr(), contract.STATS_SIZE)
+  const finite = Number(view.getBigUint64(contract.STATS_FINITE, true))
+  const min = finite > 0 ? view.getFloat64(contract.STATS_MIN, true) : NaN
+  const max = finite > 0 ? view.getFloat64(contract.STATS_MAX, true) : NaN
+  const mean = finite > 0 ? view.getFloat64(contract.STATS_SUM, true) / finite : NaN
   new Uint32Array(core.memory.buffer, counts, bins).fill(0)
-  eachChunk((ptr, count) => exports.statsSecondPass(ptr, count, mean, min, max, bins, counts))
+  view.setFloat64(contract.STATS_MEAN, mean, true)
+  view.setUint32(contract.STATS_BINS, bins, true)
+  view.setUint32(contract.STATS_COUNTS, counts, true)
+  eachChunk(exports.statsSecondPass)
   return {
     count: data.length,
     finite,
     min,
     max,
     mean,
-    std: finite > 0 ? Math.sqrt(view.getFloat64(24, true) / finite) : NaN,
-    nan: Number(view.getBigUint64(40, true)),
-    posInf: Number(view.getBigUint64(48, true)),
-    negInf: Number(view.getBigUint64(56, true)),
+    std: finite > 0 ? Math.sqrt(view.getFloat64(contract.STATS_DEVIATIONS, true) / finite) : NaN,
+    nan: Number(view.getBigUint64(contract.STATS_NAN, true)),
+    posInf: Number(view.getBigUint64(contract.STATS_POS_INF, true)),
+    negInf: Number(view.getBigUint64(contract.STATS_NEG_INF, true)),
     histogram: { lo: min, hi: max, counts: [...new Uint32Array(core.memory.buffer, counts, bins)] },
   }
 }

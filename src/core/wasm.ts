@@ -21,7 +21,7 @@ export type WasmSource = string | CompiledModule
  * package's types need no DOM library (a Node project's TypeScript has no WebAssembly namespace).
  */
 type CompiledModule = object
-export interface WasmMemory {
+interface WasmMemory {
   readonly buffer: ArrayBuffer
   grow(pages: number): number
 }

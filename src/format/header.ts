@@ -9,7 +9,7 @@ import { scannerWasm } from '../core/wasm-code.ts'
 import { type ErrorCode, SafetensorsError } from '../errors.ts'
 
 /** The scanner module's functions (assembly/modules/header.ts). */
-export interface ScannerExports {
+interface ScannerExports {
   heapBase(): number
   resultPtr(): number
   dtypeTable(count: number): number
@@ -225,7 +225,7 @@ export function parseHeaderOfUnknownSize(bytes: Uint8Array): Header {
 }
 
 /** What a scanner left in the shared core: its status, the result table's address, and a view of its memory. */
-export interface ScanResult {
+interface ScanResult {
   readonly status: number
   readonly result: number
   readonly view: DataView

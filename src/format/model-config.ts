@@ -7,7 +7,7 @@ import type { ConvertTarget } from '../core/convert.ts'
 import { SafetensorsError } from '../errors.ts'
 
 /** transformers' names of the dtypes a conversion writes: str(torch.bfloat16) without "torch.". */
-export const TORCH_DTYPE: Record<ConvertTarget, string> = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' }
+const TORCH_DTYPE: Record<ConvertTarget, string> = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' }
 
 const DTYPE_KEYS = new Set(['torch_dtype', 'dtype'])
 

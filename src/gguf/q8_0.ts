@@ -1,6 +1,6 @@
 // Q8_0 (ggml's block_q8_0) over the wasm kernel in assembly/q8_0.ts, which says which definition it follows. The
 // kernel is a module of its own (build/q8_0.wasm), so that only the bundles that quantize carry it.
-import { CHUNK_ELEMENTS } from '../core/convert.ts'
+import { ROUND_TRIP_ELEMENTS } from '../core/convert.ts'
 import { reserveMemory, WasmModule } from '../core/wasm.ts'
 import { q8Wasm } from '../core/wasm-code.ts'
 import { SafetensorsError } from '../errors.ts'
@@ -55,7 +55,7 @@ export function quantizeQ8_0(values: Float32Array, out?: Uint8Array, origin: Q8_
   }
   const result = out?.subarray(0, bytes) ?? new Uint8Array(bytes)
   const core = q8Module.shared()
-  const chunk = Math.min(values.length, CHUNK_ELEMENTS)
+  const chunk = Math.min(values.length, ROUND_TRIP_ELEMENTS)
   reserveMemory(core, core.heapBase + chunk * 4)
   for (let first = 0; first < values.length; first += chunk) {
     const count = Math.min(chunk, values.length - first)

@@ -47,7 +47,7 @@ export function systemMessage(cause: unknown): string {
   return typeof code === 'string' && text.startsWith(`${code}: `) ? `${text.slice(code.length + 2).split(', ')[0]} (${code})` : text
 }
 
-export function fileSet(): FileSet {
+function fileSet(): FileSet {
   const complete: Array<[temporary: string, path: string]> = []
   /** Each temporary file not yet renamed, with what closes its handle (a deleted file keeps its space while open). */
   const started = new Map<string, () => Promise<void>>()
@@ -140,7 +140,7 @@ export async function fileSink(path: string): Promise<WriterSink> {
   }
 }
 
-export type Parts = Iterable<readonly [bytes: Uint8Array, position: number]>
+type Parts = Iterable<readonly [bytes: Uint8Array, position: number]>
 
 export async function writeParts(sink: WriterSink, parts: Parts): Promise<void> {
   for (const [bytes, position] of parts) await sink.write(bytes, position)

@@ -2,7 +2,7 @@
 // tensors in another dtype, and optionally in other shards, streaming so that memory stays bounded
 // whatever the size. Every chunk is read straight into a fixed working set in wasm memory, converted
 // there in place and written from a view of it: nothing is allocated per chunk. The output files appear
-// only once all of them are complete (src/node/writer.ts, fileSet).
+// only once all of them are complete (src/node/atomic-files.ts, fileSet).
 import { readdir, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -12,6 +12,7 @@ import type { TensorInfo } from '../format/header.ts'
 import { tensorByteLength } from '../format/layout.ts'
 import { checkConfigSize, withDtype, withoutQuantization } from '../format/model-config.ts'
 import { DEFAULT_INDEX, SINGLE_FILE } from '../format/model-index.ts'
+import { fileSource, nodeFiles } from '../platform/node-files.ts'
 import { type OpenOptions, open, type SafetensorsFile, type Source, urlOf } from '../read/file.ts'
 import { openModel } from '../read/model.ts'
 import { type SequentialReader, sequentialReader } from '../sources/downloads.ts'
@@ -20,7 +21,6 @@ import { linkedAbort, memorySource, type RangeSource, readInto } from '../source
 import { planShards } from '../write/model-files.ts'
 import { SafetensorsWriter } from '../write/writer.ts'
 import { type FileSet, fileError, writeSet } from './atomic-files.ts'
-import { fileSource, nodeFiles } from './file-source.ts'
 import { isSaveLeftover, writeModel } from './save-model.ts'
 
 /** Options of convertFile and convertModel: those of {@link open} for the input, and what the output is. */

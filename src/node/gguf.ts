@@ -1,5 +1,5 @@
 // writeGguf (Node entry): ggufStream into a file, written beside it under a temporary name and renamed
-// into place once complete (src/node/writer.ts), so a failure leaves the target as it was.
+// into place once complete (src/node/atomic-files.ts), so a failure leaves the target as it was.
 
 import type { GgufTensorType } from '../gguf/format.ts'
 import { type GgufOptions, planGguf } from '../gguf/index.ts'

@@ -5,11 +5,11 @@ import { dirname, join, resolve } from 'node:path'
 import { SafetensorsError } from '../errors.ts'
 import { tensorByteLength } from '../format/layout.ts'
 import { DEFAULT_INDEX, type ModelIndex, parseIndex } from '../format/model-index.ts'
+import { fileSource } from '../platform/node-files.ts'
 import { readSmallFile } from '../read/small-file.ts'
 import { DEFAULT_MAX_SHARD_SIZE, indexBytes, planShards } from '../write/model-files.ts'
 import { named, prepare, type TensorCollection, type WriteOptions } from '../write/writer.ts'
 import { type FileSet, fileError, isOwnError, linkOrCopy, partsOf, syncFolder, writeParts, writeSet } from './atomic-files.ts'
-import { fileSource } from './file-source.ts'
 import { isStaleLockFile, lockFolder, SAVE_LOCK } from './folder-lock.ts'
 import { uniqueId } from './temporary-files.ts'
 
@@ -23,14 +23,14 @@ export interface SaveModelOptions extends WriteOptions {
 }
 
 /** What a model save writes: its shards (file names and the tensors in each) and the name of its index, if it has one. */
-export interface ModelPlan {
+interface ModelPlan {
   shards: ReadonlyArray<{ file: string; names: readonly string[] }>
   /** By default model.safetensors.index.json when there is more than one shard, none for one (model.safetensors alone). */
   index?: string
 }
 
 /** What a model save's `write` reports once its shards are in the set: the index's total_size and its other metadata. */
-export interface ModelWritten {
+interface ModelWritten {
   totalSize: number
   metadata?: Record<string, unknown>
 }

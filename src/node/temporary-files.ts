@@ -41,11 +41,6 @@ export function temporaryName(path: string): string {
 /** A temporary file of temporaryName's making: the target's name, and the writer's pid and host. */
 const TEMPORARY = /^(.+)\.(\d+)-([0-9a-z]+)-[0-9a-z]{8,}\.tmp$/
 
-/** The target a temporary file is for (its file name), or undefined for a file that is not one. */
-export function targetOfTemporary(file: string): string | undefined {
-  return TEMPORARY.exec(file)?.[1]
-}
-
 /** No process of this host has the pid. */
 export function processGone(pid: number): boolean {
   try {

@@ -3,6 +3,7 @@
 
 // Imported here, not through src/core/wasm-code.ts: a module that the main graph imports would bring the hex
 // into every bundle's first load, when only a quantized model's reads need it.
+import * as contract from '../../assembly/boundary/quant.ts?constants'
 import quantWasm from '../../build/quant.wasm'
 import type { ConvertTarget } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
@@ -83,44 +84,18 @@ export interface Job {
   rects: Rect[]
 }
 
-/** The quant module's functions (assembly/modules/quant.ts; the meaning of each argument is there). */
+/** The quant module's functions (assembly/modules/quant.ts): each reads a descriptor (assembly/boundary/quant.ts). */
 interface QuantExports {
   heapBase(): number
-  dequantRows(
-    codes: number,
-    codeRowBytes: number,
-    wordStride: number,
-    bits: number,
-    order: number,
-    rows: number,
-    cols: number,
-    colOffset: number,
-    scales: number,
-    zeros: number,
-    biases: number,
-    paramRowOf: number,
-    paramRowStride: number,
-    groupSize: number,
-    groupOf: number,
-    groupStride: number,
-    value: number,
-    table: number,
-    flags: number,
-    postMultiplier: number,
-    ref: number,
-    to: number,
-    out: number,
-  ): void
-  unpackCodes(words: number, wordStride: number, bits: number, order: number, signed: boolean, count: number, out: number): void
+  dequantRows(descriptor: number): void
+  unpackCodes(descriptor: number): void
 }
 
-const ORDERS: Record<CodeFormat['order'], number> = { 'lsb-first': 0, awq: 1, 'high-nibble-first': 2 }
-// dequantRows' value and flags (assembly/quant.ts).
-const VALUE_AFFINE = 0
-const VALUE_TABLE = 1
-const SIGNED_CODES = 1
-const POST_MULTIPLY = 2
-const COLUMN_CODES = 4
+const ORDERS: Record<CodeFormat['order'], number> = {
+  'lsb-first': contract.ORDER_LSB_FIRST,
+  awq: contract.ORDER_AWQ,
+  'high-nibble-first': contract.ORDER_HIGH_NIBBLE_FIRST,
+}
 
 const BYTES: Record<ConvertTarget, number> = { F32: 4, F16: 2, BF16: 2 }
 
@@ -152,6 +127,7 @@ export class Kernels {
       return start
     }
     const at = {
+      descriptor: region(contract.DEQUANT_SIZE),
       codes: region(codes.length),
       scales: region(params.scales.byteLength),
       zeros: params.zeros ? region(params.zeros.byteLength) : 0,
@@ -170,37 +146,43 @@ export class Kernels {
     put(params.biases, at.biases)
     put(params.groupOf, at.groupOf)
     put(params.table, at.table)
-    const value = params.value === 'affine' ? VALUE_AFFINE : params.value === 'table' ? VALUE_TABLE : this.#runtime.dtypeIndex(params.value)
-    const flags = (format.signed ? SIGNED_CODES : 0) | (params.postMultiplier !== undefined ? POST_MULTIPLY : 0) | (format.columns ? COLUMN_CODES : 0)
-    const { dequantRows } = core.exports
+    const descriptor = new DataView(core.memory.buffer, at.descriptor, contract.DEQUANT_SIZE)
+    const field = (offset: number, value: number) => descriptor.setUint32(offset, value, true)
+    field(contract.DEQUANT_CODE_ROW_BYTES, format.rowBytes)
+    field(contract.DEQUANT_WORD_STRIDE, format.wordStride)
+    field(contract.DEQUANT_BITS, format.bits)
+    field(contract.DEQUANT_ORDER, ORDERS[format.order])
+    field(contract.DEQUANT_SCALES, at.scales)
+    field(contract.DEQUANT_ZEROS, at.zeros)
+    field(contract.DEQUANT_BIASES, at.biases)
+    field(contract.DEQUANT_PARAM_ROW_OF, at.paramRowOf)
+    field(contract.DEQUANT_PARAM_ROW_STRIDE, params.rowStride)
+    field(contract.DEQUANT_GROUP_SIZE, params.groupSize)
+    field(contract.DEQUANT_GROUP_OF, at.groupOf)
+    field(contract.DEQUANT_GROUP_STRIDE, params.groupStride)
+    field(
+      contract.DEQUANT_VALUE,
+      params.value === 'affine' ? contract.VALUE_AFFINE : params.value === 'table' ? contract.VALUE_TABLE : this.#runtime.dtypeIndex(params.value),
+    )
+    field(contract.DEQUANT_TABLE, at.table)
+    field(
+      contract.DEQUANT_FLAGS,
+      (format.signed ? contract.FLAG_SIGNED_CODES : 0) |
+        (params.postMultiplier !== undefined ? contract.FLAG_POST_MULTIPLY : 0) |
+        (format.columns ? contract.FLAG_COLUMN_CODES : 0),
+    )
+    descriptor.setFloat32(contract.DEQUANT_POST_MULTIPLIER, params.postMultiplier ?? 0, true)
+    field(contract.DEQUANT_REF, this.#runtime.dtypeIndex(params.ref))
+    field(contract.DEQUANT_TO, this.#runtime.dtypeIndex(to))
+    field(contract.DEQUANT_OUT, at.out)
     try {
       for (const rect of rects) {
         put(rect.paramRowOf, at.paramRowOf)
-        dequantRows(
-          at.codes + rect.codeOffset,
-          format.rowBytes,
-          format.wordStride,
-          format.bits,
-          ORDERS[format.order],
-          rect.rows,
-          rect.cols,
-          rect.colOffset,
-          at.scales,
-          at.zeros,
-          at.biases,
-          at.paramRowOf,
-          params.rowStride,
-          params.groupSize,
-          at.groupOf,
-          params.groupStride,
-          value,
-          at.table,
-          flags,
-          params.postMultiplier ?? 0,
-          this.#runtime.dtypeIndex(params.ref),
-          this.#runtime.dtypeIndex(to),
-          at.out,
-        )
+        field(contract.DEQUANT_CODES, at.codes + rect.codeOffset)
+        field(contract.DEQUANT_ROWS, rect.rows)
+        field(contract.DEQUANT_COLS, rect.cols)
+        field(contract.DEQUANT_COL_OFFSET, rect.colOffset)
+        core.exports.dequantRows(at.descriptor)
         each(memory.subarray(at.out, at.out + rect.rows * rect.cols * BYTES[to]), rect)
       }
     } finally {
@@ -214,12 +196,24 @@ export class Kernels {
    */
   unpack(words: Uint8Array, format: Pick<CodeFormat, 'bits' | 'order' | 'wordStride'>, count: number, streams = 1, streamStep = 0): Uint8Array {
     const core = this.#module.shared()
-    const into = (core.heapBase + words.length + SLACK + 15) & ~15
+    const descriptor = core.heapBase
+    const wordsAt = descriptor + ((contract.UNPACK_SIZE + 15) & ~15)
+    const into = (wordsAt + words.length + SLACK + 15) & ~15
     this.#runtime.reserveMemory(core, into + streams * count + SLACK)
     const memory = new Uint8Array(core.memory.buffer)
-    memory.set(words, core.heapBase)
-    for (let s = 0; s < streams; s++)
-      core.exports.unpackCodes(core.heapBase + 4 * s * streamStep, format.wordStride, format.bits, ORDERS[format.order], false, count, into + s * count)
+    memory.set(words, wordsAt)
+    const view = new DataView(core.memory.buffer, descriptor, contract.UNPACK_SIZE)
+    const field = (offset: number, value: number) => view.setUint32(offset, value, true)
+    field(contract.UNPACK_WORD_STRIDE, format.wordStride)
+    field(contract.UNPACK_BITS, format.bits)
+    field(contract.UNPACK_ORDER, ORDERS[format.order])
+    field(contract.UNPACK_SIGNED, 0)
+    field(contract.UNPACK_COUNT, count)
+    for (let s = 0; s < streams; s++) {
+      field(contract.UNPACK_WORDS, wordsAt + 4 * s * streamStep)
+      field(contract.UNPACK_OUT, into + s * count)
+      core.exports.unpackCodes(descriptor)
+    }
     const codes = memory.slice(into, into + streams * count)
     this.#module.trimShared()
     return codes

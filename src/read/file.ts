@@ -1,6 +1,7 @@
 // open(): one SafeTensors file behind any source, read lazily: the header first, then only the bytes of
 // the tensors (or slices) asked for.
 
+import { localFiles } from '#platform'
 import { checkCache, type RangeCache, withCache } from '../cache/hook.ts'
 import { type ByteOrder, hostByteOrder } from '../core/byte-order.ts'
 import {
@@ -19,9 +20,9 @@ import { DTYPE_INFO, type DType, type Float16Array, type TypedArray } from '../c
 import { inContext, SafetensorsError } from '../errors.ts'
 import { type Header, type Metadata, parseHeader, readHeaderSize, type TensorInfo } from '../format/header.ts'
 import { planSlice, type SliceRange } from '../format/slice.ts'
+import { requireLocalFiles } from '../platform/platform.ts'
 import { connectionsOption } from '../sources/downloads.ts'
 import { type HttpOptions, type HttpSource, httpSource } from '../sources/http/source.ts'
-import { localFiles, requireLocalFiles } from '../sources/local-files.ts'
 import { readingAhead } from '../sources/pool.ts'
 import { metered, type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
 import { readRuns } from '../sources/read-plan.ts'
@@ -123,7 +124,7 @@ function isRangeSource(value: unknown): value is RangeSource {
 export function urlOf(input: string | URL): URL | undefined {
   if (input instanceof URL) return input
   if (/^(https?|file):/i.test(input)) return new URL(input)
-  const page = localFiles() ? undefined : (globalThis as { location?: { href: string } }).location
+  const page = localFiles ? undefined : (globalThis as { location?: { href: string } }).location
   return page && new URL(input, page.href)
 }
 
@@ -137,7 +138,7 @@ export async function toRangeSource(input: Source, options: OpenOptions = {}): P
   const url = urlOf(input)
   if (url?.protocol === 'http:' || url?.protocol === 'https:') return withCache(httpSource(url, options), options.cache)
   if (url && url.protocol !== 'file:') throw new TypeError(`cannot open ${url}: unsupported URL scheme`)
-  const local = requireLocalFiles(`open(${JSON.stringify(String(input))})`)
+  const local = requireLocalFiles(localFiles, `open(${JSON.stringify(String(input))})`)
   return local.open(url ? local.pathOf(url) : (input as string))
 }
 
@@ -480,7 +481,7 @@ export function allocate(info: Pick<TensorInfo, 'name'>, dtype: DType, bytes: nu
 }
 
 /** Bytes read first: most real headers (up to several hundred tensors) arrive in this one read. */
-export const FIRST_READ = 64 * 1024
+const FIRST_READ = 64 * 1024
 
 /**
  * Reads and validates a source's header, reading only the length prefix and the header bytes.

@@ -1,5 +1,7 @@
 // openModel(): a sharded model (model.safetensors.index.json and its shards) behind the same reading API
 // as one file. Every weight_map entry is checked against its shard's header when the model opens.
+
+import { localFiles } from '#platform'
 import { convertOverlapping } from '../core/convert.ts'
 import { type DType, dtypeIndex } from '../core/dtypes.ts'
 import { reserveMemory, WasmModule } from '../core/wasm.ts'
@@ -7,9 +9,9 @@ import { inContext, SafetensorsError } from '../errors.ts'
 import type { Header, Metadata, TensorInfo } from '../format/header.ts'
 import { DEFAULT_INDEX, type ParsedIndex, parseIndex, SINGLE_FILE } from '../format/model-index.ts'
 import { planSlice, type SliceRange } from '../format/slice.ts'
+import { requireLocalFiles } from '../platform/platform.ts'
 import type { QuantizedTensors } from '../quant/index.ts'
 import type { LogicalTensorInfo, Quantization, QuantRuntime } from '../quant/logical.ts'
-import { requireLocalFiles } from '../sources/local-files.ts'
 import { readingAhead, runPool } from '../sources/pool.ts'
 import { metered, ProgressMeter } from '../sources/progress.ts'
 import { isMissingFile, type ModelFiles, type ModelFolder } from '../sources/source.ts'
@@ -130,7 +132,7 @@ export async function locate(input: string | URL | ModelFiles | ModelFolder): Pr
     const shard = (name: string) => new URL(name, entry)
     return { entry, name, where: String(entry), shard, beside: async (name) => shard(name) }
   }
-  const local = requireLocalFiles(`openModel(${JSON.stringify(String(input))})`)
+  const local = requireLocalFiles(localFiles, `openModel(${JSON.stringify(String(input))})`)
   const path = url ? local.pathOf(url) : (input as string)
   const found = await local.locateModel(path, FOLDER_ENTRIES)
   if (!found) throw noModelIn(path, path)

@@ -12,13 +12,13 @@ import { abortedError, linkedAbort } from '../sources/source.ts'
  * Elements per chunk: a multiple of 4 (whole F4/F6 bytes), so at most 2 MiB of input (8-byte dtypes)
  * and 1 MiB of F32 output; large enough that a kernel call and a read cost nothing extra per chunk.
  */
-export const CHUNK_ELEMENTS = 1 << 18
+const STREAM_CHUNK_ELEMENTS = 1 << 18
 
 /** The most bytes one chunk takes in its memory, input or output: 8-byte input elements. */
-export const MAX_SLOT_BYTES = CHUNK_ELEMENTS * 8
+export const MAX_SLOT_BYTES = STREAM_CHUNK_ELEMENTS * 8
 
 /** Input bytes of one full chunk of `from`. */
-export const chunkBytesOf = (from: DType) => byteLengthOf(from, CHUNK_ELEMENTS)
+export const chunkBytesOf = (from: DType) => byteLengthOf(from, STREAM_CHUNK_ELEMENTS)
 
 /**
  * One chunk's working set: a wasm memory sized once for the largest chunk it will convert. The input is

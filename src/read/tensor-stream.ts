@@ -22,7 +22,7 @@ export interface StreamOptions<D extends DType = DType> {
 }
 
 /** What a stream reads from: an open file's header, its bytes, and the byte order of its tensor data (a SafetensorsFile is one). */
-export interface OpenedFile {
+interface OpenedFile {
   readonly header: Header
   readonly source: RangeSource
   readonly byteOrder: ByteOrder

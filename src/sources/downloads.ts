@@ -160,7 +160,7 @@ export interface ParallelReads {
 }
 
 /** Fills `target` (bytes `offset` on) through `fetch`, as RangeSource.readInto does; `onBytes` as in readInto. */
-export type ChunkFetch = (offset: number, target: Uint8Array, signal: AbortSignal, onBytes: (bytes: number) => void) => Promise<void>
+type ChunkFetch = (offset: number, target: Uint8Array, signal: AbortSignal, onBytes: (bytes: number) => void) => Promise<void>
 
 /** [start, end) pieces of [offset, offset + length), cut at the multiples of `chunkBytes` (so that chunks line up with cache blocks). */
 function chunksOf(offset: number, length: number, chunkBytes: number): Array<[number, number]> {
@@ -240,7 +240,7 @@ export interface SequentialReader {
 }
 
 /** Bytes [offset, offset + length) of `source`: one of the ranges a sequential read takes in turn. */
-export interface SourceRange {
+interface SourceRange {
   source: RangeSource
   offset: number
   length: number

@@ -3,7 +3,7 @@
 // by shape, so that nothing depends on Cloudflare's type package (a binding of @cloudflare/workers-types'
 // R2Bucket fits them).
 import { SafetensorsError } from '../errors.ts'
-import { abortedError, checkRange, type ModelFolder, onAbort, type RangeSource, readThrough, throwIfAborted } from './source.ts'
+import { abortedError, checkRange, type ModelFolder, onAbort, type RangeSource, readOver, throwIfAborted } from './source.ts'
 
 /** An R2 object's metadata, as `bucket.head()` and a `get()` whose condition failed give it. */
 export interface R2Object {
@@ -165,7 +165,7 @@ function pinnedSource(bucket: R2Bucket, key: string, slots: Slots, options: R2So
       }
     })
   }
-  const readExactly = readThrough(readInto)
+  const readExactly = readOver(readInto)
   return {
     get size() {
       return pinned?.size

@@ -6,7 +6,7 @@
 import { PARALLEL_READS, runPool } from './pool.ts'
 import { type OnBytes, type RangeSource, readInto } from './source.ts'
 
-export interface PlannedRead {
+interface PlannedRead {
   /** Relative to the tensor's first byte, like the runs. */
   readonly offset: number
   readonly length: number
@@ -25,7 +25,7 @@ const MAX_PIECE = 16 << 20
  * at its gaps into pieces of about 1/PARALLEL_READS of the bytes (at least 4 request costs, at most
  * MAX_PIECE), so that the pieces are read concurrently as separate runs would be.
  */
-export function planReads(runs: ReadonlyArray<readonly [offset: number, length: number]>, requestCost: number): PlannedRead[] {
+function planReads(runs: ReadonlyArray<readonly [offset: number, length: number]>, requestCost: number): PlannedRead[] {
   const groups: Array<Array<readonly [number, number, number]>> = []
   let to = 0
   let end = -Infinity

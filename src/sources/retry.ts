@@ -11,8 +11,8 @@ import { onAbort } from './source.ts'
  */
 export const RETRY_DELAY = { base: 200, max: 10_000, retryAfterMax: 60_000 }
 
-export const DEFAULT_RETRIES = 4
-export const DEFAULT_IDLE_TIMEOUT = 30_000
+const DEFAULT_RETRIES = 4
+const DEFAULT_IDLE_TIMEOUT = 30_000
 
 /** The option `name`, an integer of at least `least`, checked: misuse is the caller's bug, so TypeError/RangeError, not Io. */
 export function integerOption(name: string, value: unknown, least: number): number {

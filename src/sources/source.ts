@@ -67,7 +67,7 @@ export interface ModelFolder {
 }
 
 /** requestCost of in-memory sources: a read is a promise and a copy, worth a few KiB of copying. */
-export const MEMORY_REQUEST_COST = 16 << 10
+const MEMORY_REQUEST_COST = 16 << 10
 
 /** requestCost of Blobs and files: a read is a stream or a system call on another thread, worth tens of microseconds of copying. */
 export const LOCAL_REQUEST_COST = 64 << 10
@@ -83,7 +83,7 @@ export async function readInto(source: RangeSource, offset: number, target: Uint
 }
 
 /** A source's read() over its readInto(): a new buffer of the length asked, filled. */
-export function readThrough(readInto: NonNullable<RangeSource['readInto']>): RangeSource['read'] {
+export function readOver(readInto: NonNullable<RangeSource['readInto']>): RangeSource['read'] {
   return async (offset, length, signal, onBytes) => {
     const bytes = new Uint8Array(length)
     await readInto(offset, bytes, signal, onBytes)
@@ -198,6 +198,6 @@ export function blobSource(blob: Blob): RangeSource & {
     size: blob.size,
     requestCost: LOCAL_REQUEST_COST,
     readInto,
-    read: readThrough(readInto),
+    read: readOver(readInto),
   }
 }

@@ -1,5 +1,5 @@
 // Writing SafeTensors files: serialize() for tensors in memory, SafetensorsWriter for files larger than
-// memory (declare every tensor first, then stream each one's bytes). Writing to disk is src/node/writer.ts.
+// memory (declare every tensor first, then stream each one's bytes). Writing to disk is src/node/atomic-files.ts.
 // Everything is validated before the first byte is written.
 import { hostByteOrder } from '../core/byte-order.ts'
 import { bytesOf, swapElements } from '../core/convert.ts'

@@ -220,14 +220,16 @@ async function launch(engine: Engine): Promise<Browser> {
 
 /** The files of the browser entry's module graph in an installed package, and any import that leaves it. */
 function browserGraph(pkgDir: string): { files: string[]; outside: string[] } {
-  const entry = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')).exports['.'].browser.default
-  const files = [resolve(pkgDir, entry)]
+  const { exports, imports } = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8'))
+  const files = [resolve(pkgDir, exports['.'].browser.default)]
   const outside: string[] = []
-  // Static imports and re-exports (`from '...'`), side-effect imports and dynamic import().
+  // Static imports and re-exports (`from '...'`), side-effect imports and dynamic import(); the package's own
+  // subpath imports (#platform) as a bundler resolves them for a page.
   for (const file of files) {
     for (const [, specifier] of readFileSync(file, 'utf8').matchAll(/(?:\bfrom|\bimport)\s*\(?\s*["']([^"']+)["']/g)) {
-      if (!specifier.startsWith('.')) outside.push(specifier)
-      else if (!files.includes(resolve(dirname(file), specifier))) files.push(resolve(dirname(file), specifier))
+      const target = specifier.startsWith('.') ? resolve(dirname(file), specifier) : imports[specifier] && resolve(pkgDir, imports[specifier].browser)
+      if (!target) outside.push(specifier)
+      else if (!files.includes(target)) files.push(target)
     }
   }
   return { files: files.map((f) => relative(pkgDir, f)), outside }
@@ -289,7 +291,7 @@ function expectedResults(where: 'page' | 'worker', gguf: { bytes: number; byteLe
       missingTensor: safetensorsError('TensorNotFound', expect.stringContaining('"missing"')),
       sliceOutOfRange: safetensorsError('SliceOutOfRange', expect.stringContaining('bfloat16_357')),
       invalidFile: safetensorsError('InvalidHeaderLength', expect.any(String)),
-      filePath: { safetensorsError: false, typeError: true, message: expect.stringContaining('Node entry') },
+      filePath: { safetensorsError: false, typeError: true, message: expect.stringContaining('under Node, Deno or Bun') },
     },
   }
 }

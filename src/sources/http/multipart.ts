@@ -8,7 +8,7 @@ import type { Attempt, RetryPlan, TransientError, withRetries } from './attempts
 import type { discard, FileState, parseContentRange, Transfer } from './responses.ts'
 
 /** What readMultiRange takes of its source (src/sources/http/source.ts): its state, its requests, and the functions it would import. */
-export interface MultiRangeSource {
+interface MultiRangeSource {
   state: FileState
   plan: RetryPlan
   request(range: string, attempt: Attempt): { response: Promise<Response> }

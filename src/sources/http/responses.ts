@@ -24,7 +24,7 @@ export interface Transfer {
 /** Statuses that say "not now" rather than "never": a later attempt may well succeed. */
 const TRANSIENT_STATUS = new Set([408, 429, 500, 502, 503, 504])
 
-export interface ContentRange {
+interface ContentRange {
   start: number
   end: number
   total: number | undefined
@@ -57,7 +57,7 @@ export function discard(response: Response): void {
 }
 
 /** Where a response's wanted bytes begin in its body, how many come, and whether the body must end right after them. */
-export interface Accepted {
+interface Accepted {
   skip: number
   available: number
   exact: boolean

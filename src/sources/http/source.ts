@@ -58,10 +58,10 @@ export interface HttpOptions {
   connections?: number
 }
 
-export const HTTP_REQUEST_COST = 512 << 10
+const HTTP_REQUEST_COST = 512 << 10
 
 /** What a server says identifies one version of a file; learnt from the first response. */
-export interface HttpVersion {
+interface HttpVersion {
   etag: string | null
   lastModified: string | null
 }

@@ -19,7 +19,7 @@ import type { FileState } from './responses.ts'
 export const WHOLE_FILE = { keepBytes: 512 << 20, windowBytes: 64 << 20 }
 
 /** What a WholeFile takes of its source (src/sources/http/source.ts): its state, its requests, and the functions it would import. */
-export interface WholeFileSource {
+interface WholeFileSource {
   state: FileState
   plan: RetryPlan
   request(range: string, attempt: Attempt): { response: Promise<Response>; ifRange: string | null }

@@ -1,12 +1,11 @@
-// Files on disk (Node, Deno, Bun): reached only from the Node entry, which registers them for open()
-// and openModel() (src/sources/local-files.ts).
+// Files on disk (Node, Deno, Bun): the local files of open() and openModel() through #platform, and fileSource.
 import type { Stats } from 'node:fs'
 import { type FileHandle, open as openFile, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { SafetensorsError } from '../errors.ts'
-import type { LocalFiles } from '../sources/local-files.ts'
-import { checkRange, LOCAL_REQUEST_COST, type RangeSource, readThrough, throwIfAborted } from '../sources/source.ts'
+import { checkRange, LOCAL_REQUEST_COST, type RangeSource, readOver, throwIfAborted } from '../sources/source.ts'
+import type { LocalFiles } from './platform.ts'
 
 /** Bytes per positional read: large enough to cost nothing per call, small enough for an abort or a progress event to come soon. */
 const FILE_CHUNK = 8 << 20
@@ -77,7 +76,7 @@ export async function fileSource(path: string): Promise<
     size,
     requestCost: LOCAL_REQUEST_COST,
     readInto,
-    read: readThrough(readInto),
+    read: readOver(readInto),
     close: () => {
       dropped.unregister(source)
       return handle.close().catch((cause: Error) => {

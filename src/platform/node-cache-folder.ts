@@ -1,10 +1,9 @@
-// The persistent cache's storage on Node, Deno and Bun: a folder on disk (src/cache/storage.ts has the
-// interface). Reached only from the Node entry, through src/sources/local-files.ts.
+// The persistent cache's storage on Node, Deno and Bun: a folder on disk (CacheStorage, src/platform/platform.ts).
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { type CacheStorage, type StoredEntry, storageError, tempName } from '../cache/storage.ts'
+import { type CacheStorage, type StoredEntry, storageError, tempName } from './platform.ts'
 
-export async function folderStorage(dir: string): Promise<CacheStorage> {
+export async function cacheFolder(dir: string): Promise<CacheStorage> {
   try {
     await mkdir(dir, { recursive: true })
   } catch (cause) {

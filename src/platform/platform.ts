@@ -1,0 +1,67 @@
+// What differs between the runtimes this package runs in, as one interface: each runtime's side
+// (src/platform/node.ts, src/platform/portable.ts) exports it, and the package's conditions pick one for the
+// subpath import `#platform` (package.json "imports"), which the modules that need it import. So a page's
+// bundle never sees a Node built-in, and nothing depends on which entry was imported first.
+import { SafetensorsError } from '../errors.ts'
+import type { RangeSource } from '../sources/source.ts'
+
+/** Files on a local disk (Node, Deno, Bun). */
+export interface LocalFiles {
+  /** A RangeSource over the file at `path`. */
+  open(path: string): Promise<RangeSource>
+  /** The path of a `file:` URL. */
+  pathOf(url: URL): string
+  /**
+   * The file a model is read from (`name`: its file name): `path` itself, or when it is a folder the
+   * first of `names` there (undefined when it holds none); and where its shards are.
+   */
+  locateModel(path: string, names: readonly string[]): Promise<{ file: string; name: string; shard(name: string): string } | undefined>
+}
+
+/** A file of a persistent cache's folder. */
+export interface StoredEntry {
+  name: string
+  /** Bytes. */
+  size: number
+  /** Last written, in ms since the epoch: the order of least recent use when a cache is created. */
+  modified: number
+}
+
+/** Where a persistent cache (src/cache/cache.ts) keeps its entries: a flat folder of named files. */
+export interface CacheStorage {
+  /** The entry's bytes, or undefined when there is no such entry. */
+  read(name: string): Promise<Uint8Array | undefined>
+  /**
+   * Stores the entry whole or not at all: the bytes go to a temporary name (tempName) that is then
+   * renamed, so a reader never sees part of a write under the entry's own name. Rejects on failure
+   * (a full disk or quota among others), leaving no temporary file behind where it can.
+   */
+  write(name: string, bytes: Uint8Array): Promise<void>
+  /** Removes the entry; nothing happens when there is none. */
+  delete(name: string): Promise<void>
+  /** Every file in the folder, temporary ones included. */
+  list(): Promise<StoredEntry[]>
+}
+
+/** What `#platform` gives: each member undefined where the runtime lacks it. */
+export interface Platform {
+  /** Local files: paths and `file:` URLs in open() and openModel(). */
+  localFiles: LocalFiles | undefined
+  /** A cache's storage in a folder on disk (createCache({ dir })). */
+  folderStorage: ((dir: string) => Promise<CacheStorage>) | undefined
+}
+
+/** The temporary name a write of `name` goes to before its rename: unique, so two writers never share one. */
+export function tempName(name: string): string {
+  return `${name}.${Math.random().toString(36).slice(2, 10)}.tmp`
+}
+
+export function storageError(cause: unknown, folder?: string): SafetensorsError {
+  return new SafetensorsError('Io', `cannot use the cache folder${folder ? ` ${folder}` : ''}: ${(cause as Error).message}`, { cause, path: folder })
+}
+
+/** The runtime's local files, or the TypeError that says which runtimes have them. */
+export function requireLocalFiles(localFiles: LocalFiles | undefined, what: string): LocalFiles {
+  if (localFiles) return localFiles
+  throw new TypeError(`${what}: local files can only be read under Node, Deno or Bun; here pass a URL, Blob, bytes or a RangeSource`)
+}
