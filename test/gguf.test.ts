@@ -6,27 +6,28 @@
 // (llama.cpp's convert_hf_to_gguf.py: reshape(heads, 2, rows / heads / 2, cols).swapaxes(1, 2)).
 // Whether llama.cpp runs the files is test/gguf-llama.test.ts.
 import { createHash } from 'node:crypto'
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { GGMLQuantizationType, type GGUFParseOutput, type GGUFTypedMetadata, GGUFValueType, gguf } from '@huggingface/gguf'
+import { GGMLQuantizationType, type GGUFTypedMetadata, GGUFValueType } from '@huggingface/gguf'
 import { afterAll, describe, expect, test } from 'vitest'
 import { ggufStream, writeGguf } from '../src/gguf-node.ts'
 import { type ModelFolder, memorySource, serialize } from '../src/node.ts'
 import { referenceConvert } from './float-reference.ts'
+import { GGUF_FIXTURES, ggufTensors, modelCopies, parseGguf, readJson } from './gguf-fixtures.ts'
 import { mostOpen, type RangeOptions, serveFiles } from './http-server.ts'
 import { referenceQ8_0 } from './q8_0-reference.ts'
 import { expectError, expectSameBytes } from './read-helpers.ts'
 import { cli } from './run-cli.ts'
 
-const FIXTURES = fileURLToPath(new URL('./fixtures/gguf/', import.meta.url))
+const FIXTURES = GGUF_FIXTURES
 const MODELS = ['llama-gqa', 'mistral', 'qwen2'] as const
 const DTYPES = ['F32', 'F16', 'BF16', 'Q8_0'] as const
 type Dtype = (typeof DTYPES)[number]
 
 const dir = mkdtempSync(join(tmpdir(), 'safetensors-gguf-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
+const { modelCopy, withConfig } = modelCopies(dir)
 
 /** What the tests read of config.json, tokenizer.json and tokenizer_config.json. */
 interface Config {
@@ -62,8 +63,6 @@ interface Entry {
   shape: number[]
   data_offsets: [number, number]
 }
-const readJson = <T>(path: string): T => JSON.parse(readFileSync(path, 'utf8'))
-
 interface SourceTensor {
   dtype: string
   shape: number[]
@@ -243,10 +242,6 @@ function expectedMetadata(model: string, dtype: Dtype): Record<string, { value: 
   return expected
 }
 
-async function parse(path: string): Promise<GGUFParseOutput & { typedMetadata: GGUFTypedMetadata }> {
-  return gguf(path, { allowLocalFile: true, typedMetadata: true })
-}
-
 const align = (n: number) => Math.ceil(n / 32) * 32
 
 describe.each(MODELS)('%s', (model) => {
@@ -254,7 +249,7 @@ describe.each(MODELS)('%s', (model) => {
     const out = join(dir, `${model}-${dtype}.gguf`)
     const written = await writeGguf(join(FIXTURES, model), out, { dtype })
     const file = new Uint8Array(readFileSync(out))
-    const { typedMetadata, tensorInfos, tensorDataOffset } = await parse(out)
+    const { typedMetadata, tensorInfos, tensorDataOffset } = await parseGguf(out)
 
     const { version, tensor_count, kv_count, ...metadata } = typedMetadata
     expect(version.value).toBe(3)
@@ -301,22 +296,6 @@ function summary(values: unknown[], type: string): unknown {
   return { length: values.length, first: values.slice(0, 5), last: values.slice(-5), sha256: hash.digest('hex') }
 }
 
-/** Bytes per value of each type the converter writes (ggml's blocks: Q8_0's 34 bytes and MXFP4's 17 per 32 values). */
-const BYTES_PER_VALUE: Record<string, number> = { F32: 4, F16: 2, BF16: 2, Q8_0: 34 / 32, MXFP4: 17 / 32 }
-
-/** Each tensor of the GGUF at `path`: its name, type, shape (ggml's order) and data, in the file's order. */
-async function tensorsOf(path: string): Promise<Array<{ name: string; type: string; shape: number[]; bytes: Uint8Array }>> {
-  const file = readFileSync(path)
-  const { tensorInfos, tensorDataOffset } = await parse(path)
-  return tensorInfos.map((t) => {
-    const type = GGMLQuantizationType[t.dtype]
-    const shape = t.shape.map(Number)
-    const elements = shape.reduce((a, b) => a * b, 1)
-    const start = Number(tensorDataOffset + t.offset)
-    return { name: t.name, type, shape, bytes: file.subarray(start, start + elements * BYTES_PER_VALUE[type]) }
-  })
-}
-
 /**
  * Where this converter writes, on purpose, what llama.cpp's does not, by model: general.alignment everywhere (its
  * default, written), general.name, general.size_label, general.basename and general.version nowhere (informational,
@@ -340,7 +319,7 @@ describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (mod
     const golden = readJson<Golden>(join(FIXTURES, model, 'llama-cpp-f16.json'))
     const out = join(dir, `${model}-golden.gguf`)
     await writeGguf(join(FIXTURES, model), out, { dtype: 'F16' })
-    const { typedMetadata } = await parse(out)
+    const { typedMetadata } = await parseGguf(out)
     const { version, tensor_count, kv_count, ...metadata } = typedMetadata
     const ignored = new Set(['general.name', 'general.size_label', 'general.basename', 'general.version', 'general.alignment', ...(DIFFERENCES[model] ?? [])])
     const ours = Object.keys(metadata).filter((key) => !ignored.has(key))
@@ -362,7 +341,7 @@ describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (mod
         expect(got.value, key).toEqual(value)
       }
     }
-    const tensors = (await tensorsOf(out)).map(({ bytes, ...t }) => ({ ...t, sha256: createHash('sha256').update(bytes).digest('hex') }))
+    const tensors = (await ggufTensors(out)).map(({ bytes, ...t }) => ({ ...t, sha256: createHash('sha256').update(bytes).digest('hex') }))
     const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
     expect(tensors.sort(byName)).toEqual([...golden.tensors].sort(byName))
   })
@@ -396,14 +375,6 @@ test('ggufStream: the same bytes as writeGguf, from a model given as File object
   expectSameBytes(fromStorage, readFileSync(out), 'the stream of the ModelFolder against the file')
 })
 
-/** A copy of a test model in a folder of its own, changed by `change`. */
-function modelCopy(model: string, name: string, change: (folder: string) => void): string {
-  const folder = join(dir, name)
-  cpSync(join(FIXTURES, model), folder, { recursive: true })
-  change(folder)
-  return folder
-}
-
 /** A copy of qwen2 whose tokenizer.json has the pre-tokenizer (JSON text, as tokenizer.json holds it) and merges given. */
 async function withTokenizer(name: string, preTokenizer: string, merges?: unknown[]): Promise<GGUFTypedMetadata> {
   const folder = modelCopy('qwen2', name, (f) => {
@@ -414,7 +385,7 @@ async function withTokenizer(name: string, preTokenizer: string, merges?: unknow
   })
   const out = join(dir, `${name}.gguf`)
   await writeGguf(folder, out)
-  return (await parse(out)).typedMetadata
+  return (await parseGguf(out)).typedMetadata
 }
 
 /** Llama 3's and Qwen2's pre-tokenizers as their tokenizer.json files spell them (meta-llama/Meta-Llama-3-8B, Qwen/Qwen2.5-1.5B). */
@@ -438,7 +409,7 @@ test('a vocabulary larger than its tokenizer: every id without a token is [PAD<i
   })
   const out = join(dir, 'big-vocab.gguf')
   await writeGguf(folder, out)
-  const { typedMetadata } = await parse(out)
+  const { typedMetadata } = await parseGguf(out)
   const tokens = typedMetadata['tokenizer.ggml.tokens']!.value as string[]
   const types = typedMetadata['tokenizer.ggml.token_type']!.value as number[]
   const { tokens: known } = expectedVocabulary(join(FIXTURES, 'qwen2'), 512)
@@ -447,14 +418,6 @@ test('a vocabulary larger than its tokenizer: every id without a token is [PAD<i
   expect(tokens[99_999]).toBe('[PAD99999]')
   expect(new Set(types.slice(512))).toEqual(new Set([5]))
 })
-
-/** A copy of a test model whose config.json `edit` changes. */
-const withConfig = (model: string, name: string, edit: (config: Record<string, unknown>) => void) =>
-  modelCopy(model, name, (f) => {
-    const config = readJson<Record<string, unknown>>(join(f, 'config.json'))
-    edit(config)
-    writeFileSync(join(f, 'config.json'), JSON.stringify(config))
-  })
 
 /**
  * config.json as transformers 5 saves it (its standardize_rope_params, seen in its output): rope_theta and
@@ -504,7 +467,7 @@ test('GPT-2 with its tensors named as the Hub’s gpt2 names them (without trans
     [join(FIXTURES, 'gpt2'), folder].map(async (input, i) => {
       const out = join(dir, `gpt2-names-${i}.gguf`)
       await writeGguf(input, out)
-      return new Map((await tensorsOf(out)).map((t) => [t.name, t.bytes]))
+      return new Map((await ggufTensors(out)).map((t) => [t.name, t.bytes]))
     }),
   )
   expect([...hub.keys()].sort()).toEqual([...ours.keys()].sort())
@@ -684,7 +647,7 @@ test('the CLI: convert <folder> <out.gguf> --dtype bf16 writes the file and says
   const run = await cli('convert', join(FIXTURES, 'llama-gqa'), out, '--dtype', 'bf16')
   expect(run.stderr).toBe('')
   expect(run.code).toBe(0)
-  const { tensorInfos } = await parse(out)
+  const { tensorInfos } = await parseGguf(out)
   const types: Record<number, number> = {}
   for (const t of tensorInfos) types[t.dtype] = (types[t.dtype] ?? 0) + 1
   expect(run.stdout).toMatch(
@@ -747,7 +710,7 @@ describe('over HTTP, from the index URL', () => {
       const out = join(dir, 'no-tokenizer-config.gguf')
       const run = await cli('convert', `${server.url}llama/model.safetensors.index.json`, out, '--dtype', 'F16')
       expect(run.code, run.stderr).toBe(0)
-      const { typedMetadata } = await parse(out)
+      const { typedMetadata } = await parseGguf(out)
       // Without tokenizer_config.json: no chat template, BOS and EOS from config.json's ids, add_bos_token from the post-processor's template.
       const config = readJson<Config>(join(folder, 'config.json'))
       expect(typedMetadata['tokenizer.chat_template']).toBeUndefined()

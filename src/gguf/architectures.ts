@@ -266,6 +266,12 @@ const gateUp =
     return { rows: whole(shape), unit: { rows: shape[1], columns, take, transpose: true }, dims: [shape[1], count, shape[0]] }
   }
 
+/** The rows of each of `heads` heads of a fused tensor of `rows` rows. */
+function wholeHeads(rows: number, heads: number): number {
+  if (!Number.isInteger(rows / heads)) throw new SafetensorsError('TensorInvalidInfo', `${rows} rows are not ${heads} heads`)
+  return rows / heads
+}
+
 /** Runs of `size` rows starting at each of `starts`. */
 const runs = (starts: number[], size: number): Rows[] => starts.map((start) => [start, start + size])
 
@@ -274,7 +280,7 @@ const runs = (starts: number[], size: number): Rows[] => starts.map((start) => [
  * llama.cpp's attn_qkv wants them: every head's q, then every k, then every v; the bias alike.
  */
 const headsInterleaved: Reshape = (shape, { heads }) => {
-  const size = shape[0] / heads / 3
+  const size = wholeHeads(shape[0], 3 * heads)
   const rows = [0, 1, 2].flatMap((part) =>
     runs(
       range(heads).map((head) => (head * 3 + part) * size),
@@ -290,7 +296,7 @@ const headsInterleaved: Reshape = (shape, { heads }) => {
  */
 const kvGroups: Reshape = (shape, { heads, kvHeads }) => {
   const perGroup = heads / kvHeads
-  const size = shape[0] / (heads + 2 * kvHeads)
+  const size = wholeHeads(shape[0], heads + 2 * kvHeads)
   const group = (g: number) => g * (perGroup + 2) * size
   const rows = [
     ...runs(range(kvHeads).map(group), perGroup * size),
