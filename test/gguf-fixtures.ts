@@ -15,7 +15,7 @@ export async function parseGguf(path: string): Promise<GGUFParseOutput & { typed
 }
 
 /** Bytes per value of each type the converter writes (ggml's blocks: Q8_0's 34 bytes and MXFP4's 17 per 32 values). */
-const BYTES_PER_VALUE: Record<string, number> = { F32: 4, F16: 2, BF16: 2, Q8_0: 34 / 32, MXFP4: 17 / 32 }
+export const BYTES_PER_VALUE: Record<string, number> = { F32: 4, F16: 2, BF16: 2, Q8_0: 34 / 32, MXFP4: 17 / 32 }
 
 /** Each tensor of the GGUF at `path`: its name, type, shape (ggml's order) and data, in the file's order. */
 export async function ggufTensors(path: string): Promise<Array<{ name: string; type: string; shape: number[]; bytes: Uint8Array }>> {

@@ -227,7 +227,42 @@ const dropKeys = (...keys: string[]): GgufPatch => ({ dropKeys: keys })
 const scaling = (arch: string, ...keys: string[]) => dropKeys(...keys.map((key) => `${arch}.rope.scaling.${key}`))
 /** The tensors whose name `matches` changed by `change`. */
 const changed = (matches: RegExp, change: (t: GgufTensor) => Uint8Array): GgufPatch => ({ tensor: (t) => (matches.test(t.name) ? change(t) : undefined) })
-const expertsReversed = (model: string) => changed(/_exps\.weight$/, (t) => reversedSlices(t.bytes, configOf(model).num_local_experts))
+const expertsReversed = (model: string) => {
+  const config = configOf(model)
+  return changed(/_exps\.weight$/, (t) => reversedSlices(t.bytes, config.num_local_experts ?? config.num_experts ?? config.n_routed_experts))
+}
+const swapped = (a: string, b: string): GgufPatch => ({ renameTensors: { [a]: b, [b]: a } })
+
+/** A tensor's rows (a 1-D tensor's values) put back in another order: row r of the result is row from(r) of the tensor. */
+function rowsFrom({ bytes, dims }: GgufTensor, from: (row: number) => number): Uint8Array {
+  const rows = dims[1] ?? dims[0]
+  const rowBytes = bytes.length / rows
+  const out = new Uint8Array(bytes.length)
+  for (let row = 0; row < rows; row++) out.set(bytes.subarray(from(row) * rowBytes, (from(row) + 1) * rowBytes), row * rowBytes)
+  return out
+}
+
+/** GPT-NeoX's fused QKV back in transformers' order, q, k and v of each head in turn, from llama.cpp's every q, every k, every v. */
+function perHeadQkv(t: GgufTensor, heads: number): Uint8Array {
+  const size = (t.dims[1] ?? t.dims[0]) / heads / 3
+  return rowsFrom(t, (row) => {
+    const [head, part, i] = [Math.floor(row / (3 * size)), Math.floor(row / size) % 3, row % size]
+    return (part * heads + head) * size + i
+  })
+}
+
+/** Falcon's fused QKV back in transformers' order, each key-value group's q heads then its k and v, from llama.cpp's every q, every k, every v. */
+function groupedQkv(t: GgufTensor, heads: number, groups: number): Uint8Array {
+  const perGroup = heads / groups
+  const size = (t.dims[1] ?? t.dims[0]) / (heads + 2 * groups)
+  return rowsFrom(t, (row) => {
+    const group = Math.floor(row / ((perGroup + 2) * size))
+    const within = row % ((perGroup + 2) * size)
+    if (within < perGroup * size) return group * perGroup * size + within
+    const kv = within < (perGroup + 1) * size ? 0 : 1
+    return (heads + kv * groups + group) * size + (within - (perGroup + kv) * size)
+  })
+}
 const setKey = (...kv: KeyValue): GgufPatch => ({ setKeys: [kv] })
 
 const CONTROLS: Control[] = [
@@ -263,7 +298,27 @@ const CONTROLS: Control[] = [
     undone: 'attn_output (Conv1D c_proj) not transposed',
     patch: changed(/attn_output\.weight$/, transposedF16),
   },
-  ...['llama-gqa', 'mistral', 'llama3', 'llama-yarn', 'llama2-spm', 'mistral-spm', 'mixtral'].map((model) => {
+  { model: 'gptneox', undone: 'fused q/k/v left per head', patch: changed(/attn_qkv\./, (t) => perHeadQkv(t, configOf('gptneox').num_attention_heads)) },
+  { model: 'gptneox', undone: 'use_parallel_residual false', patch: setKey('gptneox.use_parallel_residual', 'bool', false) },
+  { model: 'falcon', undone: 'fused q/k/v left in key-value groups', patch: changed(/attn_qkv\./, (t) => groupedQkv(t, 4, 2)) },
+  { model: 'phi2', undone: 'RoPE on every dimension of a head', patch: setKey('phi2.rope.dimension_count', 'u32', 16) },
+  { model: 'stablelm', undone: 'per-head q and k norms stacked in reverse order', patch: changed(/attn_[qk]_norm\.weight$/, (t) => reversedSlices(t.bytes, t.dims[1])) },
+  {
+    model: 'olmo2',
+    undone: 'norms after attention and after the FFN swapped',
+    patch: swapped('blk.0.post_attention_norm.weight', 'blk.0.post_ffw_norm.weight'),
+  },
+  { model: 'granite', undone: 'residual_scale left out', patch: dropKeys('granite.residual_scale') },
+  { model: 'granite', undone: 'attention.scale left out', patch: dropKeys('granite.attention.scale') },
+  { model: 'granite', undone: 'embedding_scale left out', patch: dropKeys('granite.embedding_scale') },
+  { model: 'command-r', undone: 'logit_scale left out', patch: dropKeys('command-r.logit_scale') },
+  { model: 'qwen2moe', undone: 'experts stacked in reverse order', patch: expertsReversed('qwen2moe') },
+  { model: 'deepseek-v2-lite', undone: 'experts stacked in reverse order', patch: expertsReversed('deepseek-v2-lite') },
+  { model: 'deepseek-v3', undone: 'sigmoid gating left out (llama.cpp then takes softmax)', patch: dropKeys('deepseek2.expert_gating_func') },
+  { model: 'deepseek-v3', undone: 'expert_weights_scale left out', patch: dropKeys('deepseek2.expert_weights_scale') },
+  { model: 'gpt-oss', undone: 'gate and up experts swapped', patch: swapped('blk.1.ffn_gate_exps.weight', 'blk.1.ffn_up_exps.weight') },
+  { model: 'llama4', undone: 'gate and up experts swapped', patch: swapped('blk.1.ffn_gate_exps.weight', 'blk.1.ffn_up_exps.weight') },
+  ...['llama-gqa', 'mistral', 'llama3', 'llama-yarn', 'llama2-spm', 'mistral-spm', 'mixtral', 'smollm3', 'granite'].map((model) => {
     const { num_attention_heads, num_key_value_heads } = configOf(model)
     const patch = changed(/^blk\.\d+\.attn_[qk]\.weight$/, (t) => unpermuted(t, t.name.includes('attn_q') ? num_attention_heads : num_key_value_heads))
     return { model, undone: 'Q/K permutation undone', patch }

@@ -4,13 +4,14 @@
 // does not decide any value: every key and tensor not patched keeps the original file's bytes.
 import { readFileSync, writeFileSync } from 'node:fs'
 import { GGMLQuantizationType, type GGUFTypedMetadata, GGUFValueType, gguf } from '@huggingface/gguf'
-import { alignUp, encodeHeader, type GgufDtype, type KeyValue } from '../src/gguf/format.ts'
+import { alignUp, encodeHeader, type GgufTensorType, type KeyValue } from '../src/gguf/format.ts'
+import { BYTES_PER_VALUE } from './gguf-fixtures.ts'
 
 /** A tensor of the file: its name, dims in ggml's order (a row's length first), type and data. */
 export interface GgufTensor {
   name: string
   dims: number[]
-  type: GgufDtype
+  type: GgufTensorType
   bytes: Uint8Array
 }
 
@@ -34,13 +35,13 @@ const SCALARS: Partial<Record<GGUFValueType, 'u32' | 'i32' | 'f32' | 'bool' | 's
   [GGUFValueType.BOOL]: 'bool',
   [GGUFValueType.STRING]: 'string',
 }
-const TYPES: Partial<Record<GGMLQuantizationType, GgufDtype>> = {
+const TYPES: Partial<Record<GGMLQuantizationType, GgufTensorType>> = {
   [GGMLQuantizationType.F32]: 'F32',
   [GGMLQuantizationType.F16]: 'F16',
   [GGMLQuantizationType.BF16]: 'BF16',
   [GGMLQuantizationType.Q8_0]: 'Q8_0',
+  [GGMLQuantizationType.MXFP4]: 'MXFP4',
 }
-const BYTES_PER_VALUE: Record<GgufDtype, number> = { F32: 4, F16: 2, BF16: 2, Q8_0: 34 / 32 }
 
 /** The metadata of the GGUF at `path` as [key, type, value] entries, and its tensors with their data. */
 async function readGguf(path: string): Promise<{ metadata: KeyValue[]; tensors: GgufTensor[] }> {
