@@ -7,7 +7,7 @@ import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { ARCHITECTURES } from '../src/gguf/architectures.ts'
+import * as table from '../src/gguf/architectures.ts'
 import type { KeyValue } from '../src/gguf/format.ts'
 import { modelMetadata, readModelConfig } from '../src/gguf/metadata.ts'
 import { ggufStream, writeGguf } from '../src/gguf-node.ts'
@@ -27,7 +27,7 @@ const elementsOf = (shape: number[]) => shape.reduce((a, b) => a * b, 1)
 test('every transformers class of the table has a test model (which llama.cpp judges in test/gguf-llama.test.ts)', () => {
   const models = readdirSync(GGUF_FIXTURES).filter((name) => existsSync(join(GGUF_FIXTURES, name, 'config.json')))
   const tested = new Set(models.map((model) => (configOf(model).architectures as string[])[0]))
-  expect(Object.keys(ARCHITECTURES).filter((name) => !tested.has(name))).toEqual([])
+  expect(Object.keys(table.ARCHITECTURES).filter((name) => !tested.has(name))).toEqual([])
 })
 
 describe('what llama.cpp cannot run as transformers does is refused, naming it', () => {
@@ -71,7 +71,7 @@ describe('what llama.cpp cannot run as transformers does is refused, naming it',
     const folder = withConfig(model, `${model}-${what.replace(/\W+/g, '-')}`, edit)
     const error = await expectError(() => ggufStream(folder), 'UnsupportedConversion')
     expect(error.message).toContain(message)
-    expect(error.message).toContain(`GGUF architecture ${ARCHITECTURES[(configOf(model).architectures as string[])[0]].name}`)
+    expect(error.message).toContain(`GGUF architecture ${table.ARCHITECTURES[(configOf(model).architectures as string[])[0]].name}`)
   })
 })
 
@@ -114,7 +114,7 @@ describe('config.json in another form gives the same GGUF', () => {
 
 /** The architecture keys of the GGUF of `config` (at F16), by key without the architecture's name. */
 function keysOf(config: Config): Record<string, unknown> {
-  const model = readModelConfig(config)
+  const model = readModelConfig(config, table)
   const prefix = `${model.architecture.name}.`
   return Object.fromEntries(modelMetadata(model, 'F16').map(([key, , value]: KeyValue) => [key.startsWith(prefix) ? key.slice(prefix.length) : key, value]))
 }
@@ -169,7 +169,7 @@ describe('hyperparameters the test models do not show', () => {
   })
 
   test('the refusal of another architecture names the supported ones and llama.cpp’s converter', () => {
-    expect(() => readModelConfig({ ...configOf('llama4'), architectures: ['JambaForCausalLM'] })).toThrow(
+    expect(() => readModelConfig({ ...configOf('llama4'), architectures: ['JambaForCausalLM'] }, table)).toThrow(
       /"JambaForCausalLM"; GGUF conversion supports LlamaForCausalLM, .*Llama4ForCausalLM \(for another, llama\.cpp's own convert_hf_to_gguf\.py\)$/,
     )
   })

@@ -302,7 +302,11 @@ const CONTROLS: Control[] = [
   { model: 'gptneox', undone: 'use_parallel_residual false', patch: setKey('gptneox.use_parallel_residual', 'bool', false) },
   { model: 'falcon', undone: 'fused q/k/v left in key-value groups', patch: changed(/attn_qkv\./, (t) => groupedQkv(t, 4, 2)) },
   { model: 'phi2', undone: 'RoPE on every dimension of a head', patch: setKey('phi2.rope.dimension_count', 'u32', 16) },
-  { model: 'stablelm', undone: 'per-head q and k norms stacked in reverse order', patch: changed(/attn_[qk]_norm\.weight$/, (t) => reversedSlices(t.bytes, t.dims[1])) },
+  {
+    model: 'stablelm',
+    undone: 'per-head q and k norms stacked in reverse order',
+    patch: changed(/attn_[qk]_norm\.weight$/, (t) => reversedSlices(t.bytes, t.dims[1])),
+  },
   {
     model: 'olmo2',
     undone: 'norms after attention and after the FFN swapped',

@@ -93,8 +93,9 @@ export async function first(source) {
     budget: 40_000,
     present: [...GGUF, 'read/model.js', 'header.wasm.js', 'convert.wasm.js'],
     absent: [...WRITER, ...CACHE.filter((module) => module !== 'cache/storage.js'), ...STATS, 'write/convert-stream.js'],
-    // The reader of a SentencePiece tokenizer.model, loaded for models that have one.
-    onDemand: ['gguf/sentencepiece.js'],
+    // The reader of a SentencePiece tokenizer.model, loaded for models that have one; the table of architectures,
+    // loaded when a conversion starts.
+    onDemand: ['gguf/sentencepiece.js', 'gguf/architectures.js'],
   },
 ]
 

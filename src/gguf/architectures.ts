@@ -3,7 +3,8 @@
 // release v0.4.0): its GGUF architecture, its hyperparameter keys, its tensor names and the transforms its tensors
 // go through, named from a small shared set (the Q/K permutation, a norm shift, fused tensors regrouped or split,
 // experts or heads stacked, transposes, MXFP4 blocks kept). metadata.ts reads config.json and writes the keys,
-// tensors.ts plans the tensors; docs/development.md, "Adding a GGUF architecture", says what an entry takes.
+// tensors.ts plans the tensors; docs/development.md, "Adding a GGUF architecture", says what an entry takes. It is
+// data that only a conversion needs: index.ts loads it on demand, and passes it on.
 import { SafetensorsError } from '../errors.ts'
 
 export type Values = Record<string, unknown>
@@ -44,12 +45,17 @@ export interface Rope {
   partial: number
 }
 
+/** This module, which index.ts loads when a conversion starts (a page that only imports ggufStream does not load it). */
+export type ArchitectureTable = typeof import('./architectures.ts')
+
 /** A model's config.json, and the values every architecture needs of it. */
 export interface ModelConfig {
   /** config.json, with the values its config class assumes where it has none. */
   values: Values
   read: ConfigReader
   architecture: Architecture
+  /** The table the architecture is of. */
+  table: ArchitectureTable
   hidden: number
   /** Attention heads, and key-value heads (num_attention_heads without grouped-query attention). */
   heads: number

@@ -250,7 +250,8 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
   let tensors: PlannedTensor[]
   let header: EncodedHeader
   try {
-    const config = readModelConfig((await json('config.json', true))!)
+    // The table of architectures, data only a conversion needs, loaded now.
+    const config = readModelConfig((await json('config.json', true))!, await import('./architectures.ts'))
     // A SentencePiece model's own file, if there is one, else tokenizer.json says what the tokenizer is.
     const sentencePiece = await readBesideModel(located, 'tokenizer.model', false, read)
     const files = {

@@ -4,7 +4,7 @@
 // differs by architecture is its entry of architectures.ts.
 import { SafetensorsError } from '../errors.ts'
 import { jsonFileError } from '../format/model-config.ts'
-import { type AddKey, ARCHITECTURES, type ConfigReader, GATING, type ModelConfig, type Rope, unsupported, type Values } from './architectures.ts'
+import type { AddKey, ArchitectureTable, ConfigReader, ModelConfig, Rope, Values } from './architectures.ts'
 import { ALIGNMENT, type GgufDtype, type KeyValue } from './format.ts'
 
 /** The first of config.json's `keys` (space-separated aliases) that is set, with the key it was found under. */
@@ -46,7 +46,13 @@ function readerOf(values: Values): ConfigReader {
   }
 }
 
-function ropeOf(values: Values, read: ConfigReader, name: string, supportedTypes: readonly string[], maxPositions: number | undefined): Rope {
+function ropeOf(
+  values: Values,
+  read: ConfigReader,
+  { name, rope }: ModelConfig['architecture'],
+  { unsupported }: ArchitectureTable,
+  maxPositions: number | undefined,
+): Rope {
   const parameters = (values.rope_parameters ?? {}) as Values
   // Gemma 3 keeps one dict per layer type: scaling applies to the global layers, the full_attention ones.
   const dict: Values = {
@@ -57,7 +63,7 @@ function ropeOf(values: Values, read: ConfigReader, name: string, supportedTypes
   const inDict = readerOf(dict)
   const named = String(dict.rope_type ?? dict.type ?? 'default').toLowerCase()
   const type = named === 'su' ? 'longrope' : named
-  const supported = ['default', ...supportedTypes]
+  const supported = ['default', ...rope]
   if (!supported.includes(type)) throw unsupported(`RoPE type ${JSON.stringify(type)}`, `${name}, which takes ${supported.join(', ')}`)
   // transformers gives a top-level original_max_position_embeddings priority (Phi-3 keeps it there), then the dict's, then the context.
   const original = read.integer('original_max_position_embeddings') ?? inDict.integer('original_max_position_embeddings') ?? maxPositions ?? 0
@@ -75,7 +81,9 @@ function ropeOf(values: Values, read: ConfigReader, name: string, supportedTypes
   }
 }
 
-export function readModelConfig(config: Values): ModelConfig {
+/** config.json read for the GGUF of one of `table`'s architectures: its values and the entry's checks. */
+export function readModelConfig(config: Values, table: ArchitectureTable): ModelConfig {
+  const { ARCHITECTURES } = table
   const names = config.architectures
   const name = Array.isArray(names) ? names[0] : undefined
   const architecture = Object.hasOwn(ARCHITECTURES, name) ? ARCHITECTURES[name] : undefined
@@ -90,12 +98,13 @@ export function readModelConfig(config: Values): ModelConfig {
   const read = readerOf(values)
   const heads = read.integer('num_attention_heads n_head', true)!
   const hidden = read.integer('hidden_size n_embd', true)!
-  const rope = ropeOf(values, read, architecture.name, architecture.rope, read.integer('max_position_embeddings n_positions'))
+  const rope = ropeOf(values, read, architecture, table, read.integer('max_position_embeddings n_positions'))
   const headDim = read.integer('head_dim') ?? Math.floor(hidden / heads)
   const model: ModelConfig = {
     values,
     read,
     architecture,
+    table,
     hidden,
     heads,
     kvHeads: architecture.kvHeads?.(read, heads) ?? read.integer('num_key_value_heads') ?? heads,
@@ -122,6 +131,7 @@ export function keepsMxfp4({ architecture, values }: ModelConfig): boolean {
 /** The general.* and architecture keys of a GGUF of `config` whose weights are `dtype`. */
 export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[] {
   const { read, architecture, rope } = config
+  const { GATING, unsupported } = config.table
   const arch = architecture.name
   const keys = new Map<string, KeyValue>()
   const set = (kv: KeyValue) => keys.set(kv[0], kv)

@@ -7,7 +7,7 @@ import { SafetensorsError } from '../errors.ts'
 import type { TensorInfo } from '../format/header.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import type { SafetensorsModel } from '../read/model.ts'
-import { type ModelConfig, RESHAPES, type Reshape, type Reshaping, type Rows, type Take, TENSORS, TOP_LEVEL, type Unit } from './architectures.ts'
+import type { ModelConfig, Reshape, Reshaping, Rows, Take, Unit } from './architectures.ts'
 import type { GgufDtype, GgufTensorType, TensorEntry } from './format.ts'
 import { keepsMxfp4, ropeTensors } from './metadata.ts'
 import { Q8_0_BLOCK } from './q8_0.ts'
@@ -27,7 +27,7 @@ interface Mapped {
  * and Falcon's) and `gpt_neox.` are dropped, a block is `layers.N` or `h.N`, an expert's or a stacked norm's index
  * is taken out (`mlp.experts.3.up_proj` is expert 3 of `mlp.experts.up_proj`).
  */
-function mapped(name: string, { architecture, blocks }: ModelConfig): Mapped | undefined {
+function mapped(name: string, { architecture, blocks, table: { TOP_LEVEL, TENSORS } }: ModelConfig): Mapped | undefined {
   const [, base, kind] = /^(?:model\.|transformer\.|gpt_neox\.)?(.+?)(?:\.(weight|bias))?$/.exec(name)!
   const full = (to: string, prefix: string) => `${prefix}${to}${/\.(weight|bias)$/.test(to) ? '' : `.${kind ?? 'weight'}`}`
   if (Object.hasOwn(TOP_LEVEL, base)) return { targets: [{ name: full(TOP_LEVEL[base], '') }] }
@@ -140,7 +140,8 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
     }
     for (const { name: gguf, reshape } of target.targets) {
       const role = architecture.permuteQK && /\.attn_([qk])\./.exec(gguf)?.[1]
-      const how: Reshaping = (role === 'q' ? RESHAPES.qPairs : role === 'k' ? RESHAPES.kPairs : (reshape ?? asItIs))(info.shape, config)
+      const { qPairs, kPairs } = config.table.RESHAPES
+      const how: Reshaping = (role === 'q' ? qPairs : role === 'k' ? kPairs : (reshape ?? asItIs))(info.shape, config)
       if (quantized && keepsMxfp4(config) && model.quantization?.method === 'mxfp4') {
         // gpt-oss's stored blocks, kept: the logical tensor [experts, in, out]'s transform names the rows of out to take.
         const [blocks, scales] = info.quantized.parts.map(stored)
