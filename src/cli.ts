@@ -5,16 +5,15 @@
 import { readFileSync } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
-import { type GgufDtype, writeGguf } from './gguf-node.ts'
-import { systemMessage } from './node/atomic-files.ts'
+import { type GgufDtype, GgufFile, type GgufValue, openGguf, writeGguf } from './gguf-node.ts'
 import { cleanUpWrites } from './node/temporary-files.ts'
 import {
   type ConvertTarget,
   convertFile,
   convertModel,
-  type DType,
   type Header,
   type LogicalTensorInfo,
+  type OpenModelOptions,
   open,
   openModel,
   type ProgressCallback,
@@ -25,6 +24,7 @@ import {
   type TensorInfo,
   tensorStats,
 } from './node.ts'
+import { systemMessage } from './platform/node-files.ts'
 
 const USAGE = `usage:
   safetensors-wasm inspect <file|url|model> [--json] [--tensor NAME]
@@ -38,7 +38,8 @@ const USAGE = `usage:
       an <out> ending in .gguf is a GGUF for llama.cpp of the model (Llama, Mistral,
       Mixtral, Qwen2/3, Qwen3-MoE, Gemma 2/3, Phi-3, GPT-2) and its tokenizer, F16
       unless --dtype says otherwise
-  a model is a model.safetensors.index.json (path or URL) or a folder holding one
+  a model is a model.safetensors.index.json (path or URL) or a folder holding one;
+  a file is a SafeTensors or a GGUF file
   validate exits 0 when every input is valid, 1 when one is invalid, 3 when none is
   invalid but one could not be read (missing, no permission, an HTTP error); 2 is bad usage`
 
@@ -75,8 +76,10 @@ async function main(args: string[]): Promise<number> {
   const json = flags.has('--json')
   const tensor = values.get('--tensor')
   if (tensor !== undefined && command !== 'inspect') throw new UsageError('--tensor goes with inspect')
-  if (command === 'inspect' && files.length === 1) return inspect(files[0], json, tensor)
-  if (command === 'validate' && files.length > 0) return validate(files, json)
+  if ((command === 'inspect' && files.length === 1) || (command === 'validate' && files.length > 0)) {
+    for (const file of files) refuseFolderUrl(file, false)
+    return command === 'inspect' ? inspect(files[0], json, tensor) : validate(files, json)
+  }
   if (command === 'convert' && files.length === 2) return convertCommand(files[0], files[1], values.get('--dtype'), values.get('--max-shard-size'))
   throw new UsageError(['inspect', 'validate', 'convert'].includes(command) ? `${command}: wrong number of files` : `unknown command ${command}`)
 }
@@ -86,15 +89,33 @@ function version(): string {
   return JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version
 }
 
+const isUrl = (location: string) => /^https?:\/\//i.test(location)
+
 /** A model index (a path or URL ending in .index.json) or a local folder is read as a sharded model. */
 async function isModel(location: string): Promise<boolean> {
   if (location.endsWith('.index.json')) return true
-  return !/^https?:\/\//i.test(location) && (await stat(location).catch(() => undefined))?.isDirectory() === true
+  return !isUrl(location) && (await stat(location).catch(() => undefined))?.isDirectory() === true
+}
+
+/**
+ * A URL that names no file of a model is bad usage: a folder's (HTTP cannot list one), or, where only a model
+ * will do (`modelOnly`), one whose path ends in neither .json nor .safetensors, such as a folder's without its
+ * slash (whose server answers with a page listing it).
+ */
+function refuseFolderUrl(location: string, modelOnly: boolean): void {
+  if (!isUrl(location)) return
+  const { pathname } = new URL(location)
+  const folder = pathname.endsWith('/')
+  if (!folder && (!modelOnly || /\.(json|safetensors)$/i.test(pathname))) return
+  const base = folder ? location : `${location}/`
+  throw new UsageError(
+    `${location} ${folder ? "is a folder's URL, and HTTP cannot list a folder" : 'names neither a model index nor a .safetensors file'}: give the URL of the model's index or of its file, such as ${base}model.safetensors.index.json or ${base}model.safetensors`,
+  )
 }
 
 /** Opens a sharded model and checks its index against its shards: every listed tensor is where the index says, and nothing is unlisted. */
-async function checkedModel(location: string): Promise<SafetensorsModel> {
-  const model = await openModel(location)
+async function checkedModel(location: string, options?: OpenModelOptions): Promise<SafetensorsModel> {
+  const model = await openModel(location, options)
   const [first] = model.unlisted()
   if (first) {
     await model.close()
@@ -107,26 +128,70 @@ async function checkedModel(location: string): Promise<SafetensorsModel> {
   return model
 }
 
+/** What inspect and validate read: a file, or a model, with, when its quantization is not read, why. */
+interface Opened {
+  source: SafetensorsFile | SafetensorsModel | GgufFile
+  /** The model's quantization is one this library does not read: its stored tensors are read as they are. */
+  unread?: SafetensorsError
+}
+
+async function openInput(location: string): Promise<Opened> {
+  if (!(await isModel(location))) return { source: await openFile(location) }
+  try {
+    return { source: await checkedModel(location) }
+  } catch (error) {
+    // Its SafeTensors files are still judged, and its tensors listed, as stored.
+    if (!(error instanceof SafetensorsError) || error.code !== 'UnsupportedQuantization') throw error
+    return { source: await checkedModel(location, { quantization: false }), unread: error }
+  }
+}
+
+/** The line that says a model's quantization is not read. */
+const unreadNote = (error: SafetensorsError) => `quantization not read, tensors as stored: ${error.message}`
+
 interface Checked {
   tensors: number
   shards?: Array<{ file: string; tensors: number }>
+  note?: string
+}
+
+/** A GGUF file (by its name, or by what open() found in it) or a SafeTensors file. */
+async function openFile(location: string): Promise<SafetensorsFile | GgufFile> {
+  if (/\.gguf$/i.test(location.replace(/[?#].*$/, ''))) return openGguf(location)
+  try {
+    return await open(location)
+  } catch (error) {
+    if (error instanceof SafetensorsError && error.message.includes('it is a GGUF file')) return openGguf(location)
+    throw error
+  }
 }
 
 async function check(location: string): Promise<Checked> {
-  if (!(await isModel(location))) {
-    const file = await open(location)
-    await file.close()
-    return { tensors: file.header.tensors.length }
-  }
-  const model = await checkedModel(location)
-  await model.close()
-  const shards = [...model.shards].map(([file, shard]) => ({ file, tensors: shard.header.tensors.length }))
-  return { tensors: model.names().length, shards }
+  const { source, unread } = await openInput(location)
+  await source.close()
+  if (!('shards' in source)) return { tensors: source.header.tensors.length }
+  const shards = [...source.shards].map(([file, shard]) => ({ file, tensors: shard.header.tensors.length }))
+  return { tensors: source.names().length, shards, ...(unread && { note: unreadNote(unread) }) }
+}
+
+/**
+ * The library's message without the input's name, which the line that prints it begins with: the input is
+ * named once ("x: Io: cannot open: …", not "x: Io: x: cannot open x: …"). Other files (a shard, an index in a
+ * folder) stay named.
+ */
+function withoutInput(message: string, input: string): string {
+  const rest = message.startsWith(`${input}: `) ? message.slice(input.length + 2) : message
+  return rest.startsWith(`${input} is `) ? rest.slice(input.length + 1) : rest.replace(` ${input}: `, ': ')
+}
+
+/** A failure as a line of stderr (or of validate's stdout, `status` before the code). */
+function failureLine(file: string, error: SafetensorsError, status = ''): string {
+  return `${file}: ${status}${error.code}: ${withoutInput(error.message, file)}`
 }
 
 /** A failure as validate --json and inspect --json print it. */
 function failureJson(file: string, error: SafetensorsError): string {
-  return JSON.stringify({ file, valid: false, code: error.code, message: error.message })
+  return JSON.stringify({ file, valid: false, code: error.code, message: withoutInput(error.message, file) })
 }
 
 /**
@@ -138,18 +203,19 @@ async function validate(files: string[], json: boolean): Promise<number> {
   let unreadable = 0
   for (const file of files) {
     try {
-      const { tensors, shards } = await check(file)
-      if (json) console.log(JSON.stringify({ file, valid: true, tensors, ...(shards && { shards }) }))
+      const { tensors, shards, note } = await check(file)
+      if (json) console.log(JSON.stringify({ file, valid: true, tensors, ...(shards && { shards }), ...(note && { note }) }))
       else {
         console.log(`${file}: valid, ${count(tensors, 'tensor')}${shards ? ` in ${count(shards.length, 'shard')}` : ''}`)
         for (const shard of shards ?? []) console.log(`  ${shard.file}: valid, ${count(shard.tensors, 'tensor')}`)
+        if (note) console.log(`  note: ${note}`)
       }
     } catch (error) {
       if (!(error instanceof SafetensorsError)) throw error
       const readable = error.code !== 'Io'
       if (readable) invalid++
       else unreadable++
-      console.log(json ? failureJson(file, error) : `${file}: ${readable ? 'INVALID' : 'UNREADABLE'} ${error.code}: ${error.message}`)
+      console.log(json ? failureJson(file, error) : failureLine(file, error, readable ? 'INVALID ' : 'UNREADABLE '))
     }
   }
   return invalid > 0 ? 1 : unreadable > 0 ? 3 : 0
@@ -161,9 +227,12 @@ interface Totals {
   bytes: number
 }
 
-function summarize(tensors: readonly TensorInfo[]): { total: Totals; byDtype: Partial<Record<DType, Totals>> } {
+/** A tensor as the tables and totals take it: a GGUF's `type` is its dtype. */
+type Listed = Pick<TensorInfo, 'name' | 'shape' | 'byteLength'> & { dtype: string }
+
+function summarize(tensors: readonly Listed[]): { total: Totals; byDtype: Record<string, Totals> } {
   const total: Totals = { tensors: 0, parameters: 0, bytes: 0 }
-  const byDtype: Partial<Record<DType, Totals>> = {}
+  const byDtype: Record<string, Totals> = {}
   for (const info of tensors) {
     const parameters = info.shape.reduce((a, b) => a * b, 1)
     for (const t of [total, (byDtype[info.dtype] ??= { tensors: 0, parameters: 0, bytes: 0 })]) {
@@ -177,11 +246,12 @@ function summarize(tensors: readonly TensorInfo[]): { total: Totals; byDtype: Pa
 
 async function inspect(location: string, json: boolean, tensor: string | undefined): Promise<number> {
   try {
-    const source = (await isModel(location)) ? await checkedModel(location) : await open(location)
+    const { source, unread } = await openInput(location)
     try {
       if (tensor !== undefined) await printTensor(source, tensor, json)
+      else if (source instanceof GgufFile) printGguf(location, source, json)
       else if ('header' in source) printHeader(location, source.header, json)
-      else printModel(location, source, json)
+      else printModel(location, source, json, unread && unreadNote(unread))
     } finally {
       await source.close()
     }
@@ -189,7 +259,7 @@ async function inspect(location: string, json: boolean, tensor: string | undefin
   } catch (error) {
     if (!(error instanceof SafetensorsError)) throw error
     if (json) console.log(failureJson(location, error))
-    else console.error(`${location}: ${error.code}: ${error.message}`)
+    else console.error(failureLine(location, error))
     return 1
   }
 }
@@ -218,7 +288,7 @@ function printHeader(location: string, header: Header, json: boolean): void {
   printTotals(totals)
 }
 
-function printModel(location: string, model: SafetensorsModel, json: boolean): void {
+function printModel(location: string, model: SafetensorsModel, json: boolean, note: string | undefined): void {
   // checkedModel leaves no stored tensor unlisted: each shard's are the model's (a quantized module's parts included).
   const shards = [...model.shards].map(([file, shard]) => ({
     file,
@@ -237,6 +307,7 @@ function printModel(location: string, model: SafetensorsModel, json: boolean): v
           model: location,
           metadata: model.metadata,
           ...(quantization && { quantization }),
+          ...(note && { note }),
           shards,
           tensors,
           totals: { ...totals.total, byDtype: totals.byDtype },
@@ -251,6 +322,7 @@ function printModel(location: string, model: SafetensorsModel, json: boolean): v
   console.log(`${location}: sharded model, ${count(shards.length, 'shard')}, ${count(fileBytes)} bytes in all`)
   printMetadata(model.metadata)
   if (quantization) console.log(`\n${quantizationLine(quantization, infos)}`)
+  if (note) console.log(`\nnote: ${note}`)
   console.log('\nshards:')
   const width = Math.max(...shards.map((s) => s.file.length))
   for (const s of shards) console.log(`  ${s.file.padEnd(width)}  ${count(s.tensors, 'tensor').padStart(13)}  ${count(s.fileSize, 'byte').padStart(20)}`)
@@ -287,7 +359,7 @@ function printMetadata(metadata: Record<string, unknown> | null): void {
   for (const [key, value] of Object.entries(metadata)) console.log(`  ${key}: ${typeof value === 'string' ? value : JSON.stringify(value)}`)
 }
 
-function tensorRow(t: TensorInfo, ...extra: Array<string | undefined>): string[] {
+function tensorRow(t: Listed, ...extra: Array<string | undefined>): string[] {
   return [t.name, t.dtype, `[${t.shape.join(', ')}]`, count(t.byteLength), ...extra.map((e) => e ?? '')]
 }
 
@@ -313,9 +385,74 @@ function printTotals({ total, byDtype }: ReturnType<typeof summarize>): void {
   }
 }
 
+/** Arrays longer than this are shown as their first values and their length; strings longer than this many characters are cut. */
+const SHOWN_VALUES = 8
+const SHOWN_CHARACTERS = 200
+
+/** The shortest decimal that reads back as the same float32: 1e-6 rather than 9.999999974752427e-7. */
+function shortestF32(x: number): number {
+  for (let digits = 1; digits < 9; digits++) if (Math.fround(Number(x.toPrecision(digits))) === x) return Number(x.toPrecision(digits))
+  return x
+}
+
+/**
+ * A GGUF value as JSON allows: float32s at their shortest, 64-bit integers and non-finite floats as strings, arrays
+ * of more than 16 values as their length and first 8.
+ */
+function ggufJson(value: GgufValue, f32: boolean): unknown {
+  if (typeof value === 'bigint' || (typeof value === 'number' && !Number.isFinite(value))) return String(value)
+  if (typeof value === 'number') return f32 ? shortestF32(value) : value
+  if (typeof value !== 'object') return value
+  const values = Array.from(value as ArrayLike<GgufValue>, (v) => ggufJson(v, f32))
+  return values.length > 2 * SHOWN_VALUES ? { length: values.length, first: values.slice(0, SHOWN_VALUES) } : values
+}
+
+/** A GGUF value in a line: as in JSON, strings unquoted where they are plain and short. */
+function ggufText(value: GgufValue, f32: boolean, nested = false): string {
+  if (typeof value === 'string') {
+    const cut = value.length > SHOWN_CHARACTERS ? `${value.slice(0, SHOWN_CHARACTERS)}…` : value
+    // Quoted where JSON would escape something (a newline, a quote), so that a value stays on its line.
+    const quoted = JSON.stringify(cut)
+    const text = nested || quoted.slice(1, -1) !== cut ? quoted : cut
+    return cut === value ? text : `${text} (${count(value.length, 'character')})`
+  }
+  if (typeof value !== 'object') return String(ggufJson(value, f32))
+  const values = Array.from(value as ArrayLike<GgufValue>)
+  const shown = values.slice(0, values.length > 2 * SHOWN_VALUES ? SHOWN_VALUES : values.length).map((v) => ggufText(v, f32, true))
+  return shown.length < values.length ? `[${shown.join(', ')}, … ${count(values.length, 'value')}]` : `[${shown.join(', ')}]`
+}
+
+function printGguf(location: string, file: GgufFile, json: boolean): void {
+  const { version, byteOrder, alignment, dataStart, fileSize, metadata, metadataTypes } = file.header
+  const tensors = file.header.tensors.map(({ name, type, shape, byteLength, offset }) => ({ name, dtype: type, shape, byteLength, offset }))
+  const totals = summarize(tensors)
+  const f32 = (key: string) => /^(ARRAY\[)?FLOAT32/.test(metadataTypes[key])
+  if (json) {
+    const entries = Object.entries(metadata).map(([key, value]) => [key, { type: metadataTypes[key], value: ggufJson(value, f32(key)) }])
+    const listed = tensors.map(({ dtype, ...t }) => ({ name: t.name, type: dtype, shape: t.shape, byteLength: t.byteLength, offset: t.offset }))
+    const gguf = { format: 'GGUF', version, byteOrder, alignment, fileSize, dataStart }
+    console.log(
+      JSON.stringify(
+        { file: location, ...gguf, metadata: Object.fromEntries(entries), tensors: listed, totals: { ...totals.total, byType: totals.byDtype } },
+        null,
+        2,
+      ),
+    )
+    return
+  }
+  console.log(`${location}: GGUF v${version}, ${byteOrder}-endian, ${count(fileSize)} bytes, alignment ${alignment}, data from byte ${count(dataStart)}`)
+  console.log('\nmetadata:')
+  for (const [key, value] of Object.entries(metadata)) console.log(`  ${key} (${metadataTypes[key]}): ${ggufText(value, f32(key))}`)
+  printTable(
+    tensors.map((t) => tensorRow(t)),
+    [],
+  )
+  printTotals(totals)
+}
+
 /** Reads one tensor as F32 and prints its statistics (computed in wasm). */
-async function printTensor(file: SafetensorsFile | SafetensorsModel, name: string, json: boolean): Promise<void> {
-  const info = file.info(name)
+async function printTensor(file: SafetensorsFile | SafetensorsModel | GgufFile, name: string, json: boolean): Promise<void> {
+  const info = file instanceof GgufFile ? { ...file.info(name), dtype: file.info(name).type } : file.info(name)
   const onProgress = process.stderr.isTTY ? progressBar() : undefined
   const tensor = await file.getTensor(name, { dtype: 'F32', onProgress }).finally(() => onProgress && process.stderr.write('\n'))
   const stats = { name, dtype: info.dtype, shape: info.shape, ...tensorStats(tensor.data, { bins: 10 }) }
@@ -358,22 +495,26 @@ function parseDtype<T extends string>(text: string, targets: readonly T[]): T {
 }
 
 async function convertCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined): Promise<number> {
-  if (/\.gguf$/i.test(output)) {
-    if (sizeText !== undefined) throw new UsageError(`--max-shard-size goes with a SafeTensors output; ${output} is a GGUF, written as one file`)
-    return ggufCommand(input, output, dtypeText === undefined ? 'F16' : parseDtype(dtypeText, GGUF_TARGETS))
-  }
-  const dtype = dtypeText === undefined ? undefined : parseDtype(dtypeText, TARGETS)
+  const gguf = /\.gguf$/i.test(output)
+  if (gguf && sizeText !== undefined) throw new UsageError(`--max-shard-size goes with a SafeTensors output; ${output} is a GGUF, written as one file`)
+  const ggufDtype = gguf && dtypeText !== undefined ? parseDtype(dtypeText, GGUF_TARGETS) : undefined
+  const dtype = !gguf && dtypeText !== undefined ? parseDtype(dtypeText, TARGETS) : undefined
   const maxShardSize = sizeText === undefined ? undefined : parseSize(sizeText)
-  if (dtype === undefined && maxShardSize === undefined) throw new UsageError('convert needs --dtype F32|F16|BF16, --max-shard-size SIZE or both')
+  if (!gguf && dtype === undefined && maxShardSize === undefined) throw new UsageError('convert needs --dtype F32|F16|BF16, --max-shard-size SIZE or both')
+  refuseFolderUrl(input, gguf)
   const model = await isModel(input)
-  const intoFolder = model || maxShardSize !== undefined
+  // The input's faults first: they say what to fix before the output's name matters.
+  const fault = await inputFault(input, model)
+  if (fault) return fail(failureLine(input, fault))
+  const intoFolder = !gguf && (model || maxShardSize !== undefined)
   if (intoFolder && /\.safetensors$/i.test(output)) {
     throw new UsageError(
       `${output}: this writes a folder of the model's files, which a name ending in .safetensors would pass off as a file; give a folder name`,
     )
   }
   const wrong = await outputInTheWay(output, intoFolder)
-  if (wrong) return fail(output, 'Io', wrong)
+  if (wrong) return fail(`${output}: Io: ${wrong}`)
+  if (gguf) return ggufCommand(input, output, ggufDtype ?? 'F16')
   const started = performance.now()
   const options = { dtype, maxShardSize, onProgress: progressOption() }
   const written = await converting(input, output, model, options, () => (model ? convertModel(input, output, options) : convertFile(input, output, options)))
@@ -383,8 +524,23 @@ async function convertCommand(input: string, output: string, dtypeText: string |
   return 0
 }
 
-function fail(name: string, code: string, message: string): number {
-  console.error(`${name}: ${code}: ${message}`)
+/**
+ * What is wrong with a local input (missing, not SafeTensors, a GGUF, a folder with no model), found by opening
+ * it once. Over HTTP the conversion's own reads find it: a second open could mean a second download.
+ */
+async function inputFault(input: string, model: boolean): Promise<SafetensorsError | undefined> {
+  if (isUrl(input)) return undefined
+  try {
+    await (model ? await openModel(input) : await open(input)).close()
+    return undefined
+  } catch (error) {
+    if (error instanceof SafetensorsError) return error
+    throw error
+  }
+}
+
+function fail(line: string): number {
+  console.error(line)
   return 1
 }
 
@@ -403,8 +559,11 @@ async function converting<T>(
   options: { onProgress?: ProgressCallback },
   run: () => Promise<T>,
 ): Promise<T | undefined> {
-  // Interrupted, a write removes what it began and leaves its target as it was.
+  // Interrupted, a write removes what it began and leaves its target as it was. What the removal makes the
+  // write itself fail with (a file closed under it) is not a failure to report.
+  let stopping = false
   const stop = (signal: NodeJS.Signals, code: number) => () => {
+    stopping = true
     void cleanUpWrites().finally(() => {
       console.error(`${output}: stopped by ${signal}; the temporary files are removed`)
       process.exit(code)
@@ -417,6 +576,8 @@ async function converting<T>(
   try {
     return await run()
   } catch (error) {
+    // The process exits once the cleanup is done.
+    if (stopping) return new Promise<never>(() => {})
     // The output is the input: bad usage, found before anything was written.
     if (error instanceof RangeError) throw new UsageError(error.message)
     // An error names the local file it is about (error.path): the input's (a file, or a model's index and the
@@ -425,11 +586,11 @@ async function converting<T>(
     const readsInput = (path: string) => resolve(path) === resolve(input) || dirname(resolve(path)) === inputFolder
     if (error instanceof SafetensorsError && error.code === 'Io' && error.path !== undefined && !readsInput(error.path)) {
       // In the system's words, without its paths: they name temporary files.
-      fail(output, 'Io', `cannot write: ${error.cause === undefined ? error.message : systemMessage(error.cause)}`)
+      fail(`${output}: Io: cannot write: ${error.cause === undefined ? error.message : systemMessage(error.cause)}`)
       return undefined
     }
     if (error instanceof SafetensorsError) {
-      fail(input, error.code, error.message)
+      fail(failureLine(input, error))
       return undefined
     }
     throw error
@@ -442,8 +603,6 @@ async function converting<T>(
 
 /** convert into a .gguf: "out.gguf: wrote 21 tensors (9 F32, 12 Q8_0), 1,234 bytes, 0.12 s". */
 async function ggufCommand(input: string, output: string, dtype: GgufDtype): Promise<number> {
-  const wrong = await outputInTheWay(output, false)
-  if (wrong) return fail(output, 'Io', wrong)
   const started = performance.now()
   const options = { dtype, onProgress: progressOption() }
   const written = await converting(input, output, true, options, () => writeGguf(input, output, options))

@@ -8,7 +8,9 @@
  * - `InvalidHeader`: the header is not strict UTF-8.
  * - `InvalidHeaderDeserialization`: the header (or a model index) is not one JSON object of the schema: bad
  *   JSON, wrong types, an unknown dtype, a missing field, a number that is not a plain u64 integer, a
- *   duplicate key, nesting deeper than 64.
+ *   duplicate key, nesting deeper than 64. Also a model's config.json, tokenizer.json or tokenizer_config.json
+ *   that holds a value of the wrong type or range where it is read, or nests deeper than 64 (the message names
+ *   the file and the key).
  * - `InvalidOffset`: a tensor does not begin where the previous one ends (the first at 0), or ends before it begins.
  * - `ValidationOverflow`: an element or bit count overflows 64 bits, or a value is above 2^53 - 1.
  * - `MisalignedSlice`: a tensor's (or a slice's) bits are not a whole number of bytes (F4, F6).
@@ -32,6 +34,13 @@
  *   and those it reads).
  * - `InvalidQuantization`: parts that do not fit together: a scale of the wrong shape, a g_idx out of range, a
  *   missing part (the message names the module).
+ *
+ * And a GGUF file's (`safetensors-wasm/gguf`'s openGguf):
+ *
+ * - `InvalidGguf`: not a GGUF this library reads: another magic, a version other than 2 and 3, a truncated
+ *   header, a count or length that claims more than the file holds, an unknown value or tensor type, a shape
+ *   that is not whole blocks, a tensor past the end of the file or overlapping another (the message names the
+ *   key or tensor and the byte offset).
  */
 export type ErrorCode =
   | 'HeaderTooSmall'
@@ -52,6 +61,7 @@ export type ErrorCode =
   | 'Aborted'
   | 'UnsupportedQuantization'
   | 'InvalidQuantization'
+  | 'InvalidGguf'
 
 /** The facts an error carries besides its code and message, as fields; each is set where it applies. */
 export interface ErrorFacts {

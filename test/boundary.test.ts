@@ -6,10 +6,12 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
 import * as dtypeNumbers from '../assembly/boundary/dtypes.ts?constants'
+import * as ggml from '../assembly/boundary/ggml.ts?constants'
 import * as boundary from '../assembly/boundary/header.ts?constants'
 import { kernelModule } from '../src/core/convert.ts'
 import { canConvert, DTYPES } from '../src/core/dtypes.ts'
 import { REASON_TEXT, STATUS_ERRORS } from '../src/format/header.ts'
+import { GGML_TYPES } from '../src/gguf/ggml-types.ts'
 
 const FIELD_BYTES: Record<string, number> = { u8: 1, i8: 1, u16: 2, i16: 2, u32: 4, i32: 4, f32: 4, u64: 8, i64: 8, f64: 8 }
 
@@ -136,6 +138,19 @@ describe("each wasm module's contract", () => {
 
 test('the dtype numbers of the wasm modules are the indices of DTYPES', () => {
   expect({ ...dtypeNumbers }).toEqual(Object.fromEntries(DTYPES.map((dtype, index) => [dtype, index])))
+})
+
+test("the ggml module's type numbers are ggml's, one for each type but Q8_1 (which ggml does not dequantize), its other codes distinct", () => {
+  const named = (prefix: string) => Object.entries(ggml).filter(([name]) => name.startsWith(prefix))
+  expect(Object.fromEntries(named('TYPE_'))).toEqual(
+    Object.fromEntries(
+      Object.entries(GGML_TYPES)
+        .filter(([name]) => name !== 'Q8_1')
+        .map(([name, { id }]) => [`TYPE_${name}`, id]),
+    ),
+  )
+  expect(ggml.STATUS_OK).toBe(0)
+  for (const prefix of ['STATUS_', 'TO_', 'ORDER_']) expect(new Set(named(prefix).map(([, value]) => value)).size).toBe(named(prefix).length)
 })
 
 describe('the header scanner and src/', () => {

@@ -5,7 +5,7 @@
 
 import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { crc32, deflateSync } from 'node:zlib'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -13,7 +13,8 @@ import { type FullDisk, fullDiskUnavailable, mountTmpfs } from './full-disk.ts'
 import { FIXTURES_REAL } from './helpers.ts'
 import { rangeHandler, startServer, type TestServer } from './http-server.ts'
 import { prng } from './random.ts'
-import { CLI, cli, cliWith, spawnCli } from './run-cli.ts'
+import { buildFile, headerOf, tensorBytes } from './read-helpers.ts'
+import { CLI, cli, cliWith, expectOneLine, lines, spawnCli, spawnCliWith } from './run-cli.ts'
 import { ls, orderedEntries, referenceFile, randomBytes as seededBytes, splitFile, tempDir } from './writer-reference.ts'
 
 const FILE = `${FIXTURES_REAL}fluxml__safetensors.jl__model.with_metadata.safetensors`
@@ -29,17 +30,6 @@ beforeAll(() => {
 const TEMP = tempDir('cli-contract-')
 afterAll(() => rmSync(TEMP, { recursive: true, force: true }))
 const scratch = () => mkdtempSync(join(TEMP, 'test-'))
-
-/** The lines of an output, without the final newline. */
-const lines = (text: string) => text.replace(/\n$/, '').split('\n')
-
-/** What one line of stderr must be: exactly one line, no stack frame, no temporary file name. */
-function expectOneLine(stderr: string): string {
-  const [line, ...more] = lines(stderr)
-  expect(more, stderr).toEqual([])
-  expect(line).not.toMatch(/\.tmp\b|^\s+at /)
-  return line
-}
 
 /** A real 1x1 PNG: the signature, IHDR, IDAT (zlib-compressed scanline), IEND, each chunk with its CRC. */
 function png(): Uint8Array {
@@ -144,6 +134,26 @@ function snapshot(dir: string): Record<string, string> {
   )
 }
 
+/**
+ * The Qwen2 test model with an MLP of 36 MiB a layer, in `folder`: its GGUF export takes long enough to be stopped
+ * mid-write. Its counts agree with its shapes, as config.json and tokenizer.json say them.
+ */
+function largeModel(folder: string): string {
+  const fixture = new URL('./fixtures/gguf/qwen2/', import.meta.url)
+  cpSync(fixture, folder, { recursive: true })
+  const config = JSON.parse(readFileSync(join(folder, 'config.json'), 'utf8'))
+  const intermediate = 1 << 16
+  writeFileSync(join(folder, 'config.json'), JSON.stringify({ ...config, intermediate_size: intermediate }))
+  const file = new Uint8Array(readFileSync(join(folder, 'model.safetensors')))
+  const tensors = Object.entries(headerOf(file).tensors).map(([name, { dtype, shape }]) => {
+    if (!name.includes('.mlp.')) return { name, dtype, shape, bytes: tensorBytes(file, name) }
+    const resized = shape.map((n) => (n === config.intermediate_size ? intermediate : n))
+    return { name, dtype, shape: resized, bytes: new Uint8Array(new Float32Array(resized[0] * resized[1]).fill(0.25).buffer) }
+  })
+  writeFileSync(join(folder, 'model.safetensors'), buildFile(tensors))
+  return folder
+}
+
 describe('an interrupted write leaves nothing', () => {
   let server: TestServer
   let release: () => void = () => {}
@@ -162,12 +172,17 @@ describe('an interrupted write leaves nothing', () => {
   })
 
   /** A convert of the served file into `target`, once it has begun writing: a temporary file is beside the target. */
-  async function writing(target: string, ...extra: string[]) {
+  function writing(target: string, ...extra: string[]) {
     // Request 0 is the header's again.
     server.clear()
     const run = spawnCli('convert', `${server.origin}/model.safetensors`, target, '--dtype', 'F32', ...extra)
-    const folder = extra.length > 0 ? target : join(target, '..')
-    for (let waited = 0; !readdirSync(folder, { recursive: true, encoding: 'utf8' }).some((f) => f.endsWith('.tmp')); waited += 20) {
+    return onceWriting(extra.length > 0 ? target : join(target, '..'), run)
+  }
+
+  /** `run` once a temporary file is in `folder` (which it may have to make first). */
+  async function onceWriting(folder: string, run: ReturnType<typeof spawnCli>) {
+    const temporary = () => existsSync(folder) && readdirSync(folder, { recursive: true, encoding: 'utf8' }).some((f) => f.endsWith('.tmp'))
+    for (let waited = 0; !temporary(); waited += 20) {
       if (waited > 20_000)
         throw new Error(`no temporary file in ${folder} after 20 s: ${await Promise.race([run.done.then((r) => r.stderr), 'still running'])}`)
       await new Promise((resolve) => setTimeout(resolve, 20))
@@ -199,6 +214,45 @@ describe('an interrupted write leaves nothing', () => {
     child.kill('SIGINT')
     expect((await done).code).toBe(130)
     expect(ls(target)).toEqual([])
+  })
+
+  test('SIGTERM mid-convert into a folder of shards that did not exist: the folders it made are removed', async () => {
+    const dir = scratch()
+    const { child, done } = await writing(join(dir, 'new', 'model'), '--max-shard-size', '1KB')
+    child.kill('SIGTERM')
+    expect((await done).code).toBe(143)
+    expect(ls(dir)).toEqual([])
+  })
+
+  test('a convert that fails into a folder that did not exist removes the folders it made', async () => {
+    // The header is served; every read of the data is a 404.
+    const failing = await startServer(rangeHandler(() => bytes, { fault: (n) => (n === 0 ? undefined : { kind: 'status', status: 404 }) }))
+    try {
+      const dir = scratch()
+      const input = `${failing.origin}/model.safetensors`
+      const run = await cli('convert', input, join(dir, 'new', 'model'), '--dtype', 'F32', '--max-shard-size', '1KB')
+      expect(run.code).toBe(1)
+      expect(expectOneLine(run.stderr)).toMatch(new RegExp(`^${input}: Io: .*404`))
+      expect(ls(dir)).toEqual([])
+    } finally {
+      await failing.close()
+    }
+  })
+
+  test('SIGINT mid-GGUF export: one line, even when the export writes on into the file the cleanup closed', async () => {
+    const dir = scratch()
+    const model = largeModel(join(dir, 'model'))
+    // The exit after the cleanup, 0.5 s late: time for the export, still converting, to try its next write.
+    const preload = join(dir, 'late-exit.cjs')
+    writeFileSync(preload, 'const exit = process.exit\nprocess.exit = (code) => void setTimeout(() => exit(code), 500)\n')
+    const target = join(dir, 'out.gguf')
+    const run = spawnCliWith({ env: { NODE_OPTIONS: `--require ${preload}` } }, 'convert', model, target, '--dtype', 'F16')
+    const { child, done } = await onceWriting(dir, run)
+    child.kill('SIGINT')
+    const { code, stderr } = await done
+    expect(code).toBe(130)
+    expect(expectOneLine(stderr)).toBe(`${target}: stopped by SIGINT; the temporary files are removed`)
+    expect(ls(dir)).toEqual(['late-exit.cjs', 'model'])
   })
 
   test('SIGKILL mid-convert leaves a temporary file, which the next convert to that target removes', async () => {
@@ -278,12 +332,6 @@ describe('not a SafeTensors file', () => {
   test.each([
     // The magic, the version (3), and tensor and key counts, as llama.cpp's files start.
     [
-      'a GGUF file',
-      'model.gguf',
-      Buffer.concat([Buffer.from('GGUF'), Buffer.from([3, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0])]),
-      'a GGUF file, which safetensors-wasm writes but does not read',
-    ],
-    [
       'a model index named as a file',
       'weights.json',
       readFileSync(join(SHARDED, 'model.safetensors.index.json')),
@@ -348,7 +396,7 @@ describe('validate: exit 0 all valid, 1 any invalid, 3 none invalid but one unre
     execFileSync('mkfifo', [fifo])
     const run = await cli('validate', fifo, '--json')
     expect(run).toMatchObject({ code: 3, stderr: '' })
-    expect(JSON.parse(run.stdout)).toMatchObject({ file: fifo, valid: false, code: 'Io', message: `cannot open ${fifo}: it is a named pipe, not a file` })
+    expect(JSON.parse(run.stdout)).toMatchObject({ file: fifo, valid: false, code: 'Io', message: 'cannot open: it is a named pipe, not a file' })
   })
 
   test('an HTTP 404: exit 3; the same server serving the file: exit 0', async () => {

@@ -3,6 +3,7 @@ import { execFile } from 'node:child_process'
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { FIXTURES_REAL } from './helpers.ts'
@@ -236,5 +237,102 @@ describe('over HTTP', () => {
     expect(JSON.parse(inspect.stdout).tensors).toHaveLength(Object.keys(headerOf(MODEL)).length)
     const validate = await cli('validate', url, '--json')
     expect(JSON.parse(validate.stdout)).toEqual({ file: url, valid: true, tensors: Object.keys(headerOf(MODEL)).length })
+  })
+})
+
+describe('GGUF files', () => {
+  const FIXTURES = fileURLToPath(new URL('./fixtures/gguf/reader/', import.meta.url))
+  const QWEN3 = `${FIXTURES}qwen3-converter.gguf`
+  const EVERY = `${FIXTURES}every-type.gguf`
+  /** What gguf-py reads from a fixture (scripts/make-gguf-reader-fixtures.py). */
+  const golden = (path: string) => JSON.parse(readFileSync(path.replace(/\.gguf$/, '.json'), 'utf8'))
+  const tmp = mkdtempSync(join(tmpdir(), 'cli-gguf-'))
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }))
+
+  test('inspect lists the metadata with its types, long arrays cut short, every tensor, and totals per type', async () => {
+    const { code, stdout } = await cli('inspect', QWEN3)
+    expect(code).toBe(0)
+    const expected = golden(QWEN3)
+    expect(stdout.split('\n')[0]).toBe(
+      `${QWEN3}: GGUF v3, little-endian, 155,968 bytes, alignment 32, data from byte ${expected.dataOffset.toLocaleString('en-US')}`,
+    )
+    expect(stdout).toContain('  qwen3.block_count (UINT32): 2\n')
+    expect(stdout).toContain('  qwen3.attention.layer_norm_rms_epsilon (FLOAT32): 0.000001\n')
+    const tokens = expected.fields.find((f: { key: string }) => f.key === 'tokenizer.ggml.tokens').value as string[]
+    expect(stdout).toContain(
+      `  tokenizer.ggml.tokens (ARRAY[STRING]): [${tokens
+        .slice(0, 8)
+        .map((t) => JSON.stringify(t))
+        .join(', ')}, … 512 values]\n`,
+    )
+    expect(stdout).toMatch(/^ {2}tokenizer\.chat_template \(STRING\): "\{% for message in messages %\}.*\\n.*"$/m)
+    for (const t of expected.tensors)
+      expect(stdout).toMatch(
+        new RegExp(`^${t.name.replaceAll('.', '\\.')}\\s+${t.type}\\s+\\[${t.shape.join(', ')}\\]\\s+${t.bytes.toLocaleString('en-US')}$`, 'm'),
+      )
+    const f16 = expected.tensors.filter((t: { type: string }) => t.type === 'F16')
+    expect(stdout).toMatch(
+      new RegExp(
+        `^ {2}F16\\s+${f16.length} tensors\\s+[\\d,]+ parameters\\s+${f16.reduce((s: number, t: { bytes: number }) => s + t.bytes, 0).toLocaleString('en-US')} bytes$`,
+        'm',
+      ),
+    )
+  })
+
+  test('inspect --json: every key with its type, 64-bit integers as strings, long arrays as length and first values, the tensors', async () => {
+    const { code, stdout } = await cli('inspect', EVERY, '--json')
+    expect(code).toBe(0)
+    const out = JSON.parse(stdout)
+    const expected = golden(EVERY)
+    expect([out.format, out.version, out.byteOrder, out.alignment, out.dataStart]).toEqual(['GGUF', 3, 'little', 32, expected.dataOffset])
+    expect(Object.keys(out.metadata)).toEqual(expected.fields.map((f: { key: string }) => f.key))
+    expect(out.metadata['test.u64']).toEqual({ type: 'UINT64', value: '18446744073709551615' })
+    // A float32 at its shortest: the least subnormal, 1.401298464324817e-45 as a double.
+    expect(out.metadata['test.f32.subnormal']).toEqual({ type: 'FLOAT32', value: 1e-45 })
+    expect(out.metadata['test.array.string']).toEqual({ type: 'ARRAY[STRING]', value: ['a', '', 'ünïcødé', '😀'] })
+    expect(out.metadata['test.array.long']).toEqual({
+      type: 'ARRAY[STRING]',
+      value: { length: 1000, first: Array.from({ length: 8 }, (_, i) => `token ${i}`) },
+    })
+    expect(out.tensors).toEqual(
+      expected.tensors.map((t: { name: string; type: string; shape: number[]; bytes: number; offset: number }) => ({
+        name: t.name,
+        type: t.type,
+        shape: t.shape,
+        byteLength: t.bytes,
+        offset: t.offset,
+      })),
+    )
+    expect(out.totals.tensors).toBe(expected.tensors.length)
+    expect(out.totals.byType.Q4_K).toEqual({ tensors: 3, parameters: 512 + 3 * 256 + 8 * 256, bytes: (2 + 3 + 8) * 144 })
+  })
+
+  test('inspect --tensor of a plain tensor: its statistics', async () => {
+    const { code, stdout } = await cli('inspect', QWEN3, '--tensor', 'output_norm.weight', '--json')
+    expect(code).toBe(0)
+    expect(JSON.parse(stdout)).toMatchObject({ name: 'output_norm.weight', dtype: 'F32', shape: [48], count: 48 })
+  })
+
+  test('validate: valid ones, a broken one, a missing one; and a GGUF under another name is read as one', async () => {
+    const broken = join(tmp, 'broken.gguf')
+    writeFileSync(broken, readFileSync(QWEN3).subarray(0, 5000))
+    const renamed = join(tmp, 'model.bin')
+    copyFileSync(EVERY, renamed)
+    const run = await cli('validate', QWEN3, renamed, broken, '--json')
+    expect(run.code).toBe(1)
+    const lines = run.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+    expect(lines.slice(0, 2)).toEqual([
+      { file: QWEN3, valid: true, tensors: 24 },
+      { file: renamed, valid: true, tensors: 122 },
+    ])
+    expect(lines[2]).toMatchObject({ file: broken, valid: false, code: 'InvalidGguf' })
+    expect(lines[2].message).toMatch(/^GGUF: key "tokenizer.ggml.tokens" \(at byte \d+\): the array at byte \d+ claims 512 elements of STRING, more than/)
+    expect((await cli('validate', QWEN3, join(tmp, 'missing.gguf'))).code).toBe(3)
+    const inspect = await cli('inspect', broken)
+    expect(inspect).toMatchObject({ code: 1, stdout: '' })
+    expect(inspect.stderr).toMatch(/: InvalidGguf: GGUF: /)
   })
 })

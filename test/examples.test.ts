@@ -81,8 +81,11 @@ describe('the documentation', () => {
     symlinkSync(ROOT, join(folder, 'node_modules/safetensors-wasm'), 'dir')
     symlinkSync(join(ROOT, 'examples'), join(folder, 'examples'), 'dir')
     for (const [name, fixture] of Object.entries(GUIDE_FILES)) cpSync(join(FIXTURES_REAL, fixture), join(folder, name), { recursive: true })
-    // docs/gguf.md converts a model folder: the Qwen2 test model.
+    // The types the blocks are checked against (see 'type-checks' below), where TypeScript looks for them.
+    for (const scope of ['@types', '@webgpu', '@cloudflare']) symlinkSync(join(ROOT, 'node_modules', scope), join(folder, 'node_modules', scope), 'dir')
+    // docs/gguf.md converts a model folder (the Qwen2 test model) and reads a GGUF (llama.cpp's of the Qwen3 one).
     cpSync(join(ROOT, 'test/fixtures/gguf/qwen2'), join(folder, 'qwen2'), { recursive: true })
+    cpSync(join(ROOT, 'test/fixtures/gguf/reader/qwen3-converter.gguf'), join(folder, 'model.gguf'))
     // docs/quantized.md reads two quantized test models: MLX 4-bit (two shards) and GPTQ 4-bit.
     for (const [name, fixture] of [
       ['mlx-4bit', 'mlx-affine-4bit'],
@@ -135,6 +138,43 @@ describe('the documentation', () => {
     writeFileSync(script, code)
     const { stdout } = await run(process.execPath, [script], { cwd: folder, timeout: 30_000 })
     if (block.output !== undefined) expect(stdout).toBe(block.output)
+  })
+
+  // Each runtime's types: Node's; a page's (the DOM, WebGPU, the File System Access API), which resolves the
+  // package's default entry; a Worker's (workerd's globals and bindings), which resolves its workerd entry.
+  const RUNTIMES: Record<string, Record<string, unknown>> = {
+    node: { lib: ['es2023'], types: ['node'], module: 'nodenext', moduleResolution: 'nodenext' },
+    page: { lib: ['es2023', 'dom', 'dom.iterable'], types: ['@webgpu/types', 'wicg-file-system-access'], module: 'esnext', moduleResolution: 'bundler' },
+    worker: { lib: ['es2022'], types: ['@cloudflare/workers-types'], module: 'esnext', moduleResolution: 'bundler', customConditions: ['workerd'] },
+  }
+
+  test('every JS and TS block type-checks under tsc --strict, against the types of the runtime its fence names', async () => {
+    // Each block a module of its own, beside those that run: a JS block checked as JS (checkJs), a TS one as TS.
+    const checked = new Map<string, string>()
+    for (const block of blocks.filter((b) => b.lang === 'js' || b.lang === 'ts')) {
+      const kind = /^\/\/ \S+\.cjs\n/.test(block.code) ? 'c' : 'm'
+      const name = `types-${block.file.replace(/\W/g, '-')}-${block.line}.${kind}${block.lang}`
+      writeFileSync(join(folder, name), block.code)
+      checked.set(name, `${block.file}:${block.line} (${block.runtime})`)
+    }
+    const tsc = join(ROOT, 'node_modules/typescript/bin/tsc')
+    const errors = await Promise.all(
+      Object.entries(RUNTIMES).map(async ([runtime, options]) => {
+        const files = [...checked].filter(([, where]) => where.endsWith(`(${runtime})`)).map(([name]) => name)
+        const compilerOptions = { strict: true, noEmit: true, target: 'es2022', allowJs: true, checkJs: true, skipLibCheck: true, ...options }
+        writeFileSync(join(folder, `tsconfig.${runtime}.json`), JSON.stringify({ compilerOptions, files }))
+        const result = await run(process.execPath, [tsc, '-p', `tsconfig.${runtime}.json`, '--pretty', 'false'], { cwd: folder }).catch((e) => e)
+        return String(result.stdout)
+          .split('\n')
+          .filter((line) => /error TS\d+/.test(line))
+          .map((line) => line.replace(/^(types-[\w-]+\.\w+)\((\d+),\d+\): /, (_, name, at) => `${checked.get(name) ?? name}, line ${at} of the block: `))
+      }),
+    )
+    expect(errors.flat()).toEqual([])
+  })
+
+  test("a block's runtime is node, page or worker", () => {
+    expect(blocks.filter((b) => !(b.runtime in RUNTIMES)).map((b) => `${b.file}:${b.line}: ${b.runtime}`)).toEqual([])
   })
 
   test('JS and TS blocks are fenced as js or ts, which the runner runs', () => {

@@ -52,9 +52,17 @@ export interface Ggml {
   /** Elements per block and bytes per block of a type (ggml_blck_size, ggml_type_size). */
   blockSize(type: GgmlTypeName): number
   typeSize(type: GgmlTypeName): number
-  /** ggml_quantize_chunk of `rows` rows of `perRow` values, with no importance matrix: the blocks, as ggml writes them. */
-  quantize(type: GgmlTypeName, values: Float32Array, rows: number, perRow: number): Uint8Array
-  /** dequantize_row_<type> of `count` values (whole blocks): ggml's own F32 values. */
+  /**
+   * ggml_quantize_chunk of `rows` rows of `perRow` values, with the importance matrix given (one weight per column;
+   * none by default): the blocks, as ggml writes them.
+   */
+  quantize(type: GgmlTypeName, values: Float32Array, rows: number, perRow: number, imatrix?: Float32Array): Uint8Array
+  /** Whether ggml_quantize_chunk needs an importance matrix for `type` (ggml_quantize_requires_imatrix). */
+  requiresImatrix(type: GgmlTypeName): boolean
+  /**
+   * dequantize_row_<type> of `count` values (whole blocks): ggml's own F32 values; for F16 and BF16, which have
+   * none, ggml_fp16_to_fp32_row and ggml_bf16_to_fp32_row.
+   */
   dequantize(type: GgmlTypeName, blocks: Uint8Array, count: number): Float32Array
   /** The path of a library beside libggml-base.so (libllama.v0.4.0.so), for a test that binds more of it. */
   library(name: string): string
@@ -74,15 +82,14 @@ export function loadGgml(): Ggml {
     'size_t ggml_quantize_chunk(int type, const float *src, _Out_ uint8_t *dst, int64_t start, int64_t nrows, int64_t n_per_row, const float *imatrix)',
   )
   const rowSize = base.func('size_t ggml_row_size(int type, int64_t ne)')
+  const requiresImatrix = base.func('bool ggml_quantize_requires_imatrix(int type)')
+  const rowFunction = (type: GgmlTypeName) =>
+    type === 'F16' ? 'ggml_fp16_to_fp32_row' : type === 'BF16' ? 'ggml_bf16_to_fp32_row' : `dequantize_row_${type.toLowerCase().replace(/_k$/, '_K')}`
   const dequantizers = new Map<GgmlTypeName, (blocks: Uint8Array, out: Float32Array, count: number) => void>()
   const dequantizer = (type: GgmlTypeName) => {
     let f = dequantizers.get(type)
     if (!f) {
-      f = base.func(`void dequantize_row_${type.toLowerCase().replace(/_k$/, '_K')}(const uint8_t *x, _Out_ float *y, int64_t k)`) as (
-        blocks: Uint8Array,
-        out: Float32Array,
-        count: number,
-      ) => void
+      f = base.func(`void ${rowFunction(type)}(const uint8_t *x, _Out_ float *y, int64_t k)`) as (blocks: Uint8Array, out: Float32Array, count: number) => void
       dequantizers.set(type, f)
     }
     return f
@@ -90,11 +97,13 @@ export function loadGgml(): Ggml {
   ggml = {
     blockSize: (type) => Number(blockSize(GGML_TYPES[type])),
     typeSize: (type) => Number(typeSize(GGML_TYPES[type])),
-    quantize(type, values, rows, perRow) {
+    requiresImatrix: (type) => Boolean(requiresImatrix(GGML_TYPES[type])),
+    quantize(type, values, rows, perRow, imatrix) {
       if (values.length !== rows * perRow) throw new RangeError(`${values.length} values are not ${rows} rows of ${perRow}`)
       init(GGML_TYPES[type])
       const out = new Uint8Array(rows * Number(rowSize(GGML_TYPES[type], perRow)))
-      const written = Number(chunk(GGML_TYPES[type], values, out, 0, rows, perRow, null))
+      if (imatrix !== undefined && imatrix.length !== perRow) throw new RangeError(`an importance matrix of ${imatrix.length} weights for rows of ${perRow}`)
+      const written = Number(chunk(GGML_TYPES[type], values, out, 0, rows, perRow, imatrix ?? null))
       if (written !== out.length) throw new Error(`ggml_quantize_chunk wrote ${written} bytes, expected ${out.length}`)
       return out
     },

@@ -7,6 +7,7 @@ import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { JsonValue } from '../src/format/json-values.ts'
 import * as table from '../src/gguf/architectures.ts'
 import type { KeyValue } from '../src/gguf/format.ts'
 import { modelMetadata, readModelConfig } from '../src/gguf/metadata.ts'
@@ -32,7 +33,7 @@ test('every transformers class of the table has a test model (which llama.cpp ju
 
 describe('what llama.cpp cannot run as transformers does is refused, naming it', () => {
   test.each<[string, string, (c: Config) => void, string]>([
-    ['smollm3', 'RoPE left out of other layers than every 4th', (c) => void (c.no_rope_layers = [1, 0, 1, 1]), 'no_rope_layers [1,0,1,1]'],
+    ['smollm3', 'RoPE left out of other layers than every 4th', (c) => void (c.no_rope_layers = [1, 0, 1, 1]), 'no_rope_layers[1] of 0 (llama.cpp leaves RoPE out of every 4th layer)'],
     [
       'smollm3',
       'sliding-window layers',
@@ -66,7 +67,7 @@ describe('what llama.cpp cannot run as transformers does is refused, naming it',
     ['llama4', 'attention chunks of another size', (c) => void (c.attention_chunk_size = 4096), 'attention_chunk_size 4096'],
     ['llama4', 'no attention temperature tuning', (c) => void (c.attn_temperature_tuning = false), 'attention temperature tuning'],
     ['llama4', 'no q/k norms with 4 experts', (c) => void (c.use_qk_norm = false), 'use_qk_norm false with 4 experts'],
-    ['llama4', 'experts in other layers', (c) => void (c.moe_layers = [0, 2]), 'moe_layers [0,2]'],
+    ['llama4', 'experts in other layers', (c) => void (c.moe_layers = [0, 2]), 'moe_layers with layer 0 at 0 (llama.cpp has experts in every 2th layer of 4)'],
   ])('%s: %s', async (model, what, edit, message) => {
     const folder = withConfig(model, `${model}-${what.replace(/\W+/g, '-')}`, edit)
     const error = await expectError(() => ggufStream(folder), 'UnsupportedConversion')
@@ -114,7 +115,7 @@ describe('config.json in another form gives the same GGUF', () => {
 
 /** The architecture keys of the GGUF of `config` (at F16), by key without the architecture's name. */
 function keysOf(config: Config): Record<string, unknown> {
-  const model = readModelConfig(config, table)
+  const model = readModelConfig(new JsonValue(config, 'config.json'), table)
   const prefix = `${model.architecture.name}.`
   return Object.fromEntries(modelMetadata(model, 'F16').map(([key, , value]: KeyValue) => [key.startsWith(prefix) ? key.slice(prefix.length) : key, value]))
 }
@@ -165,11 +166,11 @@ describe('hyperparameters the test models do not show', () => {
   test('Llama 4 with every layer global (MobileLLM): sliding_window 0, RoPE left out of the last layer only', () => {
     const config = { ...configOf('llama4'), layer_types: Array(4).fill('full_attention'), no_rope_layers: [1, 1, 1, 0] }
     expect(keysOf(config)['attention.sliding_window']).toBe(0)
-    expect(() => keysOf({ ...config, no_rope_layers: [1, 0, 1, 1] })).toThrow(/no_rope_layers \[1,0,1,1\]/)
+    expect(() => keysOf({ ...config, no_rope_layers: [1, 0, 1, 1] })).toThrow(/no_rope_layers\[1\] of 0 \(llama\.cpp leaves RoPE out of every 4th layer\)/)
   })
 
   test('the refusal of another architecture names the supported ones and llama.cpp’s converter', () => {
-    expect(() => readModelConfig({ ...configOf('llama4'), architectures: ['JambaForCausalLM'] }, table)).toThrow(
+    expect(() => readModelConfig(new JsonValue({ ...configOf('llama4'), architectures: ['JambaForCausalLM'] }, 'config.json'), table)).toThrow(
       /"JambaForCausalLM"; GGUF conversion supports LlamaForCausalLM, .*Llama4ForCausalLM \(for another, llama\.cpp's own convert_hf_to_gguf\.py\)$/,
     )
   })

@@ -20,8 +20,13 @@ export interface CodeBlock {
   file: string
   /** 1-based line of the opening fence. */
   line: number
-  /** The fence's info string: 'js', 'ts', 'sh', 'text', ... */
+  /** The fence's language: 'js', 'ts', 'sh', 'text', ... */
   lang: string
+  /**
+   * Where a JS or TS block runs, the info string's second word (```js page): 'node' (the default), 'page' or
+   * 'worker'; its types are checked against that runtime's.
+   */
+  runtime: string
   code: string
   /** The reason given by `<!-- not run: reason -->` on the line before the fence, if any. */
   notRun?: string
@@ -29,7 +34,7 @@ export interface CodeBlock {
   output?: string
 }
 
-const FENCE = /^ *```(\S*)\s*$/
+const FENCE = /^ *```(\S*)(?: +(\S+))?\s*$/
 const NOT_RUN = /^<!-- not run: (.*\S) -->$/
 
 export function codeBlocks(file: string): CodeBlock[] {
@@ -42,7 +47,8 @@ export function codeBlocks(file: string): CodeBlock[] {
     while (++i < lines.length && lines[i].trim() !== '```');
     if (i === lines.length) throw new Error(`${file}:${start + 1}: a code block is never closed`)
     const before = start > 0 ? NOT_RUN.exec(lines[start - 1].trim()) : null
-    blocks.push({ file, line: start + 1, lang: open[1], code: dedent(lines.slice(start + 1, i), lines[start].indexOf('`')), notRun: before?.[1] })
+    const code = dedent(lines.slice(start + 1, i), lines[start].indexOf('`'))
+    blocks.push({ file, line: start + 1, lang: open[1], runtime: open[2] ?? 'node', code, notRun: before?.[1] })
   }
   for (let b = 1; b < blocks.length; b++) {
     const [previous, block] = [blocks[b - 1], blocks[b]]

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { gguf } from '@huggingface/gguf'
 import { describe, expect, test } from 'vitest'
 import { referenceConvert } from './float-reference.ts'
-import { FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, referenceOf, weightFiles } from './quant-fixtures.ts'
+import { byteLevelTokenizer, FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, referenceOf, weightFiles } from './quant-fixtures.ts'
 import { expectSameBytes, headerOf, tensorBytes } from './read-helpers.ts'
 import { cli } from './run-cli.ts'
 
@@ -76,23 +76,54 @@ describe('an inconsistent quantized model: one line naming the input, exit 1, no
     const run = await cli('convert', input, out, '--dtype', 'F32')
     expect(run.code).toBe(1)
     expect(run.stderr.trimEnd().split('\n')).toHaveLength(1)
-    expect(run.stderr).toMatch(new RegExp(`^${input.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: ${mutation.expect.code}: `))
+    expect(run.stderr).toMatch(new RegExp(`^${literal(input)}: ${mutation.expect.code}: `))
     expect(existsSync(out)).toBe(false)
   })
 })
 
-/** GPT-2's byte-level alphabet: the 256 tokens of a byte-level BPE vocabulary without merges. */
-function byteLevelTokenizer(): string {
-  const printable = [...Array(256).keys()].filter((b) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174)
-  let extra = 0
-  const vocab = Object.fromEntries([...Array(256).keys()].map((b) => [String.fromCodePoint(printable.includes(b) ? b : 256 + extra++), b]))
-  return JSON.stringify({
-    model: { type: 'BPE', vocab, merges: [] },
-    pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
-    decoder: { type: 'ByteLevel' },
-    added_tokens: [],
+describe('a quantization this library does not read: the SafeTensors files judged and listed as stored, with a note', () => {
+  const unread = MUTATIONS.filter((m) => m.expect.code === 'UnsupportedQuantization')
+
+  /** The stored tensors of a folder's weight files, by the test's own reading of their headers: name -> dtype. */
+  const storedIn = (folder: string) =>
+    new Map(
+      weightFiles(folder).flatMap((file) => Object.entries(headerOf(readFileSync(join(folder, file))).tensors).map(([name, t]) => [name, t.dtype] as const)),
+    )
+
+  test.each(unread.map((m) => [m.name, m] as const))('%s: validate exits 0, inspect lists every stored tensor', async (_, mutation) => {
+    const input = mutatedCopy(mutation)
+    const stored = storedIn(input)
+    const validate = await cli('validate', input)
+    expect(validate.code, validate.stdout).toBe(0)
+    const [first, ...rest] = validate.stdout.trimEnd().split('\n')
+    expect(first).toMatch(new RegExp(`^${literal(input)}: valid, ${stored.size} tensors in \\d shards?$`))
+    const note = rest.find((l) => l.startsWith('  note: quantization not read'))
+    for (const word of mutation.expect.mentions) expect(note).toContain(word)
+    const json = JSON.parse((await cli('validate', input, '--json')).stdout)
+    expect(json).toMatchObject({ file: input, valid: true, tensors: stored.size, note: note!.slice('  note: '.length) })
+
+    const inspect = await cli('inspect', input)
+    expect(inspect.code, inspect.stderr).toBe(0)
+    expect(inspect.stdout.split('\n')).toContain(`note: ${json.note}`)
+    for (const [name, dtype] of stored) expect(inspect.stdout).toMatch(new RegExp(`^${literal(name)}\\s+${dtype}\\s`, 'm'))
+    const listed = JSON.parse((await cli('inspect', input, '--json')).stdout)
+    expect(new Map(listed.tensors.map((t: { name: string; dtype: string }) => [t.name, t.dtype]))).toEqual(stored)
+    expect(listed).toMatchObject({ note: json.note })
+    expect(listed.quantization).toBeUndefined()
   })
-}
+
+  test('a shard that is not valid is still found: INVALID, exit 1', async () => {
+    const input = mutatedCopy(unread[0])
+    const [shard] = weightFiles(input)
+    writeFileSync(join(input, shard), readFileSync(join(input, shard)).subarray(0, 100))
+    const run = await cli('validate', input)
+    expect(run.code).toBe(1)
+    expect(run.stdout).toMatch(new RegExp(`^${literal(input)}: INVALID InvalidHeaderLength: .*${literal(shard)}: `))
+  })
+})
+
+/** `text` as a regular expression matching it literally. */
+const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 /** A GGUF's metadata and tensors (name -> type, dims and data bytes), as @huggingface/gguf reads them. */
 async function ggufContents(path: string) {
@@ -122,7 +153,7 @@ describe('convert <quantized model> out.gguf: the GGUF of the dequantized model'
     writeFileSync(join(input, 'tokenizer.json'), byteLevelTokenizer())
     // As transformers saves a model: config.json names its class.
     const config = JSON.parse(readFileSync(join(input, 'config.json'), 'utf8'))
-    const { architecture } = JSON.parse(readFileSync(join(input, 'reference.json'), 'utf8'))
+    const { architecture } = referenceOf(folder)
     writeFileSync(join(input, 'config.json'), JSON.stringify({ ...config, architectures: [architecture] }))
     const plain = outDir()
     expect((await cli('convert', input, plain, '--dtype', 'F32')).code).toBe(0)

@@ -17,6 +17,8 @@ export const FOLDERS = readdirSync(QUANTIZED)
 
 /** What reference.json says of a folder (the fields the tests use). */
 export interface Reference {
+  /** The transformers class of the model, which its config.json leaves out. */
+  architecture: string
   /** The dtype the reference computes in: the goldens' dtype of every quantized tensor. */
   golden_dtype: 'F32' | 'F16' | 'BF16'
   /** Each logical tensor: its dtype, shape, and the stored parts it is read from (null: stored as it is). */
@@ -137,4 +139,17 @@ export function mutatedCopy(mutation: Mutation): string {
     }
   }
   return folder
+}
+
+/** GPT-2's byte-level alphabet: the 256 tokens of a byte-level BPE vocabulary without merges. */
+export function byteLevelTokenizer(): string {
+  const printable = [...Array(256).keys()].filter((b) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174)
+  let extra = 0
+  const vocab = Object.fromEntries([...Array(256).keys()].map((b) => [String.fromCodePoint(printable.includes(b) ? b : 256 + extra++), b]))
+  return JSON.stringify({
+    model: { type: 'BPE', vocab, merges: [] },
+    pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
+    decoder: { type: 'ByteLevel' },
+    added_tokens: [],
+  })
 }

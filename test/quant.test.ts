@@ -46,7 +46,7 @@ describe.each(FOLDERS)('%s', (folder) => {
       for (const name of quantized) {
         const info = model.info(name)
         expect({ dtype: info.dtype, shape: info.shape }, name).toEqual({ dtype: reference.golden_dtype, shape: reference.tensors[name].shape })
-        expect(new Set('quantized' in info ? info.quantized.parts : []), name).toEqual(new Set(reference.tensors[name].stored))
+        expect(new Set(info.quantized?.parts ?? []), name).toEqual(new Set(reference.tensors[name].stored))
       }
     } finally {
       await model.close()
@@ -141,5 +141,32 @@ describe('inconsistent and unsupported quantized models (mutations.json)', () =>
     expect(error).toBeInstanceOf(SafetensorsError)
     expect(error.code, error.message).toBe(mutation.expect.code)
     for (const mention of mutation.expect.mentions) expect(error.message).toContain(mention)
+  })
+})
+
+describe('openModel(x, { quantization: false }): the stored tensors, as they are', () => {
+  test.each(FOLDERS)('%s', async (folder) => {
+    const stored = storedOf(folder)
+    const model = await openModel(join(QUANTIZED, folder), { quantization: false })
+    try {
+      expect(model.quantization).toBeNull()
+      expect(new Set(model.names())).toEqual(new Set(stored.keys()))
+      const [name, { dtype, shape }] = [...stored][0]
+      const tensor = await model.getTensor(name)
+      expect({ dtype: tensor.dtype, shape: tensor.shape }).toEqual({ dtype, shape })
+    } finally {
+      await model.close()
+    }
+  })
+
+  test('a method this library does not read opens as well', async () => {
+    const mutation = MUTATIONS.find((m) => m.expect.code === 'UnsupportedQuantization')!
+    const model = await openModel(mutatedCopy(mutation), { quantization: false })
+    expect(model.names().length).toBe(storedOf(mutation.folder).size)
+    await model.close()
+  })
+
+  test('a quantization option that is not a boolean is a TypeError', async () => {
+    await expect(openModel(join(QUANTIZED, FOLDERS[0]), { quantization: 'no' as unknown as boolean })).rejects.toThrow(TypeError)
   })
 })

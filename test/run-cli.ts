@@ -2,6 +2,7 @@
 // runs). Asynchronous, so an HTTP server in the test's own process keeps answering meanwhile.
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { expect } from 'vitest'
 
 export const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url))
 
@@ -25,9 +26,15 @@ export function cliWith(options: { env?: Record<string, string> }, ...args: stri
 
 export const cli = (...args: string[]): Promise<Run> => cliWith({}, ...args)
 
-/** The CLI started with `args`, to be signalled while it runs; `done` resolves as `cli` does, with the signal that ended it. */
-export function spawnCli(...args: string[]): { child: ChildProcess; done: Promise<Run & { signal: NodeJS.Signals | null }> } {
-  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+/**
+ * The CLI started with `args` (`env` added to this process's environment), to be signalled while it runs; `done`
+ * resolves as `cli` does, with the signal that ended it.
+ */
+export function spawnCliWith(
+  options: { env?: Record<string, string> },
+  ...args: string[]
+): { child: ChildProcess; done: Promise<Run & { signal: NodeJS.Signals | null }> } {
+  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...options.env } })
   let stdout = ''
   let stderr = ''
   child.stdout!.on('data', (d) => (stdout += d))
@@ -36,4 +43,17 @@ export function spawnCli(...args: string[]): { child: ChildProcess; done: Promis
     child.on('close', (code, signal) => resolve({ code: code ?? 1, signal, stdout, stderr })),
   )
   return { child, done }
+}
+
+export const spawnCli = (...args: string[]) => spawnCliWith({}, ...args)
+
+/** The lines of an output, without the final newline. */
+export const lines = (text: string) => text.replace(/\n$/, '').split('\n')
+
+/** What one line of stderr must be: exactly one line, no stack frame, no temporary file name. */
+export function expectOneLine(stderr: string): string {
+  const [line, ...more] = lines(stderr)
+  expect(more, stderr).toEqual([])
+  expect(line).not.toMatch(/\.tmp\b|^\s+at /)
+  return line
 }

@@ -14,6 +14,7 @@ import { build } from 'esbuild'
 import { chromium } from 'playwright'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { chromiumChoice } from './browser/chromium.ts'
+import { ggufBytes } from './gguf-bytes.ts'
 import { FIXTURES_GOLDEN, FIXTURES_REAL, goldenName } from './helpers.ts'
 import { type PackedConsumer, packedConsumer } from './packed.ts'
 
@@ -38,6 +39,8 @@ const WRITER = ['write/writer.js', 'format/layout.js']
 const CACHE = ['cache/cache.js', 'cache/storage.js', 'core/checksum.js', 'hash.wasm.js']
 const STATS = ['core/stats.js', 'stats.wasm.js']
 const QUANT = ['quant/index.js', 'quant/kernels.js', 'quant/mlx.js', 'quant/gptq.js', 'quant/bitsandbytes.js', 'quant.wasm.js']
+/** ggml's dequantization kernels and their wasm; dequantizeGgml is the module that brings them statically. */
+const GGML = ['gguf/ggml-kernels.js', 'ggml.wasm.js']
 const GGUF = ['gguf/index.js', 'gguf/format.js', 'gguf/metadata.js', 'gguf/tensors.js', 'gguf/tokenizer.js', 'gguf/q8_0.js', 'q8_0.wasm.js']
 
 const APPS: App[] = [
@@ -88,11 +91,26 @@ export async function first(source) {
     absent: GGUF,
   },
   {
+    name: 'openGguf + getTensor',
+    source: `import { openGguf } from 'safetensors-wasm/gguf'
+export async function first(source) {
+  const file = await openGguf(source)
+  return file.getTensor(file.names()[0])
+}
+`,
+    budget: 32_000,
+    present: ['gguf/file.js', 'gguf/reader.js', 'read/file.js', 'sources/http/source.js', 'convert.wasm.js'],
+    // The reader, without the converter to GGUF or the SafeTensors header scanner.
+    absent: [...WRITER, ...CACHE, ...STATS, ...GGUF, 'read/model.js', 'header.wasm.js', 'read/validate-stream.js', ...GGML, 'gguf/dequantize.js'],
+    // The dequantization kernels, loaded with the first quantized tensor's read.
+    onDemand: GGML,
+  },
+  {
     name: 'ggufStream',
     source: "export { ggufStream } from 'safetensors-wasm/gguf'\n",
     budget: 40_000,
     present: [...GGUF, 'read/model.js', 'header.wasm.js', 'convert.wasm.js'],
-    absent: [...WRITER, ...CACHE.filter((module) => module !== 'cache/storage.js'), ...STATS, 'write/convert-stream.js'],
+    absent: [...WRITER, ...CACHE.filter((module) => module !== 'cache/storage.js'), ...STATS, 'write/convert-stream.js', 'gguf/dequantize.js', ...GGML],
     // The reader of a SentencePiece tokenizer.model, loaded for models that have one; the table of architectures,
     // loaded when a conversion starts.
     onDemand: ['gguf/sentencepiece.js', 'gguf/architectures.js'],
@@ -200,6 +218,14 @@ describe('the browser bundle', () => {
     expect(new Uint8Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength)).toEqual(
       bytes.subarray(golden.dataStart + begin, golden.dataStart + end),
     )
+  })
+
+  test('the openGguf + getTensor bundle reads a Q8_0 tensor, its kernels loaded on demand', async () => {
+    const { first } = await import(pathToFileURL(bundles.get('openGguf + getTensor')!.file).href)
+    // One block: the scale 1 (F16 0x3c00), then the values -16 to 15.
+    const block = Uint8Array.from({ length: 34 }, (_, i) => (i < 2 ? [0x00, 0x3c][i] : (i - 18) & 0xff))
+    const tensor = await first(ggufBytes({ tensors: [{ name: 'q', ne: [32], type: 'Q8_0', data: block }] }))
+    expect([tensor.dtype, Array.from(tensor.data)]).toEqual(['F32', Array.from({ length: 32 }, (_, i) => i - 16)])
   })
 
   test('the whole-entry bundle exports what the installed browser entry does', async () => {

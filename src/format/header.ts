@@ -128,7 +128,7 @@ export function notSafetensors(code: ErrorCode, detail: string, alternative = ''
 /** What a file that is not SafeTensors is, from its first bytes, where they tell: the files people mistake for one. */
 function whatItIs(prefix: Uint8Array): string | undefined {
   const text = String.fromCharCode(...prefix.subarray(0, 8)).replace(/^(\uFEFF|\xEF\xBB\xBF)?[\t\n\r ]*/, '')
-  if (text.startsWith('GGUF')) return 'a GGUF file, which safetensors-wasm writes but does not read'
+  if (text.startsWith('GGUF')) return 'a GGUF file (openGguf of safetensors-wasm/gguf reads it)'
   if (text.startsWith('{')) return 'JSON, such as a model index (openModel opens those)'
   if (text.startsWith('<')) return 'HTML or XML, such as a web page'
   return undefined

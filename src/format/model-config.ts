@@ -4,7 +4,7 @@
 // do: JSON.parse turns 10000.0 into 10000 and 1e-05 into 0.00001, and transformers checks the types of some
 // fields (rope_scaling's factor must be a float).
 import type { ConvertTarget } from '../core/convert.ts'
-import { SafetensorsError } from '../errors.ts'
+import { type JsonValue, jsonFileError, jsonText, parseJson } from './json-values.ts'
 
 /** transformers' names of the dtypes a conversion writes: str(torch.bfloat16) without "torch.". */
 const TORCH_DTYPE: Record<ConvertTarget, string> = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' }
@@ -17,28 +17,12 @@ type Frame = { rewrite: boolean; key: string; atKey: boolean } | undefined
 /** The largest config.json rewritten (the Hub's largest are tens of kilobytes). */
 const MAX_CONFIG_BYTES = 16 << 20
 
-/** The error for a model's JSON file (config.json, tokenizer.json) that is not what it should be. */
-export function jsonFileError(where: string, message: string): SafetensorsError {
-  return new SafetensorsError('InvalidHeaderDeserialization', `${where}: ${message}`)
-}
-
 /** The text and value of a JSON file that must hold an object; InvalidHeaderDeserialization naming `where` otherwise. */
-export function readJsonObject(bytes: Uint8Array, where: string): { text: string; value: Record<string, unknown> } {
-  let text: string
-  let value: unknown
-  try {
-    // A byte order mark stays, and JSON.parse refuses it, as Python's json.load does.
-    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes)
-  } catch {
-    throw jsonFileError(where, 'not UTF-8 text')
-  }
-  try {
-    value = JSON.parse(text)
-  } catch (error) {
-    throw jsonFileError(where, `not JSON: ${(error as Error).message}`)
-  }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw jsonFileError(where, 'not a JSON object')
-  return { text, value: value as Record<string, unknown> }
+export function readJsonObject(bytes: Uint8Array, where: string): { text: string; value: JsonValue } {
+  const text = jsonText(bytes, where)
+  const value = parseJson(text, where)
+  if (!value.isObject) throw jsonFileError(where, 'not a JSON object')
+  return { text, value }
 }
 
 /** Checked before the file is read, so that its size bounds the memory a rewrite takes. */

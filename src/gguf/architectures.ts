@@ -4,16 +4,19 @@
 // go through, named from a small shared set (the Q/K permutation, a norm shift, fused tensors regrouped or split,
 // experts or heads stacked, transposes, MXFP4 blocks kept). metadata.ts reads config.json and writes the keys,
 // tensors.ts plans the tensors; docs/development.md, "Adding a GGUF architecture", says what an entry takes. It is
-// data that only a conversion needs: index.ts loads it on demand, and passes it on.
-import { SafetensorsError } from '../errors.ts'
-
-export type Values = Record<string, unknown>
+// data that only a conversion needs: index.ts loads it on demand, and passes it on. It imports nothing at run time,
+// so that a bundler's chunk of it holds it alone: an entry's check says what it refuses, a transform why a tensor's
+// shape does not fit it, and metadata.ts and tensors.ts throw the errors.
+import type { JsonValue } from '../format/json-values.ts'
 
 /**
- * config.json's values as metadata.ts reads them, each checked (a wrong type is InvalidHeaderDeserialization naming
- * the key): the first of `keys` (space-separated aliases) that is set, or undefined (a failure when `required`).
+ * config.json's values as metadata.ts reads them, each checked for the GGUF key it becomes (a wrong type or range is
+ * InvalidHeaderDeserialization naming the key): the first of `keys` (space-separated aliases) that is set, or
+ * undefined (a failure when `required`).
  */
 export interface ConfigReader {
+  /** The value itself, for a check of its own. */
+  value(keys: string): JsonValue
   /** A positive integer below 2^32. */
   integer(keys: string, required?: boolean): number | undefined
   /** An integer from 0 below 2^32. */
@@ -30,13 +33,16 @@ export interface ConfigReader {
 export interface Rope {
   /** The RoPE type in lower case: default, linear, yarn, llama3 or longrope (`su` is its old name). */
   type: string
-  /** Every field of the rope dict (of its full_attention entry where layer types have their own), checked when read. */
+  /**
+   * The rope dict's fields, checked when read: rope_parameters' (its full_attention entry's where layer types have
+   * their own), else rope_scaling's; rope_theta also at the top level, where transformers 4 writes it.
+   */
   read: ConfigReader
-  /** Every field of the rope dict, as config.json has them (Phi-3's factor lists). */
-  values: Values
+  /** A field of the rope dict, as config.json has it (Phi-3's factor lists). */
+  field(key: string): JsonValue
   theta: number | undefined
-  /** The context the model was trained with, before scaling (llama3, yarn, longrope). */
-  original: number
+  /** The context the model was trained with, before scaling (llama3, yarn, longrope; undefined for the others where config.json has none). */
+  original: number | undefined
   /** Scaling's factor: the dict's, else as transformers computes it, the context's growth (none for linear). */
   factor: number | undefined
   /** Phi-3's longrope attention factor: the dict's, else transformers' default. */
@@ -45,13 +51,19 @@ export interface Rope {
   partial: number
 }
 
-/** This module, which index.ts loads when a conversion starts (a page that only imports ggufStream does not load it). */
-export type ArchitectureTable = typeof import('./architectures.ts')
+/** The table: what this module exports, which index.ts loads when a conversion starts and passes on. */
+export interface ArchitectureTable {
+  ARCHITECTURES: Readonly<Record<string, Architecture>>
+  TOP_LEVEL: Readonly<Record<string, GgufName>>
+  TENSORS: Readonly<Record<string, Target>>
+  GATING: Readonly<Record<string, number>>
+  RESHAPES: typeof RESHAPES
+}
 
 /** A model's config.json, and the values every architecture needs of it. */
 export interface ModelConfig {
   /** config.json, with the values its config class assumes where it has none. */
-  values: Values
+  values: JsonValue
   read: ConfigReader
   architecture: Architecture
   /** The table the architecture is of. */
@@ -103,8 +115,8 @@ export interface Reshaping {
   dims: number[]
 }
 
-/** A transform of the shared set: the reshaping of a source tensor of `shape` in a model of `config`. */
-export type Reshape = (shape: readonly number[], config: ModelConfig) => Reshaping
+/** A transform of the shared set: the reshaping of a source tensor of `shape` in a model of `config`, or why the shape does not fit it. */
+export type Reshape = (shape: readonly number[], config: ModelConfig) => Reshaping | string
 
 /** A tensor's GGUF name after `blk.N.` (or at the top level), with `.weight` or `.bias` where the source name has neither. */
 export type GgufName = string
@@ -119,7 +131,7 @@ export interface Architecture {
   /** The RoPE types llama.cpp implements for it besides the default, as config.json names them. */
   rope: readonly string[]
   /** config.json values the transformers config class assumes when they are absent (or null). */
-  defaults?: (values: Values) => Values
+  defaults?: (values: JsonValue) => Record<string, unknown>
   /**
    * Whether the converter writes TextModel's hyperparameters (context, sizes, heads, RoPE, norms' epsilon, experts,
    * head_dim) before the entry's own; GPT-NeoX, Phi-2, StableLM and Falcon write theirs alone.
@@ -127,8 +139,8 @@ export interface Architecture {
   sharedKeys: boolean
   /** The keys it writes besides, or instead of a shared one of the same name. */
   keys?: (config: ModelConfig, add: AddKey) => void
-  /** What llama.cpp cannot run as transformers does: throws UnsupportedConversion naming it. */
-  check?: (config: ModelConfig) => void
+  /** What llama.cpp cannot run as transformers does, named (UnsupportedConversion), or undefined. */
+  check?: (config: ModelConfig) => string | undefined
   /** Tensors whose names map otherwise than {@link TENSORS} says, by their name after the block's prefix (or at the top level) without `.weight`/`.bias`. */
   tensors?: Readonly<Record<string, Target>>
   /** Tensors the converter leaves out (a tied lm_head, layers past the model's). */
@@ -140,12 +152,10 @@ export interface Architecture {
   mxfp4Experts?: boolean
   /** Key-value heads, where config.json says them otherwise than num_key_value_heads (Falcon). */
   kvHeads?: (read: ConfigReader, heads: number) => number
+  /** A query head's dimension, where config.json says it otherwise than head_dim (DeepSeek's: nope + rope). */
+  headDim?: (read: ConfigReader) => number
   /** The converter's add_bos_token where the tokenizer's files say nothing (Phi-2's false). */
   addsBos?: boolean
-}
-
-export function unsupported(what: string, arch: string): SafetensorsError {
-  return new SafetensorsError('UnsupportedConversion', `config.json: ${what} is not supported for GGUF architecture ${arch}`)
 }
 
 // ---- The tensor names every architecture shares (gguf-py's tensor_mapping.py, for the classes below) ----
@@ -246,7 +256,7 @@ const pairs =
   (heads: (config: ModelConfig) => number): Reshape =>
   (shape, config) => {
     const count = heads(config)
-    if (shape[0] % (2 * count) !== 0) throw new SafetensorsError('TensorInvalidInfo', `${shape[0]} rows are not ${count} heads of pairs`)
+    if (shape[0] % (2 * count) !== 0) return `${shape[0]} rows are not ${count} heads of pairs`
     return { rows: whole(shape), unit: { rows: shape[0] / count, columns: shape[1] ?? 1, pairs: true }, dims: reversed(shape) }
   }
 
@@ -272,12 +282,6 @@ const gateUp =
     return { rows: whole(shape), unit: { rows: shape[1], columns, take, transpose: true }, dims: [shape[1], count, shape[0]] }
   }
 
-/** The rows of each of `heads` heads of a fused tensor of `rows` rows. */
-function wholeHeads(rows: number, heads: number): number {
-  if (!Number.isInteger(rows / heads)) throw new SafetensorsError('TensorInvalidInfo', `${rows} rows are not ${heads} heads`)
-  return rows / heads
-}
-
 /** Runs of `size` rows starting at each of `starts`. */
 const runs = (starts: number[], size: number): Rows[] => starts.map((start) => [start, start + size])
 
@@ -286,7 +290,8 @@ const runs = (starts: number[], size: number): Rows[] => starts.map((start) => [
  * llama.cpp's attn_qkv wants them: every head's q, then every k, then every v; the bias alike.
  */
 const headsInterleaved: Reshape = (shape, { heads }) => {
-  const size = wholeHeads(shape[0], 3 * heads)
+  // attn_qkv's rows are checked against config.json's heads (tensors.ts): whole heads.
+  const size = shape[0] / (3 * heads)
   const rows = [0, 1, 2].flatMap((part) =>
     runs(
       range(heads).map((head) => (head * 3 + part) * size),
@@ -302,7 +307,7 @@ const headsInterleaved: Reshape = (shape, { heads }) => {
  */
 const kvGroups: Reshape = (shape, { heads, kvHeads }) => {
   const perGroup = heads / kvHeads
-  const size = wholeHeads(shape[0], heads + 2 * kvHeads)
+  const size = shape[0] / (heads + 2 * kvHeads)
   const group = (g: number) => g * (perGroup + 2) * size
   const rows = [
     ...runs(range(kvHeads).map(group), perGroup * size),
@@ -328,7 +333,7 @@ const latent =
     const nope = read.integer('qk_nope_head_dim', true)!
     const v = read.integer('v_head_dim', true)!
     const rank = shape[1]
-    if (shape[0] !== heads * (nope + v)) throw new SafetensorsError('TensorInvalidInfo', `${shape[0]} rows are not ${heads} heads of ${nope} + ${v}`)
+    if (shape[0] !== heads * (nope + v)) return `${shape[0]} rows are not ${heads} heads of ${nope} + ${v}`
     const starts = range(heads).map((head) => head * (nope + v) + (part === 'k' ? 0 : nope))
     if (part === 'v') return { rows: runs(starts, v), dims: [rank, v, heads] }
     return { rows: runs(starts, nope), unit: { rows: nope, columns: rank, transpose: true }, dims: [nope, rank, heads] }
@@ -347,22 +352,37 @@ export const RESHAPES = {
 
 // ---- The entries ----
 
-/** A per-layer list of config.json (`key`), checked against llama.cpp's fixed pattern: `isSpecial(layer)` exactly where the value is `kind`. */
 /** Gemma's and gpt-oss's sliding-window layers, which llama.cpp places by a fixed period: every `period`-th layer global. */
-const globalEvery = (period: number) => (config: ModelConfig) =>
-  fixedPattern(config, 'layer_types', 'full_attention', (layer) => layer % period === period - 1, `llama.cpp makes every ${period}th layer global`)
+const globalEvery =
+  (period: number) =>
+  ({ read, blocks }: ModelConfig): string | undefined => {
+    const off = offPattern('layer_types', read.value('layer_types').optional()?.items(), blocks, 'full_attention', (layer) => layer % period === period - 1)
+    return off && `${off} (llama.cpp makes every ${period}th layer global)`
+  }
 
-function fixedPattern({ values, blocks, architecture }: ModelConfig, key: string, kind: unknown, isSpecial: (layer: number) => boolean, what: string): void {
-  const list = key === 'no_rope_layers' ? noRopeLayers(values, blocks) : values[key]
-  if (!Array.isArray(list)) return
-  if (list.length !== blocks || list.some((value, layer) => (value === kind) !== isSpecial(layer)))
-    throw unsupported(`${key} ${JSON.stringify(list)} (${what})`, architecture.name)
+/**
+ * Where a per-layer list of config.json (`key`) is off llama.cpp's fixed pattern, `isSpecial(layer)` exactly where
+ * the value is `kind`, as a message says it (never quoting the file's values); undefined where it is not.
+ */
+function offPattern(key: string, list: JsonValue[] | undefined, blocks: number, kind: unknown, isSpecial: (layer: number) => boolean): string | undefined {
+  if (!list) return undefined
+  if (list.length !== blocks) return `${key} of ${list.length} layers, in a model of ${blocks}`
+  const layer = list.findIndex((value, layer) => (value.value === kind) !== isSpecial(layer))
+  return layer < 0 ? undefined : `${key}[${layer}] ${isSpecial(layer) ? 'other than' : 'of'} ${JSON.stringify(kind)}`
 }
 
-/** SmolLM3's and Llama 4's no_rope_layers (1 where a layer has RoPE), or as their config classes make it: none every no_rope_layer_interval-th. */
-function noRopeLayers(values: Values, blocks: number): unknown {
-  const interval = typeof values.no_rope_layer_interval === 'number' ? values.no_rope_layer_interval : 4
-  return values.no_rope_layers ?? Array.from({ length: blocks }, (_, layer) => Number((layer + 1) % interval !== 0))
+/**
+ * SmolLM3's and Llama 4's layers without RoPE off llama.cpp's, every `step`-th: no_rope_layers (0 where a layer has
+ * none), or as their config classes make it where it is absent, none every no_rope_layer_interval-th.
+ */
+function noRope({ read, blocks }: ModelConfig, step: number): string | undefined {
+  const what = `llama.cpp leaves RoPE out of every ${step}th layer`
+  const list = read.value('no_rope_layers').optional()?.items()
+  const interval = read.integer('no_rope_layer_interval') ?? 4
+  const off = list
+    ? offPattern('no_rope_layers', list, blocks, 0, (layer) => (layer + 1) % step === 0)
+    : interval !== step && `no_rope_layer_interval ${interval}`
+  return off ? `${off} (${what})` : undefined
 }
 
 /** llama's keys, which LlamaModel's subclasses (SmolLM3, Granite, Llama 4) write too. */
@@ -387,6 +407,8 @@ function deepseek(gating: 'softmax' | 'sigmoid'): Architecture {
     name: 'deepseek2',
     rope: ['yarn'],
     sharedKeys: true,
+    // Its query heads: the dims without RoPE, then those with (transformers 5 writes head_dim as the latter).
+    headDim: (read) => read.integer('qk_nope_head_dim', true)! + read.integer('qk_rope_head_dim', true)!,
     tensors: {
       'self_attn.kv_b_proj': [
         { to: 'attn_k_b', reshape: latent('k') },
@@ -395,18 +417,16 @@ function deepseek(gating: 'softmax' | 'sigmoid'): Architecture {
     },
     // A tied lm_head, and the multi-token-prediction layers after the model's (DeepSeek-V3's 62nd).
     skip: (name, { values, blocks }) =>
-      (values.tie_word_embeddings === true && name === 'lm_head.weight') || Number(/^model\.layers\.(\d+)\./.exec(name)?.[1] ?? -1) >= blocks,
-    check: ({ read, architecture }) => {
+      (values.get('tie_word_embeddings').value === true && name === 'lm_head.weight') || Number(/^model\.layers\.(\d+)\./.exec(name)?.[1] ?? -1) >= blocks,
+    check: ({ read }) => {
+      // Another of llama.cpp's gating functions (metadata.ts refuses the others).
       const scoring = read.string('scoring_func')
-      if (scoring !== undefined && scoring !== gating)
-        throw unsupported(`scoring_func ${JSON.stringify(scoring)} (transformers' class gates by ${gating})`, architecture.name)
+      if (scoring !== undefined && scoring !== gating && Object.hasOwn(GATING, scoring))
+        return `scoring_func "${scoring}" (transformers' class gates by ${gating})`
       // llama.cpp chooses groups by the sum of their top two experts' scores, as V3 does; V2's group_limited_greedy by the top one.
       const groups = read.integer('n_group') ?? 1
       if (read.string('topk_method') === 'group_limited_greedy' && groups > 1 && (read.integer('topk_group') ?? groups) < groups)
-        throw unsupported(
-          `topk_method "group_limited_greedy" with ${groups} groups (llama.cpp ranks groups by their top two experts, as DeepSeek-V3)`,
-          architecture.name,
-        )
+        return `topk_method "group_limited_greedy" with ${groups} groups (llama.cpp ranks groups by their top two experts, as DeepSeek-V3)`
     },
     keys: (c, add) => {
       const { read } = c
@@ -468,27 +488,22 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
   Qwen3ForCausalLM: QWEN('qwen3'),
   Qwen3MoeForCausalLM: {
     ...QWEN('qwen3moe'),
-    check: ({ read, architecture }) => {
+    check: ({ read }) => {
       // llama.cpp's qwen3moe always renormalizes the chosen experts' weights.
-      if (read.boolean('norm_topk_prob') === false)
-        throw unsupported("norm_topk_prob false (llama.cpp always renormalizes the chosen experts' weights)", architecture.name)
+      if (read.boolean('norm_topk_prob') === false) return "norm_topk_prob false (llama.cpp always renormalizes the chosen experts' weights)"
     },
     keys: ({ read }, add) => add('expert_feed_forward_length', 'u32', read.integer('moe_intermediate_size')),
   },
   Qwen2MoeForCausalLM: {
     ...QWEN('qwen2moe'),
     check: (config) => {
-      const { read, architecture } = config
+      const { read } = config
       // llama.cpp's qwen2moe never renormalizes them, and has experts in every layer.
-      if (read.boolean('norm_topk_prob'))
-        throw unsupported("norm_topk_prob true (llama.cpp's qwen2moe never renormalizes the chosen experts' weights)", architecture.name)
+      if (read.boolean('norm_topk_prob')) return "norm_topk_prob true (llama.cpp's qwen2moe never renormalizes the chosen experts' weights)"
       const sparse = read.integer('decoder_sparse_step') ?? 1
       const dense = read.counts('mlp_only_layers') ?? []
       if (sparse !== 1 || dense.length > 0)
-        throw unsupported(
-          `layers without experts (decoder_sparse_step ${sparse}, mlp_only_layers [${dense}]: llama.cpp's qwen2moe has experts in every layer)`,
-          architecture.name,
-        )
+        return `layers without experts (decoder_sparse_step ${sparse}, mlp_only_layers of ${dense.length}: llama.cpp's qwen2moe has experts in every layer)`
     },
     keys: ({ read }, add) => {
       add('expert_feed_forward_length', 'u32', read.integer('moe_intermediate_size'))
@@ -522,9 +537,10 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     }),
     check: globalEvery(6),
     keys: ({ read, values }, add) => {
-      if (values.final_logit_softcapping) add('final_logit_softcapping', 'f32', read.number('final_logit_softcapping'))
+      const softcapping = read.number('final_logit_softcapping')
+      if (softcapping) add('final_logit_softcapping', 'f32', softcapping)
       // A pattern of 1 is every layer global: no sliding window at all.
-      if (values.sliding_window_pattern !== 1) add('attention.sliding_window', 'u32', read.integer('sliding_window'))
+      if (values.get('sliding_window_pattern').value !== 1) add('attention.sliding_window', 'u32', read.integer('sliding_window'))
     },
   },
   Phi3ForCausalLM: {
@@ -533,7 +549,7 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     sharedKeys: true,
     keys: (c, add) => {
       add('rope.dimension_count', 'u32', c.ropeDims)
-      add('rope.scaling.original_context_length', 'u32', c.rope.original)
+      add('rope.scaling.original_context_length', 'u32', c.rope.original ?? c.read.integer('original_max_position_embeddings', true))
       // 0 where config.json has none: llama.cpp tells Phi-4 from Phi-3 by it.
       add('attention.sliding_window', 'u32', c.read.integer('sliding_window') ?? 0)
       if (c.rope.type === 'longrope') add('rope.scaling.attn_factor', 'f32', c.rope.attentionFactor)
@@ -543,8 +559,11 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     name: 'gpt2',
     rope: [],
     sharedKeys: true,
-    // GPT-2 configs say n_inner: null for an FFN of 4 * n_embd.
-    defaults: (v) => ({ n_inner: 4 * (v.n_embd as number) }),
+    // GPT-2 configs say n_inner: null for an FFN of 4 * n_embd (n_embd itself is checked where it is read).
+    defaults: (v) => {
+      const embeddings = v.get('n_embd').value
+      return { n_inner: typeof embeddings === 'number' ? 4 * embeddings : undefined }
+    },
     tensors: {
       'attn.c_attn': [{ to: 'attn_qkv', reshape: transposed }],
       'attn.c_proj': [{ to: 'attn_output', reshape: transposed }],
@@ -558,9 +577,9 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     name: 'smollm3',
     check: (config) => {
       // llama.cpp's smollm3 rotates no layer of every 4 (its n_no_rope_layer_step), whatever config.json says.
-      fixedPattern(config, 'no_rope_layers', 0, (layer) => (layer + 1) % 4 === 0, 'llama.cpp leaves RoPE out of every 4th layer')
       if (config.read.boolean('use_sliding_window') && config.read.strings('layer_types')?.includes('sliding_attention'))
-        throw unsupported("sliding-window layers (llama.cpp's smollm3 has none)", config.architecture.name)
+        return "sliding-window layers (llama.cpp's smollm3 has none)"
+      return noRope(config, 4)
     },
   },
   GraniteForCausalLM: {
@@ -568,10 +587,9 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     name: 'granite',
     // GraniteConfig's multipliers, which the converter writes when config.json has none.
     defaults: () => ({ embedding_multiplier: 1, residual_multiplier: 1, attention_multiplier: 1, logits_scaling: 1 }),
-    check: ({ read, hidden, heads, architecture }) => {
+    check: ({ read, hidden, heads }) => {
       const headDim = read.integer('head_dim')
-      if (headDim !== undefined && headDim !== hidden / heads)
-        throw unsupported(`head_dim ${headDim} (llama.cpp's granite takes hidden_size / num_attention_heads)`, architecture.name)
+      if (headDim !== undefined && headDim !== hidden / heads) return `head_dim ${headDim} (llama.cpp's granite takes hidden_size / num_attention_heads)`
     },
     keys: (c, add) => {
       llamaKeys(c, add)
@@ -605,9 +623,9 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     rope: [],
     sharedKeys: false,
     addsBos: false,
-    check: ({ read, heads, kvHeads, architecture }) => {
-      if (kvHeads !== heads) throw unsupported(`num_key_value_heads ${kvHeads} (llama.cpp's phi2 has as many as num_attention_heads)`, architecture.name)
-      if (read.boolean('qk_layernorm')) throw unsupported("qk_layernorm (llama.cpp's phi2 has no q/k norms)", architecture.name)
+    check: ({ read, heads, kvHeads }) => {
+      if (kvHeads !== heads) return `num_key_value_heads ${kvHeads} (llama.cpp's phi2 has as many as num_attention_heads)`
+      if (read.boolean('qk_layernorm')) return "qk_layernorm (llama.cpp's phi2 has no q/k norms)"
     },
     keys: (c, add) => {
       // The FFN's size, where the converter writes 4 * n_embd whatever config.json says.
@@ -642,11 +660,10 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     // The 7B decoder's multi-query attention has one key-value head whatever num_kv_heads says, as transformers reads it.
     kvHeads: (read, heads) =>
       read.boolean('new_decoder_architecture') || read.boolean('multi_query') === false ? (read.integer('num_kv_heads n_head_kv') ?? heads) : 1,
-    check: ({ read, architecture }) => {
-      if (read.boolean('alibi')) throw unsupported("alibi (llama.cpp's falcon has RoPE)", architecture.name)
-      if (read.boolean('parallel_attn') === false)
-        throw unsupported("parallel_attn false (llama.cpp's falcon runs attention and MLP in parallel)", architecture.name)
-      if (read.boolean('bias')) throw unsupported("bias (llama.cpp's falcon has no linear biases)", architecture.name)
+    check: ({ read }) => {
+      if (read.boolean('alibi')) return "alibi (llama.cpp's falcon has RoPE)"
+      if (read.boolean('parallel_attn') === false) return "parallel_attn false (llama.cpp's falcon runs attention and MLP in parallel)"
+      if (read.boolean('bias')) return "bias (llama.cpp's falcon has no linear biases)"
     },
     tensors: { 'self_attention.query_key_value': [{ to: 'attn_qkv', reshape: kvGroups }] },
     keys: (c, add) => {
@@ -661,15 +678,11 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     sharedKeys: true,
     // CohereConfig's, where config.json has none.
     defaults: () => ({ logit_scale: 0.0625, use_qk_norm: false, tie_word_embeddings: true }),
-    check: ({ read, blocks, architecture }) => {
+    check: ({ read, blocks }) => {
       // llama.cpp reads Command R+'s q/k norms in a model of 64 layers or more, and never in a smaller one.
       if (read.boolean('use_qk_norm') !== blocks >= 64)
-        throw unsupported(
-          `use_qk_norm ${read.boolean('use_qk_norm')} with ${blocks} layers (llama.cpp has q/k norms in models of 64 layers or more)`,
-          architecture.name,
-        )
-      if (read.boolean('tie_word_embeddings') === false)
-        throw unsupported("tie_word_embeddings false (llama.cpp's command-r takes its output from token_embd)", architecture.name)
+        return `use_qk_norm ${read.boolean('use_qk_norm')} with ${blocks} layers (llama.cpp has q/k norms in models of 64 layers or more)`
+      if (read.boolean('tie_word_embeddings') === false) return "tie_word_embeddings false (llama.cpp's command-r takes its output from token_embd)"
     },
     keys: (c, add) => {
       add('context_length', 'u32', c.read.integer('model_max_length max_position_embeddings'))
@@ -686,7 +699,7 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     mxfp4Experts: true,
     // GptOssConfig's RoPE, where config.json has none.
     defaults: (values) =>
-      values.rope_parameters
+      values.get('rope_parameters').present
         ? {}
         : { rope_scaling: { rope_type: 'yarn', factor: 32, beta_fast: 32, beta_slow: 1, truncate: false, original_max_position_embeddings: 4096 } },
     check: globalEvery(2),
@@ -718,25 +731,25 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
       use_qk_norm: true,
     }),
     check: (config) => {
-      const { read, values, blocks, experts, architecture } = config
-      const name = architecture.name
+      const { read, blocks, experts } = config
       const global = read.strings('layer_types')?.every((type) => type === 'full_attention') ?? false
       // llama.cpp's llama4 chunks attention by 8192 and tunes its temperature as Llama 4 does (unless no layer is
       // chunked), leaves RoPE out of every 4th layer (of the last where none is chunked), has q/k norms unless it has
       // 128 experts, and experts in every interleave_moe_layer_step-th layer.
       if (!global && read.integer('attention_chunk_size') !== 8192)
-        throw unsupported(`attention_chunk_size ${read.integer('attention_chunk_size')} (llama.cpp's llama4 chunks by 8192)`, name)
-      if (!global && (!values.attn_temperature_tuning || read.integer('floor_scale') !== 8192 || read.number('attn_scale') !== 0.1))
-        throw unsupported("attention temperature tuning other than Llama 4's (floor_scale 8192, attn_scale 0.1, which llama.cpp's llama4 has built in)", name)
-      const step = global ? blocks : 4
-      fixedPattern(config, 'no_rope_layers', 0, (layer) => (layer + 1) % step === 0, `llama.cpp leaves RoPE out of every ${step}th layer`)
+        return `attention_chunk_size ${read.integer('attention_chunk_size')} (llama.cpp's llama4 chunks by 8192)`
+      if (!global && (!read.boolean('attn_temperature_tuning') || read.integer('floor_scale') !== 8192 || read.number('attn_scale') !== 0.1))
+        return "attention temperature tuning other than Llama 4's (floor_scale 8192, attn_scale 0.1, which llama.cpp's llama4 has built in)"
+      const noRopeOff = noRope(config, global ? blocks : 4)
+      if (noRopeOff) return noRopeOff
       if (read.boolean('use_qk_norm') !== (experts !== 128))
-        throw unsupported(`use_qk_norm ${read.boolean('use_qk_norm')} with ${experts} experts (llama.cpp has q/k norms unless there are 128)`, name)
+        return `use_qk_norm ${read.boolean('use_qk_norm')} with ${experts} experts (llama.cpp has q/k norms unless there are 128)`
       const moeStep = read.integer('interleave_moe_layer_step', true)!
+      // Layer moeStep - 1, then every moeStep-th.
       const moe = read.counts('moe_layers')
-      const expected = range(blocks).filter((layer) => (layer + 1) % moeStep === 0)
-      if (moe && moe.join() !== expected.join())
-        throw unsupported(`moe_layers [${moe}] (llama.cpp has experts in every ${moeStep}th layer: [${expected}])`, name)
+      const off = moe?.findIndex((layer, i) => layer !== (i + 1) * moeStep - 1)
+      if (moe && (off !== -1 || moe.length !== Math.floor(blocks / moeStep)))
+        return `moe_layers with ${off === -1 ? `${moe.length} layers` : `layer ${moe[off!]} at ${off}`} (llama.cpp has experts in every ${moeStep}th layer of ${blocks})`
     },
     tensors: fusedExperts('feed_forward.experts', false),
     keys: (c, add) => {

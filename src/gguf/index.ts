@@ -7,7 +7,8 @@
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
-import { jsonFileError, readJsonObject } from '../format/model-config.ts'
+import { jsonFileError } from '../format/json-values.ts'
+import { readJsonObject } from '../format/model-config.ts'
 import { type Located, locate, type OpenModelOptions, openLocated, readBeside, type SafetensorsModel } from '../read/model.ts'
 import { ChunkConverter, pulledStream } from '../read/streams.ts'
 import { sequentialReader } from '../sources/downloads.ts'
@@ -260,8 +261,9 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
       config: await json('tokenizer_config.json', false),
       chatTemplate: await readBesideModel(located, 'chat_template.jinja', false, read).then((bytes) => bytes && new TextDecoder().decode(bytes)),
     }
-    const metadata = merged([...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)])
+    // The tensors first: their shapes check config.json's counts before the tokenizer's arrays are sized by them.
     tensors = planTensors(model, config, dtype)
+    const metadata = merged([...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)])
     header = encodeHeader(metadata, tensors)
   } catch (error) {
     await model.close()
@@ -304,8 +306,10 @@ export type GgufStream = ReadableStream<Uint8Array> & {
  * cannot run as transformers does (Qwen3-MoE's norm_topk_prob false, Gemma layer types out of llama.cpp's pattern),
  * a tokenizer that is neither SentencePiece nor byte-level BPE or whose pre-tokenizer llama.cpp does not implement,
  * a tensor that maps to no GGUF tensor or is not floating-point, an expert past config.json's count (named);
- * `TensorNotFound` for a missing expert; `InvalidHeaderDeserialization` for a config.json, tokenizer.json or
- * tokenizer.model that is not what it should be (a missing hyperparameter named); `Io` for a missing config.json,
+ * `TensorNotFound` for a missing expert, or no token embedding or attention query projection;
+ * `InvalidHeaderDeserialization` for a config.json, tokenizer.json, tokenizer_config.json or tokenizer.model that
+ * is not what it should be (a value of the wrong type or range, counts that do not fit the tensors: the file and
+ * key named); `Io` for a missing config.json,
  * or neither tokenizer.json nor tokenizer.model (named), and a read that fails; any code of
  * {@link index!openModel}; `Aborted`. After it resolves, the same codes come as the stream's error.
  * @throws TypeError for a `dtype` other than F32, F16, BF16 or Q8_0, an `onProgress` that is not a function,

@@ -3,103 +3,119 @@
 // that node-llama-cpp 3.21.1 ships: release v0.4.0), for config.json as transformers 4 and 5 both write it. What
 // differs by architecture is its entry of architectures.ts.
 import { SafetensorsError } from '../errors.ts'
-import { jsonFileError } from '../format/model-config.ts'
-import type { AddKey, ArchitectureTable, ConfigReader, ModelConfig, Rope, Values } from './architectures.ts'
+import { excerpt, JsonValue, jsonFileError } from '../format/json-values.ts'
+import type { AddKey, Architecture, ArchitectureTable, ConfigReader, ModelConfig, Rope } from './architectures.ts'
 import { ALIGNMENT, type GgufDtype, type KeyValue } from './format.ts'
 
-/** The first of config.json's `keys` (space-separated aliases) that is set, with the key it was found under. */
-function firstOf(values: Values, keys: string): { key: string; value: unknown } {
-  const aliases = keys.split(' ')
-  const key = aliases.find((k) => values[k] != null) ?? aliases[0]
-  return { key, value: values[key] ?? undefined }
-}
+/** The largest value of a GGUF u32 key. */
+const U32_MAX = 2 ** 32 - 1
 
-/** A reader of `values` (config.json, or its rope dict) whose every value is checked: a wrong type names the key. */
-function readerOf(values: Values): ConfigReader {
-  const wrong = (key: string, value: unknown, what: string) => jsonFileError('config.json', `${key} is ${JSON.stringify(value)}, not ${what}`)
-  const integerAt = (keys: string, min: number, required = false) => {
-    const { key, value } = firstOf(values, keys)
-    if (value === undefined && !required) return undefined
-    if (!(typeof value === 'number' && Number.isInteger(value) && value >= min && value < 2 ** 32))
-      throw wrong(key, value, min > 0 ? 'a positive integer' : 'an integer from 0')
-    return value
+/** The largest finite float32: a larger number would be written as infinity. */
+const F32_MAX = 3.4028234663852886e38
+
+/**
+ * A reader of config.json's values (or of its rope dict's), each checked for the GGUF key it becomes: `field(key)`
+ * is a value, located in config.json for its errors; the reader's `keys` are space-separated aliases, of which the
+ * first that is set is read.
+ */
+function readerOf(field: (key: string) => JsonValue): ConfigReader {
+  const first = (keys: string) => {
+    const values = keys.split(' ').map(field)
+    return values.find((value) => value.present) ?? values[0]
   }
-  const typed = <T>(key: string, is: (value: unknown) => value is T, what: string): T | undefined => {
-    const value = values[key] ?? undefined
-    if (value === undefined) return undefined
-    if (!is(value)) throw wrong(key, value, what)
-    return value
-  }
-  const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v < 2 ** 32
   return {
-    integer: (keys, required) => integerAt(keys, 1, required),
-    count: (keys) => integerAt(keys, 0),
-    number: (keys) => {
-      const { key, value } = firstOf(values, keys)
-      if (value !== undefined && typeof value !== 'number') throw wrong(key, value, 'a number')
-      return value
-    },
-    boolean: (key) => typed(key, (v): v is boolean => typeof v === 'boolean', 'true or false'),
-    string: (key) => typed(key, (v): v is string => typeof v === 'string', 'a string'),
-    strings: (key) => typed(key, (v): v is string[] => Array.isArray(v) && v.every((s) => typeof s === 'string'), 'a list of strings'),
-    counts: (key) => typed(key, (v): v is number[] => Array.isArray(v) && v.every(isCount), 'a list of integers from 0'),
+    value: first,
+    integer: (keys, required) => (required ? first(keys) : first(keys).optional())?.integer(1, U32_MAX),
+    count: (keys) => first(keys).optional()?.integer(0, U32_MAX),
+    number: (keys) => first(keys).optional()?.number(-F32_MAX, F32_MAX),
+    boolean: (key) => field(key).optional()?.boolean(),
+    string: (key) => field(key).optional()?.string(),
+    strings: (key) =>
+      field(key)
+        .optional()
+        ?.items()
+        .map((item) => item.string()),
+    counts: (key) =>
+      field(key)
+        .optional()
+        ?.items()
+        .map((item) => item.integer(0, U32_MAX)),
   }
 }
 
-function ropeOf(
-  values: Values,
-  read: ConfigReader,
-  { name, rope }: ModelConfig['architecture'],
-  { unsupported }: ArchitectureTable,
-  maxPositions: number | undefined,
-): Rope {
-  const parameters = (values.rope_parameters ?? {}) as Values
+/** The error for what llama.cpp cannot run as transformers does (`what`, of config.json) in GGUF architecture `arch`. */
+function unsupported(what: string, arch: string): SafetensorsError {
+  return new SafetensorsError('UnsupportedConversion', `config.json: ${what} is not supported for GGUF architecture ${arch}`)
+}
+
+/** The RoPE types whose scaling is computed from the context the model was trained with. */
+const SCALED_FROM_ORIGINAL = ['yarn', 'llama3', 'longrope']
+
+function ropeOf(values: JsonValue, read: ConfigReader, { name, rope }: Architecture, maxPositions: number | undefined): Rope {
+  const parameters = values.get('rope_parameters')
   // Gemma 3 keeps one dict per layer type: scaling applies to the global layers, the full_attention ones.
-  const dict: Values = {
-    rope_theta: values.rope_theta ?? values.rotary_emb_base,
-    ...(values.rope_scaling as Values),
-    ...((parameters.full_attention ?? parameters) as Values),
+  const full = parameters.get('full_attention')
+  const dicts = [full.present ? full : parameters, values.get('rope_scaling')]
+  const field = (key: string) => {
+    const found = dicts.map((dict) => dict.get(key)).find((value) => value.present)
+    // rope_theta also at the top level, where transformers 4 writes it (GPT-NeoX's rotary_emb_base).
+    return found ?? (key === 'rope_theta' ? values.first(key, 'rotary_emb_base') : dicts[0].get(key))
   }
-  const inDict = readerOf(dict)
-  const named = String(dict.rope_type ?? dict.type ?? 'default').toLowerCase()
+  const inDict = readerOf(field)
+  const named = (field('rope_type').optional() ?? field('type').optional())?.string().toLowerCase() ?? 'default'
   const type = named === 'su' ? 'longrope' : named
   const supported = ['default', ...rope]
-  if (!supported.includes(type)) throw unsupported(`RoPE type ${JSON.stringify(type)}`, `${name}, which takes ${supported.join(', ')}`)
+  if (!supported.includes(type)) throw unsupported(`RoPE type ${excerpt(type)}`, `${name}, which takes ${supported.join(', ')}`)
   // transformers gives a top-level original_max_position_embeddings priority (Phi-3 keeps it there), then the dict's, then the context.
-  const original = read.integer('original_max_position_embeddings') ?? inDict.integer('original_max_position_embeddings') ?? maxPositions ?? 0
-  const factor = inDict.number('factor') ?? (type === 'linear' ? undefined : (maxPositions ?? 0) / original)
+  const original = read.integer('original_max_position_embeddings') ?? inDict.integer('original_max_position_embeddings') ?? maxPositions
+  if (original === undefined && SCALED_FROM_ORIGINAL.includes(type))
+    throw jsonFileError(
+      'config.json',
+      `RoPE type ${JSON.stringify(type)} scales the context it was trained with, and neither original_max_position_embeddings nor max_position_embeddings says it`,
+    )
+  const factor = inDict.number('factor') ?? (type === 'linear' || maxPositions === undefined || original === undefined ? undefined : maxPositions / original)
+  if (factor === undefined && type === 'yarn')
+    throw jsonFileError('config.json', 'RoPE type "yarn" has no factor, nor max_position_embeddings to compute it from')
+  // longrope's, the only type that reads it, computed as transformers does where the dict has none.
+  const attentionFactor =
+    type !== 'longrope' ? 1 : (inDict.number('attention_factor') ?? (factor! > 1 ? Math.sqrt(1 + Math.log(factor!) / Math.log(original!)) : 1))
+  if (!(Math.abs(attentionFactor) <= F32_MAX))
+    throw jsonFileError('config.json', `RoPE's attention factor, computed from a factor of ${factor} over ${original} positions, is not a finite number`)
   return {
     type,
     read: inDict,
-    values: dict,
+    field,
     theta: inDict.number('rope_theta'),
     original,
     factor,
-    attentionFactor: inDict.number('attention_factor') ?? ((factor ?? 0) > 1 ? Math.sqrt(1 + Math.log(factor!) / Math.log(original)) : 1),
+    attentionFactor,
     // GPT-NeoX's config.json on the Hub names it rotary_pct.
-    partial: inDict.number('partial_rotary_factor') ?? read.number('partial_rotary_factor rotary_pct') ?? 1,
+    partial: (field('partial_rotary_factor').optional() ?? read.value('partial_rotary_factor rotary_pct').optional())?.number(0, 1) ?? 1,
   }
 }
 
 /** config.json read for the GGUF of one of `table`'s architectures: its values and the entry's checks. */
-export function readModelConfig(config: Values, table: ArchitectureTable): ModelConfig {
+export function readModelConfig(config: JsonValue, table: ArchitectureTable): ModelConfig {
   const { ARCHITECTURES } = table
-  const names = config.architectures
-  const name = Array.isArray(names) ? names[0] : undefined
-  const architecture = Object.hasOwn(ARCHITECTURES, name) ? ARCHITECTURES[name] : undefined
+  const name = config.get('architectures').optional()?.items()[0]?.string()
+  const architecture = name !== undefined && Object.hasOwn(ARCHITECTURES, name) ? ARCHITECTURES[name] : undefined
   if (!architecture) {
     throw new SafetensorsError(
       'UnsupportedConversion',
-      `config.json names the architecture ${JSON.stringify(name)}; GGUF conversion supports ${Object.keys(ARCHITECTURES).join(', ')} (for another, llama.cpp's own convert_hf_to_gguf.py)`,
+      `config.json names the architecture ${name === undefined ? 'none' : excerpt(name)}; GGUF conversion supports ${Object.keys(ARCHITECTURES).join(', ')} (for another, llama.cpp's own convert_hf_to_gguf.py)`,
     )
   }
-  const values = { ...config }
-  for (const [key, value] of Object.entries(architecture.defaults?.(values) ?? {})) values[key] ??= value
-  const read = readerOf(values)
+  const merged: Record<string, unknown> = { ...(config.value as Record<string, unknown>) }
+  for (const [key, value] of Object.entries(architecture.defaults?.(config) ?? {})) merged[key] ??= value
+  const values = new JsonValue(merged, config.file)
+  const read = readerOf((key) => values.get(key))
   const heads = read.integer('num_attention_heads n_head', true)!
+  const kvHeads = architecture.kvHeads?.(read, heads) ?? read.integer('num_key_value_heads') ?? heads
+  if (heads % kvHeads !== 0) throw jsonFileError('config.json', `num_key_value_heads ${kvHeads} does not divide num_attention_heads ${heads}`)
   const hidden = read.integer('hidden_size n_embd', true)!
-  const rope = ropeOf(values, read, architecture, table, read.integer('max_position_embeddings n_positions'))
-  const headDim = read.integer('head_dim') ?? Math.floor(hidden / heads)
+  const rope = ropeOf(values, read, architecture, read.integer('max_position_embeddings n_positions'))
+  const headDim = architecture.headDim?.(read) ?? read.integer('head_dim') ?? Math.floor(hidden / heads)
+  if (headDim === 0) throw jsonFileError('config.json', `hidden_size ${hidden} is less than num_attention_heads ${heads}, and no head_dim is given`)
   const model: ModelConfig = {
     values,
     read,
@@ -107,7 +123,7 @@ export function readModelConfig(config: Values, table: ArchitectureTable): Model
     table,
     hidden,
     heads,
-    kvHeads: architecture.kvHeads?.(read, heads) ?? read.integer('num_key_value_heads') ?? heads,
+    kvHeads,
     blocks: read.integer('num_hidden_layers n_layer', true)!,
     vocabSize: read.integer('vocab_size', true)!,
     experts: read.integer('num_local_experts num_experts n_routed_experts') ?? 0,
@@ -116,7 +132,8 @@ export function readModelConfig(config: Values, table: ArchitectureTable): Model
     ropeDims: Math.floor(headDim * rope.partial),
     rope,
   }
-  architecture.check?.(model)
+  const refused = architecture.check?.(model)
+  if (refused !== undefined) throw unsupported(refused, architecture.name)
   return model
 }
 
@@ -125,13 +142,13 @@ const FILE_TYPE: Readonly<Record<GgufDtype | 'MXFP4', number>> = { F32: 0, F16: 
 
 /** Whether the model's experts are MXFP4 blocks that its GGUF keeps (gpt-oss as OpenAI ships it). */
 export function keepsMxfp4({ architecture, values }: ModelConfig): boolean {
-  return architecture.mxfp4Experts === true && (values.quantization_config as Values | undefined)?.quant_method === 'mxfp4'
+  return architecture.mxfp4Experts === true && values.get('quantization_config').get('quant_method').value === 'mxfp4'
 }
 
 /** The general.* and architecture keys of a GGUF of `config` whose weights are `dtype`. */
 export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[] {
   const { read, architecture, rope } = config
-  const { GATING, unsupported } = config.table
+  const { GATING } = config.table
   const arch = architecture.name
   const keys = new Map<string, KeyValue>()
   const set = (kv: KeyValue) => keys.set(kv[0], kv)
@@ -161,8 +178,8 @@ export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[]
       add('rope.scaling.yarn_beta_slow', 'f32', rope.read.number('beta_slow'))
     }
     add('rope.freq_base', 'f32', rope.theta)
-    const sliding = (config.values.rope_parameters as Values | undefined)?.sliding_attention as Values | undefined
-    add('rope.freq_base_swa', 'f32', readerOf(sliding ?? {}).number('rope_theta') ?? read.number('rope_local_base_freq'))
+    const sliding = config.values.get('rope_parameters').get('sliding_attention')
+    add('rope.freq_base_swa', 'f32', readerOf((key) => sliding.get(key)).number('rope_theta') ?? read.number('rope_local_base_freq'))
     add('attention.layer_norm_rms_epsilon', 'f32', read.number('rms_norm_eps norm_eps'))
     add('attention.layer_norm_epsilon', 'f32', read.number('layer_norm_eps layer_norm_epsilon norm_epsilon'))
     add('expert_count', 'u32', config.experts || undefined)
@@ -171,7 +188,7 @@ export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[]
     add('expert_group_used_count', 'u32', read.integer('topk_group'))
     const scoring = read.string('scoring_func')
     if (scoring !== undefined && !Object.hasOwn(GATING, scoring))
-      throw unsupported(`scoring_func ${JSON.stringify(scoring)}`, `${arch}, which takes ${Object.keys(GATING).join(', ')}`)
+      throw unsupported(`scoring_func ${excerpt(scoring)}`, `${arch}, which takes ${Object.keys(GATING).join(', ')}`)
     add('expert_gating_func', 'u32', scoring && GATING[scoring])
     const headDim = read.integer('head_dim')
     add('attention.key_length', 'u32', headDim)
@@ -193,7 +210,7 @@ export interface ComputedTensor {
 }
 
 /** float32 arithmetic, as torch computes the converter's rope_freqs. */
-const f32 = Math.fround
+const fround = Math.fround
 
 /**
  * The tensors RoPE scaling adds: Llama 3's `rope_freqs` (LlamaModel.generate_extra_tensors, in float32 as
@@ -204,24 +221,26 @@ export function ropeTensors({ rope, headDim, ropeDims, architecture }: ModelConf
     const factor = rope.read.number('factor') ?? 8
     const low = rope.read.number('low_freq_factor') ?? 1
     const high = rope.read.number('high_freq_factor') ?? 4
+    if (!(high > low)) throw rope.field('high_freq_factor').error(`is ${high}, where Llama 3's RoPE needs more than low_freq_factor ${low}`)
     const base = rope.theta ?? 10000
-    const old = rope.original
+    const old = rope.original!
     const values = new Float32Array(headDim / 2)
     // torch computes `scalar / tensor` as tensor.reciprocal() * scalar, each step rounded to float32.
     for (let i = 0; i < values.length; i++) {
-      const frequency = f32(1 / f32(base ** f32((2 * i) / headDim)))
-      const wavelength = f32(f32(1 / frequency) * f32(2 * Math.PI))
-      const smooth = f32(f32(f32(f32(1 / wavelength) * old) - low) / (high - low))
-      values[i] = wavelength < f32(old / high) ? 1 : wavelength > f32(old / low) ? factor : f32(1 / f32(f32(f32(1 - smooth) / factor) + smooth))
+      const frequency = fround(1 / fround(base ** fround((2 * i) / headDim)))
+      const wavelength = fround(fround(1 / frequency) * fround(2 * Math.PI))
+      const smooth = fround(fround(fround(fround(1 / wavelength) * old) - low) / (high - low))
+      values[i] =
+        wavelength < fround(old / high) ? 1 : wavelength > fround(old / low) ? factor : fround(1 / fround(fround(fround(1 - smooth) / factor) + smooth))
     }
     return [{ name: 'rope_freqs.weight', values }]
   }
-  if (rope.type !== 'longrope' || !(rope.values.long_factor as unknown[] | undefined)?.length) return []
+  if (rope.type !== 'longrope' || !rope.field('long_factor').optional()?.items().length) return []
   return ['long', 'short'].map((kind) => {
     const key = `${kind}_factor`
-    const factors = rope.values[key]
-    if (!Array.isArray(factors) || factors.length !== ropeDims / 2 || factors.some((f) => typeof f !== 'number'))
+    const factors = rope.field(key).optional()?.items()
+    if (factors?.length !== ropeDims / 2)
       throw jsonFileError('config.json', `${key} must be ${ropeDims / 2} numbers for ${architecture.name}'s ${ropeDims} rotated dimensions`)
-    return { name: `rope_factors_${kind}.weight`, values: Float32Array.from(factors) }
+    return { name: `rope_factors_${kind}.weight`, values: Float32Array.from(factors, (factor) => factor.number(-F32_MAX, F32_MAX)) }
   })
 }

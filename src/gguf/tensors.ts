@@ -5,9 +5,10 @@
 import { DTYPE_INFO } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import type { TensorInfo } from '../format/header.ts'
+import { jsonFileError } from '../format/json-values.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import type { SafetensorsModel } from '../read/model.ts'
-import type { ModelConfig, Reshape, Reshaping, Rows, Take, Unit } from './architectures.ts'
+import type { ModelConfig, Reshape, Rows, Take, Unit } from './architectures.ts'
 import type { GgufDtype, GgufTensorType, TensorEntry } from './format.ts'
 import { keepsMxfp4, ropeTensors } from './metadata.ts'
 import { Q8_0_BLOCK } from './q8_0.ts'
@@ -100,24 +101,51 @@ const planned = (name: string, dims: number[], type: GgufTensorType, pieces: Pie
 const asItIs: Reshape = (shape) => ({ rows: [[0, shape[0] ?? 1]], dims: shape.length === 0 ? [1] : [...shape].reverse() })
 
 /**
+ * The shape config.json's counts give a tensor of GGUF name `name` (its source's, outermost first) and what makes
+ * it, for the tensors whose shapes the counts fix: the embeddings and output, the attention projections.
+ */
+function shapeFromConfig(name: string, transpose: boolean, config: ModelConfig): { shape: number[]; from: string } | undefined {
+  const { vocabSize, hidden, heads, kvHeads, headDim } = config
+  const [, base, kind] = /^(?:blk\.\d+\.)?(\w+)\.(weight|bias)$/.exec(name) ?? []
+  const vocabulary = `vocab_size ${vocabSize}`
+  const query = `${heads} attention heads of ${headDim}`
+  const keys = `${kvHeads} key-value heads of ${headDim}`
+  const rows: Record<string, [number, string]> = {
+    token_embd: [vocabSize, vocabulary],
+    output: [vocabSize, vocabulary],
+    attn_q: [heads * headDim, query],
+    attn_k: [kvHeads * headDim, keys],
+    attn_v: [kvHeads * headDim, keys],
+    attn_qkv: [(heads + 2 * kvHeads) * headDim, `${query} and twice ${keys}`],
+  }
+  if (!Object.hasOwn(rows, base)) return undefined
+  const [count, from] = rows[base]
+  if (kind === 'bias') return { shape: [count], from }
+  // A Conv1D weight is stored [in, out].
+  return { shape: transpose ? [hidden, count] : [count, hidden], from: `${from} and a hidden size of ${hidden}` }
+}
+
+/**
  * Every tensor of the GGUF of `model`: RoPE's computed ones first, then the model's in its order, an MoE layer's
  * experts (or a layer's per-head norms) stacked (the first one first, whatever shard each is in) where its first is.
+ * config.json's counts are checked against the tensors' shapes before anything is sized by them.
  */
 export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype: GgufDtype): PlannedTensor[] {
   const { architecture } = config
-  const tensors = ropeTensors(config).map(({ name, values }) => planned(name, [values.length], 'F32', [], { computed: values }))
+  const { qPairs, kPairs, transposed } = config.table.RESHAPES
+  const tensors: PlannedTensor[] = []
   const stacks = new Map<string, { tensor: PlannedTensor; parts: TensorPart[]; size: number }>()
   const stored = (name: string): TensorPart => ({ file: model.shards.get(model.shardOf(name))!, info: model.info(name, { stored: true }) as TensorInfo })
   for (const name of model.names()) {
     if (SKIPPED.test(name) || architecture.skip?.(name, config)) continue
     const info = model.info(name)
     const target = mapped(name, config)
-    const quantized = 'quantized' in info
+    const { quantized } = info
     if (target === undefined || DTYPE_INFO[info.dtype].float === undefined) {
       const why = target === undefined ? `maps to no ${architecture.name} GGUF tensor` : `is ${info.dtype}, not floating-point`
       throw new SafetensorsError('UnsupportedConversion', `tensor ${JSON.stringify(name)} ${why}`)
     }
-    const part: TensorPart = quantized ? { info } : { file: model.shards.get(model.shardOf(name))!, info }
+    const part: TensorPart = quantized !== undefined ? { info } : { file: model.shards.get(model.shardOf(name))!, info }
     if (target.stack) {
       const { index, of } = target.stack
       // Experts number config.json's; StableLM's q and k norms, its heads and key-value heads.
@@ -138,13 +166,20 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
       stack.parts[index] = part
       continue
     }
+    const [first] = target.targets
+    const expected = shapeFromConfig(first.name, first.reshape === transposed, config)
+    if (expected && info.shape.join() !== expected.shape.join())
+      throw jsonFileError(
+        'config.json',
+        `tensor ${JSON.stringify(name)} is [${info.shape.join(', ')}], where ${expected.from} make [${expected.shape.join(', ')}]`,
+      )
     for (const { name: gguf, reshape } of target.targets) {
       const role = architecture.permuteQK && /\.attn_([qk])\./.exec(gguf)?.[1]
-      const { qPairs, kPairs } = config.table.RESHAPES
-      const how: Reshaping = (role === 'q' ? qPairs : role === 'k' ? kPairs : (reshape ?? asItIs))(info.shape, config)
-      if (quantized && keepsMxfp4(config) && model.quantization?.method === 'mxfp4') {
+      const how = (role === 'q' ? qPairs : role === 'k' ? kPairs : (reshape ?? asItIs))(info.shape, config)
+      if (typeof how === 'string') throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(name)}: ${how}`)
+      if (quantized !== undefined && keepsMxfp4(config) && model.quantization?.method === 'mxfp4') {
         // gpt-oss's stored blocks, kept: the logical tensor [experts, in, out]'s transform names the rows of out to take.
-        const [blocks, scales] = info.quantized.parts.map(stored)
+        const [blocks, scales] = quantized.parts.map(stored)
         const take = how.unit?.take ?? { start: 0, step: 1, count: info.shape.at(-1)! }
         const pieces = Array.from({ length: info.shape[0] }, (_, e): Piece[] => [
           { part: blocks, rows: [e, e + 1] },
@@ -176,5 +211,14 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
       tensor.pieces.push({ part, rows: [0, part.info.shape[0] ?? 1] })
     }
   }
-  return tensors
+  // What llama.cpp needs of every architecture here, and what bounds config.json's counts.
+  for (const needed of ['token_embd.weight', /^blk\.\d+\.attn_(q|qkv|q_b)\.weight$/]) {
+    if (!tensors.some((t) => (typeof needed === 'string' ? t.name === needed : needed.test(t.name))))
+      throw new SafetensorsError(
+        'TensorNotFound',
+        `the model has no ${typeof needed === 'string' ? 'token embedding' : 'attention query projection'}, which llama.cpp needs`,
+      )
+  }
+  const rope = ropeTensors(config).map(({ name, values }) => planned(name, [values.length], 'F32', [], { computed: values }))
+  return [...rope, ...tensors]
 }

@@ -4,19 +4,16 @@
 // and byte-level BPE ("gpt2": tokens and merges from tokenizer.json, as GPT-2, Llama 3 and Qwen2 have). Then what
 // both share: the special tokens, whether a BOS, SEP and EOS are added (gguf-py's SpecialVocab), the chat template.
 import { SafetensorsError } from '../errors.ts'
-import { jsonFileError } from '../format/model-config.ts'
+import { excerpt, type JsonValue, jsonFileError } from '../format/json-values.ts'
 import type { ModelConfig } from './architectures.ts'
 import type { KeyValue } from './format.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
 
-// biome-ignore lint/suspicious/noExplicitAny: JSON of a shape checked where it matters; any other shape fails in one place (tokenizerMetadata)
-type Json = any
-
 /** The tokenizer files of a model folder: tokenizer.json, tokenizer.model (read), tokenizer_config.json and chat_template.jinja, each if present. */
 export interface TokenizerFiles {
-  json?: Json
+  json?: JsonValue
   model?: SentencePieceModel
-  config?: Json
+  config?: JsonValue
   chatTemplate?: string
 }
 
@@ -67,14 +64,16 @@ function split(regex: string): string {
 }
 
 /** tokenizer.json's pre-tokenizer as the steps PRE_TOKENIZERS knows, a line each; undefined for any other step or option. */
-function steps(pre: Json): string | undefined {
-  const lines = []
-  for (const step of pre?.type === 'Sequence' ? pre.pretokenizers : [pre]) {
-    if (step?.type === 'ByteLevel' && !step.add_prefix_space) lines.push(step.use_regex === false ? 'ByteLevel' : 'ByteLevel with its regex')
-    else if (step?.type === 'Split' && step.behavior === 'Isolated' && !step.invert && typeof step.pattern?.Regex === 'string')
-      lines.push(split(step.pattern.Regex))
-    else if (step?.type === 'Digits') lines.push(step.individual_digits ? 'Digits one by one' : 'Digits')
-    else if (step?.type === 'Punctuation') lines.push(`Punctuation ${step.behavior ?? 'Isolated'}`)
+function steps(pre: JsonValue): string | undefined {
+  const lines: string[] = []
+  for (const step of pre.get('type').value === 'Sequence' ? pre.get('pretokenizers').items() : [pre]) {
+    const type = step.get('type').value
+    const regex = type === 'Split' && step.get('pattern').get('Regex').value
+    if (type === 'ByteLevel' && !step.get('add_prefix_space').value)
+      lines.push(step.get('use_regex').value === false ? 'ByteLevel' : 'ByteLevel with its regex')
+    else if (type === 'Split' && step.get('behavior').value === 'Isolated' && !step.get('invert').value && typeof regex === 'string') lines.push(split(regex))
+    else if (type === 'Digits') lines.push(step.get('individual_digits').value === true ? 'Digits one by one' : 'Digits')
+    else if (type === 'Punctuation') lines.push(`Punctuation ${step.get('behavior').optional()?.string() ?? 'Isolated'}`)
     else return undefined
   }
   return lines.join('\n')
@@ -84,9 +83,9 @@ function steps(pre: Json): string | undefined {
  * llama.cpp's name of a byte-level BPE's pre-tokenizer: refact, whose detokenizer cleans up spaces before
  * punctuation, is command-r where tokenizer_config.json says not to (clean_up_tokenization_spaces false).
  */
-function preTokenizerName(json: Json, config: Json): string | undefined {
-  const name = PRE_TOKENIZERS.get(steps(json.pre_tokenizer) ?? '')
-  return name === 'refact' && config?.clean_up_tokenization_spaces === false ? 'command-r' : name
+function preTokenizerName(pre: JsonValue, config: JsonValue | undefined): string | undefined {
+  const name = PRE_TOKENIZERS.get(steps(pre) ?? '')
+  return name === 'refact' && config?.get('clean_up_tokenization_spaces').value === false ? 'command-r' : name
 }
 
 /** llama.cpp's token types (llama_token_type); SentencePiece's proto numbers them alike. */
@@ -117,60 +116,113 @@ function unsupported(what: string): SafetensorsError {
   )
 }
 
-/** A vocabulary by id, as the GGUF lists it. */
-class Vocabulary {
-  readonly tokens: string[] = []
-  readonly types: Int32Array
-  readonly scores: Float32Array
+/**
+ * The ids past its tokenizer's a vocabulary may have (Qwen2 pads its 151,665 tokens to 151,936, DeepSeek-V2 its
+ * 100,002 to 102,400): every one is a [PAD<id>] token in the GGUF, so config.json's vocab_size sets the memory.
+ */
+const paddingLimit = (tokens: number) => Math.max(4096, Math.ceil(tokens / 8))
 
-  constructor(readonly size: number) {
-    this.types = new Int32Array(size).fill(UNUSED)
-    // SentencePiece's score for ids without a token, which llama.cpp's converter names [PAD<id>].
-    this.scores = new Float32Array(size).fill(-10000)
-  }
+/** A vocabulary by id, as the GGUF lists it: its tokens are gathered first, and the arrays of config.json's vocab_size made once it is checked. */
+class Vocabulary {
+  readonly #placed: Array<{ id: number; text: string; type: number; score: number }> = []
+  /** The tokenizer's size: its highest id, plus one. */
+  #known = 0
+
+  constructor(readonly size: number) {}
 
   /** Token `text` at `id`, an id below the size (config.json's vocab_size) when `required`, else dropped as llama.cpp's converter drops it. */
-  place(text: string, id: unknown, type: number, score: number, required: boolean): void {
-    if (!Number.isInteger(id) || (id as number) < 0 || (id as number) >= this.size) {
-      if (required) throw jsonFileError('tokenizer.json', `token ${JSON.stringify(text)} has the id ${id}, not below vocab_size ${this.size}`)
+  place(text: string, id: number, type: number, score: number, required: boolean): void {
+    this.#known = Math.max(this.#known, id + 1)
+    if (id >= this.size) {
+      if (required) throw jsonFileError('tokenizer.json', `token ${excerpt(text)} has the id ${id}, not below vocab_size ${this.size}`)
       return
     }
-    this.tokens[id as number] = text
-    this.types[id as number] = type
-    this.scores[id as number] = score
+    this.#placed.push({ id, text, type, score })
   }
 
-  /** An added token: CONTROL if special or looking special, else USER_DEFINED with SentencePiece's ▁ as a space. */
-  add(token: Json, id: unknown, required: boolean): void {
-    const special = token.special || looksSpecial(token.content)
-    this.place(special ? token.content : token.content.replaceAll('\u2581', ' '), id, special ? CONTROL : USER_DEFINED, -1000, required)
+  /** An added token (an object with its content, as tokenizer.json and tokenizer_config.json list them): CONTROL if special or looking special, else USER_DEFINED with SentencePiece's ▁ as a space. */
+  add(token: JsonValue, id: number, required: boolean): void {
+    const content = token.get('content').string()
+    const special = (token.get('special').optional()?.boolean() ?? false) || looksSpecial(content)
+    this.place(special ? content : content.replaceAll('\u2581', ' '), id, special ? CONTROL : USER_DEFINED, -1000, required)
   }
 
-  /** The token list, ids without a token as [PAD<id>]. */
-  list(): string[] {
-    for (let id = 0; id < this.size; id++) this.tokens[id] ??= `[PAD${id}]`
-    return this.tokens
+  /** The tokens, types and scores by id, ids without a token [PAD<id>], UNUSED, scored as SentencePiece scores them. */
+  finish(): { tokens: string[]; types: Int32Array; scores: Float32Array } {
+    const padding = this.size - this.#known
+    if (padding > paddingLimit(this.#known))
+      throw jsonFileError(
+        'config.json',
+        `vocab_size ${this.size} pads the tokenizer's ${this.#known} tokens with ${padding} ids, more than the ${paddingLimit(this.#known)} a vocabulary of that size is padded with`,
+      )
+    const tokens = new Array<string>(this.size)
+    const types = new Int32Array(this.size).fill(UNUSED)
+    // SentencePiece's score for ids without a token, which llama.cpp's converter names [PAD<id>].
+    const scores = new Float32Array(this.size).fill(-10000)
+    for (const { id, text, type, score } of this.#placed) {
+      tokens[id] = text
+      types[id] = type
+      scores[id] = score
+    }
+    for (let id = 0; id < this.size; id++) tokens[id] ??= `[PAD${id}]`
+    return { tokens, types, scores }
   }
 }
 
+/** A token id of a tokenizer file: an integer, at least 0. */
+const idOf = (value: JsonValue) => value.integer(0)
+
+/** The vocabulary of tokenizer.json's model: each token and its id. */
+function vocabOf(json: JsonValue): Array<[string, number]> {
+  return json
+    .get('model')
+    .get('vocab')
+    .members()
+    .map(([token, id]) => [token, idOf(id)])
+}
+
+/** The merges of tokenizer.json's BPE model: "a b", or the [a, b] form of newer tokenizers. */
+function mergesOf(json: JsonValue): Array<string | string[]> {
+  return json
+    .get('model')
+    .get('merges')
+    .items()
+    .map((merge) => (Array.isArray(merge.value) ? merge.items().map((part) => part.string()) : merge.string()))
+}
+
+/** tokenizer.json's added tokens, each with its id. */
+function addedTokens(json: JsonValue | undefined): Array<{ token: JsonValue; id: number }> {
+  return (json?.get('added_tokens').optional()?.items() ?? []).map((token) => ({ token, id: idOf(token.get('id')) }))
+}
+
 /** The tokenizer.ggml.* keys of a byte-level BPE tokenizer.json: tokens, types, merges and the pre-tokenizer's name. */
-function byteLevel(json: Json, config: Json, size: number): KeyValue[] {
-  const pre = preTokenizerName(json, config)
-  if (!pre) throw unsupported(`its pre-tokenizer ${JSON.stringify(json.pre_tokenizer).slice(0, 300)} is not one llama.cpp implements`)
+function byteLevel(json: JsonValue, config: JsonValue | undefined, size: number): KeyValue[] {
+  const preTokenizer = json.get('pre_tokenizer')
+  const pre = preTokenizerName(preTokenizer, config)
+  if (!pre) throw unsupported(`its pre-tokenizer ${describeType(preTokenizer)} is not one llama.cpp implements`)
   const vocabulary = new Vocabulary(size)
-  for (const [token, id] of Object.entries(json.model.vocab)) vocabulary.place(token, id, NORMAL, 0, true)
-  for (const token of json.added_tokens ?? []) vocabulary.add(token, token.id, true)
-  // The [a, b] form of newer tokenizers, joined as "a b" with a space inside a part written as U+0120, as gguf-py does.
-  const merges = (json.model.merges as Array<string | string[]>).map((m) =>
-    typeof m === 'string' ? m : m.map((part) => part.replaceAll(' ', '\u0120')).join(' '),
-  )
+  for (const [token, id] of vocabOf(json)) vocabulary.place(token, id, NORMAL, 0, true)
+  for (const { token, id } of addedTokens(json)) vocabulary.add(token, id, true)
+  // The [a, b] form joined as "a b" with a space inside a part written as U+0120, as gguf-py does.
+  const merges = mergesOf(json).map((m) => (typeof m === 'string' ? m : m.map((part) => part.replaceAll(' ', '\u0120')).join(' ')))
+  const { tokens, types } = vocabulary.finish()
   return [
     ['tokenizer.ggml.model', 'string', 'gpt2'],
     ['tokenizer.ggml.pre', 'string', pre],
-    ['tokenizer.ggml.tokens', 'string[]', vocabulary.list()],
-    ['tokenizer.ggml.token_type', 'i32[]', vocabulary.types],
+    ['tokenizer.ggml.tokens', 'string[]', tokens],
+    ['tokenizer.ggml.token_type', 'i32[]', types],
     ['tokenizer.ggml.merges', 'string[]', merges],
   ]
+}
+
+/** A pre-tokenizer's type as a message names it (a Split's, its pattern; a Sequence's, its steps'). */
+function describeType(pre: JsonValue): string {
+  const type = pre.get('type').optional()?.string()
+  if (type === undefined) return 'none'
+  const pattern = pre.get('pattern').get('Regex').value ?? pre.get('pattern').get('String').value
+  if (type === 'Split' && typeof pattern === 'string') return `Split by ${excerpt(pattern)}`
+  if (type !== 'Sequence') return excerpt(type)
+  return `Sequence of ${(pre.get('pretokenizers').optional()?.items() ?? []).map(describeType).join(', ')}`
 }
 
 /**
@@ -190,38 +242,48 @@ function fromSentencePiece({ pieces, addDummyPrefix }: SentencePieceModel, vocab
  * r scores -r, so that it merges in BPE's order (llama.cpp's converter scores every token -1000, and llama.cpp then
  * merges left to right, not as transformers does); a token no merge makes scores 0, as its score is never read.
  */
-function fromBpeWithByteFallback(json: Json, vocabulary: Vocabulary): boolean {
+function fromBpeWithByteFallback(json: JsonValue, vocabulary: Vocabulary): boolean {
   const rank = new Map<string, number>()
-  for (const [r, merge] of (json.model.merges as Array<string | string[]>).entries()) {
+  for (const [r, merge] of mergesOf(json).entries()) {
     const joined = typeof merge === 'string' ? merge.replace(' ', '') : merge.join('')
     if (!rank.has(joined)) rank.set(joined, r)
   }
-  for (const [text, id] of Object.entries(json.model.vocab))
-    vocabulary.place(text, id, /^<0x[0-9A-Fa-f]{2}>$/.test(text) ? BYTE : NORMAL, -(rank.get(text) ?? 0), false)
-  const steps = (x: Json): Json[] => (x?.type === 'Sequence' ? (x.normalizers ?? x.pretokenizers) : x ? [x] : [])
-  const metaspace = steps(json.pre_tokenizer).find((p) => p.type === 'Metaspace')
-  if (metaspace) return (metaspace.prepend_scheme ?? (metaspace.add_prefix_space === false ? 'never' : 'always')) !== 'never'
-  return steps(json.normalizer).some((n) => n.type === 'Prepend' && n.prepend === '\u2581')
+  for (const [text, id] of vocabOf(json)) vocabulary.place(text, id, /^<0x[0-9A-Fa-f]{2}>$/.test(text) ? BYTE : NORMAL, -(rank.get(text) ?? 0), false)
+  const steps = (x: JsonValue): JsonValue[] => (!x.present ? [] : x.get('type').value === 'Sequence' ? x.first('normalizers', 'pretokenizers').items() : [x])
+  const metaspace = steps(json.get('pre_tokenizer')).find((p) => p.get('type').value === 'Metaspace')
+  if (metaspace) {
+    const scheme = metaspace.get('prepend_scheme').optional()?.string() ?? (metaspace.get('add_prefix_space').value === false ? 'never' : 'always')
+    return scheme !== 'never'
+  }
+  return steps(json.get('normalizer')).some((n) => n.get('type').value === 'Prepend' && n.get('prepend').value === '\u2581')
 }
 
 /** The tokenizer.ggml.* keys of a SentencePiece tokenizer: pieces, scores, types and whether a space goes before the text. */
 function sentencePiece({ json, model, config }: TokenizerFiles, size: number): KeyValue[] {
   const vocabulary = new Vocabulary(size)
-  let spacePrefix = model ? fromSentencePiece(model, vocabulary) : fromBpeWithByteFallback(json, vocabulary)
+  let spacePrefix = model ? fromSentencePiece(model, vocabulary) : fromBpeWithByteFallback(json!, vocabulary)
   // The added tokens, as transformers lists them: tokenizer.json's, then tokenizer_config.json's added_tokens_decoder.
-  for (const token of json?.added_tokens ?? []) vocabulary.add(token, token.id, false)
-  for (const [id, token] of Object.entries<Json>(config?.added_tokens_decoder ?? {})) vocabulary.add(token, Number(id), false)
-  spacePrefix = config?.add_prefix_space ?? spacePrefix
+  for (const { token, id } of addedTokens(json)) vocabulary.add(token, id, false)
+  for (const [key, token] of config?.get('added_tokens_decoder').optional()?.members() ?? []) {
+    const id = Number(key)
+    if (!/^\d+$/.test(key) || !Number.isSafeInteger(id)) throw token.error('is not keyed by a token id')
+    vocabulary.add(token, id, false)
+  }
+  spacePrefix = config?.get('add_prefix_space').optional()?.boolean() ?? spacePrefix
+  const { tokens, types, scores } = vocabulary.finish()
   return [
     ['tokenizer.ggml.model', 'string', 'llama'],
     ['tokenizer.ggml.pre', 'string', 'default'],
-    ['tokenizer.ggml.tokens', 'string[]', vocabulary.list()],
-    ['tokenizer.ggml.scores', 'f32[]', vocabulary.scores],
-    ['tokenizer.ggml.token_type', 'i32[]', vocabulary.types],
+    ['tokenizer.ggml.tokens', 'string[]', tokens],
+    ['tokenizer.ggml.scores', 'f32[]', scores],
+    ['tokenizer.ggml.token_type', 'i32[]', types],
     // llama.cpp puts a space before the text unless told not to.
     ...(spacePrefix ? [] : [['tokenizer.ggml.add_space_prefix', 'bool', false] as KeyValue]),
   ]
 }
+
+/** The special token's id that a post-processor's template step names (`{"SpecialToken": {"id": ...}}`), if it is one. */
+const specialIn = (step: JsonValue | undefined): string | undefined => step?.get('SpecialToken').get('id').optional()?.string()
 
 /**
  * The tokenizer.ggml.* and tokenizer.chat_template keys of a model: SentencePiece from tokenizer.model if there
@@ -230,54 +292,68 @@ function sentencePiece({ json, model, config }: TokenizerFiles, size: number): K
 export function tokenizerMetadata(files: TokenizerFiles, config: ModelConfig): KeyValue[] {
   const { json, config: tokenizerConfig } = files
   const size = config.vocabSize
-  const model = json?.model
-  const spm = files.model || (model?.type === 'BPE' && model.byte_fallback)
-  if (!spm && (model?.type !== 'BPE' || json.decoder?.type !== 'ByteLevel'))
-    throw unsupported(`its model is ${model?.type}${model?.byte_fallback ? ' with byte_fallback' : ''}, its decoder ${json.decoder?.type}`)
-  try {
-    const kv = spm ? sentencePiece(files, size) : byteLevel(json, tokenizerConfig, size)
-    // gguf-py's SpecialVocab. The post-processor's TemplateProcessing: a single template that starts with a
-    // special token adds the BOS, one that ends with one adds the EOS.
-    const post = json?.post_processor
-    const template = (post?.processors ?? [post]).find((p: Json) => p?.type === 'TemplateProcessing' && p.single.length > 1)
-    const special = (part: Json): string | undefined => part?.SpecialToken?.id
-    const first = special(template?.single[0])
-    const last = special(template?.single.at(-1))
-    // Each special token's text: tokenizer_config.json's `<kind>_token` (a string, or an object with its
-    // content); the template's first token is the BOS where it names none, its last one the EOS.
-    const named = (kind: string): string | undefined => tokenizerConfig?.[`${kind}_token`]?.content ?? tokenizerConfig?.[`${kind}_token`] ?? undefined
-    const content = (kind: string) => (kind === 'bos' ? (named(kind) ?? first) : kind === 'eos' ? (last ?? named(kind)) : named(kind))
-    const is = (kind: string, id: string | undefined) => id !== undefined && id === content(kind)
-    // Each special token's id: that of tokenizer.json's added token of that text, else config.json's `<kind>_token_id`.
-    const added: Array<{ id: number; content: string }> = json?.added_tokens ?? []
-    for (const [kind, key] of Object.entries(SPECIAL_KEYS)) {
-      const id = added.find((t) => t.content === content(kind))?.id ?? config.values[`${kind}_token_id`]
-      if (Number.isInteger(id) && (id as number) >= 0 && (id as number) < size) kv.push([`tokenizer.ggml.${key}`, 'u32', id as number])
-    }
-    // add_bos_token, add_sep_token, add_eos_token: tokenizer_config.json's, else read from the templates: the
-    // single one's first and last tokens, and a SEP or EOS token between A and B in the pair template.
-    let pair: Json[] = template?.pair ?? []
-    if (first !== undefined && special(pair[0]) === first) pair = pair.slice(1)
-    if (last !== undefined && special(pair.at(-1)) === last) pair = pair.slice(0, -1)
-    const between = pair[0]?.Sequence?.id === 'A' && pair.at(-1)?.Sequence?.id === 'B' ? pair.slice(1, -1).map(special) : []
-    const separates = (id: string | undefined) => is('sep', id) || is('eos', id)
-    const read = {
-      bos: first === undefined ? undefined : is('bos', first) || is('cls', first),
-      sep: between.length === 0 ? undefined : (separates(between[0]) && last === undefined) || (between.length === 2 && separates(between[1])),
-      eos: last === undefined ? undefined : is('eos', last),
-    }
-    for (const [kind, fromTemplate] of Object.entries(read)) {
-      const stated = tokenizerConfig?.[`add_${kind}_token`]
-      const add = typeof stated === 'boolean' ? stated : fromTemplate
-      if (add !== undefined) kv.push([`tokenizer.ggml.add_${kind}_token`, 'bool', add])
-    }
-    // A list of named templates (as some models have) gives its "default" one.
-    let chat = tokenizerConfig?.chat_template ?? files.chatTemplate
-    if (Array.isArray(chat)) chat = chat.find((c) => c?.name === 'default')?.template
-    if (typeof chat === 'string') kv.push(['tokenizer.chat_template', 'string', chat])
-    return kv
-  } catch (error) {
-    if (error instanceof SafetensorsError) throw error
-    throw jsonFileError('tokenizer.json', `not a tokenizer of the expected shape (${(error as Error).message})`)
+  const model = json?.get('model')
+  const type = model?.get('type').optional()?.string()
+  const byteFallback = model?.get('byte_fallback').optional()?.boolean() ?? false
+  const spm = files.model !== undefined || (type === 'BPE' && byteFallback)
+  const decoder = json?.get('decoder').get('type').optional()?.string()
+  if (!spm && (type !== 'BPE' || decoder !== 'ByteLevel'))
+    throw unsupported(
+      `its model is ${type === undefined ? 'none' : excerpt(type)}${byteFallback ? ' with byte_fallback' : ''}, its decoder ${decoder === undefined ? 'none' : excerpt(decoder)}`,
+    )
+  const kv = spm ? sentencePiece(files, size) : byteLevel(json!, tokenizerConfig, size)
+  // gguf-py's SpecialVocab. The post-processor's TemplateProcessing: a single template that starts with a
+  // special token adds the BOS, one that ends with one adds the EOS.
+  const post = json?.get('post_processor').optional()
+  const processors = post ? (post.get('processors').optional()?.items() ?? [post]) : []
+  const template = processors.find((p) => p.get('type').value === 'TemplateProcessing' && p.get('single').items().length > 1)
+  const single = template?.get('single').items() ?? []
+  const first = specialIn(single[0])
+  const last = specialIn(single.at(-1))
+  // Each special token's text: tokenizer_config.json's `<kind>_token` (a string, or an object with its
+  // content); the template's first token is the BOS where it names none, its last one the EOS.
+  const named = (kind: string): string | undefined => {
+    const token = tokenizerConfig?.get(`${kind}_token`).optional()
+    return token?.isObject ? token.get('content').string() : token?.string()
   }
+  const content = (kind: string) => (kind === 'bos' ? (named(kind) ?? first) : kind === 'eos' ? (last ?? named(kind)) : named(kind))
+  const is = (kind: string, id: string | undefined) => id !== undefined && id === content(kind)
+  // Each special token's id: that of tokenizer.json's added token of that text, else config.json's `<kind>_token_id`
+  // (which may be a list, as Llama 3.1's EOS is: then it names none).
+  const added = addedTokens(json)
+  for (const [kind, key] of Object.entries(SPECIAL_KEYS)) {
+    const text = content(kind)
+    const id = added.find(({ token }) => token.get('content').value === text)?.id ?? config.values.get(`${kind}_token_id`).value
+    if (Number.isInteger(id) && (id as number) >= 0 && (id as number) < size) kv.push([`tokenizer.ggml.${key}`, 'u32', id as number])
+  }
+  // add_bos_token, add_sep_token, add_eos_token: tokenizer_config.json's, else read from the templates: the
+  // single one's first and last tokens, and a SEP or EOS token between A and B in the pair template.
+  let pair = template?.get('pair').optional()?.items() ?? []
+  if (first !== undefined && specialIn(pair[0]) === first) pair = pair.slice(1)
+  if (last !== undefined && specialIn(pair.at(-1)) === last) pair = pair.slice(0, -1)
+  const sequence = (step: JsonValue | undefined) => step?.get('Sequence').get('id').value
+  const between = sequence(pair[0]) === 'A' && sequence(pair.at(-1)) === 'B' ? pair.slice(1, -1).map(specialIn) : []
+  const separates = (id: string | undefined) => is('sep', id) || is('eos', id)
+  const read = {
+    bos: first === undefined ? undefined : is('bos', first) || is('cls', first),
+    sep: between.length === 0 ? undefined : (separates(between[0]) && last === undefined) || (between.length === 2 && separates(between[1])),
+    eos: last === undefined ? undefined : is('eos', last),
+  }
+  for (const [kind, fromTemplate] of Object.entries(read)) {
+    const add = tokenizerConfig?.get(`add_${kind}_token`).optional()?.boolean() ?? fromTemplate
+    if (add !== undefined) kv.push([`tokenizer.ggml.add_${kind}_token`, 'bool', add])
+  }
+  // A list of named templates (as some models have) gives its "default" one.
+  const stated = tokenizerConfig?.get('chat_template').optional()
+  const chat = !stated
+    ? files.chatTemplate
+    : Array.isArray(stated.value)
+      ? stated
+          .items()
+          .find((c) => c.get('name').value === 'default')
+          ?.get('template')
+          .string()
+      : stated.string()
+  if (chat !== undefined) kv.push(['tokenizer.chat_template', 'string', chat])
+  return kv
 }

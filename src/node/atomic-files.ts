@@ -5,6 +5,7 @@
 import { constants } from 'node:fs'
 import { copyFile, link, open as openFile, rename, rm, stat } from 'node:fs/promises'
 import { SafetensorsError } from '../errors.ts'
+import { fileError } from '../platform/node-files.ts'
 import { named, type Prepared, prepare, type TensorCollection, type WriteOptions, type WriterSink } from '../write/writer.ts'
 import { removeLeftovers, temporaryName, whileWriting } from './temporary-files.ts'
 
@@ -30,21 +31,6 @@ export interface FileSet {
   /** Renames the complete files (those `only` accepts, by default all) into place, in the order they completed. */
   publish(only?: (path: string) => boolean): Promise<void>
   discard(): Promise<void>
-}
-
-/**
- * An Io error about the file the caller named (never the temporary file beside it, which the caller
- * does not know of): "cannot write /models/out.safetensors: no space left on device (ENOSPC)".
- */
-export function fileError(action: string, path: string, cause: unknown): SafetensorsError {
-  return new SafetensorsError('Io', `cannot ${action} ${path}: ${systemMessage(cause)}`, { cause, path })
-}
-
-/** A system error's own words and code, without the syscall and the paths Node appends (a temporary file's). */
-export function systemMessage(cause: unknown): string {
-  const { code, message } = cause as { code?: unknown; message?: unknown }
-  const text = String(message ?? cause)
-  return typeof code === 'string' && text.startsWith(`${code}: `) ? `${text.slice(code.length + 2).split(', ')[0]} (${code})` : text
 }
 
 function fileSet(): FileSet {

@@ -12,7 +12,7 @@ import type { TensorInfo } from '../format/header.ts'
 import { tensorByteLength } from '../format/layout.ts'
 import { checkConfigSize, withDtype, withoutQuantization } from '../format/model-config.ts'
 import { DEFAULT_INDEX, SINGLE_FILE } from '../format/model-index.ts'
-import { fileSource, nodeFiles } from '../platform/node-files.ts'
+import { fileError, fileSource, nodeFiles } from '../platform/node-files.ts'
 import { type OpenOptions, open, type SafetensorsFile, type Source, urlOf } from '../read/file.ts'
 import { openModel } from '../read/model.ts'
 import { type SequentialReader, sequentialReader } from '../sources/downloads.ts'
@@ -20,7 +20,7 @@ import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
 import { linkedAbort, memorySource, type RangeSource, readInto } from '../sources/source.ts'
 import { planShards } from '../write/model-files.ts'
 import { SafetensorsWriter } from '../write/writer.ts'
-import { type FileSet, fileError, writeSet } from './atomic-files.ts'
+import { type FileSet, writeSet } from './atomic-files.ts'
 import { isSaveLeftover, writeModel } from './save-model.ts'
 
 /** Options of convertFile and convertModel: those of {@link open} for the input, and what the output is. */
@@ -281,7 +281,7 @@ export async function convertModel(index: string | URL, folder: string, options:
       const info = model.info(name)
       const to = targetOf(info, options.dtype)
       // A quantized module's logical tensor is written as its values, read from its parts.
-      const parts = 'quantized' in info ? info.quantized.parts : undefined
+      const parts = info.quantized?.parts
       const logical = parts && {
         stream: () => model.stream(name, { dtype: to, signal: options.signal }),
         bytes: parts.reduce((sum, part) => sum + model.info(part, { stored: true }).byteLength, 0),

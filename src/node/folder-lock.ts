@@ -4,7 +4,8 @@ import { readFile, rm, stat, writeFile as writeText } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { SafetensorsError } from '../errors.ts'
-import { fileError, linkOrCopy } from './atomic-files.ts'
+import { fileError } from '../platform/node-files.ts'
+import { linkOrCopy } from './atomic-files.ts'
 import { processGone, uniqueId, whileWriting } from './temporary-files.ts'
 
 /** The file in a folder that a model save holds from before its first file to after its cleanup. */

@@ -5,13 +5,13 @@ import { dirname, join, resolve } from 'node:path'
 import { SafetensorsError } from '../errors.ts'
 import { tensorByteLength } from '../format/layout.ts'
 import { DEFAULT_INDEX, type ModelIndex, parseIndex } from '../format/model-index.ts'
-import { fileSource } from '../platform/node-files.ts'
+import { fileError, fileSource } from '../platform/node-files.ts'
 import { readSmallFile } from '../read/small-file.ts'
 import { DEFAULT_MAX_SHARD_SIZE, indexBytes, planShards } from '../write/model-files.ts'
 import { named, prepare, type TensorCollection, type WriteOptions } from '../write/writer.ts'
-import { type FileSet, fileError, isOwnError, linkOrCopy, partsOf, syncFolder, writeParts, writeSet } from './atomic-files.ts'
+import { type FileSet, isOwnError, linkOrCopy, partsOf, syncFolder, writeParts, writeSet } from './atomic-files.ts'
 import { isStaleLockFile, lockFolder, SAVE_LOCK } from './folder-lock.ts'
-import { uniqueId } from './temporary-files.ts'
+import { uniqueId, whileWriting } from './temporary-files.ts'
 
 /** Options of saveModel. */
 export interface SaveModelOptions extends WriteOptions {
@@ -55,15 +55,22 @@ interface ModelWritten {
  * Returns the names written.
  */
 export async function writeModel(folder: string, plan: ModelPlan, write: (set: FileSet) => Promise<ModelWritten>): Promise<string[]> {
-  const created = await mkdir(folder, { recursive: true }).catch((cause) => {
-    throw fileError('create the folder', folder, cause)
-  })
+  // A save that fails or is interrupted leaves what was there before, and before it there was no folder.
+  let created: string | undefined
+  const removeCreated = async () => {
+    if (created !== undefined) await removeEmptyFolders(folder, created)
+  }
+  const unregister = whileWriting(removeCreated, 'folders')
   try {
+    created = await mkdir(folder, { recursive: true }).catch((cause) => {
+      throw fileError('create the folder', folder, cause)
+    })
     return await saveLocked(folder, plan, write)
   } catch (cause) {
-    // A save that fails leaves what was there before, and before it there was no folder.
-    if (created !== undefined) await removeEmptyFolders(folder, created)
+    await removeCreated()
     throw cause
+  } finally {
+    unregister()
   }
 }
 

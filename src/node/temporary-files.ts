@@ -63,24 +63,28 @@ export async function removeLeftovers(path: string): Promise<void> {
   }
 }
 
-const cleanups = new Set<() => Promise<void>>()
+/** The cleanups of the writes in progress: files first, then the folders made for them, which go once empty. */
+const cleanups = { files: new Set<() => Promise<void>>(), folders: new Set<() => Promise<void>>() }
 let stopping = false
 
 /**
  * Registers what removes the traces of a write in progress, should the process be interrupted; returns what
- * unregisters it. Called before the write makes its first file: once the process is stopping, a write that
- * has not begun is refused (Aborted) rather than begun.
+ * unregisters it. Called before the write makes its first file (or folder): once the process is stopping, a
+ * write that has not begun is refused (Aborted) rather than begun. A `folders` cleanup runs after every `files`
+ * one, when what the folder held is gone.
  */
-export function whileWriting(cleanup: () => Promise<void>): () => void {
+export function whileWriting(cleanup: () => Promise<void>, kind: keyof typeof cleanups = 'files'): () => void {
   if (stopping) throw new SafetensorsError('Aborted', 'the process is stopping: no new file is written')
-  cleanups.add(cleanup)
-  return () => cleanups.delete(cleanup)
+  cleanups[kind].add(cleanup)
+  return () => cleanups[kind].delete(cleanup)
 }
 
 /** Runs the cleanups of every write in progress (the CLI, on SIGINT or SIGTERM, before it exits), and refuses new ones. */
 export async function cleanUpWrites(): Promise<void> {
   stopping = true
-  const pending = [...cleanups]
-  cleanups.clear()
-  await Promise.all(pending.map((cleanup) => cleanup().catch(() => {})))
+  for (const set of [cleanups.files, cleanups.folders]) {
+    const pending = [...set]
+    set.clear()
+    await Promise.all(pending.map((cleanup) => cleanup().catch(() => {})))
+  }
 }

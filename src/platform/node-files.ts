@@ -33,20 +33,20 @@ export async function fileSource(path: string): Promise<
   try {
     handle = await openFile(path, 'r')
   } catch (cause) {
-    throw new SafetensorsError('Io', `cannot open ${path}: ${(cause as Error).message}`, { cause, path })
+    throw fileError('open', path, cause)
   }
   let size: number
   try {
     ;({ size } = await handle.stat())
   } catch (cause) {
     await handle.close().catch(() => {})
-    throw new SafetensorsError('Io', `cannot stat ${path}: ${(cause as Error).message}`, { cause, path })
+    throw fileError('stat', path, cause)
   }
   /** Fills target[at, end) from the file at offset + at (a positional read may return less than asked). */
   const fill = async (target: Uint8Array, at: number, end: number, offset: number) => {
     for (let done = at; done < end; ) {
       const { bytesRead } = await handle.read(target, done, end - done, offset + done).catch((cause: Error) => {
-        throw new SafetensorsError('Io', `${path}: cannot read ${end - done} bytes at offset ${offset + done}: ${cause.message}`, { cause, path })
+        throw new SafetensorsError('Io', `${path}: cannot read ${end - done} bytes at offset ${offset + done}: ${systemMessage(cause)}`, { cause, path })
       })
       if (bytesRead === 0) throw new SafetensorsError('Io', `${path}: unexpected end of file at byte ${offset + done} (the file shrank?)`, { path })
       done += bytesRead
@@ -80,7 +80,7 @@ export async function fileSource(path: string): Promise<
     close: () => {
       dropped.unregister(source)
       return handle.close().catch((cause: Error) => {
-        throw new SafetensorsError('Io', `cannot close ${path}: ${cause.message}`, { cause, path })
+        throw fileError('close', path, cause)
       })
     },
   }
@@ -106,4 +106,19 @@ export const nodeFiles: LocalFiles = {
     for (const name of names) if ((await stat(join(path, name)).catch(() => undefined))?.isFile()) return { file: join(path, name), name, shard }
     return undefined
   },
+}
+
+/**
+ * An Io error about the file the caller named (never the temporary file beside it, which the caller
+ * does not know of): "cannot write /models/out.safetensors: no space left on device (ENOSPC)".
+ */
+export function fileError(action: string, path: string, cause: unknown): SafetensorsError {
+  return new SafetensorsError('Io', `cannot ${action} ${path}: ${systemMessage(cause)}`, { cause, path })
+}
+
+/** A system error's own words and code, without the syscall and the paths Node appends (a temporary file's). */
+export function systemMessage(cause: unknown): string {
+  const { code, message } = cause as { code?: unknown; message?: unknown }
+  const text = String(message ?? cause)
+  return typeof code === 'string' && text.startsWith(`${code}: `) ? `${text.slice(code.length + 2).split(', ')[0]} (${code})` : text
 }

@@ -9,17 +9,17 @@ import { guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWi
 const PARTS = ['.qweight', '.qzeros', '.scales']
 
 export async function awqLayout(ctx: LayoutContext): Promise<Layout> {
-  const { bits, group_size: groupSize, version = 'gemm', zero_point: zeroPoint = true } = ctx.block
+  const { block } = ctx
+  const bits = block.get('bits').integer()
   if (bits !== 4) throw ctx.unsupported(`AWQ ${bits}-bit quantization is not supported: AWQ's GEMM layout is 4-bit`)
-  if (typeof version !== 'string' || version.toLowerCase() !== 'gemm')
-    throw ctx.unsupported(`AWQ version ${JSON.stringify(version)} is not supported: "gemm" is`)
-  if (zeroPoint !== true) throw ctx.unsupported('AWQ without zero points (zero_point false) is not supported')
-  if (typeof groupSize !== 'number' || !Number.isInteger(groupSize) || groupSize < 1)
-    throw ctx.unsupported(`AWQ group_size ${JSON.stringify(groupSize)} is not supported: a positive integer is`)
+  const version = block.get('version')
+  if ((version.optional()?.string().toLowerCase() ?? 'gemm') !== 'gemm') throw version.mustBe('"gemm" (in any case)')
+  if (block.get('zero_point').optional()?.boolean() === false) throw ctx.unsupported('AWQ without zero points (zero_point false) is not supported')
+  const groupSize = block.get('group_size').integer(1)
   const tensors = await Promise.all(
     modulesWith(ctx, '.qweight').map((module) => guarded(ctx, module, `${module}.weight`, PARTS, () => awqTensor(ctx, module, groupSize))),
   )
-  return { quantization: { method: 'awq', bits, groupSize, ...optionsOf(ctx.block, ['quant_method', 'bits', 'group_size']) }, tensors }
+  return { quantization: { method: 'awq', bits, groupSize, ...optionsOf(block, ['quant_method', 'bits', 'group_size']) }, tensors }
 }
 
 function awqTensor(ctx: LayoutContext, module: string, groupSize: number): LogicalTensor {

@@ -54,7 +54,7 @@ const FOUR_BIT_PARTS = [
 const INT8_PARTS = ['.weight', '.SCB', '.weight_format']
 
 export async function bitsandbytesLayout(ctx: LayoutContext): Promise<Layout> {
-  const eight = ctx.block.load_in_8bit === true
+  const eight = ctx.block.get('load_in_8bit').optional()?.boolean() ?? false
   // 8-bit: every I8 weight is quantized; 4-bit: every weight with a quant state.
   const modules = eight
     ? modulesWith(ctx, '.weight').filter((module) => ctx.stored.info(`${module}.weight`)!.dtype === 'I8')
@@ -67,15 +67,6 @@ export async function bitsandbytesLayout(ctx: LayoutContext): Promise<Layout> {
   return { quantization: { method: 'bitsandbytes', bits: eight ? 8 : 4, groupSize: tensors[0]?.groupSize, ...optionsOf(ctx.block, ['quant_method']) }, tensors }
 }
 
-interface QuantState {
-  quant_type?: unknown
-  blocksize?: unknown
-  dtype?: unknown
-  shape?: unknown
-  nested_blocksize?: unknown
-  nested_offset?: unknown
-}
-
 async function fourBitTensor(ctx: LayoutContext, module: string): Promise<LogicalTensor> {
   const [stateName] = FOUR_BIT_PARTS.slice(-2)
     .map((suffix) => module + suffix)
@@ -83,36 +74,34 @@ async function fourBitTensor(ctx: LayoutContext, module: string): Promise<Logica
   const weight = ctx.part(module, `${module}.weight`)
   const absmax = ctx.part(module, `${module}.weight.absmax`)
   const quantMap = ctx.stored.info(`${module}.weight.quant_map`)
-  let state: QuantState
+  let text: string
   try {
-    state = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(await ctx.stored.read(stateName, undefined, {})))
+    text = new TextDecoder('utf-8', { fatal: true }).decode(await ctx.stored.read(stateName, undefined, {}))
   } catch {
     throw ctx.invalid(module, `${stateName} is not the UTF-8 JSON of a quant state`)
   }
+  // Its errors name the tensor, which names the module.
+  const state = ctx.runtime.parseJson(text, stateName, 'InvalidQuantization').object()
   const type = stateName.slice(stateName.lastIndexOf('__') + 2)
-  const { quant_type: quantType, blocksize, dtype, shape } = state
-  if (quantType !== type || !Object.hasOwn(TABLES, type))
-    throw ctx.unsupported(`bitsandbytes 4-bit type ${JSON.stringify(quantType)} (${stateName}) is not supported: nf4 and fp4 are`)
-  if (typeof blocksize !== 'number' || !BLOCK_SIZES.includes(blocksize))
-    throw ctx.invalid(module, `its quant state's blocksize ${JSON.stringify(blocksize)} is not one of ${BLOCK_SIZES.join(', ')}`)
-  if (typeof dtype !== 'string' || !Object.hasOwn(DTYPES, dtype))
-    throw ctx.unsupported(`bitsandbytes dtype ${JSON.stringify(dtype)} (${module}) is not supported: ${Object.keys(DTYPES).join(', ')} are`)
-  if (!Array.isArray(shape) || shape.length === 0 || !shape.every((d) => Number.isSafeInteger(d) && d >= 0))
-    throw ctx.invalid(module, `its quant state's shape ${JSON.stringify(shape)} is not a list of dimensions`)
+  const quantType = state.get('quant_type').withCode('UnsupportedQuantization').oneOf(Object.keys(TABLES))
+  if (quantType !== type) throw state.get('quant_type').error(`is ${JSON.stringify(quantType)}, where the tensor's name says ${JSON.stringify(type)}`)
+  const blocksize = state.get('blocksize').oneOf(BLOCK_SIZES)
+  const dtype = state.get('dtype').withCode('UnsupportedQuantization').oneOf(Object.keys(DTYPES))
+  const shape = state
+    .get('shape')
+    .items()
+    .map((d) => d.integer(0))
+  if (shape.length === 0) throw state.get('shape').mustBe('a list of dimensions')
   const count = elementsOf(shape)
   const blocks = Math.ceil(count / blocksize)
   if (weight.dtype !== 'U8') throw ctx.unsupported(`bitsandbytes 4-bit codes stored as ${weight.dtype} (${weight.name}) are not supported: U8 is`)
   ctx.expect(module, weight, ['U8'], [Math.ceil(count / 2), 1])
-  const nested = state.nested_blocksize !== undefined
+  const nested = state.get('nested_blocksize').present
   const parts = [weight.name, absmax.name, ...(quantMap ? [quantMap.name] : []), stateName]
   let nestedParts: { absmax: string; map: string; blocksize: number; offset: number } | undefined
   if (nested) {
-    const { nested_blocksize: nestedBlocksize, nested_offset: offset } = state
-    if (typeof nestedBlocksize !== 'number' || !BLOCK_SIZES.includes(nestedBlocksize) || typeof offset !== 'number')
-      throw ctx.invalid(
-        module,
-        `its quant state's nested_blocksize ${JSON.stringify(nestedBlocksize)} or nested_offset ${JSON.stringify(offset)} is not a number it can be`,
-      )
+    const nestedBlocksize = state.get('nested_blocksize').oneOf(BLOCK_SIZES)
+    const offset = state.get('nested_offset').number()
     ctx.expect(module, absmax, ['U8'], [blocks])
     const nestedAbsmax = ctx.part(module, `${module}.weight.nested_absmax`)
     const nestedMap = ctx.part(module, `${module}.weight.nested_quant_map`)

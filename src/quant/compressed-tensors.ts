@@ -13,9 +13,12 @@
 // The reference (<Compressor>.decompress, then forward.py dequantize) computes in the scale's dtype T:
 // T((q - z) * scale), one rounding of an exact product for integer codes and F8; NVFP4 is
 // bf16(f32(e2m1 * f32(f32(scale) / global_scale))) (E2M1 code 8 is -0 there, as the F4 dtype has it).
+
+import type { JsonValue } from '../format/json-values.ts'
 import type { CodeFormat, Params } from './kernels.ts'
 import { guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, rowBlocks, scaleGrid } from './logical.ts'
 import { nvfp4Tensor } from './nvfp4.ts'
+import { targetPattern } from './target-pattern.ts'
 
 const FORMATS = ['pack-quantized', 'int-quantized', 'naive-quantized', 'float-quantized', 'nvfp4-pack-quantized']
 const PACKED_BITS = [2, 4, 8]
@@ -32,32 +35,42 @@ const PARTS = [
   '.input_zero_point',
 ]
 
-interface Weights {
-  num_bits?: unknown
-  type?: unknown
-  symmetric?: unknown
-  strategy?: unknown
-  group_size?: unknown
-  block_structure?: unknown
-}
-
+/** A config group: the modules it targets (by name, by a "re:" pattern, or by class), how and in which format they are stored. */
 interface Group {
-  targets: string[]
-  weights: Weights
+  /** Module names, and the "re:" targets' matchers. */
+  names: Set<string>
+  patterns: Array<(name: string) => boolean>
+  /** Whether its targets are all class names (such as "Linear"), which a module's name cannot tell. */
+  byClass: boolean
+  weights: JsonValue
   format: string
 }
 
+/** A config group of the block, its targets read (a "re:" pattern of a form not read is UnsupportedQuantization naming it). */
+function readGroup(group: JsonValue, overall: JsonValue): Group {
+  group.object()
+  const names = new Set<string>()
+  const patterns: Group['patterns'] = []
+  let byClass = true
+  for (const target of group.get('targets').optional()?.items() ?? []) {
+    const text = target.string()
+    if (text.startsWith('re:')) {
+      const matcher = targetPattern(text.slice(3))
+      if (typeof matcher !== 'function') throw target.mustBe(`a pattern of the forms compressed-tensors writes (${matcher.unread})`)
+      patterns.push(matcher)
+    } else names.add(text)
+    if (text.startsWith('re:') || text.includes('.')) byClass = false
+  }
+  const format = (group.get('format').optional() ?? overall).oneOf(FORMATS)
+  return { names, patterns, byClass, weights: group.get('weights'), format }
+}
+
 export async function compressedTensorsLayout(ctx: LayoutContext): Promise<Layout> {
-  const { config_groups: configGroups, format: overall, quantization_status: status } = ctx.block
-  if (status !== undefined && status !== 'compressed')
-    throw ctx.unsupported(`compressed-tensors quantization_status ${JSON.stringify(status)} is not supported: "compressed" is`)
-  const groups: Group[] = Object.values((configGroups ?? {}) as Record<string, Record<string, unknown>>).map((group) => ({
-    targets: Array.isArray(group.targets) ? group.targets.filter((t): t is string => typeof t === 'string') : [],
-    weights: (group.weights ?? {}) as Weights,
-    format: String(group.format ?? overall),
-  }))
-  for (const { format } of groups)
-    if (!FORMATS.includes(format)) throw ctx.unsupported(`compressed-tensors format ${JSON.stringify(format)} is not supported: ${FORMATS.join(', ')} are`)
+  const { block } = ctx
+  block.get('quantization_status').optional()?.oneOf(['compressed'])
+  const configGroups = block.get('config_groups').members()
+  if (configGroups.length === 0) throw block.get('config_groups').mustBe('an object of at least one config group')
+  const groups = configGroups.map(([, group]) => readGroup(group, block.get('format')))
   const modules = new Set([...modulesWith(ctx, '.weight_packed'), ...modulesWith(ctx, '.weight_scale')])
   const tensors = await Promise.all(
     [...modules].map((module) => {
@@ -65,14 +78,14 @@ export async function compressedTensorsLayout(ctx: LayoutContext): Promise<Layou
       return guarded(ctx, module, `${module}.weight`, PARTS, () => ctTensor(ctx, module, group))
     }),
   )
-  const first = groups[0]
+  const { weights } = groups[0]
   return {
     quantization: {
       method: 'compressed-tensors',
-      bits: Number(first?.weights.num_bits),
-      groupSize: typeof first?.weights.group_size === 'number' ? first.weights.group_size : undefined,
-      ...optionsOf(ctx.block, ['quant_method']),
-      ...optionsOf({ ...first?.weights }, ['num_bits', 'group_size']),
+      bits: weights.get('num_bits').integer(),
+      groupSize: weights.get('group_size').optional()?.integer(1),
+      ...optionsOf(block, ['quant_method']),
+      ...(weights.present ? optionsOf(weights, ['num_bits', 'group_size']) : {}),
     },
     tensors,
   }
@@ -84,8 +97,8 @@ export async function compressedTensorsLayout(ctx: LayoutContext): Promise<Layou
  */
 function groupOf(ctx: LayoutContext, groups: Group[], module: string): Group {
   if (groups.length === 1) return groups[0]
-  const named = groups.filter((g) => g.targets.some((t) => t === module || (t.startsWith('re:') && new RegExp(`^(?:${t.slice(3)})`).test(module))))
-  const candidates = named.length > 0 ? named : groups.filter((g) => g.targets.every((t) => !t.startsWith('re:') && !t.includes('.')))
+  const named = groups.filter((g) => g.names.has(module) || g.patterns.some((matches) => matches(module)))
+  const candidates = named.length > 0 ? named : groups.filter((g) => g.byClass)
   if (candidates.length !== 1) throw ctx.unsupported(`compressed-tensors: ${module} is targeted by ${candidates.length} config groups, where one is read`)
   return candidates[0]
 }
@@ -99,14 +112,14 @@ async function ctTensor(ctx: LayoutContext, module: string, group: Group): Promi
     // Its reference unpacks to BF16 and computes in it, whatever the model's dtype.
     return nvfp4Tensor(ctx, module, { ...names, divides: true, dropped, positiveZero: false, ref: 'BF16' })
   }
-  const bits = weights.num_bits
-  const symmetric = weights.symmetric !== false
+  const bits = weights.get('num_bits').integer()
+  const symmetric = weights.get('symmetric').value !== false
   const packed = format === 'pack-quantized'
-  if (typeof bits !== 'number' || (packed ? !PACKED_BITS.includes(bits) : bits !== 8))
+  if (packed ? !PACKED_BITS.includes(bits) : bits !== 8)
     throw ctx.unsupported(`compressed-tensors ${format} with ${bits} bits is not supported: ${packed ? PACKED_BITS.join(', ') : 8} bits are`)
   const float = format === 'float-quantized'
-  if ((weights.type ?? 'int') !== (float ? 'float' : 'int'))
-    throw ctx.unsupported(`compressed-tensors ${format} of type ${JSON.stringify(weights.type)} is not supported (${module})`)
+  if ((weights.get('type').optional()?.string() ?? 'int') !== (float ? 'float' : 'int'))
+    throw weights.get('type').mustBe(`${JSON.stringify(float ? 'float' : 'int')} in ${format}`)
   const weight = ctx.part(module, packed ? `${module}.weight_packed` : `${module}.weight`)
   ctx.expect(module, weight, packed ? ['I32'] : float ? ['F8_E4M3'] : ['I8'])
   if (weight.shape.length !== 2) throw ctx.invalid(module, `${weight.name} has shape [${weight.shape.join(', ')}], not 2 dimensions`)
@@ -179,19 +192,20 @@ async function ctTensor(ctx: LayoutContext, module: string, group: Group): Promi
 }
 
 /** The blocks of one scale: the strategy's (a tensor, a row, a group of a row, block_structure). */
-function blocksOf(ctx: LayoutContext, module: string, weights: Weights, [rows, cols]: number[]): number[] {
-  const { strategy, group_size: groupSize, block_structure: block } = weights
+function blocksOf(ctx: LayoutContext, module: string, weights: JsonValue, [rows, cols]: number[]): number[] {
+  const strategy = weights.get('strategy').oneOf(['tensor', 'channel', 'group', 'tensor_group', 'block'])
   if (strategy === 'tensor') return [rows, cols]
   if (strategy === 'channel') return [1, cols]
   if (strategy === 'group' || strategy === 'tensor_group') {
-    if (typeof groupSize !== 'number' || !Number.isInteger(groupSize) || groupSize < 1 || cols % groupSize !== 0)
-      throw ctx.unsupported(`compressed-tensors group_size ${JSON.stringify(groupSize)} for ${module}'s ${cols} columns is not supported: a divisor of them is`)
+    const groupSize = weights.get('group_size').integer(1)
+    if (cols % groupSize !== 0)
+      throw ctx.unsupported(`compressed-tensors group_size ${groupSize} for ${module}'s ${cols} columns is not supported: a divisor of them is`)
     return [1, groupSize]
   }
-  if (strategy === 'block' && Array.isArray(block) && block.length === 2 && block.every((n) => Number.isInteger(n) && n > 0)) return block as number[]
-  throw ctx.unsupported(
-    `compressed-tensors strategy ${JSON.stringify(strategy)} (${module}) is not supported: tensor, channel, group, tensor_group and block are`,
-  )
+  const block = weights.get('block_structure')
+  const sizes = block.items().map((size) => size.integer(1))
+  if (sizes.length !== 2) throw block.mustBe('two positive integers')
+  return sizes
 }
 
 /**

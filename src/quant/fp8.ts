@@ -12,18 +12,14 @@ const F8 = ['F8_E4M3', 'F8_E5M2'] as const
 const PARTS = ['.weight', '.weight_scale_inv', '.weight_scale', '.input_scale', '.activation_scale']
 
 export async function fp8Layout(ctx: LayoutContext): Promise<Layout> {
-  const blockSize = ctx.block.weight_block_size
-  if (
-    blockSize !== undefined &&
-    blockSize !== null &&
-    !(Array.isArray(blockSize) && blockSize.length === 2 && blockSize.every((n) => Number.isInteger(n) && n > 0))
-  )
-    throw ctx.unsupported(`FP8 weight_block_size ${JSON.stringify(blockSize)} is not supported: two positive integers are`)
+  const sizes = ctx.block.get('weight_block_size').optional()
+  const blockSize = sizes?.items().map((size) => size.integer(1))
+  if (blockSize && blockSize.length !== 2) throw sizes!.mustBe('two positive integers')
   const tensors: Array<Promise<LogicalTensor>> = []
   for (const name of ctx.stored.names) {
     const module = name.slice(0, -'.weight'.length)
     if (name.endsWith('.weight') && (F8 as readonly string[]).includes(ctx.stored.info(name)!.dtype))
-      tensors.push(guarded(ctx, module, name, PARTS, () => fp8Tensor(ctx, module, blockSize as number[] | undefined)))
+      tensors.push(guarded(ctx, module, name, PARTS, () => fp8Tensor(ctx, module, blockSize)))
     else if (/\.weight_scale(_inv)?$/.test(name) && !ctx.stored.info(name.replace(/_scale(_inv)?$/, ''))?.dtype.startsWith('F8'))
       throw ctx.invalid(name.replace(/\.weight_scale(_inv)?$/, ''), `${name} is stored, but its weight is not FP8`)
   }

@@ -26,22 +26,22 @@ const PARTS = ['.qweight', '.qzeros', '.scales', '.g_idx']
 const ONE_PER_FIELD: Record<number, number> = { 2: 0x55555555, 4: 0x11111111, 8: 0x01010101 }
 
 export async function gptqLayout(ctx: LayoutContext): Promise<Layout> {
-  const { bits, group_size: groupSize = -1, checkpoint_format: format = 'gptq', pack_dtype: packDtype = 'int32' } = ctx.block
-  if (typeof bits !== 'number' || !BITS.includes(bits))
+  const { block } = ctx
+  const bits = block.get('bits').integer()
+  if (!BITS.includes(bits))
     throw ctx.unsupported(
       `GPTQ ${bits}-bit quantization is not supported: ${BITS.join(', ')} bits are (5, 6 and 7 bits exist only in GPTQModel's gptq_p format)`,
     )
-  if (format !== 'gptq' && format !== 'gptq_v2')
-    throw ctx.unsupported(`GPTQ checkpoint_format ${JSON.stringify(format)} is not supported: "gptq" and "gptq_v2" are`)
-  if (packDtype !== 'int32') throw ctx.unsupported(`GPTQ pack_dtype ${JSON.stringify(packDtype)} is not supported: "int32" is`)
-  if (typeof groupSize !== 'number' || !Number.isInteger(groupSize) || (groupSize < 1 && groupSize !== -1))
-    throw ctx.unsupported(`GPTQ group_size ${JSON.stringify(groupSize)} is not supported: a positive integer or -1 is`)
+  const format = block.get('checkpoint_format').optional()?.oneOf(['gptq', 'gptq_v2']) ?? 'gptq'
+  block.get('pack_dtype').optional()?.oneOf(['int32'])
+  const groupSize = block.get('group_size').optional()?.integer(-1) ?? -1
+  if (groupSize === 0) throw block.get('group_size').mustBe('a positive integer or -1')
   const tensors = await Promise.all(
     modulesWith(ctx, '.qweight').map((module) =>
       guarded(ctx, module, `${module}.weight`, PARTS, () => gptqTensor(ctx, module, bits, groupSize, format === 'gptq')),
     ),
   )
-  return { quantization: { method: 'gptq', bits, groupSize, ...optionsOf(ctx.block, ['quant_method', 'bits', 'group_size']) }, tensors }
+  return { quantization: { method: 'gptq', bits, groupSize, ...optionsOf(block, ['quant_method', 'bits', 'group_size']) }, tensors }
 }
 
 function gptqTensor(ctx: LayoutContext, module: string, bits: number, groupSize: number, minusOne: boolean): LogicalTensor {

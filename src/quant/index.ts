@@ -3,6 +3,7 @@
 // the stored parts it hides, and reads of logical tensors and of slices of them, whole or as a stream of blocks.
 import type { ConvertTarget } from '../core/convert.ts'
 import type { DType, Float16Array, TypedArray } from '../core/dtypes.ts'
+import type { JsonValue } from '../format/json-values.ts'
 import type { SliceRange } from '../format/slice.ts'
 import type { ProgressCallback } from '../sources/progress.ts'
 import { awqLayout } from './awq.ts'
@@ -46,17 +47,18 @@ const BYTES: Record<ConvertTarget, number> = { F32: 4, F16: 2, BF16: 2 }
 /** Output elements a stream makes per step: its memory stays a few times this. */
 const STREAM_ELEMENTS = 1 << 22
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
-
 /**
- * The quantization block of a config.json (`quantization_config`; MLX's `quantization`, which mlx-lm mirrors
- * into `quantization_config` without a quant_method), or undefined for a model that is not quantized.
+ * The method and quantization block of a config.json (`quantization_config`, which must be an object; MLX's
+ * `quantization`, which mlx-lm mirrors into `quantization_config` without a quant_method), its errors
+ * UnsupportedQuantization; undefined for a model that is not quantized.
  */
-export function quantizationBlock(config: Record<string, unknown>): { method: unknown; block: Record<string, unknown> } | undefined {
-  const { quantization_config: block, quantization: mlx } = config
-  if (isObject(block) && block.quant_method !== undefined) return { method: block.quant_method, block }
-  if (isObject(mlx)) return { method: 'mlx', block: mlx }
-  if (isObject(block)) return { method: 'mlx', block }
+export function quantizationBlock(config: JsonValue): { method: string; block: JsonValue } | undefined {
+  const block = config.get('quantization_config').withCode('UnsupportedQuantization').optional()?.object()
+  const mlx = config.get('quantization').withCode('UnsupportedQuantization')
+  const method = block?.get('quant_method').optional()?.string()
+  if (method !== undefined) return { method, block: block! }
+  if (mlx.isObject) return { method: 'mlx', block: mlx }
+  if (block) return { method: 'mlx', block }
 }
 
 /** The options of a read of a logical tensor: those of SafetensorsModel's reads (src/read/file.ts, ReadOptions). */
@@ -70,20 +72,22 @@ export interface LogicalReadOptions {
 
 /**
  * The logical tensors of a quantized model, from its stored tensors (`model`'s reads with `stored: true`, whose
- * names are `names`) and its config.json.
+ * names are `names`) and its config.json; undefined where config.json has no quantization block after all (an
+ * MLX `quantization` key that is not an object).
  * @throws SafetensorsError `UnsupportedQuantization` for a method, bit width or option not read (naming it and
  * those that are); `InvalidQuantization` for parts that do not fit together (naming the module).
  */
 export async function quantizedTensors(
   model: StoredModel,
   names: readonly string[],
-  config: Record<string, unknown>,
+  config: JsonValue,
   runtime: QuantRuntime,
-): Promise<QuantizedTensors> {
-  const found = quantizationBlock(config)!
-  const layout = typeof found.method === 'string' && Object.hasOwn(LAYOUTS, found.method) ? LAYOUTS[found.method] : undefined
+): Promise<QuantizedTensors | undefined> {
+  const found = quantizationBlock(config)
+  if (!found) return undefined
+  const layout = Object.hasOwn(LAYOUTS, found.method) ? LAYOUTS[found.method] : undefined
   const ctx = new LayoutContext(storedTensors(model, names), config, found.block, runtime, new Kernels(runtime))
-  if (!layout) throw ctx.unsupported(`quantization method ${JSON.stringify(found.method)} is not supported: ${Object.keys(LAYOUTS).join(', ')} are`)
+  if (!layout) throw found.block.get('quant_method').mustBe(`one of ${Object.keys(LAYOUTS).join(', ')}`)
   return new QuantizedTensors(await layout(ctx), ctx)
 }
 

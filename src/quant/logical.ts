@@ -6,6 +6,7 @@ import type { convertOverlapping } from '../core/convert.ts'
 import type { DType, Float16Array, TypedArray } from '../core/dtypes.ts'
 import type { SafetensorsError } from '../errors.ts'
 import type { TensorInfo } from '../format/header.ts'
+import type { JsonValue, parseJson } from '../format/json-values.ts'
 import type { planSlice, SliceRange } from '../format/slice.ts'
 import type { ProgressCallback } from '../sources/progress.ts'
 import type { Job, KernelRuntime, Kernels, Rect, ReferenceDtype } from './kernels.ts'
@@ -16,6 +17,8 @@ import type { Job, KernelRuntime, Kernels, Rect, ReferenceDtype } from './kernel
  */
 export interface QuantRuntime extends KernelRuntime {
   SafetensorsError: typeof SafetensorsError
+  /** A JSON file's value (a quant state stored as a tensor), checked as it is read. */
+  parseJson: typeof parseJson
   convertOverlapping: typeof convertOverlapping
   planSlice: typeof planSlice
   /** A read's result array of `bytes` bytes of `dtype`: the caller's `out` (checked), or a new one. */
@@ -145,9 +148,9 @@ export class LayoutContext {
   constructor(
     readonly stored: StoredTensors,
     /** config.json. */
-    readonly config: Record<string, unknown>,
-    /** Its quantization block (quantization_config, or MLX's quantization). */
-    readonly block: Record<string, unknown>,
+    readonly config: JsonValue,
+    /** Its quantization block (quantization_config, or MLX's quantization), whose errors are UnsupportedQuantization. */
+    readonly block: JsonValue,
     readonly runtime: QuantRuntime,
     readonly kernels: Kernels,
   ) {}
@@ -178,7 +181,7 @@ export class LayoutContext {
 
   /** The model's dtype as config.json names it (torch_dtype, or dtype since transformers 4.56); BF16 when it names none. */
   modelDtype(): ReferenceDtype {
-    const name = this.config.torch_dtype ?? this.config.dtype
+    const name = this.config.first('torch_dtype', 'dtype').value
     return name === 'float16' ? 'F16' : name === 'float32' ? 'F32' : 'BF16'
   }
 
@@ -238,9 +241,9 @@ export function rowBlocks(first: number, rows: number, cols: number, rowBytes: n
 }
 
 /** The primitive options of a quantization block (strings, numbers, booleans), as config.json names them. */
-export function optionsOf(block: Record<string, unknown>, without: readonly string[]): Record<string, string | number | boolean> {
+export function optionsOf(block: JsonValue, without: readonly string[]): Record<string, string | number | boolean> {
   const options: Record<string, string | number | boolean> = {}
-  for (const [key, value] of Object.entries(block)) {
+  for (const [key, { value }] of block.members()) {
     if (!without.includes(key) && (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean')) options[key] = value
   }
   return options

@@ -4,6 +4,7 @@
 // F32 and rounded to T, as MLX's CPU fallback (mlx/ops.cpp affine_dequantize) does. config.json's
 // `quantization` holds the defaults and per-module overrides (an object, or false for a module left as it is);
 // as mlx-lm does, a module is quantized when its `scales` are stored.
+import type { JsonValue } from '../format/json-values.ts'
 import { elementsOf, guarded, type Layout, type LayoutContext, type LogicalTensor, referenceOf, rowBlocks } from './logical.ts'
 
 const BITS = [2, 3, 4, 5, 6, 8]
@@ -12,17 +13,15 @@ const PARTS = ['.weight', '.scales', '.biases']
 interface Setting {
   bits: number
   groupSize: number
-  mode: unknown
+  mode: string
 }
 
-function settingOf(ctx: LayoutContext, value: Record<string, unknown>, where: string): Setting {
-  const { bits, group_size: groupSize, mode = 'affine' } = value
-  if (mode !== 'affine') throw ctx.unsupported(`MLX quantization mode ${JSON.stringify(mode)}${where} is not supported: only "affine" is`)
-  if (typeof bits !== 'number' || !BITS.includes(bits))
-    throw ctx.unsupported(`MLX ${bits}-bit quantization${where} is not supported: ${BITS.join(', ')} bits are`)
-  if (typeof groupSize !== 'number' || !Number.isInteger(groupSize) || groupSize < 1)
-    throw ctx.unsupported(`MLX group size ${JSON.stringify(groupSize)}${where} is not supported: a positive integer is`)
-  return { bits, groupSize, mode }
+/** The bits, group size and mode of the block's defaults, or of a module's override (`where` names it). */
+function settingOf(ctx: LayoutContext, value: JsonValue, where: string): Setting {
+  const mode = value.get('mode').optional()?.oneOf(['affine']) ?? 'affine'
+  const bits = value.get('bits').integer()
+  if (!BITS.includes(bits)) throw ctx.unsupported(`MLX ${bits}-bit quantization${where} is not supported: ${BITS.join(', ')} bits are`)
+  return { bits, groupSize: value.get('group_size').integer(1), mode }
 }
 
 export async function mlxLayout(ctx: LayoutContext): Promise<Layout> {
@@ -32,12 +31,11 @@ export async function mlxLayout(ctx: LayoutContext): Promise<Layout> {
   for (const name of ctx.stored.names) {
     if (!name.endsWith('.scales')) continue
     const module = name.slice(0, -'.scales'.length)
-    const override = Object.hasOwn(block, module) ? block[module] : undefined
-    const { bits, groupSize } =
-      typeof override === 'object' && override !== null ? settingOf(ctx, override as Record<string, unknown>, ` (${module})`) : defaults
+    const override = block.get(module)
+    const { bits, groupSize } = override.isObject ? settingOf(ctx, override, ` (${module})`) : defaults
     tensors.push(
       guarded(ctx, module, `${module}.weight`, PARTS, () => {
-        if (override === false) throw ctx.invalid(module, 'config.json leaves it unquantized, but its scales are stored')
+        if (override.value === false) throw ctx.invalid(module, 'config.json leaves it unquantized, but its scales are stored')
         return affineTensor(ctx, module, bits, groupSize)
       }),
     )

@@ -9,8 +9,7 @@ import { nvfp4Tensor } from './nvfp4.ts'
 const PARTS = ['.weight', '.weight_scale', '.weight_scale_2', '.input_scale']
 
 export async function modeloptLayout(ctx: LayoutContext): Promise<Layout> {
-  const { quant_algo: algorithm } = ctx.block
-  if (algorithm !== 'NVFP4') throw ctx.unsupported(`ModelOpt quant_algo ${JSON.stringify(algorithm)} is not supported: "NVFP4" is`)
+  ctx.block.get('quant_algo').oneOf(['NVFP4'])
   const ref = ctx.modelDtype()
   const tensors = await Promise.all(
     modulesWith(ctx, '.weight_scale').map((module) =>

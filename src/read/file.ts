@@ -160,6 +160,24 @@ export async function open(input: Source, options: OpenOptions = {}): Promise<Sa
 
 /** open(), with every read counted by `meter` (a model's meter counts all its shards). */
 export async function openMetered(input: Source, options: OpenOptions, meter: ProgressMeter | undefined): Promise<SafetensorsFile> {
+  return openSource(
+    input,
+    options,
+    meter,
+    async (source) => new SafetensorsFile(await readHeader(source, options.signal), source, options.byteOrder ?? 'little'),
+  )
+}
+
+/**
+ * What every open shares, whatever the format: the options checked, the source made (counted by `meter`), then
+ * `read` makes the file from it; on failure the source is closed, and an error over HTTP named by its URL.
+ */
+export async function openSource<T>(
+  input: Source,
+  options: OpenOptions,
+  meter: ProgressMeter | undefined,
+  read: (source: RangeSource) => Promise<T>,
+): Promise<T> {
   // Checked whatever the source, so that a bad value shows on a local file as it would on a URL.
   retrySettings(options)
   connectionsOption(options)
@@ -168,13 +186,13 @@ export async function openMetered(input: Source, options: OpenOptions, meter: Pr
   const opened = await toRangeSource(input, options)
   const source = meter ? metered(opened, meter, (opened as { url?: string }).url) : opened
   try {
-    const header = await readHeader(source, options.signal)
+    const file = await read(source)
     // Also where the source reads without a signal (memory, a local file): an abort during the open is its end.
     throwIfAborted(options.signal)
-    return new SafetensorsFile(header, source, options.byteOrder ?? 'little')
+    return file
   } catch (error) {
     await source.close?.()
-    // Over HTTP a file that is not SafeTensors (a web page, an API's JSON) is named by its URL.
+    // Over HTTP a file that is not of its format (a web page, an API's JSON) is named by its URL.
     const { url } = opened as Partial<HttpSource>
     throw url !== undefined && error instanceof SafetensorsError && error.url === undefined ? inContext(error, url, { url }) : error
   }
@@ -483,6 +501,14 @@ export function allocate(info: Pick<TensorInfo, 'name'>, dtype: DType, bytes: nu
 /** Bytes read first: most real headers (up to several hundred tensors) arrive in this one read. */
 const FIRST_READ = 64 * 1024
 
+/** A file's first bytes (64 KiB, or all of a smaller file) and its size, which a source knows once it has read. */
+export async function readFirst(source: RangeSource, signal?: AbortSignal): Promise<{ first: Uint8Array; size: number }> {
+  const first = await source.read(0, source.size === undefined ? FIRST_READ : Math.min(source.size, FIRST_READ), signal)
+  const size = source.size
+  if (size === undefined) throw new SafetensorsError('Io', 'the source did not report its size after the first read')
+  return { first, size }
+}
+
 /**
  * Reads and validates a source's header, reading only the length prefix and the header bytes.
  * @throws {@link SafetensorsError} `HeaderTooSmall`, `HeaderTooLarge`, `InvalidHeaderLength`, `InvalidHeader`,
@@ -490,9 +516,7 @@ const FIRST_READ = 64 * 1024
  * `MetadataIncompleteBuffer`: the first check the header fails, in this order (see {@link ErrorCode}); `Io` when the source cannot be read; `Aborted`.
  */
 export async function readHeader(source: RangeSource, signal?: AbortSignal): Promise<Header> {
-  const first = await source.read(0, source.size === undefined ? FIRST_READ : Math.min(source.size, FIRST_READ), signal)
-  const size = source.size
-  if (size === undefined) throw new SafetensorsError('Io', 'the source did not report its size after the first read')
+  const { first, size } = await readFirst(source, signal)
   const n = readHeaderSize(first, size)
   let bytes = first
   if (first.length < 8 + n) {

@@ -7,6 +7,7 @@ import { type DType, dtypeIndex } from '../core/dtypes.ts'
 import { reserveMemory, WasmModule } from '../core/wasm.ts'
 import { inContext, SafetensorsError } from '../errors.ts'
 import type { Header, Metadata, TensorInfo } from '../format/header.ts'
+import { type JsonValue, parseJson } from '../format/json-values.ts'
 import { DEFAULT_INDEX, type ParsedIndex, parseIndex, SINGLE_FILE } from '../format/model-index.ts'
 import { planSlice, type SliceRange } from '../format/slice.ts'
 import { requireLocalFiles } from '../platform/platform.ts'
@@ -64,18 +65,21 @@ export async function readBeside(
  * config.json's object; undefined for none, and for one that is not a JSON object, which is not this library's
  * to judge (and is what a dev server's fallback page gives for a missing file).
  */
-function configOf(file: { bytes?: Uint8Array }): Record<string, unknown> | undefined {
+function configOf(file: { bytes?: Uint8Array }): JsonValue | undefined {
+  if (!file.bytes) return undefined
   try {
-    const value: unknown = file.bytes && JSON.parse(new TextDecoder().decode(file.bytes))
-    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : undefined
-  } catch {
-    return undefined
+    const config = parseJson(new TextDecoder().decode(file.bytes), 'config.json')
+    return config.isObject ? config : undefined
+  } catch (error) {
+    if (error instanceof SafetensorsError) return undefined
+    throw error
   }
 }
 
 /** What the quantization code (src/quant/, loaded on demand) borrows of the library: see QuantRuntime. */
 const QUANT_RUNTIME: QuantRuntime = {
   SafetensorsError,
+  parseJson,
   WasmModule,
   reserveMemory,
   convertOverlapping,
@@ -206,6 +210,12 @@ export interface OpenModelOptions extends OpenOptions {
    * @defaultValue 16
    */
   concurrency?: number
+  /**
+   * false: a quantized model is opened as its stored tensors, each part under its own name, config.json's
+   * quantization block not read (as the CLI's validate and inspect do for a method this library does not read).
+   * @defaultValue true
+   */
+  quantization?: boolean
 }
 
 const DEFAULT_CONCURRENCY = 16
@@ -220,13 +230,21 @@ const DEFAULT_CONCURRENCY = 16
  * schema (a repeated key included); `TensorNotFound` when the index puts a tensor in a shard without it (the
  * message says where it is); any code of {@link open} for a shard or the one file, its message naming it; `Io`
  * for an index or shard that cannot be read (missing, not among the files given) and for a folder holding
- * neither model.safetensors nor an index; `Aborted`.
+ * neither model.safetensors nor an index; `UnsupportedQuantization` for a config.json whose quantization block
+ * this library does not read (a method, an option, a value of the wrong type: the message names the key) and
+ * `InvalidQuantization` for a quantized model's parts (neither unless `quantization` is false); `Aborted`.
  * @throws TypeError for an input that is neither a path, a URL, File objects nor a ModelFolder, two files of one
- * name, or a path in the browser entry; RangeError for a `concurrency` that is not a positive integer.
+ * name, a path in the browser entry, or a `quantization` that is not a boolean; RangeError for a `concurrency`
+ * that is not a positive integer.
  */
 export async function openModel(input: string | URL | ModelFiles | ModelFolder, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
   checkConcurrency(options)
+  checkQuantization(options)
   return openLocated(await locate(input), options)
+}
+
+function checkQuantization({ quantization }: OpenModelOptions): void {
+  if (quantization !== undefined && typeof quantization !== 'boolean') throw new TypeError(`quantization must be a boolean, got ${typeof quantization}`)
 }
 
 function checkConcurrency(options: OpenModelOptions): number {
@@ -241,17 +259,19 @@ export async function openLocated(located: Located, options: OpenModelOptions): 
   // known to be good, and the code that reads quantized models is loaded only for one.
   let beside: ReturnType<typeof readBeside> | undefined
   const readConfig = (meter: ProgressMeter | undefined) => {
+    if (options.quantization === false) return
     beside = readBeside(located, 'config.json', options, meter)
     // Handled here too: the weights may fail first, and then nobody waits for it.
     beside.catch(() => {})
   }
   const model = await openWeights(located, options, readConfig)
   try {
-    // openWeights started it, whichever the model's kind.
-    const config = configOf(await beside!)
-    if ([config?.quantization_config, config?.quantization].some((block) => typeof block === 'object' && block !== null)) {
+    // openWeights started it, whichever the model's kind, unless the quantization is not to be read.
+    const config = beside && configOf(await beside)
+    // The quantization code says what its keys hold.
+    if (config && ['quantization_config', 'quantization'].some((key) => config.get(key).present)) {
       const { quantizedTensors } = await import('../quant/index.ts')
-      model.quantized = await quantizedTensors(model, model.names(), config!, QUANT_RUNTIME)
+      model.quantized = await quantizedTensors(model, model.names(), config, QUANT_RUNTIME)
     }
   } catch (error) {
     await model.close()
@@ -369,10 +389,19 @@ export class SafetensorsModel {
   }
 
   /**
-   * The header entry of a tensor, from its shard; a logical tensor's says its dtype, shape and parts.
+   * The header entry of a tensor, from its shard; a logical tensor's says its dtype, shape and parts in
+   * `quantized`, which a stored tensor's leaves undefined.
    * @throws {@link SafetensorsError} `TensorNotFound`
    */
-  info(name: string, options?: { stored?: boolean }): TensorInfo | LogicalTensorInfo {
+  info(
+    name: string,
+    options?: { stored?: boolean },
+  ):
+    | (TensorInfo & {
+        /** None: the tensor is stored as it is read. */
+        readonly quantized?: undefined
+      })
+    | LogicalTensorInfo {
     return this.#logical(name, options)?.info(name) ?? this.#fileOf(name).info(name)
   }
 

@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, extname, join, relative, resolve, sep } from 'node:path'
+import { basename, dirname, extname, join, relative, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { chromium } from 'playwright'
@@ -19,6 +19,7 @@ import { writeGguf } from '../../src/gguf-node.ts'
 import { chromiumChoice } from '../browser/chromium.ts'
 import { launchFirefox, startWebKit } from '../browser/engines.ts'
 import { rangeHandler, startServer, type TestServer } from '../http-server.ts'
+import { packedConsumer } from '../packed.ts'
 import { headerOf } from '../read-helpers.ts'
 import { tempDir } from '../writer-reference.ts'
 
@@ -309,12 +310,12 @@ describe('the packed package in bundlers, run in each browser engine', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'safetensors-consumers-'))
-    // One pack per run, installed as a user installs it (it has no dependencies: nothing to download).
-    const [{ filename }] = JSON.parse((await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: ROOT, encoding: 'utf8' })).stdout)
+    // The run's one pack (test/packed.ts), installed as a user installs it (it has no dependencies: nothing to download).
+    const { tarball } = packedConsumer()
     consumer = join(dir, 'consumer')
     mkdirSync(consumer)
     writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }))
-    await run('npm', ['install', '--offline', '--no-audit', '--no-fund', join(dir, filename)], { cwd: consumer, encoding: 'utf8' })
+    await run('npm', ['install', '--offline', '--no-audit', '--no-fund', tarball], { cwd: consumer, encoding: 'utf8' })
     cpSync(PAGE, consumer, { recursive: true })
     // All builds at once (separate processes); each test waits for its own.
     for (const bundler of BUNDLERS) {
@@ -324,7 +325,7 @@ describe('the packed package in bundlers, run in each browser engine', () => {
     }
     // Each engine started once, when its first test comes.
     const skipped = ENGINES.filter((engine) => !present.includes(engine)).map((engine) => `${engine} (${missing(engine)})`)
-    console.log(`consumer matrix: ${filename} installed in a fresh folder${skipped.length > 0 ? `; skipped ${skipped.join(' and ')}` : ''}`)
+    console.log(`consumer matrix: ${basename(tarball)} installed in a fresh folder${skipped.length > 0 ? `; skipped ${skipped.join(' and ')}` : ''}`)
   }, 120_000)
 
   afterAll(async () => {

@@ -2,7 +2,9 @@
 // floating-point tensors in that dtype (F32, F16 or BF16), converted as the object's body streams in: the
 // new header first, then each tensor, in memory bounded by a few chunks, from one get.
 import { convertStream } from 'safetensors-wasm'
+/** @import { ConvertTarget } from 'safetensors-wasm' */
 
+/** @type {ExportedHandler<{ BUCKET: R2Bucket }>} */
 export default {
   async fetch(request, env) {
     const url = new URL(request.url)
@@ -10,7 +12,9 @@ export default {
     const object = await env.BUCKET.get(key)
     if (object === null) return new Response(`no object ${key} in the bucket`, { status: 404 })
     try {
-      const body = convertStream(object.body, { dtype: url.searchParams.get('dtype') ?? 'F16' })
+      // convertStream checks the dtype: a TypeError for one it does not convert to.
+      const dtype = /** @type {ConvertTarget} */ (url.searchParams.get('dtype') ?? 'F16')
+      const body = convertStream(object.body, { dtype })
       return new Response(body, { headers: { 'content-type': 'application/octet-stream' } })
     } catch (error) {
       await object.body.cancel()

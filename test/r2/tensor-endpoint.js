@@ -4,14 +4,17 @@
 // bytes chunk by chunk as the client takes them, every get pinned to the object first seen, so a model
 // replaced meanwhile is an error, never a mix of two. A client that goes away cancels the stream.
 import { openModel, r2Model, SafetensorsError } from 'safetensors-wasm'
+/** @import { DType } from 'safetensors-wasm' */
 
+/** @type {ExportedHandler<{ BUCKET: R2Bucket; PREFIX: string }>} */
 export default {
   async fetch(request, env) {
     const url = new URL(request.url)
     const match = /^\/tensor\/(.+)$/.exec(url.pathname)
     if (!match) return new Response('try GET /tensor/<name>?dtype=F16', { status: 404 })
     const name = decodeURIComponent(match[1])
-    const dtype = url.searchParams.get('dtype') ?? undefined
+    // stream() checks the dtype: a SafetensorsError for one it cannot convert to.
+    const dtype = /** @type {DType | undefined} */ (url.searchParams.get('dtype') ?? undefined)
     try {
       const model = await openModel(r2Model(env.BUCKET, env.PREFIX))
       const info = model.info(name)

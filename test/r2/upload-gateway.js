@@ -5,6 +5,7 @@
 // with its code and nothing is stored; a good one is answered 201 with its tensor count once R2 has it.
 import { SafetensorsError, validateStream } from 'safetensors-wasm'
 
+/** @type {ExportedHandler<{ BUCKET: R2Bucket }>} */
 export default {
   async fetch(request, env) {
     if (request.method !== 'POST' || !request.body) return new Response('POST a .safetensors file', { status: 405 })

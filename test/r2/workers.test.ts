@@ -143,13 +143,20 @@ describe('R2 Workers (Miniflare)', () => {
     const missing = await call('gguf-to-r2', 'no-model/', { method: 'POST' })
     expect(missing.status).toBe(422)
     expect(await missing.text()).toContain('no-model/')
+    // A config.json whose architectures[0] is an object: the model's fault (422), where it was a TypeError (400).
+    const config = JSON.parse(readFileSync(join(QWEN2, 'config.json'), 'utf8'))
+    for (const name of readdirSync(QWEN2)) await bucket.put(`bad/${name}`, new Uint8Array(readFileSync(join(QWEN2, name))))
+    await bucket.put('bad/config.json', new TextEncoder().encode(JSON.stringify({ ...config, architectures: [{ toString: 1 }] })))
+    const bad = await call('gguf-to-r2', 'bad/?dtype=Q8_0', { method: 'POST' })
+    expect([bad.status, await bad.text()]).toEqual([422, 'config.json: "architectures"[0] must be a string, got an object'])
+    expect((await call('gguf-to-r2', `gguf/${basename(QWEN2)}/?dtype=Q4_K`, { method: 'POST' })).status).toBe(400)
   })
 
   test('docs/gguf.md shows gguf-to-r2.js as tested', () => {
-    expect(readFileSync(join(ROOT, 'docs/gguf.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/r2/gguf-to-r2.js'), 'utf8')}`)
+    expect(readFileSync(join(ROOT, 'docs/gguf.md'), 'utf8')).toContain(`\`\`\`js worker\n${readFileSync(join(ROOT, 'test/r2/gguf-to-r2.js'), 'utf8')}`)
   })
 
   test.each(WORKERS)('docs/streams-and-workers.md, "Models in R2", shows %s as tested', (file) => {
-    expect(readFileSync(join(ROOT, 'docs/streams-and-workers.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/r2', file), 'utf8')}`)
+    expect(readFileSync(join(ROOT, 'docs/streams-and-workers.md'), 'utf8')).toContain(`\`\`\`js worker\n${readFileSync(join(ROOT, 'test/r2', file), 'utf8')}`)
   })
 })

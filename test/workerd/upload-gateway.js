@@ -4,6 +4,7 @@
 // answered 201 with its tensor count once storage has it.
 import { SafetensorsError, validateStream } from 'safetensors-wasm'
 
+/** @type {ExportedHandler<{ STORAGE: string }>} */
 export default {
   async fetch(request, env) {
     if (request.method !== 'POST' || !request.body) return new Response('POST a .safetensors file', { status: 405 })

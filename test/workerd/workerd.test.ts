@@ -276,7 +276,9 @@ describe('workerd', () => {
   })
 
   test.each(['tensor-endpoint.js', 'upload-gateway.js', 'convert-proxy.js'])('docs/streams-and-workers.md, "Edge workers", shows %s as tested', (file) => {
-    expect(readFileSync(join(ROOT, 'docs/streams-and-workers.md'), 'utf8')).toContain(`\`\`\`js\n${readFileSync(join(ROOT, 'test/workerd', file), 'utf8')}`)
+    expect(readFileSync(join(ROOT, 'docs/streams-and-workers.md'), 'utf8')).toContain(
+      `\`\`\`js worker\n${readFileSync(join(ROOT, 'test/workerd', file), 'utf8')}`,
+    )
   })
 
   test('outbound fetch is limited to loopback: another address is refused', async () => {

@@ -1,0 +1,18 @@
+// ggml's kernels (src/gguf/ggml-kernels.ts), loaded with the first quantized read, and what this side lends them:
+// the library's functions they call, which they do not import (src/gguf/ggml-kernels.ts says why).
+import { ROUND_TRIP_ELEMENTS } from '../core/convert.ts'
+import { reserveMemory, WasmModule } from '../core/wasm.ts'
+import { SafetensorsError } from '../errors.ts'
+import type { GgmlKernels, GgmlRuntime } from './ggml-kernels.ts'
+import { GGML_TYPES, ggmlByteLength } from './ggml-types.ts'
+
+/** What the kernels are lent. */
+export const GGML_RUNTIME: GgmlRuntime = { WasmModule, reserveMemory, SafetensorsError, GGML_TYPES, ggmlByteLength, roundTripElements: ROUND_TRIP_ELEMENTS }
+
+let kernels: Promise<GgmlKernels> | undefined
+
+/** ggml's kernels, loaded once. */
+export function loadGgmlKernels(): Promise<GgmlKernels> {
+  kernels ??= import('./ggml-kernels.ts').then((module) => module.ggmlKernels(GGML_RUNTIME))
+  return kernels
+}
