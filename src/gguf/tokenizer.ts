@@ -5,7 +5,7 @@
 // both share: the special tokens, whether a BOS, SEP and EOS are added (gguf-py's SpecialVocab), the chat template.
 import { SafetensorsError } from '../errors.ts'
 import { excerpt, type JsonValue, jsonFileError } from '../format/json-values.ts'
-import type { ModelConfig } from './architectures.ts'
+import type { ArchitectureTable, ModelConfig } from './architectures.ts'
 import type { KeyValue } from './format.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
 
@@ -17,53 +17,12 @@ export interface TokenizerFiles {
   chatTemplate?: string
 }
 
-/** The split regexes of the pre-tokenizers below, as tokenizer.json files have them. */
-const LLAMA3 = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-const QWEN2 = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-const O200K = String.raw`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-const DEEPSEEK3 = [
-  String.raw`\p{N}{1,3}`,
-  '[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+',
-  String.raw`[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_` +
-    '`' +
-    String.raw`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
-]
-// Escaped: some of the ranges' ends have canonical decompositions that an editor may normalize away.
-const DEEPSEEK_LLM = [
-  '[\u000d\u000a]',
-  '\\s?[A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1\u03a3-\u03f5\u03f7-\u0481\u048a-\u052f\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77\u1d79-\u1d9a\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc\u2102\u2107\u210a-\u2113\u2115\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139\u213c-\u213f\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\u{10400}-\u{1044f}\u{104b0}-\u{104d3}\u{104d8}-\u{104fb}\u{10c80}-\u{10cb2}\u{10cc0}-\u{10cf2}\u{118a0}-\u{118df}\u{1e900}-\u{1e943}]+',
-  '\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+',
-  '\\s+$',
-  '[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+',
-]
-
-/**
- * The pre-tokenizers llama.cpp implements, by their steps (steps()), and the name tokenizer.ggml.pre gives each.
- * llama.cpp's converter tells them apart by hashing the tokens of a test text; this converter has no tokenizer to
- * run, so it reads the steps themselves, and refuses ones it does not know rather than guess. Where llama.cpp has
- * several names for one set of regexes (gpt-2 and phi-2, qwen2 and stablelm2, gpt-4o and llama4...), the one given
- * is the first: they tokenize alike.
- */
-const PRE_TOKENIZERS = new Map<string, string>(
-  Object.entries({
-    'gpt-2': ['ByteLevel with its regex'],
-    'llama-bpe': [split(LLAMA3), 'ByteLevel'],
-    qwen2: [split(QWEN2), 'ByteLevel'],
-    // StarCoder's digits one by one then GPT-2's regex; command-r is the same but for cleaning spaces (clean_spaces()).
-    refact: ['Digits one by one', 'ByteLevel with its regex'],
-    falcon: ['Punctuation Contiguous', 'ByteLevel with its regex', 'Digits', split('[0-9][0-9][0-9]')],
-    'gpt-4o': [split(O200K), 'ByteLevel'],
-    'deepseek-v3': [...DEEPSEEK3.map(split), 'ByteLevel'],
-    'deepseek-llm': [...DEEPSEEK_LLM.map(split), 'Digits one by one', 'ByteLevel'],
-  }).map(([name, lines]) => [lines.join('\n'), name]),
-)
-
 /** A Split step (isolated, not inverted) by `regex`, its CR and LF written as \r and \n, as tokenizer.json files differ in writing them. */
 function split(regex: string): string {
   return `Split ${regex.replaceAll('\r', '\\r').replaceAll('\n', '\\n')}`
 }
 
-/** tokenizer.json's pre-tokenizer as the steps PRE_TOKENIZERS knows, a line each; undefined for any other step or option. */
+/** tokenizer.json's pre-tokenizer as the table's PRE_TOKENIZERS has its steps, a line each; undefined for any other step or option. */
 function steps(pre: JsonValue): string | undefined {
   const lines: string[] = []
   for (const step of pre.get('type').value === 'Sequence' ? pre.get('pretokenizers').items() : [pre]) {
@@ -83,8 +42,11 @@ function steps(pre: JsonValue): string | undefined {
  * llama.cpp's name of a byte-level BPE's pre-tokenizer: refact, whose detokenizer cleans up spaces before
  * punctuation, is command-r where tokenizer_config.json says not to (clean_up_tokenization_spaces false).
  */
-function preTokenizerName(pre: JsonValue, config: JsonValue | undefined): string | undefined {
-  const name = PRE_TOKENIZERS.get(steps(pre) ?? '')
+function preTokenizerName(pre: JsonValue, config: JsonValue | undefined, { PRE_TOKENIZERS }: ArchitectureTable): string | undefined {
+  const lines = steps(pre)
+  const name = Object.keys(PRE_TOKENIZERS).find(
+    (name) => PRE_TOKENIZERS[name].map((step) => (typeof step === 'string' ? step : split(step.split))).join('\n') === lines,
+  )
   return name === 'refact' && config?.get('clean_up_tokenization_spaces').value === false ? 'command-r' : name
 }
 
@@ -109,10 +71,10 @@ const SPECIAL_KEYS = {
   mask: 'mask_token_id',
 }
 
-function unsupported(what: string): SafetensorsError {
+function unsupported(what: string, { PRE_TOKENIZERS }: ArchitectureTable): SafetensorsError {
   return new SafetensorsError(
     'UnsupportedConversion',
-    `tokenizer.json: ${what}; GGUF conversion supports SentencePiece tokenizers (tokenizer.model, or tokenizer.json's BPE with byte_fallback) and byte-level BPE ones with the pre-tokenizers ${[...PRE_TOKENIZERS.values(), 'command-r'].join(', ')}`,
+    `tokenizer.json: ${what}; GGUF conversion supports SentencePiece tokenizers (tokenizer.model, or tokenizer.json's BPE with byte_fallback) and byte-level BPE ones with the pre-tokenizers ${[...Object.keys(PRE_TOKENIZERS), 'command-r'].join(', ')}`,
   )
 }
 
@@ -196,10 +158,10 @@ function addedTokens(json: JsonValue | undefined): Array<{ token: JsonValue; id:
 }
 
 /** The tokenizer.ggml.* keys of a byte-level BPE tokenizer.json: tokens, types, merges and the pre-tokenizer's name. */
-function byteLevel(json: JsonValue, config: JsonValue | undefined, size: number): KeyValue[] {
+function byteLevel(json: JsonValue, config: JsonValue | undefined, size: number, table: ArchitectureTable): KeyValue[] {
   const preTokenizer = json.get('pre_tokenizer')
-  const pre = preTokenizerName(preTokenizer, config)
-  if (!pre) throw unsupported(`its pre-tokenizer ${describeType(preTokenizer)} is not one llama.cpp implements`)
+  const pre = preTokenizerName(preTokenizer, config, table)
+  if (!pre) throw unsupported(`its pre-tokenizer ${describeType(preTokenizer)} is not one llama.cpp implements`, table)
   const vocabulary = new Vocabulary(size)
   for (const [token, id] of vocabOf(json)) vocabulary.place(token, id, NORMAL, 0, true)
   for (const { token, id } of addedTokens(json)) vocabulary.add(token, id, true)
@@ -300,8 +262,9 @@ export function tokenizerMetadata(files: TokenizerFiles, config: ModelConfig): K
   if (!spm && (type !== 'BPE' || decoder !== 'ByteLevel'))
     throw unsupported(
       `its model is ${type === undefined ? 'none' : excerpt(type)}${byteFallback ? ' with byte_fallback' : ''}, its decoder ${decoder === undefined ? 'none' : excerpt(decoder)}`,
+      config.table,
     )
-  const kv = spm ? sentencePiece(files, size) : byteLevel(json!, tokenizerConfig, size)
+  const kv = spm ? sentencePiece(files, size) : byteLevel(json!, tokenizerConfig, size, config.table)
   // gguf-py's SpecialVocab. The post-processor's TemplateProcessing: a single template that starts with a
   // special token adds the BOS, one that ends with one adds the EOS.
   const post = json?.get('post_processor').optional()
