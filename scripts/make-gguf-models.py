@@ -1388,6 +1388,52 @@ LLAMA4_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|header_start|>", "
 PHI2_SPACES = [" " * n for n in (4, 3, 2)]
 last_id = lambda specials, name: VOCAB_SIZE - len(specials) + specials.index(name)  # noqa: E731
 
+def deepseek(name, seed, model_class, config_class, routing, pre, template, hub_keys, gain, exercises):
+    """DeepSeek-V2-Lite's or V3's test model: multi-head latent attention, the first layer dense, then 4 routed experts
+    (2 used, `routing` says how) and a shared one; the family's tokenizer with its pre-tokenizer `pre`."""
+    return {
+        "name": name,
+        "seed": seed,
+        "class": model_class,
+        "config": config_class(
+            **small3(num_key_value_heads=4, eos_token_id=1, bos_token_id=0),
+            moe_intermediate_size=32,
+            n_routed_experts=4,
+            n_shared_experts=1,
+            num_experts_per_tok=2,
+            first_k_dense_replace=1,
+            kv_lora_rank=32,
+            qk_nope_head_dim=16,
+            qk_rope_head_dim=8,
+            v_head_dim=16,
+            rms_norm_eps=1e-6,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+            **routing,
+        ),
+        "tokenizer": tokenizer_family(
+            pre,
+            DEEPSEEK_SPECIALS,
+            [],
+            {
+                "eos_token": "<｜end▁of▁sentence｜>",
+                "chat_template": template,
+                "clean_up_tokenization_spaces": False,
+                "legacy": True,
+                "tokenizer_class": "LlamaTokenizerFast",
+            },
+            bos="<｜begin▁of▁sentence｜>",
+        ),
+        "bos": 0,
+        "hub_form": True,
+        "drop_keys": ["head_dim", "qk_head_dim"],
+        "hub_keys": hub_keys,
+        "gain": gain,
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": exercises,
+    }
+
+
 MODELS_3 = [
     {
         "name": "smollm3",
@@ -1670,103 +1716,36 @@ MODELS_3 = [
         "exercises": "Qwen2-MoE: 4 experts, 2 used, weights not renormalized; a shared expert of 96 behind a sigmoid gate "
         "(ffn_*_shexp, ffn_gate_inp_shexp); q/k/v biases; Qwen2's tokenizer",
     },
-    {
-        "name": "deepseek-v2-lite",
-        "seed": 40,
-        "class": DeepseekV2ForCausalLM,
-        "config": DeepseekV2Config(
-            **small3(num_key_value_heads=4, eos_token_id=1, bos_token_id=0),
-            moe_intermediate_size=32,
-            n_routed_experts=4,
-            n_shared_experts=1,
-            num_experts_per_tok=2,
-            first_k_dense_replace=1,
-            topk_method="greedy",
-            n_group=1,
-            topk_group=1,
-            routed_scaling_factor=1.0,
-            norm_topk_prob=False,
-            q_lora_rank=None,
-            kv_lora_rank=32,
-            qk_nope_head_dim=16,
-            qk_rope_head_dim=8,
-            v_head_dim=16,
-            rms_norm_eps=1e-6,
-            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-        ),
-        "tokenizer": tokenizer_family(
-            "deepseek-llm",
-            DEEPSEEK_SPECIALS,
-            [],
-            {
-                "eos_token": "<｜end▁of▁sentence｜>",
-                "chat_template": chat_template("", ": ", "\n\n"),
-                "clean_up_tokenization_spaces": False,
-                "legacy": True,
-                "tokenizer_class": "LlamaTokenizerFast",
-            },
-            bos="<｜begin▁of▁sentence｜>",
-        ),
-        "bos": 0,
-        "hub_form": True,
-        "drop_keys": ["head_dim", "qk_head_dim"],
-        "hub_keys": {"scoring_func": "softmax"},
-        "gain": {"q_proj": 1.5, "kv_b_proj": 1.5},
-        "lengths": LONG_SEQUENCES,
-        "dtype": torch.bfloat16,
-        "exercises": "DeepSeek-V2-Lite's shape: multi-head latent attention without q_lora_rank (q_proj, kv_a_proj_with_mqa, "
+    deepseek(
+        "deepseek-v2-lite",
+        40,
+        DeepseekV2ForCausalLM,
+        DeepseekV2Config,
+        dict(topk_method="greedy", n_group=1, topk_group=1, routed_scaling_factor=1.0, norm_topk_prob=False, q_lora_rank=None),
+        "deepseek-llm",
+        chat_template("", ": ", "\n\n"),
+        {"scoring_func": "softmax"},
+        {"q_proj": 1.5, "kv_b_proj": 1.5},
+        "DeepSeek-V2-Lite's shape: multi-head latent attention without q_lora_rank (q_proj, kv_a_proj_with_mqa, "
         "kv_b_proj split into attn_k_b, transposed, and attn_v_b), 2 layers (llama.cpp tells Lite by 26 or 27), the first "
         "dense, then 4 routed experts (2 used, softmax, not renormalized) and a shared one; DeepSeek-LLM's pre-tokenizer "
         "under tokenizer_class LlamaTokenizerFast, which transformers 5 rebuilds as SentencePiece-like",
-    },
-    {
-        "name": "deepseek-v3",
-        "seed": 41,
-        "class": DeepseekV3ForCausalLM,
-        "config": DeepseekV3Config(
-            **small3(num_key_value_heads=4, eos_token_id=1, bos_token_id=0),
-            moe_intermediate_size=32,
-            n_routed_experts=4,
-            n_shared_experts=1,
-            num_experts_per_tok=2,
-            first_k_dense_replace=1,
-            n_group=2,
-            topk_group=1,
-            routed_scaling_factor=2.5,
-            norm_topk_prob=True,
-            q_lora_rank=32,
-            kv_lora_rank=32,
-            qk_nope_head_dim=16,
-            qk_rope_head_dim=8,
-            v_head_dim=16,
-            rms_norm_eps=1e-6,
-            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-        ),
-        "tokenizer": tokenizer_family(
-            "deepseek3",
-            DEEPSEEK_SPECIALS,
-            [],
-            {
-                "eos_token": "<｜end▁of▁sentence｜>",
-                "chat_template": chat_template("<｜", "｜>", ""),
-                "clean_up_tokenization_spaces": False,
-                "legacy": True,
-                "tokenizer_class": "LlamaTokenizerFast",
-            },
-            bos="<｜begin▁of▁sentence｜>",
-        ),
-        "bos": 0,
-        "hub_form": True,
-        "drop_keys": ["head_dim", "qk_head_dim"],
-        "hub_keys": {"scoring_func": "sigmoid", "topk_method": "noaux_tc"},
-        "gain": {"q_b_proj": 1.5, "kv_b_proj": 1.5},
-        "lengths": LONG_SEQUENCES,
-        "dtype": torch.bfloat16,
-        "exercises": "DeepSeek-V3: multi-head latent attention with q_lora_rank (q_a_proj, q_a_layernorm, q_b_proj), "
+    ),
+    deepseek(
+        "deepseek-v3",
+        41,
+        DeepseekV3ForCausalLM,
+        DeepseekV3Config,
+        dict(n_group=2, topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True, q_lora_rank=32),
+        "deepseek3",
+        chat_template("<｜", "｜>", ""),
+        {"scoring_func": "sigmoid", "topk_method": "noaux_tc"},
+        {"q_b_proj": 1.5, "kv_b_proj": 1.5},
+        "DeepSeek-V3: multi-head latent attention with q_lora_rank (q_a_proj, q_a_layernorm, q_b_proj), "
         "kv_b_proj split; the first layer dense, then 4 routed experts in 2 groups (1 group kept), 2 used, sigmoid scores "
         "with e_score_correction_bias, renormalized, times 2.5, and a shared expert; DeepSeek-V3's pre-tokenizer under "
         "tokenizer_class LlamaTokenizerFast",
-    },
+    ),
     {
         "name": "gpt-oss",
         "seed": 42,

@@ -33,7 +33,12 @@ test('every transformers class of the table has a test model (which llama.cpp ju
 
 describe('what llama.cpp cannot run as transformers does is refused, naming it', () => {
   test.each<[string, string, (c: Config) => void, string]>([
-    ['smollm3', 'RoPE left out of other layers than every 4th', (c) => void (c.no_rope_layers = [1, 0, 1, 1]), 'no_rope_layers[1] of 0 (llama.cpp leaves RoPE out of every 4th layer)'],
+    [
+      'smollm3',
+      'RoPE left out of other layers than every 4th',
+      (c) => void (c.no_rope_layers = [1, 0, 1, 1]),
+      'no_rope_layers[1] of 0 (llama.cpp leaves RoPE out of every 4th layer)',
+    ],
     [
       'smollm3',
       'sliding-window layers',

@@ -513,6 +513,13 @@ function ownKeys(c: ModelConfig, add: AddKey, { context, ffn, epsilon }: { conte
   add('rope.freq_base', 'f32', c.rope.theta)
 }
 
+/** GPT-NeoX's keys, which StableLM's converter class writes too, its norms' epsilon from `epsilon`. */
+const neoxKeys = (epsilon: string) => (c: ModelConfig, add: AddKey) => {
+  ownKeys(c, add, { context: 'max_position_embeddings', ffn: c.read.integer('intermediate_size', true), epsilon })
+  add('rope.dimension_count', 'u32', c.ropeDims)
+  add('use_parallel_residual', 'bool', c.read.boolean('use_parallel_residual'))
+}
+
 /** GPT-OSS's and Llama 4's fused experts, stored [experts, in, out]: gate_up split (interleaved or in halves) and down transposed. */
 const fusedExperts = (prefix: string, interleaved: boolean): Record<string, Target> => ({
   [`${prefix}.gate_up_proj`]: [
@@ -655,11 +662,7 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     // GPTNeoXConfig's, where config.json has none.
     defaults: () => ({ use_parallel_residual: true, max_position_embeddings: 2048, layer_norm_eps: 1e-5 }),
     tensors: { 'attention.query_key_value': [{ to: 'attn_qkv', reshape: headsInterleaved }] },
-    keys: (c, add) => {
-      ownKeys(c, add, { context: 'max_position_embeddings', ffn: c.read.integer('intermediate_size', true), epsilon: 'layer_norm_eps' })
-      add('rope.dimension_count', 'u32', c.ropeDims)
-      add('use_parallel_residual', 'bool', c.read.boolean('use_parallel_residual'))
-    },
+    keys: neoxKeys('layer_norm_eps'),
   },
   PhiForCausalLM: {
     name: 'phi2',
@@ -688,10 +691,8 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     // StableLmConfig's, where config.json has none.
     defaults: () => ({ use_parallel_residual: false, partial_rotary_factor: 0.25, layer_norm_eps: 1e-5 }),
     keys: (c, add) => {
-      ownKeys(c, add, { context: 'max_position_embeddings', ffn: c.read.integer('intermediate_size', true), epsilon: 'layer_norm_eps norm_eps' })
+      neoxKeys('layer_norm_eps norm_eps')(c, add)
       add('attention.head_count_kv', 'u32', c.kvHeads)
-      add('rope.dimension_count', 'u32', c.ropeDims)
-      add('use_parallel_residual', 'bool', c.read.boolean('use_parallel_residual'))
     },
   },
   FalconForCausalLM: {
