@@ -65,6 +65,7 @@ describe('the packed package', () => {
         'workerd-multipart.js',
         'workerd-whole-file.js',
         'workerd-sentencepiece.js',
+        'workerd-architectures.js',
         'workerd-quant.js',
       ].map((f) => `dist/${f}`),
       ...['index', 'node', 'gguf', 'gguf-node'].map((entry) => `dist/${entry}.d.ts`),
