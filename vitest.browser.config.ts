@@ -7,7 +7,7 @@ import { playwright } from '@vitest/browser-playwright'
 import { defineConfig, type Plugin } from 'vitest/config'
 import type { BrowserInstanceOption } from 'vitest/node'
 import type { Engine } from './scripts/browser-engines.js'
-import { chromiumChoice } from './test/browser/chromium.ts'
+import { chromiumChoice } from './test/integration/browser/chromium.ts'
 
 const abs = (path: string) => fileURLToPath(new URL(path, import.meta.url))
 const SRC = abs('./src/')
@@ -36,11 +36,11 @@ export function browserConfig(engine: Engine, instance: Omit<BrowserInstanceOpti
     resolve: {
       alias: [
         { find: /^(\.\.\/)+src\/index\.ts$/, replacement: abs('./dist/index.js') },
-        // The shared test helpers import these at top level; test/browser/shims says what each one offers.
-        { find: /^node:fs$/, replacement: abs('./test/browser/shims/fs.ts') },
-        { find: /^node:path$/, replacement: abs('./test/browser/shims/path.ts') },
-        { find: /^node:url$/, replacement: abs('./test/browser/shims/url.ts') },
-        { find: /^node:crypto$/, replacement: abs('./test/browser/shims/crypto.ts') },
+        // The shared test helpers import these at top level; test/integration/browser/shims says what each one offers.
+        { find: /^node:fs$/, replacement: abs('./test/integration/browser/shims/fs.ts') },
+        { find: /^node:path$/, replacement: abs('./test/integration/browser/shims/path.ts') },
+        { find: /^node:url$/, replacement: abs('./test/integration/browser/shims/url.ts') },
+        { find: /^node:crypto$/, replacement: abs('./test/integration/browser/shims/crypto.ts') },
       ],
     },
     test: {
@@ -48,13 +48,13 @@ export function browserConfig(engine: Engine, instance: Omit<BrowserInstanceOpti
       // Chosen by hand: these use only the public API, plus fixture files read through the fs shim.
       // A new test file joins when it needs nothing from Node but reading fixtures.
       include: [
-        'test/header.test.ts',
-        'test/golden.test.ts',
-        'test/fuzz.test.ts',
-        'test/slice.test.ts',
-        'test/stats.test.ts',
-        'test/float16.test.ts',
-        'test/browser/*.browser.ts',
+        'test/format/header.test.ts',
+        'test/integration/golden.test.ts',
+        'test/integration/fuzz.test.ts',
+        'test/format/slice.test.ts',
+        'test/core/stats.test.ts',
+        'test/read/file-float16.test.ts',
+        'test/integration/browser/*.browser.ts',
       ],
       testTimeout: 60_000,
       // Failure screenshots and attachments go where screenshots belong (gitignored), not beside the tests.
@@ -75,7 +75,7 @@ export default defineConfig(async () => {
   console.log(`browser tests: Chromium from ${chromium.origin}`)
   return browserConfig('chromium', {
     browser: 'chromium',
-    // Driven by playwright with a Chromium of ours (test/browser/chromium.ts): no browser download.
+    // Driven by playwright with a Chromium of ours (test/integration/browser/chromium.ts): no browser download.
     provider: playwright({ launchOptions: { executablePath: chromium.executablePath, args: chromium.args } }),
   })
 })

@@ -9,10 +9,10 @@ import { inlineWasm } from './scripts/inline-wasm.js'
 // ggml's slow quantizers of the IQ1 and IQ2 types. Three workers on two cores: most tests wait on child processes,
 // servers and browsers rather than compute.
 const all = process.env.TEST_ALL === '1'
-const FULL_ONLY = ['test/runtimes/**', 'test/consumers/**', 'test/gguf-llama.test.ts', 'test/install.test.ts']
+const FULL_ONLY = ['test/integration/runtimes/**', 'test/integration/consumers/**', 'test/integration/gguf-llama.test.ts', 'test/integration/install.test.ts']
 if (!all && !process.env.VITEST_WORKER_ID)
   console.log(
-    'the quick loop: Deno and Bun (test/runtimes), the bundlers (test/consumers), llama.cpp (test/gguf-llama.test.ts), the install from a git URL (test/install.test.ts), the 200 kills of saves (test/save-model.test.ts), the GGUF of all but one quantized fixture per method (test/quant-cli.test.ts) and ggml quantizing the IQ1 and IQ2 types (test/ggml-dequantize.test.ts) left out; npm run test:all runs them',
+    'the quick loop: Deno and Bun (test/integration/runtimes), the bundlers (test/integration/consumers), llama.cpp (test/integration/gguf-llama.test.ts), the install from a git URL (test/integration/install.test.ts), the 200 kills of saves (test/node/save-model.test.ts), the GGUF of all but one quantized fixture per method (test/integration/quant-cli.test.ts) and ggml quantizing the IQ1 and IQ2 types (test/gguf/dequantize.test.ts) left out; npm run test:all runs them',
   )
 
 export default defineConfig({

@@ -1,7 +1,7 @@
 // The browser run (vitest.browser.config.ts) in WebKitGTK's MiniBrowser (Safari's engine), through
 // WebKitWebDriver and @vitest/browser-webdriverio: npm run test:webkit.
 import { webdriverio } from '@vitest/browser-webdriverio'
-import { startWebKit } from './test/browser/engines.ts'
+import { startWebKit } from './test/integration/browser/engines.ts'
 import { browserConfig } from './vitest.browser.config.ts'
 
 const { hostname, port, capabilities } = await startWebKit()

@@ -44,7 +44,7 @@ const SIGN: u32 = 0x80000000;
 
 // Exponent bits, mantissa bits and bias of the formats decoded from their fields: F16, F8, F6, F4. A
 // mirror of DTYPE_INFO's `float` in src/core/dtypes.ts, kept here as constants so that they fold into the
-// loops; test/convert.test.ts checks every code of each format against an independent reference.
+// loops; test/core/convert.test.ts checks every code of each format against an independent reference.
 @inline function expBitsOf(kind: u32): u32 {
   return kind == F8_E8M0 ? 8 : kind == F8_E4M3 || kind == F8_E4M3FNUZ ? 4 : kind == F8_E5M2 || kind == F8_E5M2FNUZ || kind == F16 ? 5 : kind == F6_E3M2 ? 3 : 2;
 }

@@ -10,7 +10,7 @@ import { bundledSource, compare, table } from './util.js'
 
 const N = 16 << 20
 
-/** ggml's types, each with its block (values, bytes) and where its F16 scales are (the tests' reading, test/ggml-dequantize.test.ts). */
+/** ggml's types, each with its block (values, bytes) and where its F16 scales are (the tests' reading, test/gguf/dequantize.test.ts). */
 /** @type {Record<string, [block: number, bytes: number, scales: number[]]>} */
 const TYPES = {
   F32: [1, 4, []],

@@ -80,7 +80,7 @@ export async function serveInWorker(files, options) {
 }
 
 /**
- * A module of the sources that is no package export (`contents` imports it, e.g. `export { x } from './src/y.ts'`),
+ * A module of the sources that is no package export (`contents` imports it, e.g. `export { dequantizeGgml } from './src/gguf/dequantize.ts'`),
  * bundled with esbuild, its .wasm and ?constants imports made as the builds make them (scripts/inline-wasm.js).
  * Run after `npm run build:wasm`, from the repository's root.
  */

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The browser engines the tests run in, and what each needs on the machine. Chromium always runs: npm
-// brings one (test/browser/chromium.ts). Firefox and WebKit come from Debian (npm ships neither in a form
+// brings one (test/integration/browser/chromium.ts). Firefox and WebKit come from Debian (npm ships neither in a form
 // that runs offline): .ci/run installs them with apt. This is the one place that decides whether an
 // engine can run; the vitest configs and the consumer test ask it.
 //

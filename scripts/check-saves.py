@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""A manual check, not run in CI: Python's safetensors reads the folders that test/save-model.test.ts's
+"""A manual check, not run in CI: Python's safetensors reads the folders that test/node/save-model.test.ts's
 kill -9 test leaves, each as one whole save.
 
-    SAVE_KILL_KEEP=/tmp/kills npx vitest run test/save-model.test.ts -t kills
+    SAVE_KILL_KEEP=/tmp/kills npx vitest run test/node/save-model.test.ts -t kills
     python3 -m venv /tmp/venv-save && /tmp/venv-save/bin/pip install safetensors numpy
     /tmp/venv-save/bin/python scripts/check-saves.py /tmp/kills
 

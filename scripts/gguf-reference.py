@@ -1,8 +1,8 @@
 # A second GGUF writer, in Python with gguf-py, kept as the record of how the tolerances of
-# test/gguf-llama.test.ts were measured (docs/gguf.md, "How it is tested"). Run by hand; CI never runs it.
+# test/integration/gguf-llama.test.ts were measured (docs/gguf.md, "How it is tested"). Run by hand; CI never runs it.
 #
 #   /work/venv-gguf/bin/python scripts/gguf-reference.py OUT_FOLDER [--no-permutation] [--cases N]
-#   GGUF_DIR=OUT_FOLDER npx vitest run test/gguf-llama.test.ts   # judges these files instead of the CLI's
+#   GGUF_DIR=OUT_FOLDER npx vitest run test/integration/gguf-llama.test.ts   # judges these files instead of the CLI's
 #
 # For every model under test/fixtures/gguf/ and every dtype it writes OUT_FOLDER/<model>.<dtype>.gguf as
 # llama.cpp's convert_hf_to_gguf.py does for these architectures (read from its source, not copied): gguf-py's

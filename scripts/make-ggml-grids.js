@@ -3,7 +3,7 @@
 // iq3xxs_grid, iq3s_grid, iq1s_grid in ggml-common.h), which are format data: a file's codes index them, so the
 // dequantizer must hold the very same values. Each grid's bytes take a few distinct values (3 for the IQ2 and IQ1
 // grids, 8 for the IQ3 ones), so an entry is stored as the indices of its bytes in that list, 2 or 3 bits each,
-// in one u16, which assembly/ggml-iquants.ts turns back into the bytes. test/ggml-dequantize.test.ts reaches every
+// in one u16, which assembly/ggml-iquants.ts turns back into the bytes. test/gguf/dequantize.test.ts reaches every
 // entry of every grid and holds the results to ggml's own dequantize_row_<type>.
 //
 // Run once, with the ggml-common.h of the llama.cpp release the tests judge with (node-llama-cpp 3.21.1 ships its

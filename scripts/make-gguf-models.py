@@ -1,5 +1,5 @@
 # Makes test/fixtures/gguf/: tiny random causal language models, as transformers' save_pretrained writes them,
-# with the transformers float32 logits that test/gguf-llama.test.ts compares llama.cpp's results against.
+# with the transformers float32 logits that test/integration/gguf-llama.test.ts compares llama.cpp's results against.
 # Run once by hand, never in CI; its output is committed. Deterministic for one torch/transformers/tokenizers/
 # sentencepiece version (the versions used are recorded in each reference.json).
 #

@@ -1,5 +1,5 @@
 # Makes test/fixtures/gguf/reader/: small GGUF files written by gguf-py (and one by llama.cpp's converter), each
-# with a golden JSON of what gguf-py's GGUFReader reads from it, which test/gguf-reader.test.ts holds openGguf to.
+# with a golden JSON of what gguf-py's GGUFReader reads from it, which test/gguf/reader.test.ts holds openGguf to.
 # Run once by hand, never in CI; its output is committed.
 #
 #   /work/venv-gguf/bin/python scripts/make-gguf-reader-fixtures.py [CONVERTED.gguf]

@@ -101,5 +101,5 @@ function main() {
   }
 }
 
-// Run, not imported (test/install.test.ts imports nodeBinary).
+// Run, not imported (test/integration/install.test.ts imports nodeBinary).
 if (process.argv[1] === fileURLToPath(import.meta.url)) main()

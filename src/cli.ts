@@ -517,7 +517,7 @@ async function convertCommand(input: string, output: string, dtypeText: string |
   if (gguf) return ggufCommand(input, output, ggufDtype ?? 'F16')
   const started = performance.now()
   const options = { dtype, maxShardSize, onProgress: progressOption() }
-  const written = await converting(input, output, model, options, () => (model ? convertModel(input, output, options) : convertFile(input, output, options)))
+  const written = await runWrite(input, output, model, options, () => (model ? convertModel(input, output, options) : convertFile(input, output, options)))
   if (written === undefined) return 1
   const seconds = (performance.now() - started) / 1000
   console.log(await describeWritten(output, intoFolder ? output : dirname(output), written, intoFolder, seconds))
@@ -549,10 +549,10 @@ function progressOption(): ProgressCallback | undefined {
 }
 
 /**
- * Runs a conversion; a failure is printed as one line naming the output when writing it failed, else the
+ * Runs the write of `output` (a file or model with other dtypes or shards, or a GGUF); a failure is printed as one line naming the output when writing it failed, else the
  * input, and the result is undefined.
  */
-async function converting<T>(
+async function runWrite<T>(
   input: string,
   output: string,
   model: boolean,
@@ -605,7 +605,7 @@ async function converting<T>(
 async function ggufCommand(input: string, output: string, dtype: GgufDtype): Promise<number> {
   const started = performance.now()
   const options = { dtype, onProgress: progressOption() }
-  const written = await converting(input, output, true, options, () => writeGguf(input, output, options))
+  const written = await runWrite(input, output, true, options, () => writeGguf(input, output, options))
   if (written === undefined) return 1
   const seconds = (performance.now() - started) / 1000
   const types = Object.entries(written.types).map(([type, n]) => `${count(n)} ${type}`)

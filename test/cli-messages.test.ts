@@ -55,6 +55,7 @@ function ggufFile(path: string): string {
   return path
 }
 
+// inspect and validate read a GGUF file as one (test/cli.test.ts).
 describe('a GGUF file where a SafeTensors file or model is expected says it is one', () => {
   const dir = scratch()
   const gguf = ggufFile(join(dir, 'model.gguf'))
@@ -62,7 +63,6 @@ describe('a GGUF file where a SafeTensors file or model is expected says it is o
     ['convert to GGUF', ['convert', gguf, join(dir, 'out.gguf')]],
     ['convert to SafeTensors', ['convert', gguf, join(dir, 'out.safetensors'), '--dtype', 'F16']],
     ['convert into shards', ['convert', gguf, join(dir, 'out'), '--max-shard-size', '1MB']],
-    ['inspect', ['inspect', gguf]],
   ])('%s: exit 1, one line naming it a GGUF file, nothing written', async (_, args) => {
     const run = await cli(...args)
     expect(run.code).toBe(1)

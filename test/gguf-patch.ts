@@ -1,4 +1,4 @@
-// A GGUF rewritten with one of its conversion's steps undone, for the negative controls of test/gguf-llama.test.ts:
+// A GGUF rewritten with one of its conversion's steps undone, for the negative controls of test/integration/gguf-llama.test.ts:
 // keys dropped or changed, tensors dropped or their bytes replaced. The file is read with @huggingface/gguf and
 // written again with the converter's own container code (src/gguf/format.ts: the header, offsets, padding), which
 // does not decide any value: every key and tensor not patched keeps the original file's bytes.

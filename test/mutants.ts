@@ -1,6 +1,6 @@
-// The mutant generators of the property tests: SafeTensors headers (test/fuzz.test.ts against the reference
-// validator, test/validate-stream.test.ts against parseHeader), model folders' JSON files and GGUF headers
-// (test/fuzz.test.ts): valid seed files, mutated at random where the format's rules live. Each mutant has its
+// The mutant generators of the property tests: SafeTensors headers (test/integration/fuzz.test.ts against the reference
+// validator, test/read/validate-stream.test.ts against parseHeader), model folders' JSON files and GGUF headers
+// (test/integration/fuzz.test.ts): valid seed files, mutated at random where the format's rules live. Each mutant has its
 // own random stream, so one can be replayed alone.
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -432,7 +432,7 @@ const JSON_FILES = ['config.json', 'config.json', 'tokenizer.json', 'tokenizer_c
 
 /**
  * The test models as folders: each of test/fixtures/gguf, and each of test/fixtures/quantized with the byte-level
- * tokenizer and the architecture a GGUF needs (as test/quant-cli.test.ts converts them).
+ * tokenizer and the architecture a GGUF needs (as test/integration/quant-cli.test.ts converts them).
  */
 export function folderSeeds(): FolderSeed[] {
   const seeds: FolderSeed[] = []
@@ -627,7 +627,7 @@ export function folderMutant(seed: number, index: number, corpus: FolderSeed[]):
 }
 
 // ---- GGUF headers -------------------------------------------------------------------------------
-// Mutants of GGUF files for openGguf (test/fuzz.test.ts): the reader fixtures (gguf-py's and llama.cpp's files)
+// Mutants of GGUF files for openGguf (test/integration/fuzz.test.ts): the reader fixtures (gguf-py's and llama.cpp's files)
 // and a few made here, changed where a GGUF's rules live: its numbers (counts, lengths, types, dims, offsets,
 // the version, the alignment) set to values at and past every limit, bytes of the header replaced, flipped,
 // deleted, inserted or repeated, and the file cut or extended.

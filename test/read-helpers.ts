@@ -145,6 +145,13 @@ export function sha256(bytes: Uint8Array): string {
 }
 
 /** The bytes under a TypedArray view. */
+/** Rows [0, rows) and columns [from, to) of a row-major matrix of `width` elements of `unit` bytes, by hand. */
+export function columns(bytes: Uint8Array, rows: number, width: number, unit: number, from: number, to: number): Uint8Array {
+  const out = new Uint8Array(rows * (to - from) * unit)
+  for (let r = 0; r < rows; r++) out.set(bytes.subarray((r * width + from) * unit, (r * width + to) * unit), r * (to - from) * unit)
+  return out
+}
+
 export function bytesOf(view: ArrayBufferView): Uint8Array {
   return new Uint8Array(view.buffer, view.byteOffset, view.byteLength)
 }
@@ -220,4 +227,25 @@ export function expectSameBytes(actual: ArrayBufferView, expected: ArrayBufferVi
   let i = 0
   while (i < a.length && i < b.length && a[i] === b[i]) i++
   expect.fail(`${what}: ${a.length} bytes vs ${b.length} expected; first difference at byte ${i} (got ${a[i]}, expected ${b[i]})`)
+}
+
+/** All the chunks of a stream, joined, and how many there were. */
+export async function collect(stream: ReadableStream<Uint8Array>): Promise<{ bytes: Uint8Array; chunks: number }> {
+  const parts: Uint8Array[] = []
+  for await (const part of stream as unknown as AsyncIterable<Uint8Array>) parts.push(part)
+  return { bytes: new Uint8Array(Buffer.concat(parts)), chunks: parts.length }
+}
+
+/** The file of the stream tests (file.stream, convertStream): a large BF16 tensor among small ones of other dtypes. */
+export function streamsFile(): Uint8Array<ArrayBuffer> {
+  const r = rng(14)
+  // 300,000 elements: more than one chunk (256 Ki elements), and a last chunk that is not full.
+  const big = r.bytes(600_000)
+  return buildFile([
+    { name: 'ints', dtype: 'I64', shape: [3], bytes: r.bytes(24) },
+    { name: 'big', dtype: 'BF16', shape: [600, 500], bytes: big },
+    { name: 'f8', dtype: 'F8_E4M3', shape: [7, 3], bytes: r.bytes(21) },
+    { name: 'f4', dtype: 'F4', shape: [4, 6], bytes: r.bytes(12) },
+    { name: 'empty', dtype: 'F32', shape: [0, 4], bytes: new Uint8Array(0) },
+  ]) as Uint8Array<ArrayBuffer>
 }

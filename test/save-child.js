@@ -1,4 +1,4 @@
-// The saves test/save-model.test.ts kills and races, run as a child process (node test/save-child.js) on the
+// The saves test/node/save-model.test.ts kills and races, run as a child process (node test/save-child.js) on the
 // built package (dist/node.js, or the module SAVE_LIBRARY names), and the models they save. Every save
 // is one generation g: six I32 tensors t0..t5 of ELEMENTS elements, each element equal to g, in 1, 2 or
 // 3 shards as g decides, so that every transition between a single file and an index comes up.

@@ -1,6 +1,6 @@
 // The dtype numbers the wasm modules take and report: each dtype's index in DTYPES (src/core/dtypes.ts, the
 // format's order). The scanner reports them, the conversion and dequantization kernels are keyed by them;
-// test/boundary.test.ts holds them to DTYPES.
+// test/integration/boundary.test.ts holds them to DTYPES.
 export const BOOL: u32 = 0;
 export const F4: u32 = 1;
 export const F6_E2M3: u32 = 2;

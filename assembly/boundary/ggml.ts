@@ -3,7 +3,7 @@
 // `export const NAME: type = literal;`, the form scripts/inline-wasm.js reads into the `?constants` module.
 
 // The types it reads, by ggml's own numbers (ggml.h's enum ggml_type; src/gguf/ggml-types.ts, which
-// test/ggml-dequantize.test.ts holds these to).
+// test/gguf/dequantize.test.ts holds these to).
 export const TYPE_F32: u32 = 0;
 export const TYPE_F16: u32 = 1;
 export const TYPE_Q4_0: u32 = 2;

@@ -1,7 +1,7 @@
 // What the header and index scanners hand to JS, defined once: the status and reason codes they return
 // and the byte offsets of the result table and of the entries of their log. src/format/header.ts imports this
 // file's constants by name as `boundary.ts?constants`, a module the builds make of it (scripts/inline-wasm.js),
-// so that they cost the wasm no exports (test/boundary.test.ts checks that both sides know the same names).
+// so that they cost the wasm no exports (test/integration/boundary.test.ts checks that both sides know the same names).
 // Each is one line `export const NAME: type = literal;`, the form that module reads.
 
 // Status codes (scanHeader's and scanIndex's return value and RESULT_STATUS).

@@ -85,11 +85,11 @@ export function checkConversion(from: DType, to: DType): void {
   }
 }
 
-/** The dtypes that {@link convert} and the reads' `dtype` convert to. */
+/** The dtypes that {@link convert} and the reads' `dtype` convert to, and that quantized modules dequantize to. */
 export type ConvertTarget = 'F32' | 'F16' | 'BF16'
 
-/** The dtype a tensor gets in a converted file: floats become the target, everything else stays. */
-export function targetOf(info: { dtype: DType }, dtype: ConvertTarget | undefined): DType {
+/** The dtype a tensor gets in a file converted to `dtype` (convertFile, convertStream): floats become it, the rest stays. */
+export function convertedDtypeOf(info: { dtype: DType }, dtype: ConvertTarget | undefined): DType {
   return dtype !== undefined && DTYPE_INFO[info.dtype].float !== undefined ? dtype : info.dtype
 }
 

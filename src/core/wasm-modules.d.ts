@@ -5,7 +5,7 @@ declare module '*.wasm' {
   export default source
 }
 // The constants of a file of assembly/boundary/ by name (scripts/inline-wasm.js), imported as a namespace
-// (`boundary.RESULT_A`); test/boundary.test.ts checks that every name src/ reads is declared there.
+// (`boundary.RESULT_A`); test/integration/boundary.test.ts checks that every name src/ reads is declared there.
 declare module '*.ts?constants' {
   const constants: Readonly<Record<string, number>>
   export = constants

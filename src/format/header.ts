@@ -46,6 +46,12 @@ export interface TensorInfo {
   readonly byteLength: number
 }
 
+/** The number of elements of a shape, or of a tensor's: their product (1 for a scalar's `[]`). */
+export function elementsOf(of: readonly number[] | Pick<TensorInfo, 'shape'>): number {
+  const shape = 'shape' in of ? of.shape : of
+  return shape.reduce((a, b) => a * b, 1)
+}
+
 /**
  * Metadata as a file or a model states it, one type for both: a header's `__metadata__`, whose values are
  * strings (`Metadata`), or a model index's `metadata`, whose values are any JSON (`Metadata<unknown>`, e.g.

@@ -1,5 +1,5 @@
 // The tensor types of ggml (ggml.h's enum ggml_type, in the llama.cpp that node-llama-cpp 3.21.1 ships), by the
-// names gguf-py gives them: the one table of their facts. test/ggml-types.test.ts holds it to ggml's own
+// names gguf-py gives them: the one table of their facts. test/gguf/ggml-types.test.ts holds it to ggml's own
 // ggml_blck_size and ggml_type_size.
 
 /** A ggml tensor type's name, as gguf-py's GGMLQuantizationType spells it. */

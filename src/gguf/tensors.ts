@@ -4,7 +4,7 @@
 // the way (convert_hf_to_gguf.py's modify_tensors: the architecture's transforms).
 import { DTYPE_INFO } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
-import type { TensorInfo } from '../format/header.ts'
+import { elementsOf, type TensorInfo } from '../format/header.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import type { SafetensorsModel } from '../read/model.ts'
@@ -72,9 +72,6 @@ export interface PlannedTensor extends TensorEntry {
    */
   mxfp4?: Take
 }
-
-/** A source tensor's number of values. */
-export const elementsOf = (info: Pick<TensorInfo, 'shape'>) => info.shape.reduce((a, b) => a * b, 1)
 
 /** The values of a run of a source tensor's rows. */
 export const pieceElements = ({ part: { info }, rows }: Piece) => (elementsOf(info) / (info.shape[0] ?? 1)) * (rows[1] - rows[0])

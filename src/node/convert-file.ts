@@ -6,7 +6,7 @@
 import { readdir, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { byteLengthOf, type ConvertTarget, type Core, convertInto, instantiate, swapElementsInCore, targetOf } from '../core/convert.ts'
+import { byteLengthOf, type ConvertTarget, type Core, convertedDtypeOf, convertInto, instantiate, swapElementsInCore } from '../core/convert.ts'
 import { DTYPE_INFO, type DType } from '../core/dtypes.ts'
 import type { TensorInfo } from '../format/header.ts'
 import { tensorByteLength } from '../format/layout.ts'
@@ -239,7 +239,7 @@ export async function convertFile(input: Source, output: string, options: Conver
   const meter = meterOf(options)
   const file = await open(input, inputOptions(options))
   try {
-    const tensors = file.header.tensors.map((info) => ({ source: file, info, to: targetOf(info, options.dtype) }))
+    const tensors = file.header.tensors.map((info) => ({ source: file, info, to: convertedDtypeOf(info, options.dtype) }))
     startProgress(meter, tensors)
     if (options.maxShardSize === undefined) {
       await writeSet(output, (set) => writeShards(dirname(output), set, [{ file: basename(output), tensors, metadata: file.metadata }], options, meter))
@@ -279,7 +279,7 @@ export async function convertModel(index: string | URL, folder: string, options:
     const listed = model.names().map((name) => {
       const source = model.shards.get(model.shardOf(name))!
       const info = model.info(name)
-      const to = targetOf(info, options.dtype)
+      const to = convertedDtypeOf(info, options.dtype)
       // A quantized module's logical tensor is written as its values, read from its parts.
       const parts = info.quantized?.parts
       const logical = parts && {

@@ -4,11 +4,11 @@
 // W^T[k, n] = f16((q[k, n] - z[k / group, n]) * scale[k / group, n]), one rounding of an exact product, [in, out]:
 // the logical tensor, [out, in], is its transpose: the kernel reads qweight's codes down its columns.
 import type { Rect } from './kernels.ts'
-import { guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, paramRows, RECT_ELEMENTS, referenceOf } from './logical.ts'
+import { guarded, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, paramRows, type QuantLayout, RECT_ELEMENTS, referenceOf } from './logical.ts'
 
 const PARTS = ['.qweight', '.qzeros', '.scales']
 
-export async function awqLayout(ctx: LayoutContext): Promise<Layout> {
+export async function awqLayout(ctx: LayoutContext): Promise<QuantLayout> {
   const { block } = ctx
   const bits = block.get('bits').integer()
   if (bits !== 4) throw ctx.unsupported(`AWQ ${bits}-bit quantization is not supported: AWQ's GEMM layout is 4-bit`)

@@ -12,14 +12,13 @@
 // int8_vectorwise_dequant computes f32(f32(q * SCB[row]) * f32(1 / 127)), F32.
 import type { Rect } from './kernels.ts'
 import {
-  elementsOf,
   guarded,
-  type Layout,
   type LayoutContext,
   type LogicalTensor,
   modulesWith,
   optionsOf,
   paramRows,
+  type QuantLayout,
   RECT_ELEMENTS,
   rowBlocks,
   WHOLE_ROW,
@@ -53,7 +52,7 @@ const FOUR_BIT_PARTS = [
 ]
 const INT8_PARTS = ['.weight', '.SCB', '.weight_format']
 
-export async function bitsandbytesLayout(ctx: LayoutContext): Promise<Layout> {
+export async function bitsandbytesLayout(ctx: LayoutContext): Promise<QuantLayout> {
   const eight = ctx.block.get('load_in_8bit').optional()?.boolean() ?? false
   // 8-bit: every I8 weight is quantized; 4-bit: every weight with a quant state.
   const modules = eight
@@ -92,7 +91,7 @@ async function fourBitTensor(ctx: LayoutContext, module: string): Promise<Logica
     .items()
     .map((d) => d.integer(0))
   if (shape.length === 0) throw state.get('shape').mustBe('a list of dimensions')
-  const count = elementsOf(shape)
+  const count = ctx.runtime.elementsOf(shape)
   const blocks = Math.ceil(count / blocksize)
   if (weight.dtype !== 'U8') throw ctx.unsupported(`bitsandbytes 4-bit codes stored as ${weight.dtype} (${weight.name}) are not supported: U8 is`)
   ctx.expect(module, weight, ['U8'], [Math.ceil(count / 2), 1])
@@ -110,7 +109,7 @@ async function fourBitTensor(ctx: LayoutContext, module: string): Promise<Logica
     nestedParts = { absmax: nestedAbsmax.name, map: nestedMap.name, blocksize: nestedBlocksize, offset: Math.fround(offset) }
     parts.push(nestedAbsmax.name, nestedMap.name)
   } else ctx.expect(module, absmax, ['F32'], [blocks])
-  const cols = elementsOf(shape.slice(1))
+  const cols = ctx.runtime.elementsOf(shape.slice(1))
   return {
     name: `${module}.weight`,
     module,

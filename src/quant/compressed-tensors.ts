@@ -16,7 +16,7 @@
 
 import type { JsonValue } from '../format/json-values.ts'
 import type { CodeFormat, Params } from './kernels.ts'
-import { guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, rowBlocks, scaleGrid } from './logical.ts'
+import { guarded, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, type QuantLayout, rowBlocks, scaleGrid } from './logical.ts'
 import { nvfp4Tensor } from './nvfp4.ts'
 import { targetPattern } from './target-pattern.ts'
 
@@ -65,7 +65,7 @@ function readGroup(group: JsonValue, overall: JsonValue): Group {
   return { names, patterns, byClass, weights: group.get('weights'), format }
 }
 
-export async function compressedTensorsLayout(ctx: LayoutContext): Promise<Layout> {
+export async function compressedTensorsLayout(ctx: LayoutContext): Promise<QuantLayout> {
   const { block } = ctx
   block.get('quantization_status').optional()?.oneOf(['compressed'])
   const configGroups = block.get('config_groups').members()

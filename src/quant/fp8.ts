@@ -6,12 +6,12 @@
 // model's dtype, as DeepSeek's kernel and transformers' Fp8Dequantize give it. Activation scales
 // (`input_scale`, `activation_scale`) are parts that the dequantized model drops.
 import type { TensorInfo } from '../format/header.ts'
-import { guarded, type Layout, type LayoutContext, type LogicalTensor, optionsOf, rowBlocks, scaleGrid } from './logical.ts'
+import { guarded, type LayoutContext, type LogicalTensor, optionsOf, type QuantLayout, rowBlocks, scaleGrid } from './logical.ts'
 
 const F8 = ['F8_E4M3', 'F8_E5M2'] as const
 const PARTS = ['.weight', '.weight_scale_inv', '.weight_scale', '.input_scale', '.activation_scale']
 
-export async function fp8Layout(ctx: LayoutContext): Promise<Layout> {
+export async function fp8Layout(ctx: LayoutContext): Promise<QuantLayout> {
   const sizes = ctx.block.get('weight_block_size').optional()
   const blockSize = sizes?.items().map((size) => size.integer(1))
   if (blockSize && blockSize.length !== 2) throw sizes!.mustBe('two positive integers')

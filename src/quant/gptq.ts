@@ -9,12 +9,12 @@
 import type { Rect } from './kernels.ts'
 import {
   guarded,
-  type Layout,
   type LayoutContext,
   type LogicalTensor,
   modulesWith,
   optionsOf,
   paramRows,
+  type QuantLayout,
   RECT_ELEMENTS,
   referenceOf,
   WHOLE_ROW,
@@ -25,7 +25,7 @@ const PARTS = ['.qweight', '.qzeros', '.scales', '.g_idx']
 /** GPTQModel's word constants for the historical format, by bits: a one in every field. */
 const ONE_PER_FIELD: Record<number, number> = { 2: 0x55555555, 4: 0x11111111, 8: 0x01010101 }
 
-export async function gptqLayout(ctx: LayoutContext): Promise<Layout> {
+export async function gptqLayout(ctx: LayoutContext): Promise<QuantLayout> {
   const { block } = ctx
   const bits = block.get('bits').integer()
   if (!BITS.includes(bits))

@@ -1,6 +1,7 @@
 // A quantized model's logical tensors (loaded on demand by src/read/model.ts, only for a model whose config.json
 // has a quantization block): which layout config.json names, the logical tensor of every quantized module and
 // the stored parts it hides, and reads of logical tensors and of slices of them, whole or as a stream of blocks.
+
 import type { ConvertTarget } from '../core/convert.ts'
 import type { DType, Float16Array, TypedArray } from '../core/dtypes.ts'
 import type { JsonValue } from '../format/json-values.ts'
@@ -13,14 +14,13 @@ import { fp8Layout } from './fp8.ts'
 import { gptqLayout } from './gptq.ts'
 import { Kernels } from './kernels.ts'
 import {
-  elementsOf,
-  type Layout,
   LayoutContext,
   type LogicalTensor,
   type LogicalTensorInfo,
   type PartIo,
   PartsProgress,
   type Quantization,
+  type QuantLayout,
   type QuantRuntime,
   type StoredModel,
   storedTensors,
@@ -30,7 +30,7 @@ import { modeloptLayout } from './modelopt.ts'
 import { mxfp4Layout } from './mxfp4.ts'
 
 /** Each quant_method read, and its layout. */
-const LAYOUTS: Record<string, (ctx: LayoutContext) => Layout | Promise<Layout>> = {
+const LAYOUTS: Record<string, (ctx: LayoutContext) => QuantLayout | Promise<QuantLayout>> = {
   mlx: mlxLayout,
   gptq: gptqLayout,
   awq: awqLayout,
@@ -52,7 +52,7 @@ const STREAM_ELEMENTS = 1 << 22
  * `quantization`, which mlx-lm mirrors into `quantization_config` without a quant_method), its errors
  * UnsupportedQuantization; undefined for a model that is not quantized.
  */
-export function quantizationBlock(config: JsonValue): { method: string; block: JsonValue } | undefined {
+function quantizationBlock(config: JsonValue): { method: string; block: JsonValue } | undefined {
   const block = config.get('quantization_config').withCode('UnsupportedQuantization').optional()?.object()
   const mlx = config.get('quantization').withCode('UnsupportedQuantization')
   const method = block?.get('quant_method').optional()?.string()
@@ -62,7 +62,7 @@ export function quantizationBlock(config: JsonValue): { method: string; block: J
 }
 
 /** The options of a read of a logical tensor: those of SafetensorsModel's reads (src/read/file.ts, ReadOptions). */
-export interface LogicalReadOptions {
+interface LogicalReadOptions {
   dtype?: DType
   float16Array?: boolean
   signal?: AbortSignal
@@ -98,7 +98,7 @@ export class QuantizedTensors {
   readonly #tensors = new Map<string, LogicalTensor>()
   readonly #ctx: LayoutContext
 
-  constructor(layout: Layout, ctx: LayoutContext) {
+  constructor(layout: QuantLayout, ctx: LayoutContext) {
     this.quantization = layout.quantization
     this.#ctx = ctx
     const owner = new Map<string, LogicalTensor>()
@@ -133,7 +133,7 @@ export class QuantizedTensors {
   info(name: string): LogicalTensorInfo {
     const { dtype, shape, parts, bits, groupSize, error } = this.#tensors.get(name)!
     if (error) throw error
-    const byteLength = elementsOf(shape) * BYTES[dtype]
+    const byteLength = this.#ctx.runtime.elementsOf(shape) * BYTES[dtype]
     return { name, dtype, shape: [...shape], dataOffsets: [0, byteLength], byteLength, quantized: { parts, bits, groupSize } }
   }
 
@@ -146,7 +146,7 @@ export class QuantizedTensors {
     const plan = this.#plan(name, ranges, options.dtype)
     const half = runtime.float16Array(options.float16Array)
     // Checked before any read: a wrong `out` is the caller's mistake, not the file's.
-    const { data, bytes } = runtime.output(name, plan.to, elementsOf(plan.shape) * BYTES[plan.to], options.out)
+    const { data, bytes } = runtime.output(name, plan.to, runtime.elementsOf(plan.shape) * BYTES[plan.to], options.out)
     const io: PartIo = { signal: options.signal, progress: options.onProgress && new PartsProgress(options.onProgress) }
     if (plan.rest) this.#gather(plan, plan.rows, await this.#rows(plan, plan.rows, io), bytes)
     else await this.#rows(plan, plan.rows, io, bytes)
@@ -170,7 +170,7 @@ export class QuantizedTensors {
   async *chunks(name: string, dtype: DType, chunk: number, signal: AbortSignal, rows?: readonly [number, number]): AsyncGenerator<Uint8Array> {
     const plan = this.#plan(name, rows && [[rows[0], rows[1]]], dtype)
     // Chunks inside a block are views of it; only a chunk that straddles two blocks is copied, into `buffer`.
-    const buffer = new Uint8Array(Math.min(chunk, elementsOf(plan.shape)) * BYTES[plan.to])
+    const buffer = new Uint8Array(Math.min(chunk, this.#ctx.runtime.elementsOf(plan.shape)) * BYTES[plan.to])
     if (buffer.length === 0) return
     let filled = 0
     for await (const block of this.#blocks(plan, signal)) {
@@ -192,7 +192,7 @@ export class QuantizedTensors {
   /** The plan's bytes, a block of rows of the first dimension at a time. */
   async *#blocks(plan: ReadPlan, signal: AbortSignal): AsyncGenerator<Uint8Array> {
     const { tensor, to, rows } = plan
-    const rowBytes = elementsOf(tensor.shape.slice(1)) * BYTES[to]
+    const rowBytes = this.#ctx.runtime.elementsOf(tensor.shape.slice(1)) * BYTES[to]
     const step = tensor.rowsApart ? Math.max(1, Math.floor((STREAM_ELEMENTS * BYTES[to]) / rowBytes)) : rows[1] - rows[0]
     for (let first = rows[0]; first < rows[1]; first += step) {
       const part: [number, number] = [first, Math.min(rows[1], first + step)]
@@ -217,7 +217,7 @@ export class QuantizedTensors {
 
   /** Rows [first, end) of the first dimension as plan.to, into `into` (a new buffer if none). */
   async #rows({ tensor, to }: ReadPlan, [first, end]: [number, number], io: PartIo, into?: Uint8Array): Promise<Uint8Array> {
-    const per = elementsOf(tensor.shape.slice(1))
+    const per = this.#ctx.runtime.elementsOf(tensor.shape.slice(1))
     const bytes = BYTES[to]
     const target = into ?? new Uint8Array((end - first) * per * bytes)
     const job = await tensor.load(first, end, io)
@@ -245,7 +245,7 @@ export class QuantizedTensors {
 }
 
 /** A logical tensor read: what SafetensorsModel's reads give (src/read/file.ts, Tensor). */
-export interface LogicalTensorRead {
+interface LogicalTensorRead {
   name: string
   dtype: DType
   shape: number[]

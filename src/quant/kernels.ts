@@ -17,11 +17,8 @@ export interface KernelRuntime {
   dtypeIndex: (dtype: DType) => number
 }
 
-/** The dtypes the references compute in. */
-export type ReferenceDtype = 'F32' | 'F16' | 'BF16'
-
 /** What one code is worth before its scale: itself (affine), an entry of a 16-entry table, or an F8 value. */
-export type CodeValue = 'affine' | 'table' | 'F8_E4M3' | 'F8_E5M2'
+type CodeValue = 'affine' | 'table' | 'F8_E4M3' | 'F8_E5M2'
 
 /** How rows of codes are stored (assembly/quant.ts, unpackCodes). */
 export interface CodeFormat {
@@ -59,7 +56,7 @@ export interface Params {
   table?: Float32Array
   /** A last factor (bitsandbytes 8-bit). */
   postMultiplier?: number
-  ref: ReferenceDtype
+  ref: ConvertTarget
 }
 
 /** One call of the kernel: a rectangle of rows of codes, its output a run of the logical tensor's elements. */

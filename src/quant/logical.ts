@@ -2,14 +2,14 @@
 // the reading side lends this code (loaded on demand, it imports nothing the rest of the library uses at run
 // time: a bundler would move every such module into a chunk of its own), and the work a layout hands the
 // kernels (src/quant/kernels.ts, assembly/quant.ts).
-import type { convertOverlapping } from '../core/convert.ts'
+import type { ConvertTarget, convertOverlapping } from '../core/convert.ts'
 import type { DType, Float16Array, TypedArray } from '../core/dtypes.ts'
 import type { SafetensorsError } from '../errors.ts'
-import type { TensorInfo } from '../format/header.ts'
+import type { elementsOf, TensorInfo } from '../format/header.ts'
 import type { JsonValue, parseJson } from '../format/json-values.ts'
 import type { planSlice, SliceRange } from '../format/slice.ts'
 import type { ProgressCallback } from '../sources/progress.ts'
-import type { Job, KernelRuntime, Kernels, Rect, ReferenceDtype } from './kernels.ts'
+import type { Job, KernelRuntime, Kernels, Rect } from './kernels.ts'
 
 /**
  * What the reading side (src/read/model.ts) lends this code: the library's functions it needs, which it must not
@@ -21,6 +21,7 @@ export interface QuantRuntime extends KernelRuntime {
   parseJson: typeof parseJson
   convertOverlapping: typeof convertOverlapping
   planSlice: typeof planSlice
+  elementsOf: typeof elementsOf
   /** A read's result array of `bytes` bytes of `dtype`: the caller's `out` (checked), or a new one. */
   output(name: string, dtype: DType, bytes: number, out: ArrayBuffer | ArrayBufferView | undefined): { data: TypedArray; bytes: Uint8Array }
   /** The runtime's Float16Array where a read's `float16Array` option asks for it (a TypeError where there is none). */
@@ -74,7 +75,7 @@ export class PartsProgress {
 }
 
 /** A model's stored tensors as the layouts read them. */
-export interface StoredTensors {
+interface StoredTensors {
   /** Stored tensor names, in the model's order (shard by shard, in data order). */
   readonly names: readonly string[]
   /** A stored tensor's header entry; undefined when the model has none of that name. */
@@ -105,7 +106,7 @@ export interface LogicalTensor {
   /** The module, as error messages name it. */
   readonly module: string
   /** The reference's output dtype. */
-  readonly dtype: ReferenceDtype
+  readonly dtype: ConvertTarget
   readonly shape: number[]
   /** The stored tensors it is read from. */
   readonly parts: readonly string[]
@@ -180,7 +181,7 @@ export class LayoutContext {
   }
 
   /** The model's dtype as config.json names it (torch_dtype, or dtype since transformers 4.56); BF16 when it names none. */
-  modelDtype(): ReferenceDtype {
+  modelDtype(): ConvertTarget {
     const name = this.config.first('torch_dtype', 'dtype').value
     return name === 'float16' ? 'F16' : name === 'float32' ? 'F32' : 'BF16'
   }
@@ -193,19 +194,17 @@ export class LayoutContext {
   }
 }
 
-export function sameShape(a: readonly number[], b: readonly number[]): boolean {
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((n, i) => n === b[i])
 }
 
 /** Bytes per element of the whole-byte dtypes parts come in. */
-export function bytesPer(dtype: DType): number {
+function bytesPer(dtype: DType): number {
   return /64/.test(dtype) ? 8 : /32/.test(dtype) ? 4 : /16/.test(dtype) ? 2 : 1
 }
 
-export const elementsOf = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1)
-
 /** A reference dtype from a stored float dtype (the scales' dtype where the reference computes in it). */
-export function referenceOf(dtype: DType): ReferenceDtype | undefined {
+export function referenceOf(dtype: DType): ConvertTarget | undefined {
   return dtype === 'F32' || dtype === 'F16' || dtype === 'BF16' ? dtype : undefined
 }
 
@@ -287,7 +286,7 @@ export interface LogicalTensorInfo extends TensorInfo {
 }
 
 /** What a layout makes of a model: its quantization, and a logical tensor per quantized module. */
-export interface Layout {
+export interface QuantLayout {
   quantization: Quantization
   tensors: LogicalTensor[]
 }
@@ -302,7 +301,7 @@ export function e2m1Values(ctx: LayoutContext): Float32Array {
  * (a grid of ceil(rows / blockRows) x ceil(cols / blockCols)): per tensor, per row, per group of a row, or 2-D
  * blocks (FP8's 128 x 128). How a load of rows [first, end) reads and addresses them.
  */
-export interface ScaleGrid {
+interface ScaleGrid {
   /** The grid rows that rows [first, end) use; undefined for a single scale, read whole. */
   rows(first: number, end: number): [number, number] | undefined
   /** Entries from one grid row to the next. */
@@ -324,7 +323,7 @@ export function scaleGrid(
   const grid = [Math.ceil(rows / blockRows), Math.ceil(cols / blockCols)]
   const one = grid[0] === 1 && grid[1] === 1
   const fits = one
-    ? elementsOf(scale.shape) === 1 && scale.shape.length <= 2
+    ? ctx.runtime.elementsOf(scale.shape) === 1 && scale.shape.length <= 2
     : sameShape(scale.shape, grid) || (grid[1] === 1 && sameShape(scale.shape, [grid[0]]))
   if (!fits)
     throw ctx.invalid(

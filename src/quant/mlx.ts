@@ -5,7 +5,7 @@
 // `quantization` holds the defaults and per-module overrides (an object, or false for a module left as it is);
 // as mlx-lm does, a module is quantized when its `scales` are stored.
 import type { JsonValue } from '../format/json-values.ts'
-import { elementsOf, guarded, type Layout, type LayoutContext, type LogicalTensor, referenceOf, rowBlocks } from './logical.ts'
+import { guarded, type LayoutContext, type LogicalTensor, type QuantLayout, referenceOf, rowBlocks } from './logical.ts'
 
 const BITS = [2, 3, 4, 5, 6, 8]
 const PARTS = ['.weight', '.scales', '.biases']
@@ -24,7 +24,7 @@ function settingOf(ctx: LayoutContext, value: JsonValue, where: string): Setting
   return { bits, groupSize: value.get('group_size').integer(1), mode }
 }
 
-export async function mlxLayout(ctx: LayoutContext): Promise<Layout> {
+export async function mlxLayout(ctx: LayoutContext): Promise<QuantLayout> {
   const block = ctx.block
   const defaults = settingOf(ctx, block, '')
   const tensors: Array<Promise<LogicalTensor>> = []
@@ -57,7 +57,7 @@ function affineTensor(ctx: LayoutContext, module: string, bits: number, groupSiz
   const groups = cols / groupSize
   ctx.expect(module, scales, ['BF16', 'F16', 'F32'], [...lead, groups])
   ctx.expect(module, biases, [scales.dtype], scales.shape)
-  const inner = elementsOf(lead.slice(1))
+  const inner = ctx.runtime.elementsOf(lead.slice(1))
   return {
     name: `${module}.weight`,
     module,

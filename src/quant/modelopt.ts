@@ -3,12 +3,12 @@
 // activation scale the dequantized model drops. NVFP4QTensor.dequantize (its non-fast path) computes
 // dtype(f32(e2m1 * f32(f32(weight_scale) * weight_scale_2))), dtype the model's, with its own E2M1 table, whose
 // code 8 is +0.
-import { guarded, type Layout, type LayoutContext, modulesWith, optionsOf } from './logical.ts'
+import { guarded, type LayoutContext, modulesWith, optionsOf, type QuantLayout } from './logical.ts'
 import { nvfp4Tensor } from './nvfp4.ts'
 
 const PARTS = ['.weight', '.weight_scale', '.weight_scale_2', '.input_scale']
 
-export async function modeloptLayout(ctx: LayoutContext): Promise<Layout> {
+export async function modeloptLayout(ctx: LayoutContext): Promise<QuantLayout> {
   ctx.block.get('quant_algo').oneOf(['NVFP4'])
   const ref = ctx.modelDtype()
   const tensors = await Promise.all(

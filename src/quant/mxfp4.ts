@@ -5,7 +5,7 @@
 // A scale byte of 0xFF is 2^128, not NaN: codes times 2 times 2^(byte - 128) keep every product exact in F32
 // (0.5 x 2^128 is 2^127; larger ones overflow to infinity, and zero stays zero).
 import type { Rect } from './kernels.ts'
-import { e2m1Values, guarded, type Layout, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, paramRows, RECT_ELEMENTS } from './logical.ts'
+import { e2m1Values, guarded, type LayoutContext, type LogicalTensor, modulesWith, optionsOf, paramRows, type QuantLayout, RECT_ELEMENTS } from './logical.ts'
 
 const BLOCK = 32
 
@@ -22,7 +22,7 @@ function scalesOf(bytes: Uint8Array, experts: number, rows: number, groups: numb
   return scales
 }
 
-export async function mxfp4Layout(ctx: LayoutContext): Promise<Layout> {
+export async function mxfp4Layout(ctx: LayoutContext): Promise<QuantLayout> {
   const tensors = await Promise.all(
     modulesWith(ctx, '_blocks').map((module) => guarded(ctx, module, module, ['_blocks', '_scales'], () => mxfp4Tensor(ctx, module))),
   )

@@ -3,13 +3,13 @@
 // `weight_scale_2` multiplies the block scale by and compressed-tensors' `weight_global_scale` divides it by:
 // value = ref(f32(e2m1 * f32(f32(e4m3) op global))).
 
-import type { ReferenceDtype } from './kernels.ts'
-import { e2m1Values, elementsOf, type LayoutContext, type LogicalTensor, rowBlocks, scaleGrid } from './logical.ts'
+import type { ConvertTarget } from '../core/convert.ts'
+import { e2m1Values, type LayoutContext, type LogicalTensor, rowBlocks, scaleGrid } from './logical.ts'
 
 const GROUP = 16
 
 /** The stored parts of one NVFP4 module and how its producer reads them. */
-export interface Nvfp4Parts {
+interface Nvfp4Parts {
   weight: string
   scale: string
   /** The F32 per tensor, and whether it multiplies (ModelOpt) or divides (compressed-tensors) the block scales. */
@@ -19,7 +19,7 @@ export interface Nvfp4Parts {
   dropped: string[]
   /** FP4 code 8: -0 (the F4 dtype's, compressed-tensors') or +0 (ModelOpt's table). */
   positiveZero: boolean
-  ref: ReferenceDtype
+  ref: ConvertTarget
 }
 
 export function nvfp4Tensor(ctx: LayoutContext, module: string, parts: Nvfp4Parts): LogicalTensor {
@@ -32,7 +32,7 @@ export function nvfp4Tensor(ctx: LayoutContext, module: string, parts: Nvfp4Part
   ctx.expect(module, scale, ['F8_E4M3'])
   const grid = scaleGrid(ctx, module, scale, shape, [1, GROUP])
   ctx.expect(module, global, ['F32'])
-  if (elementsOf(global.shape) !== 1) throw ctx.invalid(module, `${global.name} has shape [${global.shape.join(', ')}], where one value is stored`)
+  if (ctx.runtime.elementsOf(global.shape) !== 1) throw ctx.invalid(module, `${global.name} has shape [${global.shape.join(', ')}], where one value is stored`)
   // -0 + 0 is +0: only code 8 changes.
   const table = parts.positiveZero ? e2m1Values(ctx).map((v) => v + 0) : e2m1Values(ctx)
   return {

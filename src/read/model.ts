@@ -6,7 +6,7 @@ import { convertOverlapping } from '../core/convert.ts'
 import { type DType, dtypeIndex } from '../core/dtypes.ts'
 import { reserveMemory, WasmModule } from '../core/wasm.ts'
 import { inContext, SafetensorsError } from '../errors.ts'
-import type { Header, Metadata, TensorInfo } from '../format/header.ts'
+import { elementsOf, type Header, type Metadata, type TensorInfo } from '../format/header.ts'
 import { type JsonValue, parseJson } from '../format/json-values.ts'
 import { DEFAULT_INDEX, type ParsedIndex, parseIndex, SINGLE_FILE } from '../format/model-index.ts'
 import { planSlice, type SliceRange } from '../format/slice.ts'
@@ -84,6 +84,7 @@ const QUANT_RUNTIME: QuantRuntime = {
   reserveMemory,
   convertOverlapping,
   planSlice,
+  elementsOf,
   dtypeIndex,
   output: (name, dtype, bytes, out) => (out === undefined ? allocate({ name }, dtype, bytes) : outputIn(out, { name }, dtype, bytes)),
   float16Array: float16ArrayFor,

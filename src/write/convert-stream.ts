@@ -1,7 +1,7 @@
 // A whole SafeTensors file re-encoded in another dtype, as a stream of the new file: from a stream of a file
 // (checked as it flows by, as validateStream checks it) or from an open file read by ranges.
 import type { ByteOrder } from '../core/byte-order.ts'
-import { type ConvertTarget, targetOf } from '../core/convert.ts'
+import { type ConvertTarget, convertedDtypeOf } from '../core/convert.ts'
 import type { Header, TensorInfo } from '../format/header.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import { abortableRun, asSafetensorsError, ChunkConverter, chunkBytesOf, MAX_SLOT_BYTES, StreamInput } from '../read/streams.ts'
@@ -57,7 +57,7 @@ export function convertStream(input: ReadableStream<Uint8Array> | SafetensorsFil
     const byteOrder = isFile ? (input as SafetensorsFile).byteOrder : 'little'
     // A stream's tensors arrive in its data order, so the output must keep it; a file is read in any order.
     // A stream's end is checked before the output is closed: trailing bytes must not leave a complete file.
-    await writeConverted(header, byteOrder, !isFile, bytes, writable, options.dtype, signal, async () => stream && expectEnd(stream, header))
+    await writeConvertedFile(header, byteOrder, !isFile, bytes, writable, options.dtype, signal, async () => stream && expectEnd(stream, header))
   })
   run.done.catch((error) => {
     const failure = asSafetensorsError(error, 'converting the stream')
@@ -99,7 +99,7 @@ export function convertStream(input: ReadableStream<Uint8Array> | SafetensorsFil
 }
 
 /** Writes `header`'s file with its floats as `dtype` into `writable`, in `header`'s data order with `keepOrder`, until `signal` aborts. */
-async function writeConverted(
+async function writeConvertedFile(
   header: Header,
   byteOrder: ByteOrder,
   keepOrder: boolean,
@@ -109,7 +109,7 @@ async function writeConverted(
   signal: AbortSignal,
   beforeClose: () => Promise<void>,
 ): Promise<void> {
-  const declarations = header.tensors.map((info) => ({ name: info.name, dtype: targetOf(info, dtype), shape: info.shape }))
+  const declarations = header.tensors.map((info) => ({ name: info.name, dtype: convertedDtypeOf(info, dtype), shape: info.shape }))
   const writer = SafetensorsWriter.create(streamSink(writable), declarations, { metadata: header.metadata, keepOrder })
   const converter = new ChunkConverter(MAX_SLOT_BYTES)
   try {

@@ -1,0 +1,177 @@
+// The CLI on quantized models (src/cli.ts, src/node/convert-file.ts): inspect names the method and bits of each
+// fixture (its modules counted at their own bits), convert writes the plain model (the logical tensors bit for bit
+// the golden values, converted once; no quantization part; config.json without its quantization block; the other
+// files copied, but the quantization's own), and an inconsistent model is one line, exit 1, nothing written.
+// scripts/check-quantized-logits.py checked once, by hand, that transformers loads every such output with no
+// quantization library and gives each fixture's golden logits bit for bit.
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { gguf } from '@huggingface/gguf'
+import { describe, expect, test } from 'vitest'
+import { referenceConvert } from '../float-reference.ts'
+import { byteLevelTokenizer, FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, referenceOf, weightFiles } from '../quant-fixtures.ts'
+import { expectSameBytes, headerOf, tensorBytes } from '../read-helpers.ts'
+import { cli } from '../run-cli.ts'
+
+/** Every tensor of a folder's model files: dtype, shape and bytes, by name. */
+function tensorsOf(folder: string): Map<string, { dtype: string; shape: number[]; bytes: Uint8Array }> {
+  return new Map(
+    weightFiles(folder).flatMap((file) => {
+      const bytes = new Uint8Array(readFileSync(join(folder, file)))
+      return Object.entries(headerOf(bytes).tensors).map(([name, t]) => [name, { dtype: t.dtype, shape: t.shape, bytes: tensorBytes(bytes, name) }] as const)
+    }),
+  )
+}
+
+const outDir = () => join(mkdtempSync(join(tmpdir(), 'quant-cli-')), 'out')
+
+describe.each(FOLDERS)('%s', (folder) => {
+  const input = join(QUANTIZED, folder)
+  const reference = referenceOf(folder)
+
+  test('inspect names the method and bits, and counts the modules at their own bits', async () => {
+    const run = await cli('inspect', input)
+    expect(run.code, run.stderr).toBe(0)
+    const line = run.stdout.split('\n').find((l) => l.startsWith('quantization: '))!
+    expect(line).toMatch(new RegExp(`^quantization: ${methodOf(folder)}, \\d+-bit`))
+    const modules = Object.values(reference.tensors).filter((t) => t.stored !== null).length
+    expect(line).toContain(`: ${modules} module${modules === 1 ? '' : 's'} (`)
+    const json = JSON.parse((await cli('inspect', input, '--json')).stdout)
+    expect(json.quantization.method).toBe(methodOf(folder))
+    expect(json.tensors.filter((t: { quantized?: unknown }) => t.quantized).length).toBe(modules)
+  })
+
+  test.each(['F32', 'BF16'] as const)(
+    'convert --dtype %s writes the plain model: golden values converted once, config.json without its quantization',
+    async (dtype) => {
+      const out = outDir()
+      const run = await cli('convert', input, out, '--dtype', dtype)
+      expect(run.code, run.stderr).toBe(0)
+      const goldenBytes = new Uint8Array(readFileSync(join(input, 'golden.safetensors')))
+      const golden = headerOf(goldenBytes).tensors
+      const written = tensorsOf(out)
+      expect(new Set(written.keys())).toEqual(new Set(Object.keys(golden)))
+      for (const [name, { dtype: from, shape }] of Object.entries(golden)) {
+        const tensor = written.get(name)!
+        const bytes = tensorBytes(goldenBytes, name)
+        expect({ dtype: tensor.dtype, shape: tensor.shape }, name).toEqual({ dtype, shape })
+        expectSameBytes(tensor.bytes, from === dtype ? bytes : referenceConvert(from, dtype, bytes), name)
+      }
+      const config = JSON.parse(readFileSync(join(input, 'config.json'), 'utf8'))
+      delete config.quantization_config
+      delete config.quantization
+      config[config.torch_dtype === undefined ? 'dtype' : 'torch_dtype'] = dtype === 'F32' ? 'float32' : 'bfloat16'
+      expect(JSON.parse(readFileSync(join(out, 'config.json'), 'utf8'))).toEqual(config)
+      const others = readdirSync(input).filter((f) => !f.endsWith('.safetensors') && !f.endsWith('.index.json') && f !== 'config.json')
+      for (const file of others) expect(existsSync(join(out, file)), file).toBe(file !== 'quantize_config.json' && file !== 'hf_quant_config.json')
+    },
+  )
+})
+
+describe('an inconsistent quantized model: one line naming the input, exit 1, nothing written', () => {
+  test.each(MUTATIONS.map((m) => [m.name, m] as const))('%s', async (_, mutation) => {
+    const input = mutatedCopy(mutation)
+    const out = outDir()
+    const run = await cli('convert', input, out, '--dtype', 'F32')
+    expect(run.code).toBe(1)
+    expect(run.stderr.trimEnd().split('\n')).toHaveLength(1)
+    expect(run.stderr).toMatch(new RegExp(`^${literal(input)}: ${mutation.expect.code}: `))
+    expect(existsSync(out)).toBe(false)
+  })
+})
+
+describe('a quantization this library does not read: the SafeTensors files judged and listed as stored, with a note', () => {
+  const unread = MUTATIONS.filter((m) => m.expect.code === 'UnsupportedQuantization')
+
+  /** The stored tensors of a folder's weight files, by the test's own reading of their headers: name -> dtype. */
+  const storedIn = (folder: string) =>
+    new Map(
+      weightFiles(folder).flatMap((file) => Object.entries(headerOf(readFileSync(join(folder, file))).tensors).map(([name, t]) => [name, t.dtype] as const)),
+    )
+
+  test.each(unread.map((m) => [m.name, m] as const))('%s: validate exits 0, inspect lists every stored tensor', async (_, mutation) => {
+    const input = mutatedCopy(mutation)
+    const stored = storedIn(input)
+    const validate = await cli('validate', input)
+    expect(validate.code, validate.stdout).toBe(0)
+    const [first, ...rest] = validate.stdout.trimEnd().split('\n')
+    expect(first).toMatch(new RegExp(`^${literal(input)}: valid, ${stored.size} tensors in \\d shards?$`))
+    const note = rest.find((l) => l.startsWith('  note: quantization not read'))
+    for (const word of mutation.expect.mentions) expect(note).toContain(word)
+    const json = JSON.parse((await cli('validate', input, '--json')).stdout)
+    expect(json).toMatchObject({ file: input, valid: true, tensors: stored.size, note: note!.slice('  note: '.length) })
+
+    const inspect = await cli('inspect', input)
+    expect(inspect.code, inspect.stderr).toBe(0)
+    expect(inspect.stdout.split('\n')).toContain(`note: ${json.note}`)
+    for (const [name, dtype] of stored) expect(inspect.stdout).toMatch(new RegExp(`^${literal(name)}\\s+${dtype}\\s`, 'm'))
+    const listed = JSON.parse((await cli('inspect', input, '--json')).stdout)
+    expect(new Map(listed.tensors.map((t: { name: string; dtype: string }) => [t.name, t.dtype]))).toEqual(stored)
+    expect(listed).toMatchObject({ note: json.note })
+    expect(listed.quantization).toBeUndefined()
+  })
+
+  test('a shard that is not valid is still found: INVALID, exit 1', async () => {
+    const input = mutatedCopy(unread[0])
+    const [shard] = weightFiles(input)
+    writeFileSync(join(input, shard), readFileSync(join(input, shard)).subarray(0, 100))
+    const run = await cli('validate', input)
+    expect(run.code).toBe(1)
+    expect(run.stdout).toMatch(new RegExp(`^${literal(input)}: INVALID InvalidHeaderLength: .*${literal(shard)}: `))
+  })
+})
+
+/** `text` as a regular expression matching it literally. */
+const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+/** A GGUF's metadata and tensors (name -> type, dims and data bytes), as @huggingface/gguf reads them. */
+async function ggufContents(path: string) {
+  const { typedMetadata, tensorInfos, tensorDataOffset } = await gguf(path, { allowLocalFile: true, typedMetadata: true })
+  const file = readFileSync(path)
+  const sorted = [...tensorInfos].sort((a, b) => Number(a.offset - b.offset))
+  const tensors = new Map(
+    sorted.map((t, i) => {
+      const start = Number(tensorDataOffset + t.offset)
+      const end = i + 1 < sorted.length ? Number(tensorDataOffset + sorted[i + 1].offset) : file.length
+      return [t.name, { type: t.dtype, dims: t.shape.map(Number), bytes: file.subarray(start, end) }] as const
+    }),
+  )
+  return { metadata: typedMetadata, tensors }
+}
+
+/** The architectures the GGUF converter takes (docs/gguf.md); a fixture of another is refused alike both ways. */
+const CONVERTED = ['LlamaForCausalLM', 'Qwen2ForCausalLM']
+
+// Five conversions a fixture: the quick loop (TEST_QUICK) takes the first fixture of each method, test:all every one.
+const GGUF_FOLDERS = process.env.TEST_QUICK === '1' ? FOLDERS.filter((folder, i) => FOLDERS.findIndex((f) => methodOf(f) === methodOf(folder)) === i) : FOLDERS
+
+describe('convert <quantized model> out.gguf: the GGUF of the dequantized model', () => {
+  test.each(GGUF_FOLDERS)('%s', async (folder) => {
+    const input = join(mkdtempSync(join(tmpdir(), 'quant-gguf-')), folder)
+    cpSync(join(QUANTIZED, folder), input, { recursive: true })
+    writeFileSync(join(input, 'tokenizer.json'), byteLevelTokenizer())
+    // As transformers saves a model: config.json names its class.
+    const config = JSON.parse(readFileSync(join(input, 'config.json'), 'utf8'))
+    const { architecture } = referenceOf(folder)
+    writeFileSync(join(input, 'config.json'), JSON.stringify({ ...config, architectures: [architecture] }))
+    const plain = outDir()
+    expect((await cli('convert', input, plain, '--dtype', 'F32')).code).toBe(0)
+    for (const dtype of ['F16', 'Q8_0']) {
+      const [fromQuantized, fromPlain] = [join(plain, `../quantized-${dtype}.gguf`), join(plain, `../plain-${dtype}.gguf`)]
+      const quantizedRun = await cli('convert', input, fromQuantized, '--dtype', dtype)
+      const plainRun = await cli('convert', plain, fromPlain, '--dtype', dtype)
+      // An architecture the GGUF converter does not take is the same refusal for both.
+      expect([quantizedRun.code, quantizedRun.stderr.replace(input, 'IN')]).toEqual([plainRun.code, plainRun.stderr.replace(plain, 'IN')])
+      if (plainRun.code !== 0 && !CONVERTED.includes(architecture)) continue
+      expect(plainRun.code, plainRun.stderr).toBe(0)
+      const [a, b] = [await ggufContents(fromQuantized), await ggufContents(fromPlain)]
+      expect(a.metadata).toEqual(b.metadata)
+      expect(new Set(a.tensors.keys())).toEqual(new Set(b.tensors.keys()))
+      for (const [name, tensor] of b.tensors) {
+        expect({ type: a.tensors.get(name)!.type, dims: a.tensors.get(name)!.dims }, name).toEqual({ type: tensor.type, dims: tensor.dims })
+        expectSameBytes(a.tensors.get(name)!.bytes, tensor.bytes, `${folder} ${dtype} ${name}`)
+      }
+    }
+  })
+})
