@@ -3,6 +3,8 @@
 //   at F16 with the CLI, against `dd conv=fsync` of its safetensors file (the same bytes in, as many out, durable
 //   as the CLI's atomic write is); each command in a child process from the same settled machine state (see
 //   bench/io.js settle()), interleaved rounds, medians. Targets: at most 1.3x, peak RSS under 200 MiB.
+// - that GGUF back to a Hugging Face folder at F16 with the CLI, against dd of the GGUF: at most 1.5x, peak RSS
+//   under 300 MiB.
 // - Q8_0 quantization speed: quantizeQ8_0 (src/gguf/q8_0.ts, bundled here with esbuild, as it is not a package
 //   export) and the raw kernel in wasm memory, against the fastest plain JavaScript a user would write.
 // Run after `npm run build`: `node bench/gguf.js [values]`, or import { run }.
@@ -84,9 +86,9 @@ async function makeModel() {
     vocab_size: vocab,
   }
   writeFileSync(join(MODEL, 'config.json'), JSON.stringify(config))
-  // Two tokens: the other ids become [PAD<id>], as with llama.cpp's converter.
+  // A token for every id: llama.cpp's converter pads a vocabulary by a few ids at most.
   const tokenizer = {
-    model: { type: 'BPE', vocab: { a: 0, b: 1 }, merges: [] },
+    model: { type: 'BPE', vocab: Object.fromEntries(Array.from({ length: vocab }, (_, id) => [`t${id}`, id])), merges: [] },
     pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, use_regex: true },
     decoder: { type: 'ByteLevel' },
     added_tokens: [],
@@ -111,59 +113,106 @@ async function downProjectionAgrees(weights, path) {
   return got.equals(expected)
 }
 
+/**
+ * Runs each command ROUNDS times in alternating order, each after `before(name)` from the same settled machine
+ * state (the page cache dropped where it can be, `input` read through once otherwise): the times of each.
+ */
+async function interleaved(commands, input, before) {
+  const canDrop = dropCaches()
+  const names = Object.keys(commands)
+  /** @type {Record<string, number[]>} */
+  const runs = Object.fromEntries(names.map((name) => [name, []]))
+  for (let round = 0; round < ROUNDS; round++) {
+    // Alternate the order, so that neither always follows the other.
+    for (const name of round % 2 ? [...names].reverse() : names) {
+      await before(name)
+      await settle(canDrop, input)
+      runs[name].push(await commands[name]())
+    }
+  }
+  return { runs, canDrop }
+}
+
+/** The lines under a table: every round's times, and whether the page cache could be dropped. */
+function logRounds(log, runs, canDrop) {
+  log(
+    `every round, ms: ${Object.entries(runs)
+      .map(([name, v]) => `${name} ${v.map((ms) => ms.toFixed(0)).join(' ')}`)
+      .join('; ')}`,
+  )
+  if (!canDrop) log('cannot drop the page cache here (not root?): commands ran after a sync only, so their state varies more')
+}
+
+/** The commands a conversion is timed by: dd conv=fsync of `input` to `out`, and the CLI's convert with `args` (its peak RSS kept). */
+function againstDd(input, out, name, args) {
+  const measured = { peak: 0 }
+  const commands = {
+    dd: () => timed(`dd if=${quote(input)} of=${quote(out)} bs=8M conv=fsync status=none`),
+    [name]: async () => {
+      const { ms, maxRss } = await child(CLI_CHILD, args)
+      measured.peak = Math.max(measured.peak, maxRss)
+      return ms
+    },
+  }
+  return { commands, measured }
+}
+
+/** A table row of a conversion's median against dd's. */
+const rowAgainstDd = (conversion, ms, dd, peak) => ({
+  conversion,
+  ms: ms.toFixed(0),
+  baseline: 'dd conv=fsync',
+  'baseline ms': dd.toFixed(0),
+  ratio: (ms / dd).toFixed(2),
+  'peak RSS MiB': (peak / MiB).toFixed(0),
+})
+
 /** The CLI's conversion of the 1 GiB model to a GGUF at F16 against dd of its bytes; prints the table and returns the figures. */
 export async function runConversion({ log = console.log } = {}) {
   const weights = await makeModel()
   const size = statSync(weights).size
   const out = join(MODEL, 'out')
   const gguf = `${out}.gguf`
-  const canDrop = dropCaches()
-  /** @type {Record<string, number[]>} */
-  const runs = { dd: [], 'GGUF F16': [] }
-  let peak = 0
-  const commands = {
-    dd: () => timed(`dd if=${quote(weights)} of=${quote(out)} bs=8M conv=fsync status=none`),
-    'GGUF F16': async () => {
-      const { ms, maxRss } = await child(CLI_CHILD, [MODEL, gguf, '--dtype', 'F16'])
-      peak = Math.max(peak, maxRss)
-      return ms
-    },
-  }
+  const { commands, measured } = againstDd(weights, out, 'GGUF F16', [MODEL, gguf, '--dtype', 'F16'])
   try {
-    for (let round = 0; round < ROUNDS; round++) {
-      // Alternate the order, so that neither always follows the other.
-      for (const name of round % 2 ? ['GGUF F16', 'dd'] : ['dd', 'GGUF F16']) {
-        await rm(name === 'dd' ? out : gguf, { force: true })
-        await settle(canDrop, weights)
-        runs[name].push(await commands[name]())
-      }
-    }
+    const { runs, canDrop } = await interleaved(commands, weights, (name) => rm(name === 'dd' ? out : gguf, { force: true }))
     const agrees = await downProjectionAgrees(weights, gguf)
     const m = { dd: median(runs.dd), gguf: median(runs['GGUF F16']) }
     log(`
 convert a ${(size / 2 ** 30).toFixed(2)} GiB BF16 Llama model to GGUF F16 with the CLI vs dd conv=fsync of its safetensors, median of ${ROUNDS} interleaved rounds`)
-    table([
-      {
-        conversion: 'BF16 -> GGUF F16',
-        ms: m.gguf.toFixed(0),
-        baseline: 'dd conv=fsync',
-        'baseline ms': m.dd.toFixed(0),
-        ratio: (m.gguf / m.dd).toFixed(2),
-        'peak RSS MiB': (peak / MiB).toFixed(0),
-        'ffn_down agrees': agrees,
-      },
-    ])
+    table([{ ...rowAgainstDd('BF16 -> GGUF F16', m.gguf, m.dd, measured.peak), 'ffn_down agrees': agrees }])
     log(`(targets: ratio <= 1.3, peak RSS < ${RSS_TARGET / MiB} MiB; GGUF ${(statSync(gguf).size / MiB).toFixed(0)} MiB)`)
-    log(
-      `every round, ms: ${Object.entries(runs)
-        .map(([name, v]) => `${name} ${v.map((ms) => ms.toFixed(0)).join(' ')}`)
-        .join('; ')}`,
-    )
-    if (!canDrop) log('cannot drop the page cache here (not root?): commands ran after a sync only, so their state varies more')
-    return { ...m, ratio: m.gguf / m.dd, peakRss: peak, agrees, runs }
+    logRounds(log, runs, canDrop)
+    return { ...m, ratio: m.gguf / m.dd, peakRss: measured.peak, agrees, runs }
   } finally {
     await rm(out, { force: true })
     await rm(gguf, { force: true })
+  }
+}
+
+/**
+ * The CLI's conversion of the 1 GiB model's GGUF (F16, written once by the CLI) back to a Hugging Face folder at
+ * F16, against `dd conv=fsync` of the GGUF (as many bytes in and out); prints the table and returns the figures.
+ */
+export async function runToFolder({ log = console.log } = {}) {
+  await makeModel()
+  const gguf = join(MODEL, 'model.gguf')
+  if (!existsSync(gguf)) await child(CLI_CHILD, [MODEL, gguf, '--dtype', 'F16'])
+  const size = statSync(gguf).size
+  const out = join(MODEL, 'back')
+  const { commands, measured } = againstDd(gguf, out, 'folder F16', [gguf, out, '--dtype', 'F16'])
+  try {
+    const { runs, canDrop } = await interleaved(commands, gguf, () => rm(out, { recursive: true, force: true }))
+    const written = statSync(join(out, 'model.safetensors')).size
+    const m = { dd: median(runs.dd), folder: median(runs['folder F16']) }
+    log(`
+convert a ${(size / 2 ** 30).toFixed(2)} GiB F16 GGUF (the Llama above) to a Hugging Face folder at F16 with the CLI vs dd conv=fsync of the GGUF, median of ${ROUNDS} interleaved rounds`)
+    table([rowAgainstDd('GGUF F16 -> folder F16', m.folder, m.dd, measured.peak)])
+    log(`(targets: ratio <= 1.5, peak RSS < 300 MiB; model.safetensors ${(written / MiB).toFixed(0)} MiB)`)
+    logRounds(log, runs, canDrop)
+    return { ...m, ratio: m.folder / m.dd, peakRss: measured.peak, runs }
+  } finally {
+    await rm(out, { recursive: true, force: true })
   }
 }
 
@@ -237,7 +286,7 @@ export async function runQ8_0({ count = 16 << 20, log = console.log } = {}) {
 
 /** Every measurement: the conversion, then Q8_0 of `count` values. */
 export async function run({ count = 16 << 20, log = console.log } = {}) {
-  return { conversion: await runConversion({ log }), q8_0: await runQ8_0({ count, log }) }
+  return { conversion: await runConversion({ log }), toFolder: await runToFolder({ log }), q8_0: await runQ8_0({ count, log }) }
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -34,6 +34,9 @@
 #   gemma3       6 layers (5 local, 1 global), local/global RoPE bases (100 and 1e6), linear scaling on the global layer
 #   phi3         fused qkv and gate_up, longrope (long/short factors, attention factor), added tokens
 #   gpt2         Conv1D weights, fused c_attn, learned positions
+#   mistral-swa  Mistral's sliding window of 16 (llama.cpp's llama ignores it); a byte-fallback BPE trained by
+#                `tokenizers` with the 256 <0xXX> byte tokens among its special tokens; the logits after every
+#                position up to 16 of one sequence, and after 17, 33 and 64 (past the window)
 # reference.json's `exercises` says each in full. Their id sequences are longer where RoPE scaling or a sliding
 # window shows only past a few positions (up to 64 ids).
 #
@@ -646,6 +649,47 @@ def tokenizer_gemma(model_proto, folder):
     )
 
 
+BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
+# What the byte tokens must give back through llama.cpp's detokenizer: letters the (ASCII) training text never had.
+BYTE_TEXT = "déjà"
+
+
+def tokenizer_bpe_trainer_bytes(folder):
+    """A SentencePiece-style tokenizer.json made by `tokenizers` alone, as a tokenizer trained from scratch is: BPE
+    with byte fallback, Metaspace, and the 256 byte tokens given to BpeTrainer as special tokens, so that they are
+    both in the vocabulary and among tokenizer.json's special added tokens (transformers' conversion of a
+    tokenizer.model lists them in the vocabulary only)."""
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    tokenizer.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=["<unk>", "<s>", "</s>", *BYTE_TOKENS], show_progress=False)
+    tokenizer.train_from_iterator(training_lines(), trainer)
+    assert tokenizer.get_vocab_size() == VOCAB_SIZE, tokenizer.get_vocab_size()
+    assert [tokenizer.token_to_id(t) for t in ("<unk>", "<s>", "</s>", "<0x00>")] == [0, 1, 2, 3]
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
+    tokenizer.save(os.path.join(folder, "tokenizer.json"))
+    with open(os.path.join(folder, "tokenizer.json")) as f:
+        saved = json.load(f)
+    assert [t["content"] for t in saved["added_tokens"] if t["special"]][3:] == BYTE_TOKENS
+    write_json(
+        os.path.join(folder, "tokenizer_config.json"),
+        {
+            "add_bos_token": True,
+            "add_eos_token": False,
+            "added_tokens_decoder": added_tokens_decoder(saved),
+            "bos_token": "<s>",
+            "chat_template": LLAMA2_TEMPLATE,
+            "clean_up_tokenization_spaces": False,
+            "eos_token": "</s>",
+            "model_max_length": 256,
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "unk_token": "<unk>",
+        },
+    )
+
+
 # The spread of the second set's weights: GAIN as above, with the router of a mixture of experts large enough
 # that the experts chosen stand clearly apart (rounding to F16 or Q8_0 must not change which two are used), and
 # Phi-3's fused qkv_proj given the gain of q_proj and k_proj in its query and key rows.
@@ -1036,6 +1080,31 @@ MODELS_2 = [
         "biases, LayerNorms with biases, learned position embeddings (position_embd, F32), tied output; GPT-2's "
         "byte-level BPE (gpt-2); stored in float16",
     },
+    {
+        "name": "mistral-swa",
+        "seed": 22,
+        "class": MistralForCausalLM,
+        "config": MistralConfig(
+            **small(num_attention_heads=8, num_key_value_heads=2, head_dim=8),
+            rms_norm_eps=1e-5,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+            sliding_window=16,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+        "tokenizer": tokenizer_bpe_trainer_bytes,
+        "bos": 1,
+        # One sequence of 64 ids: its logits after each of the first 16 positions, then after 17, 33 and 64.
+        "prefixes": [*range(1, 17), 17, 33, 64],
+        "byte_text": True,
+        # llama.cpp's llama graph has no sliding window: the reference must show the window's effect.
+        "window_ignored": True,
+        "dtype": torch.bfloat16,
+        "exercises": "Mistral with a sliding window of 16, which llama.cpp's llama graph does not apply (the GGUF's "
+        "context_length is the window); the logits after every position up to the window and past it; a byte-fallback "
+        "BPE trained by tokenizers whose 256 <0xXX> tokens are also special added tokens (llama.cpp must type them "
+        "BYTE, 6, to give back text such as déjà)",
+    },
 ]
 
 
@@ -1164,13 +1233,43 @@ def make_2(spec, spm_models, first_tokenizer):
     save_model_2(spec, folder)
     write_tokenizer_2(spec, folder, spm_models, first_tokenizer)
     pool = ordinary_ids(folder, spec["config"].vocab_size)
-    cases_ids = sequences_2(spec["seed"], spec["lengths"], pool, spec["bos"])
-    ref = reference(spec, folder, cases_ids, SENTENCE_2, {"sentencepiece": sentencepiece.__version__}, exercises=spec["exercises"])
+    if "prefixes" in spec:
+        [sequence] = sequences_2(spec["seed"], [max(spec["prefixes"])], pool, spec["bos"])
+        cases_ids = [sequence[:n] for n in spec["prefixes"]]
+    else:
+        cases_ids = sequences_2(spec["seed"], spec["lengths"], pool, spec["bos"])
+    fields = {"exercises": spec["exercises"]}
+    if spec.get("byte_text"):
+        ids = AutoTokenizer.from_pretrained(folder)(BYTE_TEXT, add_special_tokens=False)["input_ids"]
+        # é and à are not in the vocabulary: they are spelled in bytes, <0xC3> <0xA9> and <0xC3> <0xA0>.
+        assert [3 + 0xC3, 3 + 0xA9] == [i for i in ids if 3 <= i < 259][:2], ids
+        fields.update(byte_text=BYTE_TEXT, byte_text_ids=ids)
+    ref = reference(spec, folder, cases_ids, SENTENCE_2, {"sentencepiece": sentencepiece.__version__}, **fields)
     check_tokenizer(spec, folder, ref)
+    if spec.get("window_ignored"):
+        window_effect(spec, folder, ref)
     with open(os.path.join(folder, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1)
         f.write("\n")
     return ref
+
+
+def window_effect(spec, folder, ref):
+    """The sliding window must change the logits past it clearly (else a GGUF that ignores it would pass), and
+    nowhere up to it: the same model without the window, on the same cases."""
+    window = spec["config"].sliding_window
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager", sliding_window=None).eval()
+    moved = []
+    with torch.no_grad():
+        for case in ref["cases"]:
+            logits = model(torch.tensor([case["ids"]])).logits[0, -1].numpy()
+            p = np.exp(logits - logits.max())
+            q = np.exp(np.array(case["logits"]) - max(case["logits"]))
+            moved.append((len(case["ids"]), float(np.abs(p / p.sum() - q / q.sum()).max())))
+    assert all(m < 1e-5 for n, m in moved if n <= window), moved
+    past = max(m for n, m in moved if n > window)
+    assert past > 0.1, moved
+    print(f"{spec['name']}: without the window, |p - p_ref| up to {past:.3f} past position {window}")
 
 
 # ---------------------------------------------------------------------------------------------------------------

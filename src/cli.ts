@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { type GgufDtype, GgufFile, type GgufValue, openGguf, writeGguf } from './gguf-node.ts'
+import { isGgufName } from './node/convert-file.ts'
 import { cleanUpWrites } from './node/temporary-files.ts'
 import {
   type ConvertTarget,
@@ -31,13 +32,16 @@ const USAGE = `usage:
   safetensors-wasm validate <file|url|model>... [--json]
   safetensors-wasm convert <in> <out> [--dtype F32|F16|BF16] [--max-shard-size SIZE]
   safetensors-wasm convert <model> <out.gguf> [--dtype F32|F16|BF16|Q8_0]
+  safetensors-wasm convert <in.gguf> <out folder> [--dtype F32|F16|BF16] [--raw]
   safetensors-wasm --version
       floating-point tensors become --dtype (in any case: bf16), others are copied;
       <in> may be a model.safetensors.index.json (or its folder), and <out> is then a
       folder; --max-shard-size (2GB, 500MB, 1GiB) reshards into a folder with an index;
       an <out> ending in .gguf is a GGUF for llama.cpp of the model (Llama, Mistral,
       Mixtral, Qwen2/3, Qwen3-MoE, Gemma 2/3, Phi-3, GPT-2) and its tokenizer, F16
-      unless --dtype says otherwise
+      unless --dtype says otherwise; an <in.gguf> becomes the Hugging Face folder
+      transformers loads (weights, config.json, tokenizer), F32 unless --dtype says
+      otherwise; --raw: its tensors by their GGUF names, its keys as metadata
   a model is a model.safetensors.index.json (path or URL) or a folder holding one;
   a file is a SafeTensors or a GGUF file
   validate exits 0 when every input is valid, 1 when one is invalid, 3 when none is
@@ -61,7 +65,7 @@ function parseArgs(args: string[], flags: string[], options: string[]): { positi
 }
 
 async function main(args: string[]): Promise<number> {
-  const { positional, flags, values } = parseArgs(args, ['--json', '--help', '--version'], ['--tensor', '--dtype', '--max-shard-size'])
+  const { positional, flags, values } = parseArgs(args, ['--json', '--help', '--version', '--raw'], ['--tensor', '--dtype', '--max-shard-size'])
   if (flags.has('--version')) {
     console.log(version())
     return 0
@@ -80,7 +84,9 @@ async function main(args: string[]): Promise<number> {
     for (const file of files) refuseFolderUrl(file, false)
     return command === 'inspect' ? inspect(files[0], json, tensor) : validate(files, json)
   }
-  if (command === 'convert' && files.length === 2) return convertCommand(files[0], files[1], values.get('--dtype'), values.get('--max-shard-size'))
+  const raw = flags.has('--raw')
+  if (raw && !(command === 'convert' && isGgufName(files[0] ?? ''))) throw new UsageError('--raw goes with convert of a .gguf into a folder')
+  if (command === 'convert' && files.length === 2) return convertCommand(files[0], files[1], values.get('--dtype'), values.get('--max-shard-size'), raw)
   throw new UsageError(['inspect', 'validate', 'convert'].includes(command) ? `${command}: wrong number of files` : `unknown command ${command}`)
 }
 
@@ -157,7 +163,7 @@ interface Checked {
 
 /** A GGUF file (by its name, or by what open() found in it) or a SafeTensors file. */
 async function openFile(location: string): Promise<SafetensorsFile | GgufFile> {
-  if (/\.gguf$/i.test(location.replace(/[?#].*$/, ''))) return openGguf(location)
+  if (isGgufName(location)) return openGguf(location)
   try {
     return await open(location)
   } catch (error) {
@@ -494,8 +500,10 @@ function parseDtype<T extends string>(text: string, targets: readonly T[]): T {
   throw new UsageError(`--dtype takes ${targets.slice(0, -1).join(', ')} or ${targets.at(-1)} (in any case), got ${JSON.stringify(text)}`)
 }
 
-async function convertCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined): Promise<number> {
+async function convertCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined, raw = false): Promise<number> {
   const gguf = /\.gguf$/i.test(output)
+  if (isGgufName(input) && !gguf) return ggufToFolderCommand(input, output, dtypeText, sizeText, raw)
+  if (raw) throw new UsageError('--raw goes with convert of a .gguf into a folder')
   if (gguf && sizeText !== undefined) throw new UsageError(`--max-shard-size goes with a SafeTensors output; ${output} is a GGUF, written as one file`)
   const ggufDtype = gguf && dtypeText !== undefined ? parseDtype(dtypeText, GGUF_TARGETS) : undefined
   const dtype = !gguf && dtypeText !== undefined ? parseDtype(dtypeText, TARGETS) : undefined
@@ -608,8 +616,27 @@ async function ggufCommand(input: string, output: string, dtype: GgufDtype): Pro
   const written = await runWrite(input, output, true, options, () => writeGguf(input, output, options))
   if (written === undefined) return 1
   const seconds = (performance.now() - started) / 1000
+  for (const note of written.notes) console.error(`${output}: ${note}`)
   const types = Object.entries(written.types).map(([type, n]) => `${count(n)} ${type}`)
   console.log(`${output}: wrote ${count(written.tensors, 'tensor')} (${types.join(', ')}), ${count(written.bytes, 'byte')}, ${seconds.toFixed(2)} s`)
+  return 0
+}
+
+/** convert x.gguf OUT_DIR: the Hugging Face folder of a GGUF, F32 unless --dtype says otherwise. */
+async function ggufToFolderCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined, raw: boolean): Promise<number> {
+  const dtype = dtypeText === undefined ? 'F32' : parseDtype(dtypeText, TARGETS)
+  const maxShardSize = sizeText === undefined ? undefined : parseSize(sizeText)
+  if (/\.safetensors$/i.test(output))
+    throw new UsageError(
+      `${output}: a GGUF converts to a folder of the model's files, which a name ending in .safetensors would pass off as a file; give a folder name`,
+    )
+  const wrong = await outputInTheWay(output, true)
+  if (wrong) return fail(`${output}: Io: ${wrong}`)
+  const started = performance.now()
+  const options = { dtype, maxShardSize, raw, onProgress: progressOption() }
+  const written = await runWrite(input, output, false, options, () => convertModel(input, output, options))
+  if (written === undefined) return 1
+  console.log(await describeWritten(output, output, written, true, (performance.now() - started) / 1000))
   return 0
 }
 
@@ -655,11 +682,21 @@ function progressBar(): ProgressCallback {
   }
 }
 
+// A command whose promise is left pending with nothing more to wait for (a bug) must not pass for a success.
+let settled = false
+process.on('exit', (code) => {
+  if (settled || code !== 0) return
+  console.error('safetensors-wasm: stopped before the command finished, with nothing left to wait for (a bug: please report it)')
+  process.exitCode = 1
+})
+
 main(process.argv.slice(2)).then(
   (code) => {
+    settled = true
     process.exitCode = code
   },
   (error) => {
+    settled = true
     if (error instanceof UsageError) {
       console.error(`${error.message}\nsee safetensors-wasm --help`)
       process.exitCode = 2

@@ -595,3 +595,20 @@ describe('an unexpected error', () => {
     expect(run.stderr).toMatch(/^TypeError: Invalid URL\n\s+at /)
   })
 })
+
+describe('a command whose work is left pending, with nothing more to wait for', () => {
+  test('exits 1 with a line on stderr, never 0 without its output', async () => {
+    // Every fetch stays pending and no timer keeps the process alive: what a read that never settles looks like.
+    const folder = tempDir()
+    const preload = join(folder, 'pending.mjs')
+    writeFileSync(
+      preload,
+      'globalThis.fetch = () => new Promise(() => {})\nconst setTimer = globalThis.setTimeout\nglobalThis.setTimeout = (...args) => setTimer(...args).unref()\n',
+    )
+    const run = await cliWith({ env: { NODE_OPTIONS: `--import=${preload}` } }, 'inspect', 'http://127.0.0.1:9/model.safetensors', '--tensor', 'x')
+    rmSync(folder, { recursive: true })
+    expect(run.code).toBe(1)
+    expect(run.stdout).toBe('')
+    expect(run.stderr).toMatch(/stopped before the command finished, with nothing left to wait for/)
+  })
+})

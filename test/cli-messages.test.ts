@@ -59,16 +59,29 @@ function ggufFile(path: string): string {
 describe('a GGUF file where a SafeTensors file or model is expected says it is one', () => {
   const dir = scratch()
   const gguf = ggufFile(join(dir, 'model.gguf'))
-  test.each([
-    ['convert to GGUF', ['convert', gguf, join(dir, 'out.gguf')]],
-    ['convert to SafeTensors', ['convert', gguf, join(dir, 'out.safetensors'), '--dtype', 'F16']],
-    ['convert into shards', ['convert', gguf, join(dir, 'out'), '--max-shard-size', '1MB']],
-  ])('%s: exit 1, one line naming it a GGUF file, nothing written', async (_, args) => {
+  test.each([['convert to GGUF', ['convert', gguf, join(dir, 'out.gguf')]]])('%s: exit 1, one line naming it a GGUF file, nothing written', async (_, args) => {
     const run = await cli(...args)
     expect(run.code).toBe(1)
     const line = expectOneLine(run.stderr)
     expect(line).toMatch(new RegExp(`^${gguf}: \\w+: not a SafeTensors file: it is a GGUF file`))
     expect(line).not.toContain('index')
+    expect(readdirSync(dir)).toEqual(['model.gguf'])
+  })
+})
+
+describe('a GGUF file converted into a folder is read as one', () => {
+  const dir = scratch()
+  const gguf = ggufFile(join(dir, 'model.gguf'))
+  test('a GGUF with no architecture: exit 1, one line naming it and the key, nothing written', async () => {
+    const run = await cli('convert', gguf, join(dir, 'out'), '--max-shard-size', '1MB')
+    expect(run.code).toBe(1)
+    expect(expectOneLine(run.stderr)).toBe(`${gguf}: InvalidGguf: GGUF: general.architecture is missing`)
+    expect(readdirSync(dir)).toEqual(['model.gguf'])
+  })
+  test('an output ending in .safetensors: bad usage, a GGUF converts to a folder', async () => {
+    const run = await cli('convert', gguf, join(dir, 'out.safetensors'), '--dtype', 'F16')
+    expect(run.code).toBe(2)
+    expect(run.stderr).toContain('a GGUF converts to a folder')
     expect(readdirSync(dir)).toEqual(['model.gguf'])
   })
 })

@@ -192,6 +192,8 @@ export function faultAt(fault: Fault, from: number, times = 1): (n: number) => F
 }
 
 export interface RangeOptions {
+  /** true: Range is ignored on every request (200 with the whole file, as Python's http.server answers); faults still apply to that body. */
+  ignoreRange?: boolean
   /** The fault, if any, for a request (n as in Logged). */
   fault?: (n: number, log: Logged) => Fault | undefined
   /** false: a server that ignores If-Range (sends the range even when the validator does not match). */
@@ -276,7 +278,7 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
       return send(bytesResource(body), 0, body.length)
     }
     const first = several && options.multiRange === 'first' ? `bytes=${several[0].start}-${several[0].end}` : req.headers.range
-    const range = stale || fault?.kind === 'ignoreRange' ? 'none' : parseRange(first, size)
+    const range = stale || options.ignoreRange || fault?.kind === 'ignoreRange' ? 'none' : parseRange(first, size)
     if (range === 'unsatisfiable') {
       res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}`, 'Content-Length': 0 })
       return void res.end()
@@ -315,7 +317,7 @@ export function rangeHandler(lookup: (path: string, n: number) => Resource | Uin
 
 /** Ignores Range: 200 with the whole body. */
 export function ignoreRangeHandler(lookup: Parameters<typeof rangeHandler>[0]): Handler {
-  return rangeHandler(lookup, { fault: () => ({ kind: 'ignoreRange' }) })
+  return rangeHandler(lookup, { ignoreRange: true })
 }
 
 /** Serves `files` (URL name -> path on disk), as a static file server does; `fault` and `bandwidth` as in rangeHandler. */

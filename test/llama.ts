@@ -70,7 +70,8 @@ interface LlamaInstance {
 }
 interface LlamaModelInstance {
   tokenize(text: string, specialTokens?: boolean): number[]
-  detokenize(tokens: readonly number[], specialTokens?: boolean): string
+  detokenize(tokens: readonly number[]): string
+  readonly trainContextSize: number
   readonly tokens: { readonly bos: number | null; readonly shouldPrependBosToken: boolean }
   createContext(options: Record<string, unknown>): Promise<LlamaContextInstance>
   dispose(): Promise<void>
@@ -110,8 +111,10 @@ export interface LlamaModel {
   nextTokenProbabilities(ids: readonly number[]): Promise<Float64Array>
   /** llama.cpp's ids for `text`, as parsed text (no special tokens recognised) and without a BOS. */
   tokenize(text: string): number[]
-  /** llama.cpp's text of `ids` (special tokens left out). */
+  /** llama.cpp's text for `ids`, special tokens left out (as a chat's output is shown). */
   detokenize(ids: readonly number[]): string
+  /** The positions the context takes: the GGUF's context_length, at most 256 (no test sequence is longer). */
+  readonly contextSize: number
   /** The BOS id and whether llama.cpp puts it before a text (the GGUF's add_bos_token). */
   readonly bos: number | null
   readonly addsBos: boolean
@@ -121,7 +124,8 @@ export interface LlamaModel {
 /**
  * Loads `path` in llama.cpp with a context whose KV cache is F32 and flash attention off: llama.cpp's default F16
  * cache (and flash attention, even with an F32 cache) alone moves F32 probabilities by up to 1e-3 on the test
- * models, ten times the F32 tolerance, which would hide what the GGUF itself does.
+ * models, ten times the F32 tolerance, which would hide what the GGUF itself does. The context is the model's own
+ * (its context_length, as llama.cpp and node-llama-cpp take by default), at most 256 positions.
  */
 export async function loadLlamaModel(path: string): Promise<LlamaModel> {
   const llama = await startLlamaCpp()
@@ -129,9 +133,15 @@ export async function loadLlamaModel(path: string): Promise<LlamaModel> {
   const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 }).catch((error: unknown) => {
     throw new Error(`llama.cpp cannot load ${path}: ${errors.join('; ') || String(error)}`)
   })
+  const contextSize = Math.min(256, model.trainContextSize)
+  // node-llama-cpp keeps a context's last cell free for the token it would generate: a context of n cells takes
+  // n - 1 ids, then shifts (erases the first ones). A model whose own context is shorter than 256 gets one cell more,
+  // to take the positions llama.cpp takes; the others keep 256 cells (no case is longer than 64 ids), since a
+  // longrope model (Phi-3) picks its factors by the context's size.
+  const cells = contextSize < 256 ? contextSize + 1 : contextSize
   const context = await model.createContext({
-    contextSize: 256,
-    batchSize: 256,
+    contextSize: cells,
+    batchSize: cells,
     sequences: 1,
     flashAttention: false,
     experimentalKvCacheKeyType: 'F32',
@@ -156,7 +166,8 @@ export async function loadLlamaModel(path: string): Promise<LlamaModel> {
       return out
     },
     tokenize: (text) => model.tokenize(text, false),
-    detokenize: (ids) => model.detokenize(ids, false),
+    detokenize: (ids) => model.detokenize(ids),
+    contextSize,
     bos: model.tokens.bos,
     addsBos: model.tokens.shouldPrependBosToken,
     async dispose() {

@@ -162,3 +162,33 @@ export async function startNginx(binary: string, root: string): Promise<Nginx> {
       }),
   }
 }
+
+/** A server a test runs against, by name: it starts it, and gives it with how to stop it. */
+export type ServerCase = [name: string, start: () => Promise<{ server: TestServer; close(): Promise<void> }>]
+
+/**
+ * The servers a test runs against: the tests' own (`own`, named `name`), and Debian's nginx serving `root` under
+ * `prefix` where nginx is installed (CI installs it; a line says where it is not).
+ */
+export function serverCases(name: string, own: () => Promise<TestServer>, root: string, prefix: '/ranged' | '/norange'): ServerCase[] {
+  const cases: ServerCase[] = [
+    [
+      name,
+      async () => {
+        const server = await own()
+        return { server, close: () => server.close() }
+      },
+    ],
+  ]
+  const binary = findNginx()
+  if (!binary) console.log(`nginx not found: skipping the runs against nginx (CI installs it)`)
+  else
+    cases.push([
+      `nginx (${binary})`,
+      async () => {
+        const nginx = await startNginx(binary, root)
+        return { server: nginx.server(prefix), close: () => nginx.close() }
+      },
+    ])
+  return cases
+}

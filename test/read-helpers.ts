@@ -41,28 +41,47 @@ export interface TensorSpec {
 }
 
 /**
+ * A SafeTensors header written by hand: 8-byte LE length | JSON header (padded with spaces to `align`), for tensors
+ * of `lengths` bytes packed in the order given; with each tensor's offset in the data and the data's length.
+ */
+export function headerFor(
+  tensors: ReadonlyArray<{ name: string; dtype: string; shape: number[] }>,
+  lengths: number[],
+  metadata: Record<string, string> | null | undefined,
+  align: number,
+): { head: Uint8Array; starts: number[]; dataLength: number } {
+  const parts: string[] = []
+  if (metadata !== undefined) parts.push(`"__metadata__":${JSON.stringify(metadata)}`)
+  const starts: number[] = []
+  let offset = 0
+  tensors.forEach((t, i) => {
+    parts.push(`${JSON.stringify(t.name)}:{"dtype":"${t.dtype}","shape":[${t.shape.join(',')}],"data_offsets":[${offset},${offset + lengths[i]}]}`)
+    starts.push(offset)
+    offset += lengths[i]
+  })
+  let header = `{${parts.join(',')}}`
+  while (header.length % align !== 0) header += ' '
+  const h = new TextEncoder().encode(header)
+  const head = new Uint8Array(8 + h.length)
+  new DataView(head.buffer).setBigUint64(0, BigInt(h.length), true)
+  head.set(h, 8)
+  return { head, starts, dataLength: offset }
+}
+
+/**
  * A SafeTensors file written by hand: 8-byte LE length | JSON header (padded with spaces to `align`)
  * | the tensors' bytes, packed in the order given.
  */
 export function buildFile(tensors: TensorSpec[], metadata?: Record<string, string> | null, align = 8): Uint8Array {
-  const parts: string[] = []
-  if (metadata !== undefined) parts.push(`"__metadata__":${JSON.stringify(metadata)}`)
-  let offset = 0
-  for (const t of tensors) {
-    parts.push(`${JSON.stringify(t.name)}:{"dtype":"${t.dtype}","shape":[${t.shape.join(',')}],"data_offsets":[${offset},${offset + t.bytes.length}]}`)
-    offset += t.bytes.length
-  }
-  let header = `{${parts.join(',')}}`
-  while (header.length % align !== 0) header += ' '
-  const h = new TextEncoder().encode(header)
-  const out = new Uint8Array(8 + h.length + offset)
-  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true)
-  out.set(h, 8)
-  let at = 8 + h.length
-  for (const t of tensors) {
-    out.set(t.bytes, at)
-    at += t.bytes.length
-  }
+  const { head, starts, dataLength } = headerFor(
+    tensors,
+    tensors.map((t) => t.bytes.length),
+    metadata,
+    align,
+  )
+  const out = new Uint8Array(head.length + dataLength)
+  out.set(head)
+  tensors.forEach((t, i) => out.set(t.bytes, head.length + starts[i]))
   return out
 }
 

@@ -4,7 +4,8 @@
 // go through, named from a small shared set (the Q/K permutation, a norm shift, fused tensors regrouped or split,
 // experts or heads stacked, transposes, MXFP4 blocks kept). metadata.ts reads config.json and writes the keys,
 // tensors.ts plans the tensors; docs/development.md, "Adding a GGUF architecture", says what an entry takes. It is
-// data that only a conversion needs: index.ts loads it on demand, and passes it on. It imports nothing at run time,
+// data that only a conversion needs: index.ts loads it on demand, and passes it on (hf-model.ts and hf-tokenizer.ts,
+// which a GGUF's conversion back to a Hugging Face folder loads, read it too). It imports nothing at run time,
 // so that a bundler's chunk of it holds it alone: an entry's check says what it refuses, a transform why a tensor's
 // shape does not fit it, and metadata.ts and tensors.ts throw the errors.
 import type { JsonValue } from '../format/json-values.ts'
@@ -81,6 +82,8 @@ export interface ModelConfig {
   headDim: number
   ropeDims: number
   rope: Rope
+  /** The attention window llama.cpp would not apply, where it is shorter than the context: the GGUF's context_length. */
+  window: number | undefined
 }
 
 /** Sets an architecture key (`<arch>.<key>`) to a value, or removes it where the value is undefined. */
@@ -146,6 +149,13 @@ export interface Architecture {
   tensors?: Readonly<Record<string, Target>>
   /** Tensors the converter leaves out (a tied lm_head, layers past the model's). */
   skip?: (name: string, config: ModelConfig) => boolean
+  /**
+   * The attention window transformers applies (every token attends to the last `window` ones, its own included) and
+   * llama.cpp's graph of this architecture does not; undefined for none.
+   */
+  window?: (read: ConfigReader) => number | undefined
+  /** llama.cpp's fixed pattern of sliding-window layers: every `swaPeriod`-th layer global, the others local. */
+  swaPeriod?: number
   /** Transforms of the whole model: Q/K permutation of attn_q and attn_k (llama's `permute`), a shift of every norm weight (Gemma's + 1). */
   permuteQK?: boolean
   normShift?: number
@@ -395,13 +405,17 @@ export const RESHAPES = {
 
 // ---- The entries ----
 
-/** Gemma's and gpt-oss's sliding-window layers, which llama.cpp places by a fixed period: every `period`-th layer global. */
-const globalEvery =
-  (period: number) =>
-  ({ read, blocks }: ModelConfig): string | undefined => {
+/**
+ * Gemma's and gpt-oss's sliding-window layers, which llama.cpp places by a fixed period: every `period`-th layer
+ * global; layer_types off that pattern are refused.
+ */
+const globalEvery = (period: number): Pick<Architecture, 'swaPeriod' | 'check'> => ({
+  swaPeriod: period,
+  check: ({ read, blocks }) => {
     const off = offPattern('layer_types', read.value('layer_types').optional()?.items(), blocks, 'full_attention', (layer) => layer % period === period - 1)
     return off && `${off} (llama.cpp makes every ${period}th layer global)`
-  }
+  },
+})
 
 /**
  * Where a per-layer list of config.json (`key`) is off llama.cpp's fixed pattern, `isSpecial(layer)` exactly where
@@ -435,7 +449,25 @@ const llamaKeys = (c: ModelConfig, add: AddKey) => {
 }
 
 const LLAMA: Architecture = { name: 'llama', rope: ['linear', 'yarn', 'llama3'], sharedKeys: true, permuteQK: true, keys: llamaKeys }
-const QWEN = (name: string): Architecture => ({ name, rope: ['linear', 'yarn'], sharedKeys: true })
+
+/** A config class's `sliding_window`: config.json's (null for none), else the class's default. */
+const slidingWindow = (read: ConfigReader, otherwise: number | undefined) =>
+  read.value('sliding_window').value === undefined ? otherwise : read.integer('sliding_window')
+
+/**
+ * Qwen's window, with use_sliding_window (4096 where config.json has none): Qwen2's and Qwen3's on the layers
+ * layer_types names sliding_attention (transformers 5 writes them), else on those from max_window_layers on (the
+ * class's default 28); Qwen3-MoE's, which has no layer types, on every layer.
+ */
+const qwenWindow = (layered: boolean) => (read: ConfigReader) => {
+  if (read.boolean('use_sliding_window') !== true) return undefined
+  const types = read.value('layer_types').optional()?.items()
+  const sliding =
+    !layered ||
+    (types ? types.some((t) => t.value === 'sliding_attention') : (read.integer('num_hidden_layers') ?? 0) > (read.count('max_window_layers') ?? 28))
+  return sliding ? slidingWindow(read, 4096) : undefined
+}
+const QWEN = (name: string, window?: Architecture['window']): Architecture => ({ name, rope: ['linear', 'yarn'], sharedKeys: true, window })
 /** Gemma's: norms hold w where llama.cpp multiplies by 1 + w; the norm after attention is post_attention_norm; a stored lm_head is left out (tied). */
 const GEMMA = {
   sharedKeys: true,
@@ -532,12 +564,13 @@ const fusedExperts = (prefix: string, interleaved: boolean): Record<string, Targ
 /** The transformers architectures converted, by config.json's `architectures[0]`. */
 export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
   LlamaForCausalLM: LLAMA,
-  MistralForCausalLM: LLAMA,
-  MixtralForCausalLM: LLAMA,
-  Qwen2ForCausalLM: QWEN('qwen2'),
-  Qwen3ForCausalLM: QWEN('qwen3'),
+  // MistralConfig's sliding_window is 4096 when config.json has none (Mistral 7B v0.1's); MixtralConfig's none.
+  MistralForCausalLM: { ...LLAMA, window: (read) => slidingWindow(read, 4096) },
+  MixtralForCausalLM: { ...LLAMA, window: (read) => slidingWindow(read, undefined) },
+  Qwen2ForCausalLM: QWEN('qwen2', qwenWindow(true)),
+  Qwen3ForCausalLM: QWEN('qwen3', qwenWindow(true)),
   Qwen3MoeForCausalLM: {
-    ...QWEN('qwen3moe'),
+    ...QWEN('qwen3moe', qwenWindow(false)),
     check: ({ read }) => {
       // llama.cpp's qwen3moe always renormalizes the chosen experts' weights.
       if (read.boolean('norm_topk_prob') === false) return "norm_topk_prob false (llama.cpp always renormalizes the chosen experts' weights)"
@@ -564,7 +597,7 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     ...GEMMA,
     name: 'gemma2',
     rope: [],
-    check: globalEvery(2),
+    ...globalEvery(2),
     keys: ({ read }, add) => {
       add('attn_logit_softcapping', 'f32', read.number('attn_logit_softcapping'))
       add('final_logit_softcapping', 'f32', read.number('final_logit_softcapping'))
@@ -585,7 +618,7 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
       rope_theta: 1e6,
       rope_local_base_freq: 1e4,
     }),
-    check: globalEvery(6),
+    ...globalEvery(6),
     keys: ({ read, values }, add) => {
       const softcapping = read.number('final_logit_softcapping')
       if (softcapping) add('final_logit_softcapping', 'f32', softcapping)
@@ -746,7 +779,7 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
       values.get('rope_parameters').present
         ? {}
         : { rope_scaling: { rope_type: 'yarn', factor: 32, beta_fast: 32, beta_slow: 1, truncate: false, original_max_position_embeddings: 4096 } },
-    check: globalEvery(2),
+    ...globalEvery(2),
     tensors: {
       ...fusedExperts('mlp.experts', true),
       'mlp.experts.gate_up_proj_bias': [

@@ -2,27 +2,32 @@
 // (docs/gguf.md). Everything before the first tensor byte (config.json, the tokenizer, every shard's
 // header) is read and checked first, so the header, whose offsets follow from the shapes and types, goes
 // out first; then each tensor a chunk at a time, through one wasm memory sized once: read, converted there,
-// changed as llama.cpp's converter changes it (rows reordered, transposed, norms shifted), quantized in place,
-// and copied out. An MoE layer's experts go into their stack one after the other, a chunk at a time.
+// changed as llama.cpp's converter changes it (rows reordered, columns taken, transposed, norms shifted), quantized
+// in place, and copied out. An MoE layer's experts go into their stack one after the other, a chunk at a time. A
+// chunk is bounded whatever the tensor: a head larger than a chunk is reordered a few rows of each half at a time,
+// and a transposed matrix larger than GGUF_CHUNKS.transposed (chunks.ts) a block of its columns at a time.
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
+import type { TensorInfo } from '../format/header.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import { readJsonObject } from '../format/model-config.ts'
+import type { SliceRange } from '../format/slice.ts'
 import { type Located, locate, type OpenModelOptions, openLocated, readBeside, type SafetensorsModel } from '../read/model.ts'
 import { ChunkConverter, pulledStream } from '../read/streams.ts'
-import { sequentialReader } from '../sources/downloads.ts'
+import { type SourceRange, sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
 import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype, type GgufTensorType, type KeyValue } from './format.ts'
 
 export type { GgufDtype } from './format.ts'
 
-import type { Take, Unit } from './architectures.ts'
-import { modelMetadata, readModelConfig } from './metadata.ts'
-import { Q8_0_BLOCK, q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
+import type { Take } from './architectures.ts'
+import { type Chunk, largestChunk, pieceChunks, readColumns, reshaped } from './chunks.ts'
+import { conversionNotes, modelMetadata, readModelConfig } from './metadata.ts'
+import { q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
-import { type Piece, type PlannedTensor, pieceElements, planTensors } from './tensors.ts'
+import { type Piece, type PlannedTensor, planTensors } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
 /** Options of {@link ggufStream}: those of {@link index!openModel} for reading the model, and what the GGUF holds. */
@@ -43,9 +48,6 @@ export interface GgufOptions extends OpenModelOptions {
 
 const DTYPES: readonly GgufDtype[] = ['F32', 'F16', 'BF16', 'Q8_0']
 
-/** Elements per chunk: 4 MiB as F32, a multiple of a Q8_0 block; a chunk of a reshaped tensor is whole units (at least one). */
-const CHUNK_ELEMENTS = 1 << 20
-
 /** tokenizer.model's pieces, by its reader, which only models that have one load. */
 async function readTokenizerModel(bytes: Uint8Array): Promise<SentencePieceModel> {
   const { readSentencePiece } = await import('./sentencepiece.ts')
@@ -63,38 +65,9 @@ async function readBesideModel(located: Located, name: string, required: boolean
   throw new SafetensorsError('Io', `${file.where} is missing, and a GGUF needs it`, { status: missing?.status, url: missing?.url, path: missing?.path })
 }
 
-/** A piece's elements per chunk: whole units of a reshaped tensor, a whole piece of MXFP4 blocks or scales, else whole Q8_0 blocks. */
-function chunkElements(t: PlannedTensor, piece: Piece): number {
-  const count = pieceElements(piece)
-  if (t.mxfp4) return count
-  const unit = t.unit ? t.unit.rows * t.unit.columns : Q8_0_BLOCK
-  return Math.min(count, Math.max(unit, Math.floor(CHUNK_ELEMENTS / unit) * unit))
-}
-
 /** The dtype a piece has in wasm memory before it is copied out: the tensor's type, F32 for Q8_0 (which the Q8_0 kernel reads), the stored bytes for MXFP4. */
 function middleOf(t: PlannedTensor, piece: Piece): DType {
   return t.mxfp4 ? piece.part.info.dtype : t.type === 'Q8_0' ? 'F32' : (t.type as DType)
-}
-
-/**
- * The units of `bytes` (elements of `elementBytes`), each `unit.rows` rows of `unit.columns`, changed as the unit
- * says, in a new array: each head's rows from two halves to pairs (llama.cpp's `permute`: row j of the first half and
- * row j of the second become rows 2j and 2j + 1), or the columns `take` kept, then rows and columns swapped.
- */
-function reshaped(bytes: Uint8Array, { rows, columns, take, transpose, pairs }: Unit, elementBytes: number): Uint8Array {
-  const Elements = elementBytes === 4 ? Uint32Array : Uint16Array
-  const from = new Elements(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.length / elementBytes)
-  const { start, step, count } = take ?? { start: 0, step: 1, count: columns }
-  const size = rows * columns
-  const to = new Elements((from.length / size) * rows * count)
-  for (let unit = 0, out = 0; unit < from.length; unit += size) {
-    for (let row = 0; row < rows; row++) {
-      const source = unit + (pairs ? (row % 2) * (rows / 2) + Math.floor(row / 2) : row) * columns + start
-      for (let k = 0; k < count; k++) to[out + (transpose ? k * rows + row : row * count + k)] = from[source + k * step]
-    }
-    out += rows * count
-  }
-  return new Uint8Array(to.buffer)
 }
 
 /** Value `v` of a block of 32 E2M1 codes at `base` as gpt-oss stores them: values 2i and 2i + 1 in byte i, low nibble first. */
@@ -119,50 +92,64 @@ function mxfp4Blocks(codes: Uint8Array, scales: Uint8Array, rows: number, { star
 }
 
 /**
- * The seam through which the GGUF reads every source value: the elements of `piece`, `chunk` at a time, as
- * `dtype` (little-endian; each a view valid until the next is asked for). Nothing after it knows where the
- * values come from: shardValues reads stored tensors' byte ranges, logicalValues a quantized module's
+ * The seam through which the GGUF reads every source value: each of `piece`'s chunks (pieceChunks) in turn with its
+ * values as `dtype` (little-endian; each a view valid until the next is asked for). Nothing after it knows where
+ * the values come from: shardValues reads stored tensors' byte ranges, logicalValues a quantized module's
  * dequantized weights.
  */
-type PieceValues = (piece: Piece, dtype: DType, chunk: number) => AsyncGenerator<Uint8Array>
+type PieceValues = (t: PlannedTensor, piece: Piece, dtype: DType) => AsyncGenerator<{ chunk: Chunk; values: Uint8Array }>
 
-/** The byte range of a piece in its shard's data. */
-function pieceBytes({ part: { info }, rows }: Piece): { offset: number; length: number } {
-  const rowBytes = info.byteLength / (info.shape[0] ?? 1)
-  return { offset: info.dataOffsets[0] + rows[0] * rowBytes, length: (rows[1] - rows[0]) * rowBytes }
-}
+/** The bytes a piece's chunks read: stored bytes, or a logical tensor's values as read. */
+const chunkBytes = (t: PlannedTensor, piece: Piece) =>
+  [...pieceChunks(t, piece)].reduce((sum, { count }) => sum + byteLengthOf(piece.part.file ? piece.part.info.dtype : middleOf(t, piece), count), 0)
 
 /**
- * PieceValues for tensors stored in the shards: the byte ranges of `tensors`' pieces, in the order they are
- * asked for, read by one sequential reader (over HTTP, the next chunks, of this tensor and the ones after it,
- * are fetched in parallel while this one is converted and taken) into one wasm memory sized once, converted there.
+ * PieceValues for tensors stored in the shards: the byte ranges of `tensors`' pieces' chunks, in the order they are
+ * asked for, read by one sequential reader (over HTTP, the next chunks, of this tensor and the ones after it, are
+ * fetched in parallel while this one is converted and taken) into one wasm memory sized once, converted there. A
+ * block of columns is read with a request per run instead, several at a time.
  */
 function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: ProgressMeter | undefined): { values: PieceValues; close(): void } {
-  const planned = tensors.flatMap((t) =>
-    t.pieces.filter((piece) => piece.part.file).map((piece) => ({ piece, chunk: chunkElements(t, piece), middle: middleOf(t, piece) })),
-  )
+  const planned = tensors.flatMap((t) => t.pieces.filter((piece) => piece.part.file).map((piece) => ({ t, piece, chunk: largestChunk(t, piece) })))
   const converter = new ChunkConverter(
-    Math.max(0, ...planned.map(({ piece, chunk, middle }) => Math.max(byteLengthOf(piece.part.info.dtype, chunk), byteLengthOf(middle, chunk)))),
+    Math.max(0, ...planned.map(({ t, piece, chunk }) => Math.max(byteLengthOf(piece.part.info.dtype, chunk), byteLengthOf(middleOf(t, piece), chunk)))),
   )
-  const input = sequentialReader(
-    planned.map(({ piece }) => {
-      const { file } = piece.part
-      const { offset, length } = pieceBytes(piece)
-      return { source: file!.source, offset: file!.header.dataStart + offset, length }
-    }),
-    signal,
-  )
-  async function* values(piece: Piece, dtype: DType, chunk: number) {
+  const startOf = ({ file, info }: Piece['part']) => file!.header.dataStart + info.dataOffsets[0]
+  // The byte ranges of the chunks' runs, in order, runs that follow one another joined.
+  const ranges: SourceRange[] = []
+  for (const { t, piece } of planned) {
+    const { part } = piece
+    const { source } = part.file!
+    for (const { runs } of pieceChunks(t, piece)) {
+      for (const [first, count] of runs) {
+        const offset = startOf(part) + byteLengthOf(part.info.dtype, first)
+        const length = byteLengthOf(part.info.dtype, count)
+        const last = ranges.at(-1)
+        if (last?.source === source && last.offset + last.length === offset) last.length += length
+        else ranges.push({ source, offset, length })
+      }
+    }
+  }
+  const input = sequentialReader(ranges, signal)
+  async function* values(t: PlannedTensor, piece: Piece, dtype: DType) {
     const { file, info } = piece.part
-    const count = pieceElements(piece)
-    for (let first = 0; first < count; first += chunk) {
-      const inBytes = byteLengthOf(info.dtype, Math.min(chunk, count - first))
+    for (const chunk of pieceChunks(t, piece)) {
+      const inBytes = byteLengthOf(info.dtype, chunk.count)
       let arrived = 0
       const onBytes = (bytes: number) => {
         arrived += bytes
         meter?.arrived(bytes)
       }
-      yield await converter.convert(info.dtype, dtype, file!.byteOrder, inBytes, (target) => input.read(target, onBytes))
+      const fill = async (target: Uint8Array) => {
+        if (chunk.columns) return readColumns(file!.source, startOf(piece.part), info, chunk.columns, target, signal, onBytes)
+        let at = 0
+        for (const [, count] of chunk.runs) {
+          const length = byteLengthOf(info.dtype, count)
+          await input.read(target.subarray(at, at + length), onBytes)
+          at += length
+        }
+      }
+      yield { chunk, values: await converter.convert(info.dtype, dtype, file!.byteOrder, inBytes, fill) }
       // A source that does not stream tells of its bytes only now.
       meter?.arrived(inBytes - arrived)
     }
@@ -170,25 +157,56 @@ function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: Progr
   return { values, close: () => input.close() }
 }
 
-/** PieceValues for a quantized module's logical tensor: its dequantized values, as the model's reads compute them. */
+/** The slices of a logical tensor `info` that a chunk's values are, one after another: runs of rows of its first dimension, or a block of columns of its last. */
+function chunkSlices({ shape }: TensorInfo, chunk: Chunk): SliceRange[][] {
+  const rowElements = shape.slice(1).reduce((a, b) => a * b, 1)
+  const rows = (first: number, count: number): SliceRange => [first / rowElements, (first + count) / rowElements]
+  if (!chunk.columns) return chunk.runs.map(([first, count]) => [rows(first, count)])
+  const { first, rows: n, rowLength, from, to } = chunk.columns
+  return [[rows(first, n * rowLength), ...Array<SliceRange>(shape.length - 2).fill(null), [from, to]]]
+}
+
+/**
+ * PieceValues for a quantized module's logical tensor: its dequantized values, as the model's reads compute them:
+ * in order, or, for chunks of several runs or of columns, a read of each of their slices.
+ */
 function logicalValues(model: SafetensorsModel, signal: AbortSignal, meter: ProgressMeter | undefined): PieceValues {
-  return async function* values({ part: { info }, rows }, dtype, chunk) {
-    for await (const chunkValues of model.quantized!.chunks(info.name, dtype, chunk, signal, rows)) {
-      meter?.arrived(chunkValues.length)
-      yield chunkValues
+  const quantized = model.quantized!
+  return async function* values(t, piece, dtype) {
+    const { info } = piece.part
+    const [first] = pieceChunks(t, piece)
+    if (first?.runs.length === 1) {
+      // Runs in order, all of the first one's size but the last.
+      const chunks = pieceChunks(t, piece)
+      for await (const values of quantized.chunks(info.name, dtype, first.count, signal, piece.rows)) {
+        meter?.arrived(values.length)
+        yield { chunk: chunks.next().value as Chunk, values }
+      }
+      return
+    }
+    for (const chunk of pieceChunks(t, piece)) {
+      const out = new Uint8Array(byteLengthOf(dtype, chunk.count))
+      let at = 0
+      for (const ranges of chunkSlices(info, chunk)) {
+        const { data } = await quantized.read(info.name, ranges, { dtype, signal })
+        out.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at)
+        at += data.byteLength
+      }
+      meter?.arrived(out.length)
+      yield { chunk, values: out }
     }
   }
 }
 
 /** The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. */
-async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], values: PieceValues): AsyncGenerator<Uint8Array> {
+async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], pieceValues: PieceValues): AsyncGenerator<Uint8Array> {
   for (const [index, t] of tensors.entries()) {
     if (t.computed) yield new Uint8Array(t.computed.buffer)
     if (t.mxfp4) {
-      // Each expert's blocks then its scales, each read whole (one chunk).
+      // Each expert's blocks then its scales, each one chunk.
       const whole = async (piece: Piece) => {
         let bytes = new Uint8Array(0)
-        for await (const chunk of values(piece, middleOf(t, piece), pieceElements(piece))) bytes = chunk.slice()
+        for await (const { values } of pieceValues(t, piece, middleOf(t, piece))) bytes = values.slice()
         return bytes
       }
       for (let p = 0; p < t.pieces.length; p += 2) {
@@ -200,10 +218,10 @@ async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], val
     for (const piece of t.mxfp4 ? [] : t.pieces) {
       // The index in the piece of the chunk's first value, by which an error names a value Q8_0 cannot hold.
       let first = 0
-      for await (const chunk of values(piece, middleOf(t, piece), chunkElements(t, piece))) {
-        const n = chunk.length / elementBytes
+      for await (const { chunk, values } of pieceValues(t, piece, middleOf(t, piece))) {
+        const n = values.length / elementBytes
         // A copy out of wasm memory: reshaped, or as it is.
-        let out = t.unit ? reshaped(chunk, t.unit, elementBytes) : chunk.slice()
+        let out = chunk.unit ? reshaped(values, chunk.unit, elementBytes) : values.slice()
         if (t.shift !== 0) {
           const floats = new Float32Array(out.buffer, out.byteOffset, out.length / 4)
           for (let i = 0; i < floats.length; i++) floats[i] += t.shift
@@ -229,10 +247,11 @@ function merged(kv: KeyValue[]): KeyValue[] {
   return [...byKey.values()]
 }
 
-/** A GGUF about to be streamed: its tensors, its size and its stream. */
+/** A GGUF about to be streamed: its tensors, its size, what it says otherwise than config.json, and its stream. */
 export interface GgufPlan {
   tensors: ReadonlyArray<{ type: GgufTensorType }>
   fileSize: number
+  notes: readonly string[]
   stream: ReadableStream<Uint8Array>
 }
 
@@ -250,6 +269,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
   const model = await openLocated(located, read)
   let tensors: PlannedTensor[]
   let header: EncodedHeader
+  let notes: string[]
   try {
     // The table of architectures, data only a conversion needs, loaded now.
     const config = readModelConfig((await json('config.json', true))!, await import('./architectures.ts'))
@@ -261,6 +281,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
       config: await json('tokenizer_config.json', false),
       chatTemplate: await readBesideModel(located, 'chat_template.jinja', false, read).then((bytes) => bytes && new TextDecoder().decode(bytes)),
     }
+    notes = conversionNotes(config)
     // The tensors first: their shapes check config.json's counts before the tokenizer's arrays are sized by them.
     tensors = planTensors(model, config, dtype)
     const metadata = merged([...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)])
@@ -269,28 +290,32 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
     await model.close()
     throw error
   }
-  // A logical tensor's bytes are its values, as read.
-  const bytesOf = (t: PlannedTensor, piece: Piece) => (piece.part.file ? pieceBytes(piece).length : byteLengthOf(middleOf(t, piece), pieceElements(piece)))
-  meter?.asked(tensors.reduce((sum, t) => t.pieces.reduce((bytes, piece) => bytes + bytesOf(t, piece), sum), 0))
+  meter?.asked(tensors.reduce((sum, t) => t.pieces.reduce((bytes, piece) => bytes + chunkBytes(t, piece), sum), 0))
   meter?.arrived(0)
   async function* bytes(signal: AbortSignal) {
     yield header.head
     const stored = shardValues(tensors, signal, meter)
     const logical = logicalValues(model, signal, meter)
     try {
-      yield* tensorBytes(header, tensors, (piece, dtype, chunk) => (piece.part.file ? stored.values : logical)(piece, dtype, chunk))
+      yield* tensorBytes(header, tensors, (t, piece, dtype) => (piece.part.file ? stored.values : logical)(t, piece, dtype))
     } finally {
       stored.close()
     }
   }
   const stream = pulledStream(options.signal, 'converting to GGUF', bytes, 0, () => model.close())
-  return { tensors, fileSize: header.fileSize, stream }
+  return { tensors, fileSize: header.fileSize, notes, stream }
 }
 
 /** What {@link ggufStream} resolves with: the GGUF's bytes, and their number, known before the first. */
 export type GgufStream = ReadableStream<Uint8Array> & {
   /** The GGUF's size in bytes: what a Worker's `new FixedLengthStream(n)` needs to store the stream in R2. */
   readonly byteLength: number
+  /**
+   * What the GGUF says otherwise than config.json, one sentence each; empty for most models. So far one: a context
+   * cut to an attention window that llama.cpp's graph of the architecture does not apply (Mistral's `sliding_window`),
+   * so that llama.cpp never attends farther back than transformers does.
+   */
+  readonly notes: readonly string[]
 }
 
 /**
@@ -316,6 +341,6 @@ export type GgufStream = ReadableStream<Uint8Array> & {
  * or an input openModel does not take.
  */
 export async function ggufStream(input: string | URL | ModelFiles | ModelFolder, options: GgufOptions = {}): Promise<GgufStream> {
-  const { stream, fileSize } = await planGguf(input, options)
-  return Object.defineProperty(stream, 'byteLength', { value: fileSize, enumerable: true }) as GgufStream
+  const { stream, fileSize, notes } = await planGguf(input, options)
+  return Object.defineProperties(stream, { byteLength: { value: fileSize, enumerable: true }, notes: { value: notes, enumerable: true } }) as GgufStream
 }

@@ -116,6 +116,8 @@ export function readModelConfig(config: JsonValue, table: ArchitectureTable): Mo
   const rope = ropeOf(values, read, architecture, read.integer('max_position_embeddings n_positions'))
   const headDim = architecture.headDim?.(read) ?? read.integer('head_dim') ?? Math.floor(hidden / heads)
   if (headDim === 0) throw jsonFileError('config.json', `hidden_size ${hidden} is less than num_attention_heads ${heads}, and no head_dim is given`)
+  const context = read.integer('max_position_embeddings n_ctx n_positions')
+  const window = architecture.window?.(read)
   const model: ModelConfig = {
     values,
     read,
@@ -131,10 +133,23 @@ export function readModelConfig(config: JsonValue, table: ArchitectureTable): Mo
     // As transformers computes the rotated dimensions: a head's times the fraction, rounded down.
     ropeDims: Math.floor(headDim * rope.partial),
     rope,
+    window: window !== undefined && (context === undefined || window < context) ? window : undefined,
   }
   const refused = architecture.check?.(model)
   if (refused !== undefined) throw unsupported(refused, architecture.name)
   return model
+}
+
+/**
+ * What the GGUF of `config` says otherwise than config.json, one sentence each: its context cut to the attention
+ * window llama.cpp would not apply, so that llama.cpp never attends farther back than transformers does.
+ */
+export function conversionNotes({ architecture, window, read }: ModelConfig): string[] {
+  if (window === undefined) return []
+  const context = read.integer('max_position_embeddings')
+  return [
+    `context_length is ${window}, config.json's sliding_window${context === undefined ? '' : `, not its max_position_embeddings ${context}`}: llama.cpp's ${architecture.name} attends to every earlier token, transformers to the last ${window} only`,
+  ]
 }
 
 /** general.file_type (gguf-py's LlamaFileType) of each dtype, and of a model whose experts stay MXFP4 (MOSTLY_MXFP4_MOE). */
@@ -161,7 +176,7 @@ export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[]
   // What TextModel.set_gguf_parameters writes, each from the first of config.json's names for it that is set.
   if (architecture.sharedKeys) {
     add('block_count', 'u32', config.blocks)
-    add('context_length', 'u32', read.integer('max_position_embeddings n_ctx n_positions max_length max_sequence_length model_max_length'))
+    add('context_length', 'u32', config.window ?? read.integer('max_position_embeddings n_ctx n_positions max_length max_sequence_length model_max_length'))
     add('embedding_length', 'u32', read.integer('hidden_size n_embd dim'))
     add('feed_forward_length', 'u32', read.integer('prefix_dense_intermediate_size dense_intermediate_size intermediate_size n_inner hidden_dim'))
     add('attention.head_count', 'u32', config.heads)

@@ -4,11 +4,11 @@
 // the way (convert_hf_to_gguf.py's modify_tensors: the architecture's transforms).
 import { DTYPE_INFO } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
-import { elementsOf, type TensorInfo } from '../format/header.ts'
+import type { TensorInfo } from '../format/header.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import type { SafetensorsModel } from '../read/model.ts'
-import type { ModelConfig, Reshape, Rows, Take, Unit } from './architectures.ts'
+import type { Architecture, ModelConfig, Reshape, Rows, Take, Unit } from './architectures.ts'
 import type { GgufDtype, GgufTensorType, TensorEntry } from './format.ts'
 import { keepsMxfp4, ropeTensors } from './metadata.ts'
 import { Q8_0_BLOCK } from './q8_0.ts'
@@ -17,7 +17,7 @@ import { Q8_0_BLOCK } from './q8_0.ts'
 const SKIPPED = /\.(rotary_emb\.inv_freq|attn\.(masked_)?bias|attention\.(masked_)?bias)$/
 
 /** Where a Hugging Face tensor goes: each GGUF tensor it makes (by its full name) and how, and its index in a stack. */
-interface Mapped {
+export interface Mapped {
   targets: Array<{ name: string; reshape?: Reshape }>
   /** The index of an expert (or a head's norm) in its stack, and what is stacked (`mlp.experts`, `self_attn.k_layernorm.norms`). */
   stack?: { index: number; of: string }
@@ -28,7 +28,10 @@ interface Mapped {
  * and Falcon's) and `gpt_neox.` are dropped, a block is `layers.N` or `h.N`, an expert's or a stacked norm's index
  * is taken out (`mlp.experts.3.up_proj` is expert 3 of `mlp.experts.up_proj`).
  */
-function mapped(name: string, { architecture, blocks, table: { TOP_LEVEL, TENSORS } }: ModelConfig): Mapped | undefined {
+export function ggufTargets(
+  name: string,
+  { architecture, blocks, table: { TOP_LEVEL, TENSORS } }: Pick<ModelConfig, 'architecture' | 'blocks' | 'table'>,
+): Mapped | undefined {
   const [, base, kind] = /^(?:model\.|transformer\.|gpt_neox\.)?(.+?)(?:\.(weight|bias))?$/.exec(name)!
   const full = (to: string, prefix: string) => `${prefix}${to}${/\.(weight|bias)$/.test(to) ? '' : `.${kind ?? 'weight'}`}`
   if (Object.hasOwn(TOP_LEVEL, base)) return { targets: [{ name: full(TOP_LEVEL[base], '') }] }
@@ -42,6 +45,12 @@ function mapped(name: string, { architecture, blocks, table: { TOP_LEVEL, TENSOR
   const targets = typeof target === 'string' ? [{ name: full(target, prefix) }] : target.map(({ to, reshape }) => ({ name: full(to, prefix), reshape }))
   return { targets, stack: stacked === undefined ? undefined : { index: Number(index), of: stacked } }
 }
+
+/** Which of attn_q and attn_k the GGUF tensor `gguf` is, where the architecture reorders their rows (llama's `permute`); undefined for neither. */
+export const permutedRole = (gguf: string, { permuteQK }: Architecture) => (permuteQK ? /\.attn_([qk])\./.exec(gguf)?.[1] : undefined)
+
+/** What every value of the Hugging Face tensor `name` is shifted by in the GGUF: the architecture's norm shift for a norm weight, else 0. */
+export const normShiftOf = (name: string, { normShift }: Architecture) => (normShift !== undefined && name.endsWith('norm.weight') ? normShift : 0)
 
 /** A source tensor whose values are (part of) a GGUF tensor's. */
 export interface TensorPart {
@@ -72,9 +81,6 @@ export interface PlannedTensor extends TensorEntry {
    */
   mxfp4?: Take
 }
-
-/** The values of a run of a source tensor's rows. */
-export const pieceElements = ({ part: { info }, rows }: Piece) => (elementsOf(info) / (info.shape[0] ?? 1)) * (rows[1] - rows[0])
 
 /**
  * The GGUF type of a tensor, as llama.cpp's converter chooses it: F32 for 1-D tensors, norms, biases, MoE routers
@@ -136,7 +142,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
   for (const name of model.names()) {
     if (SKIPPED.test(name) || architecture.skip?.(name, config)) continue
     const info = model.info(name)
-    const target = mapped(name, config)
+    const target = ggufTargets(name, config)
     const { quantized } = info
     if (target === undefined || DTYPE_INFO[info.dtype].float === undefined) {
       const why = target === undefined ? `maps to no ${architecture.name} GGUF tensor` : `is ${info.dtype}, not floating-point`
@@ -171,7 +177,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
         `tensor ${JSON.stringify(name)} is [${info.shape.join(', ')}], where ${expected.from} make [${expected.shape.join(', ')}]`,
       )
     for (const { name: gguf, reshape } of target.targets) {
-      const role = architecture.permuteQK && /\.attn_([qk])\./.exec(gguf)?.[1]
+      const role = permutedRole(gguf, architecture)
       const how = (role === 'q' ? qPairs : role === 'k' ? kPairs : (reshape ?? asItIs))(info.shape, config)
       if (typeof how === 'string') throw new SafetensorsError('TensorInvalidInfo', `tensor ${JSON.stringify(name)}: ${how}`)
       if (quantized !== undefined && keepsMxfp4(config) && model.quantization?.method === 'mxfp4') {
@@ -185,7 +191,7 @@ export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype:
         tensors.push(planned(gguf, how.dims, 'MXFP4', pieces, { mxfp4: take }))
         continue
       }
-      const shift = architecture.normShift !== undefined && name.endsWith('norm.weight') ? architecture.normShift : 0
+      const shift = normShiftOf(name, architecture)
       tensors.push(
         planned(
           gguf,

@@ -51,11 +51,11 @@ function preTokenizerName(pre: JsonValue, config: JsonValue | undefined, { PRE_T
 }
 
 /** llama.cpp's token types (llama_token_type); SentencePiece's proto numbers them alike. */
-const NORMAL = 1
-const CONTROL = 3
-const USER_DEFINED = 4
-const UNUSED = 5
-const BYTE = 6
+export const TOKEN_TYPES = { NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5, BYTE: 6 } as const
+const { NORMAL, CONTROL, USER_DEFINED, UNUSED, BYTE } = TOKEN_TYPES
+
+/** A SentencePiece vocabulary's byte token: `<0x41>` is the byte 0x41, for text its pieces do not cover (byte fallback). */
+const BYTE_TOKEN = /^<0x[0-9A-Fa-f]{2}>$/
 
 /** Tokens llama.cpp's converter types CONTROL though they are not marked special (does_token_look_special). */
 const looksSpecial = (t: string) => /^(<pad>|<mask>|<2mass>|\[@BOS@\]|<\|.*\|>|<｜.*｜>|<unused.*>)$/s.test(t)
@@ -89,6 +89,8 @@ class Vocabulary {
   readonly #placed: Array<{ id: number; text: string; type: number; score: number }> = []
   /** The tokenizer's size: its highest id, plus one. */
   #known = 0
+  /** The ids placed as byte tokens. */
+  readonly #bytes = new Set<number>()
 
   constructor(readonly size: number) {}
 
@@ -100,11 +102,21 @@ class Vocabulary {
       return
     }
     this.#placed.push({ id, text, type, score })
+    if (type === BYTE) this.#bytes.add(id)
   }
 
-  /** An added token (an object with its content, as tokenizer.json and tokenizer_config.json list them): CONTROL if special or looking special, else USER_DEFINED with SentencePiece's ▁ as a space. */
-  add(token: JsonValue, id: number, required: boolean): void {
+  /**
+   * An added token (an object with its content, as tokenizer.json and tokenizer_config.json list them): CONTROL if
+   * special or looking special, else USER_DEFINED with SentencePiece's ▁ as a space; with `bytes` (a SentencePiece
+   * vocabulary), a byte token BYTE however it is listed (tokenizers' BpeTrainer lists its special tokens, the 256
+   * bytes among them, as special added tokens), which llama.cpp's detokenizer gives back.
+   */
+  add(token: JsonValue, id: number, required: boolean, bytes = false): void {
     const content = token.get('content').string()
+    if (bytes && BYTE_TOKEN.test(content)) {
+      if (!this.#bytes.has(id)) this.place(content, id, BYTE, 0, required)
+      return
+    }
     const special = (token.get('special').optional()?.boolean() ?? false) || looksSpecial(content)
     this.place(special ? content : content.replaceAll('\u2581', ' '), id, special ? CONTROL : USER_DEFINED, -1000, required)
   }
@@ -210,7 +222,7 @@ function fromBpeWithByteFallback(json: JsonValue, vocabulary: Vocabulary): boole
     const joined = typeof merge === 'string' ? merge.replace(' ', '') : merge.join('')
     if (!rank.has(joined)) rank.set(joined, r)
   }
-  for (const [text, id] of vocabOf(json)) vocabulary.place(text, id, /^<0x[0-9A-Fa-f]{2}>$/.test(text) ? BYTE : NORMAL, -(rank.get(text) ?? 0), false)
+  for (const [text, id] of vocabOf(json)) vocabulary.place(text, id, BYTE_TOKEN.test(text) ? BYTE : NORMAL, -(rank.get(text) ?? 0), false)
   const steps = (x: JsonValue): JsonValue[] => (!x.present ? [] : x.get('type').value === 'Sequence' ? x.first('normalizers', 'pretokenizers').items() : [x])
   const metaspace = steps(json.get('pre_tokenizer')).find((p) => p.get('type').value === 'Metaspace')
   if (metaspace) {
@@ -225,11 +237,11 @@ function sentencePiece({ json, model, config }: TokenizerFiles, size: number): K
   const vocabulary = new Vocabulary(size)
   let spacePrefix = model ? fromSentencePiece(model, vocabulary) : fromBpeWithByteFallback(json!, vocabulary)
   // The added tokens, as transformers lists them: tokenizer.json's, then tokenizer_config.json's added_tokens_decoder.
-  for (const { token, id } of addedTokens(json)) vocabulary.add(token, id, false)
+  for (const { token, id } of addedTokens(json)) vocabulary.add(token, id, false, true)
   for (const [key, token] of config?.get('added_tokens_decoder').optional()?.members() ?? []) {
     const id = Number(key)
     if (!/^\d+$/.test(key) || !Number.isSafeInteger(id)) throw token.error('is not keyed by a token id')
-    vocabulary.add(token, id, false)
+    vocabulary.add(token, id, false, true)
   }
   spacePrefix = config?.get('add_prefix_space').optional()?.boolean() ?? spacePrefix
   const { tokens, types, scores } = vocabulary.finish()

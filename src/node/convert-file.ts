@@ -42,6 +42,12 @@ export interface ConvertFileOptions extends OpenOptions {
    * before; the last event has loaded === total.
    */
   onProgress?: ProgressCallback
+  /**
+   * convertModel of a GGUF: every tensor under its GGUF name and shape as stored (as F32, or `dtype`), nothing
+   * undone, the GGUF's keys in __metadata__, no config or tokenizer files; for an architecture it does not map.
+   * @defaultValue false
+   */
+  raw?: boolean
 }
 
 /**
@@ -263,13 +269,24 @@ function shardNames(shards: Planned[]): Array<{ file: string; names: string[] }>
  * local model's folder come along (see otherFiles), config.json naming the new dtype. All files appear at
  * once, when every one is complete. Resolves to the names of the files written in `folder`: the shards,
  * the index (none for a model of one file, unless resharded into several), then the other files.
- * @throws {@link SafetensorsError} any code of {@link open} (or {@link openModel}) for the input;
- * `InvalidHeaderDeserialization` for a config.json that is not a JSON object; `UnsupportedConversion`;
+ *
+ * A GGUF file (a path or URL ending in `.gguf`) becomes the Hugging Face model it was converted from (docs/gguf.md,
+ * "GGUF to a Hugging Face folder"): its parameters as transformers names and shapes them, each the values ggml
+ * dequantizes (F32 by default, or `dtype`) with llama.cpp's changes undone, config.json, generation_config.json
+ * and the tokenizer's files rebuilt from its keys.
+ * @throws {@link SafetensorsError} any code of {@link open} (or {@link openModel}, or for a GGUF openGguf and
+ * getTensor) for the input; `InvalidGguf` for a GGUF without a key config.json needs;
+ * `InvalidHeaderDeserialization` for a config.json that is not a JSON object; `UnsupportedConversion` (for a GGUF:
+ * an architecture, tensor, RoPE scaling or tokenizer it cannot map, named);
  * `Io` when the output cannot be written (the message names it), with the target left untouched; `Aborted`.
  * @throws TypeError or RangeError for options of the wrong type or out of range; RangeError for an output folder
  * that is the model's own, before anything is written.
  */
 export async function convertModel(index: string | URL, folder: string, options: ConvertFileOptions = {}): Promise<string[]> {
+  if (isGgufName(index)) {
+    const { convertGguf } = await import('./gguf-model.ts')
+    return convertGguf(index, folder, options)
+  }
   const entry = await localEntry(index)
   if (entry) await refuseSame(dirname(entry.file), folder, "convertModel: the output folder is the model's")
   const meter = meterOf(options)
@@ -314,6 +331,9 @@ export async function convertModel(index: string | URL, folder: string, options:
     await model.close()
   }
 }
+
+/** Whether an input names a GGUF file: its path or URL ends in .gguf. */
+export const isGgufName = (input: string | URL) => /\.gguf$/i.test(String(input).replace(/[?#].*$/, ''))
 
 /** The local path an input names (a path, or a file: URL); undefined for any other input. */
 function localPathOf(input: Source): string | undefined {

@@ -2,7 +2,7 @@
 // into place once complete (src/node/atomic-files.ts), so a failure leaves the target as it was.
 
 import type { GgufTensorType } from '../gguf/format.ts'
-import { type GgufOptions, planGguf } from '../gguf/index.ts'
+import { type GgufOptions, type GgufStream, planGguf } from '../gguf/index.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
 import { fileSink } from './atomic-files.ts'
 
@@ -14,6 +14,8 @@ export interface GgufWritten {
   tensors: number
   /** The file's size in bytes. */
   bytes: number
+  /** What the GGUF says otherwise than config.json, one sentence each, as {@link GgufStream}'s `notes`. */
+  notes: readonly string[]
 }
 
 /**
@@ -42,5 +44,5 @@ export async function writeGguf(input: string | URL | ModelFiles | ModelFolder, 
   }
   const types: Partial<Record<GgufTensorType, number>> = {}
   for (const t of plan.tensors) types[t.type] = (types[t.type] ?? 0) + 1
-  return { types, tensors: plan.tensors.length, bytes: plan.fileSize }
+  return { types, tensors: plan.tensors.length, bytes: plan.fileSize, notes: plan.notes }
 }

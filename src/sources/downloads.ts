@@ -240,7 +240,7 @@ export interface SequentialReader {
 }
 
 /** Bytes [offset, offset + length) of `source`: one of the ranges a sequential read takes in turn. */
-interface SourceRange {
+export interface SourceRange {
   source: RangeSource
   offset: number
   length: number

@@ -6,13 +6,15 @@
 // (llama.cpp's convert_hf_to_gguf.py: reshape(heads, 2, rows / heads / 2, cols).swapaxes(1, 2)).
 // Whether llama.cpp runs the files is test/integration/gguf-llama.test.ts.
 import { createHash } from 'node:crypto'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { GGMLQuantizationType, type GGUFTypedMetadata, GGUFValueType } from '@huggingface/gguf'
-import { afterAll, describe, expect, test } from 'vitest'
+import { afterAll, afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
+import { GGUF_CHUNKS } from '../../src/gguf/chunks.ts'
 import { ggufStream, writeGguf } from '../../src/gguf-node.ts'
 import { type ModelFolder, memorySource, serialize } from '../../src/node.ts'
+import { WHOLE_FILE } from '../../src/sources/http/whole-file.ts'
 import { referenceConvert } from '../float-reference.ts'
 import { GGUF_FIXTURES, ggufTensors, modelCopies, parseGguf, readJson } from '../gguf-fixtures.ts'
 import { mostOpen, type RangeOptions, serveFiles } from '../http-server.ts'
@@ -249,7 +251,7 @@ describe.each(MODELS)('%s', (model) => {
     const out = join(dir, `${model}-${dtype}.gguf`)
     const written = await writeGguf(join(FIXTURES, model), out, { dtype })
     const file = new Uint8Array(readFileSync(out))
-    const { typedMetadata, tensorInfos, tensorDataOffset } = await parseGguf(out)
+    const { typedMetadata } = await parseGguf(out)
 
     const { version, tensor_count, kv_count, ...metadata } = typedMetadata
     expect(version.value).toBe(3)
@@ -258,26 +260,33 @@ describe.each(MODELS)('%s', (model) => {
     for (const [key, want] of Object.entries(expected)) expect(metadata[key], key).toEqual(want)
     expect(kv_count.value).toBe(BigInt(Object.keys(expected).length))
 
-    const tensors = expectedTensors(model, dtype)
-    expect(tensor_count.value).toBe(BigInt(tensors.size))
-    expect(tensorInfos.map((t) => t.name).sort()).toEqual([...tensors.keys()].sort())
-    // The data section starts aligned, and each tensor at the next aligned offset after the one before.
-    expect(Number(tensorDataOffset) % 32).toBe(0)
-    let next = 0
-    for (const info of tensorInfos) {
-      const want = tensors.get(info.name)!
-      expect(info.shape.map(Number), info.name).toEqual(want.dims)
-      expect(info.dtype, info.name).toBe(GGML_TYPE[want.type])
-      expect(Number(info.offset), info.name).toBe(next)
-      const start = Number(tensorDataOffset + info.offset)
-      expectSameBytes(file.subarray(start, start + want.bytes.length), want.bytes, `${info.name} as ${want.type}`)
-      next = align(next + want.bytes.length)
-    }
-    expect(file.length).toBe(Number(tensorDataOffset) + next)
+    expect(tensor_count.value).toBe(BigInt(expectedTensors(model, dtype).size))
+    await expectTensors(out, model, dtype)
     expect(written.bytes).toBe(file.length)
-    expect(written.tensors).toBe(tensors.size)
+    expect(written.tensors).toBe(Number(tensor_count.value))
   })
 })
+
+/** The GGUF at `out` holds the tensors of `model` as `dtype`, as llama.cpp converts them, each aligned after the one before, and nothing after them. */
+async function expectTensors(out: string, model: string, dtype: Dtype): Promise<void> {
+  const file = new Uint8Array(readFileSync(out))
+  const { tensorInfos, tensorDataOffset } = await parseGguf(out)
+  const tensors = expectedTensors(model, dtype)
+  expect(tensorInfos.map((t) => t.name).sort()).toEqual([...tensors.keys()].sort())
+  // The data section starts aligned, and each tensor at the next aligned offset after the one before.
+  expect(Number(tensorDataOffset) % 32).toBe(0)
+  let next = 0
+  for (const info of tensorInfos) {
+    const want = tensors.get(info.name)!
+    expect(info.shape.map(Number), info.name).toEqual(want.dims)
+    expect(info.dtype, info.name).toBe(GGML_TYPE[want.type])
+    expect(Number(info.offset), info.name).toBe(next)
+    const start = Number(tensorDataOffset + info.offset)
+    expectSameBytes(file.subarray(start, start + want.bytes.length), want.bytes, `${info.name} as ${want.type}`)
+    next = align(next + want.bytes.length)
+  }
+  expect(file.length).toBe(Number(tensorDataOffset) + next)
+}
 
 /** llama.cpp's converter's own F16 GGUF of a test model, as scripts/gguf-reference.py --llama-cpp dumped it. */
 interface Golden {
@@ -344,6 +353,112 @@ describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (mod
     const tensors = (await ggufTensors(out)).map(({ bytes, ...t }) => ({ ...t, sha256: createHash('sha256').update(bytes).digest('hex') }))
     const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
     expect(tensors.sort(byName)).toEqual([...golden.tensors].sort(byName))
+  })
+})
+
+describe('in chunks smaller than a head, transposed tensors a block of columns at a time (as a tensor of gigabytes is)', () => {
+  const saved = { ...GGUF_CHUNKS, ...WHOLE_FILE }
+  // Chunks of 64 values: each head of llama-gqa's q_proj and k_proj (16 rows of 64) a row of each half at a time.
+  beforeEach(() => void Object.assign(GGUF_CHUNKS, { elements: 64, transposed: 64 }))
+  afterEach(() => {
+    Object.assign(GGUF_CHUNKS, { elements: saved.elements, transposed: saved.transposed, gapBytes: saved.gapBytes })
+    Object.assign(WHOLE_FILE, { keepBytes: saved.keepBytes, windowBytes: saved.windowBytes })
+  })
+
+  test.each(['F16', 'Q8_0'] as const)('llama-gqa and mistral as %s: the tensors as llama.cpp converts them', async (dtype) => {
+    for (const model of ['llama-gqa', 'mistral']) {
+      const out = join(dir, `${model}-pieces-${dtype}.gguf`)
+      await writeGguf(join(FIXTURES, model), out, { dtype })
+      await expectTensors(out, model, dtype)
+    }
+  })
+
+  // The runs of a column of GPT-2's Conv1D weights (rows of 64 to 256 F16 values) are copied out of whole rows; with
+  // gapBytes 0, read one by one.
+  test.each([0, 64 << 10])(
+    'gpt2, runs of rows at least %d bytes apart read on their own: F16 as llama.cpp’s converter writes it, Q8_0 as converted whole',
+    async (gapBytes) => {
+      GGUF_CHUNKS.gapBytes = gapBytes
+      const golden = readJson<Golden>(join(FIXTURES, 'gpt2', 'llama-cpp-f16.json'))
+      const out = join(dir, `gpt2-pieces-${gapBytes}.gguf`)
+      await writeGguf(join(FIXTURES, 'gpt2'), out, { dtype: 'F16' })
+      const tensors = (await ggufTensors(out)).map(({ bytes, ...t }) => ({ ...t, sha256: createHash('sha256').update(bytes).digest('hex') }))
+      const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
+      expect(tensors.sort(byName)).toEqual([...golden.tensors].sort(byName))
+      const pieces = join(dir, `gpt2-pieces-${gapBytes}-Q8_0.gguf`)
+      await writeGguf(join(FIXTURES, 'gpt2'), pieces, { dtype: 'Q8_0' })
+      Object.assign(GGUF_CHUNKS, saved)
+      const whole = join(dir, `gpt2-whole-${gapBytes}-Q8_0.gguf`)
+      await writeGguf(join(FIXTURES, 'gpt2'), whole, { dtype: 'Q8_0' })
+      expectSameBytes(readFileSync(pieces), readFileSync(whole), 'Q8_0 in pieces against whole')
+    },
+  )
+
+  test('from a server that ignores Range, through windows smaller than a tensor: the same bytes as from the folders', async () => {
+    const files: Record<string, string> = {}
+    for (const model of ['llama-gqa', 'gpt2']) for (const name of readdirSync(join(FIXTURES, model))) files[`${model}/${name}`] = join(FIXTURES, model, name)
+    const server = await serveFiles(files, { fault: () => ({ kind: 'ignoreRange' }) })
+    // GPT-2's Conv1D weights in blocks of 16 to 64 columns, each block a download of the file from its start.
+    Object.assign(GGUF_CHUNKS, { transposed: 4096 })
+    Object.assign(WHOLE_FILE, { keepBytes: 16 << 10, windowBytes: 16 << 10 })
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {})
+    try {
+      for (const [model, entry] of [
+        ['llama-gqa', 'model.safetensors.index.json'],
+        ['gpt2', 'model.safetensors'],
+      ]) {
+        const local = join(dir, `${model}-local-pieces.gguf`)
+        await writeGguf(join(FIXTURES, model), local, { dtype: 'Q8_0' })
+        const stream = await ggufStream(`${server.url}${model}/${entry}`, { dtype: 'Q8_0' })
+        expectSameBytes(new Uint8Array(await new Response(stream).arrayBuffer()), readFileSync(local), `${model} over HTTP without Range`)
+        await server.settled()
+        const size = readdirSync(join(FIXTURES, model)).reduce((sum, name) => sum + statSync(join(FIXTURES, model, name)).size, 0)
+        if (model === 'gpt2') {
+          // A download per block of columns of each Conv1D weight larger than a block, and the reads in file order.
+          const blocks = [...sourceTensors(join(FIXTURES, model))]
+            .filter(([name, t]) => /\.c_(attn|proj|fc)\.weight$/.test(name) && t.shape[0] * t.shape[1] > 4096)
+            .reduce(
+              (
+                sum,
+                [
+                  ,
+                  {
+                    shape: [rows, columns],
+                  },
+                ],
+              ) => sum + Math.ceil(columns / Math.max(1, Math.floor(4096 / rows))),
+              0,
+            )
+          expect(server.bytesSent()).toBeLessThan((blocks + 2) * size)
+        } else {
+          // The rows of a head's two halves, a row of each in turn, from the download that brings them or the one after it.
+          expect(server.bytesSent()).toBeLessThan(3 * size)
+        }
+        server.clear()
+      }
+    } finally {
+      warn.mockRestore()
+      await server.close()
+    }
+  })
+
+  test("a quantized model's q_proj and k_proj (GPTQ): the same bytes in pieces as whole", async () => {
+    const folder = join(dir, 'gptq-pieces')
+    cpSync(join(FIXTURES, '../quantized/gptq-8bit'), folder, { recursive: true })
+    const tokenizer = {
+      model: { type: 'BPE', vocab: { a: 0, b: 1 }, merges: [] },
+      pre_tokenizer: { type: 'ByteLevel', use_regex: true },
+      decoder: { type: 'ByteLevel' },
+    }
+    writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer))
+    const config = readJson<Record<string, unknown>>(join(folder, 'config.json'))
+    writeFileSync(join(folder, 'config.json'), JSON.stringify({ ...config, architectures: ['LlamaForCausalLM'] }))
+    const pieces = join(dir, 'gptq-pieces.gguf')
+    await writeGguf(folder, pieces, { dtype: 'F16' })
+    Object.assign(GGUF_CHUNKS, saved)
+    const whole = join(dir, 'gptq-whole.gguf')
+    await writeGguf(folder, whole, { dtype: 'F16' })
+    expectSameBytes(readFileSync(pieces), readFileSync(whole), 'GPTQ in pieces against whole')
   })
 })
 
@@ -476,6 +591,106 @@ test.each([
   await writeGguf(join(FIXTURES, model), out)
   await writeGguf(withConfig(model, `${model}-other-form`, form), other)
   expectSameBytes(readFileSync(other), readFileSync(out), `${model} in the other form`)
+})
+
+/** The sentence a GGUF's context cut to an attention window gets, as docs/gguf.md shows it. */
+const windowNote = (window: number, context: number, arch: string) =>
+  `context_length is ${window}, config.json's sliding_window, not its max_position_embeddings ${context}: llama.cpp's ${arch} attends to every earlier token, transformers to the last ${window} only`
+
+// Each config class's window as transformers applies it (MistralConfig's default 4096, MixtralConfig's none, Qwen's
+// only with use_sliding_window and, for Qwen2 and Qwen3, on the layers layer_types or max_window_layers say), and
+// context_length the window only where it is shorter than max_position_embeddings (256 in the test models).
+/** A config.json edit: each of `values` set, or removed where undefined. */
+const setting = (values: Record<string, unknown>) => (config: Record<string, unknown>) => {
+  for (const [key, value] of Object.entries(values)) {
+    if (value === undefined) delete config[key]
+    else config[key] = value
+  }
+}
+const QWEN_WINDOW = { use_sliding_window: true, sliding_window: 16 }
+test.each([
+  ['mistral-swa', 'as it is (16)', setting({}), 16],
+  ['mistral-swa', 'sliding_window null', setting({ sliding_window: null }), 256],
+  ['mistral-swa', 'no sliding_window, 32768 positions', setting({ sliding_window: undefined, max_position_embeddings: 32768 }), 4096],
+  ['mistral-swa', 'sliding_window 1024, past the context', setting({ sliding_window: 1024 }), 256],
+  ['mixtral', 'as it is (null)', setting({}), 256],
+  ['mixtral', 'no sliding_window', setting({ sliding_window: undefined }), 256],
+  ['mixtral', 'sliding_window 16', setting({ sliding_window: 16 }), 16],
+  ['qwen2', 'sliding_window 16 without use_sliding_window', setting({ sliding_window: 16 }), 256],
+  ['qwen2', 'use_sliding_window, layer 1 sliding', setting({ ...QWEN_WINDOW, layer_types: ['full_attention', 'sliding_attention'] }), 16],
+  ['qwen2', 'use_sliding_window, every layer full', setting(QWEN_WINDOW), 256],
+  ['qwen2', 'use_sliding_window, no layer_types, max_window_layers 1', setting({ ...QWEN_WINDOW, layer_types: undefined, max_window_layers: 1 }), 16],
+  ['qwen2', 'use_sliding_window, no layer_types, max_window_layers 28', setting({ ...QWEN_WINDOW, layer_types: undefined }), 256],
+  ['qwen3moe', 'use_sliding_window (every layer)', setting(QWEN_WINDOW), 16],
+] as const)('%s, %s: context_length is the window llama.cpp would not apply, where it is shorter, and the notes say so', async (model, name, edit, context) => {
+  const folder = withConfig(model, `window-${model}-${name.replace(/\W+/g, '-')}`, edit)
+  const out = `${folder}.gguf`
+  const { notes } = await writeGguf(folder, out)
+  const { typedMetadata } = await parseGguf(out)
+  const arch = typedMetadata['general.architecture']!.value as string
+  expect(typedMetadata[`${arch}.context_length`]?.value).toBe(context)
+  const positions = readJson<Config>(join(folder, 'config.json')).max_position_embeddings
+  expect(notes).toEqual(context < positions ? [windowNote(context, positions, arch)] : [])
+  const stream = await ggufStream(folder)
+  expect(stream.notes).toEqual(notes)
+  await stream.cancel()
+})
+
+test('the CLI says a context cut to the window in one line on stderr, before what it wrote', async () => {
+  const out = join(dir, 'cli-window.gguf')
+  const run = await cli('convert', join(FIXTURES, 'mistral-swa'), out, '--dtype', 'f16')
+  expect(run.code, run.stderr).toBe(0)
+  expect(run.stderr).toBe(`${out}: ${windowNote(16, 256, 'llama')}\n`)
+  expect(run.stdout).toMatch(new RegExp(`^${out}: wrote \\d+ tensors .*\\n$`))
+})
+
+/** Whether a token is one of SentencePiece's byte tokens, <0x00> to <0xFF>. */
+const isByteToken = (content: string) => /^<0x[0-9A-F]{2}>$/.test(content)
+
+// tokenizers' BpeTrainer, given the byte tokens as special tokens, lists them among tokenizer.json's special added
+// tokens (and tokenizer_config.json's added_tokens_decoder) as well as in the vocabulary; transformers' conversion of
+// a tokenizer.model lists them in the vocabulary only. llama.cpp's detokenizer gives back the bytes of BYTE (6) only.
+test.each(['among the special added tokens too', 'in the vocabulary only'])('<0xXX> tokens listed %s: typed BYTE, 6', async (form) => {
+  const folder = modelCopy('mistral-swa', `bytes-${form.replace(/\W+/g, '-')}`, (f) => {
+    const tokenizer = readJson<Tokenizer>(join(f, 'tokenizer.json'))
+    expect(tokenizer.added_tokens.filter((t) => t.special && isByteToken(t.content))).toHaveLength(256)
+    if (form === 'among the special added tokens too') return
+    tokenizer.added_tokens = tokenizer.added_tokens.filter((t) => !isByteToken(t.content))
+    writeFileSync(join(f, 'tokenizer.json'), JSON.stringify(tokenizer))
+    const config = readJson<{ added_tokens_decoder: Record<string, { content: string }> }>(join(f, 'tokenizer_config.json'))
+    for (const [id, t] of Object.entries(config.added_tokens_decoder)) if (isByteToken(t.content)) delete config.added_tokens_decoder[id]
+    writeFileSync(join(f, 'tokenizer_config.json'), JSON.stringify(config))
+  })
+  const out = join(dir, 'bytes.gguf')
+  await writeGguf(folder, out)
+  const { typedMetadata } = await parseGguf(out)
+  const tokens = typedMetadata['tokenizer.ggml.tokens']!.value as string[]
+  const types = typedMetadata['tokenizer.ggml.token_type']!.value as number[]
+  // As the vocabulary lists them, <unk>, <s> and </s> CONTROL (special added tokens), the bytes BYTE.
+  const { model, added_tokens } = readJson<Tokenizer>(join(FIXTURES, 'mistral-swa', 'tokenizer.json'))
+  const special = new Set(added_tokens.filter((t) => t.special && !isByteToken(t.content)).map((t) => t.content))
+  const expected = Object.entries(model.vocab).map(([content, id]) => [id, content, isByteToken(content) ? 6 : special.has(content) ? 3 : 1] as const)
+  expect(expected.filter(([, , type]) => type === 6)).toHaveLength(256)
+  for (const [id, content, type] of expected) expect([tokens[id], types[id]], `id ${id}`).toEqual([content, type])
+})
+
+test('a tokenizer.model whose byte pieces tokenizer_config.json also lists as special added tokens: still BYTE', async () => {
+  const base = join(dir, 'spm-base.gguf')
+  await writeGguf(join(FIXTURES, 'llama2-spm'), base)
+  const { typedMetadata: before } = await parseGguf(base)
+  const tokens = before['tokenizer.ggml.tokens']!.value as string[]
+  const bytes = tokens.flatMap((content, id) => (isByteToken(content) ? [id] : []))
+  expect(bytes).toHaveLength(256)
+  expect(new Set(bytes.map((id) => (before['tokenizer.ggml.token_type']!.value as number[])[id]))).toEqual(new Set([6]))
+  const folder = modelCopy('llama2-spm', 'spm-bytes-special', (f) => {
+    const config = readJson<{ added_tokens_decoder: Record<string, unknown> }>(join(f, 'tokenizer_config.json'))
+    for (const id of bytes)
+      config.added_tokens_decoder[id] = { content: tokens[id], special: true, lstrip: false, rstrip: false, normalized: false, single_word: false }
+    writeFileSync(join(f, 'tokenizer_config.json'), JSON.stringify(config))
+  })
+  const out = join(dir, 'spm-bytes-special.gguf')
+  await writeGguf(folder, out)
+  expectSameBytes(readFileSync(out), readFileSync(base), 'the GGUF with the byte pieces listed as special added tokens')
 })
 
 test('GPT-2 with its tensors named as the Hub’s gpt2 names them (without transformer.) gives the same tensors', async () => {

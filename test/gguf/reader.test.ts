@@ -6,8 +6,8 @@ import { GGML_TYPES, type Ggml, type GgmlTypeName, ggmlUnsupported, loadGgml } f
 import { firstF32Difference, firstRoundingDifference } from '../ggml-compare.ts'
 import { ggufBytes, type TensorSpec, type Value } from '../gguf-bytes.ts'
 import { FIXTURES, fileBytes, type Golden, type GoldenTensor, golden, NAMES } from '../gguf-reader-fixtures.ts'
-import { serveFiles, type TestServer } from '../http-server.ts'
-import { findNginx, startNginx } from '../nginx.ts'
+import { serveFiles } from '../http-server.ts'
+import { serverCases } from '../nginx.ts'
 import { expectError, sha256 } from '../read-helpers.ts'
 
 /** A metadata value as the golden JSON writes it: 64-bit integers tagged, non-finite floats tagged, arrays as lists. */
@@ -91,25 +91,7 @@ describe('GGUF files as gguf-py reads them', () => {
   })
 })
 
-const NGINX = findNginx()
-if (!NGINX) console.log('nginx not found: skipping the GGUF reader over nginx (CI installs it)')
-const SERVERS: Array<[string, () => Promise<{ server: TestServer; close(): Promise<void> }>]> = [
-  [
-    "the tests' server",
-    async () => {
-      const server = await serveFiles(Object.fromEntries(NAMES.map((n) => [n, join(FIXTURES, n)])))
-      return { server, close: () => server.close() }
-    },
-  ],
-]
-if (NGINX)
-  SERVERS.push([
-    `nginx (${NGINX})`,
-    async () => {
-      const nginx = await startNginx(NGINX, FIXTURES)
-      return { server: nginx.server('/ranged'), close: () => nginx.close() }
-    },
-  ])
+const SERVERS = serverCases("the tests' server", () => serveFiles(Object.fromEntries(NAMES.map((n) => [n, join(FIXTURES, n)]))), FIXTURES, '/ranged')
 
 describe.each(SERVERS)('GGUF over HTTP: %s', (_name, start) => {
   let running: Awaited<ReturnType<typeof start>>

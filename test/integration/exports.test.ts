@@ -28,6 +28,7 @@ const TEST_SEAMS = [
   'format/header.ts: STATUS_ERRORS', // test/integration/boundary.test.ts: against the scanner's codes
   'format/header.ts: REASON_TEXT', // test/integration/boundary.test.ts: against the scanner's codes
   'format/json-values.ts: MAX_JSON_DEPTH', // test/format/json-values.test.ts: nesting either side of it
+  'gguf/chunks.ts: GGUF_CHUNKS', // test/gguf/index.test.ts: pieces smaller than a head, as a tensor of gigabytes is cut
   'quant/target-pattern.ts: MAX_PATTERN', // test/quant/target-pattern.test.ts: patterns either side of it
   'sources/http/whole-file.ts: WHOLE_FILE', // test/sources/http/source.test.ts: files either side of it
   'sources/retry.ts: RETRY_DELAY', // test/integration/http-faults.test.ts: the delays a fault waits

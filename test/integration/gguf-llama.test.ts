@@ -10,7 +10,7 @@
 // GGUF_DIR=<folder> judges <folder>/<model>.<dtype>.gguf instead of the CLI's output: the files of
 // scripts/gguf-reference.py (gguf-py), with which the tolerances were measured; after its --cases N, on the
 // sequences of <folder>/<model>.cases.json instead of reference.json's.
-import { cpSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -66,6 +66,9 @@ interface Reference {
   sentence_ids_without_special: number[]
   /** The Hugging Face tokenizer's decode of sentence_ids_without_special (the models of the third set). */
   sentence_decoded?: string
+  /** Text the tokenizer spells partly in byte tokens (<0xXX>), and its ids. */
+  byte_text?: string
+  byte_text_ids?: number[]
 }
 const reference = (model: string): Reference => JSON.parse(readFileSync(join(FIXTURES, model, 'reference.json'), 'utf8'))
 
@@ -125,10 +128,17 @@ function ggufOf(model: string, dtype: Dtype): Promise<string> {
   return path
 }
 
-/** What llama.cpp makes of a GGUF of `model`: the largest distances over the cases, each case's argmaxes, and its tokenization of the sentence. */
+/**
+ * What llama.cpp makes of a GGUF of `model`: the largest distances over the cases it takes (those no longer than its
+ * context), each one's argmaxes, the lengths of those it does not take, and its tokenization of the sentence.
+ */
 interface Judgement {
   worst: { probability: number; logit: number }
   argmaxes: Array<{ ids: number[]; gap: number; expected: number; got: number }>
+  /** The lengths of the cases longer than llama.cpp's context, which it does not take. */
+  beyondContext: number[]
+  /** llama.cpp's ids for the reference's byte_text, and its text for the reference's ids of it. */
+  byteText?: { tokens: number[]; text: string }
   /** llama.cpp's ids for the sentence as plain text, and with the BOS its add_bos_token says to put first. */
   tokens: number[]
   withBos: number[]
@@ -142,9 +152,14 @@ async function judge(path: string, model: string): Promise<Judgement> {
   try {
     const worst = { probability: 0, logit: 0 }
     const argmaxes: Judgement['argmaxes'] = []
+    const beyondContext: number[] = []
     const more = process.env.GGUF_DIR && join(process.env.GGUF_DIR, `${model}.cases.json`)
     const { cases } = more && existsSync(more) ? (JSON.parse(readFileSync(more, 'utf8')) as Pick<Reference, 'cases'>) : reference(model)
     for (const { ids, logits } of cases) {
+      if (ids.length > llama.contextSize) {
+        beyondContext.push(ids.length)
+        continue
+      }
       const probabilities = await llama.nextTokenProbabilities(ids)
       expect(probabilities.length, `${model}: llama.cpp's vocabulary`).toBe(logits.length)
       const d = distance(probabilities, logits)
@@ -152,10 +167,11 @@ async function judge(path: string, model: string): Promise<Judgement> {
       worst.logit = Math.max(worst.logit, d.logit)
       argmaxes.push({ ids, gap: topGap(logits), expected: argmax(logits), got: argmax(probabilities) })
     }
-    const { sentence, sentence_ids_without_special } = reference(model)
+    const { sentence, sentence_ids_without_special, byte_text, byte_text_ids } = reference(model)
     const tokens = llama.tokenize(sentence)
     const withBos = llama.addsBos && llama.bos !== null ? [llama.bos, ...tokens] : tokens
-    return { worst, argmaxes, tokens, withBos, decoded: llama.detokenize(sentence_ids_without_special) }
+    const byteText = byte_text === undefined ? undefined : { tokens: llama.tokenize(byte_text), text: llama.detokenize(byte_text_ids!) }
+    return { worst, argmaxes, beyondContext, byteText, tokens, withBos, decoded: llama.detokenize(sentence_ids_without_special) }
   } finally {
     await llama.dispose()
   }
@@ -179,8 +195,11 @@ interface Control {
   /** The step undone. */
   undone: string
   patch: GgufPatch
-  /** What shows it: the probabilities (off clearly), or the tokenization of the sentence (not the Hugging Face one). */
-  judged: 'probabilities' | 'tokens'
+  /**
+   * What shows it: the probabilities (off clearly), the tokenization of the sentence (not the Hugging Face one), or
+   * the text of the byte tokens (not the Hugging Face one).
+   */
+  judged: 'probabilities' | 'tokens' | 'bytes'
 }
 
 const configOf = (model: string) => JSON.parse(readFileSync(join(FIXTURES, model, 'config.json'), 'utf8'))
@@ -322,6 +341,18 @@ const CONTROLS: Control[] = [
   { model: 'deepseek-v3', undone: 'expert_weights_scale left out', patch: dropKeys('deepseek2.expert_weights_scale') },
   { model: 'gpt-oss', undone: 'gate and up experts swapped', patch: swapped('blk.1.ffn_gate_exps.weight', 'blk.1.ffn_up_exps.weight') },
   { model: 'llama4', undone: 'gate and up experts swapped', patch: swapped('blk.1.ffn_gate_exps.weight', 'blk.1.ffn_up_exps.weight') },
+  // Past the window llama.cpp's llama attends farther back than transformers' Mistral: context_length is what stops it.
+  { model: 'mistral-swa', undone: 'context_length max_position_embeddings, not the window', patch: setKey('llama.context_length', 'u32', 256) },
+  {
+    model: 'mistral-swa',
+    undone: 'byte tokens typed CONTROL, as special added tokens',
+    patch: setKey(
+      'tokenizer.ggml.token_type',
+      'i32[]',
+      Int32Array.from({ length: 512 }, (_, id) => (id < 259 ? 3 : 1)),
+    ),
+    judged: 'bytes' as const,
+  },
   ...['llama-gqa', 'mistral', 'llama3', 'llama-yarn', 'llama2-spm', 'mistral-spm', 'mixtral', 'smollm3', 'granite'].map((model) => {
     const { num_attention_heads, num_key_value_heads } = configOf(model)
     const patch = changed(/^blk\.\d+\.attn_[qk]\.weight$/, (t) => unpermuted(t, t.name.includes('attn_q') ? num_attention_heads : num_key_value_heads))
@@ -339,6 +370,16 @@ const CONTROLS: Control[] = [
   ].map((control) => ({ ...control, judged: 'tokens' as const })),
 ].map((control) => ({ judged: 'probabilities' as const, ...control }))
 
+/**
+ * The positions llama.cpp may take of a model: Mistral's sliding_window where it is shorter than its context (past it,
+ * llama.cpp's llama graph would attend farther back than transformers), else the whole context (256 in the tests).
+ */
+function contextOf(model: string): number {
+  const config = configOf(model)
+  const window = config.architectures[0] === 'MistralForCausalLM' ? config.sliding_window : null
+  return window !== null && window < config.max_position_embeddings ? window : config.max_position_embeddings
+}
+
 const measured: string[] = []
 afterAll(() => {
   if (measured.length > 0) console.log(`llama.cpp against transformers (largest over each model's cases):\n${measured.join('\n')}`)
@@ -355,7 +396,10 @@ describe.skipIf(unsupported !== undefined)('llama.cpp runs the converted GGUF as
 
   describe.each(MODELS)('%s', (model) => {
     test.each(DTYPES)('%s: next-token probabilities within the tolerance, argmax kept where the top two logits are clearly apart', async (dtype) => {
-      const { worst, argmaxes } = await judgementOf(model, dtype)
+      const { worst, argmaxes, beyondContext } = await judgementOf(model, dtype)
+      // Every case up to the model's context is judged; llama.cpp's context stops it from taking one past it.
+      const lengths = reference(model).cases.map(({ ids }) => ids.length)
+      expect(beyondContext, `${model}: the cases llama.cpp does not take`).toEqual(lengths.filter((n) => n > contextOf(model)))
       const tolerance = toleranceOf(model, dtype)
       const kept = argmaxes.filter((a) => a.gap > tolerance.logit)
       measured.push(
@@ -377,6 +421,33 @@ describe.skipIf(unsupported !== undefined)('llama.cpp runs the converted GGUF as
       expect(withBos).toEqual(sentence_ids)
       // The third set's reference.json has the Hugging Face tokenizer's own decode.
       if (sentence_decoded !== undefined) expect(decoded).toBe(sentence_decoded)
+    })
+  })
+
+  // A model whose tokenizer spells a text in byte tokens (<0xXX>), with its tokenizer.json as it is (the byte tokens
+  // among the special added tokens too) and with them in its vocabulary only (as transformers converts a
+  // tokenizer.model): llama.cpp tokenizes the text as the Hugging Face tokenizer does, and gives it back.
+  describe.skipIf(process.env.GGUF_DIR !== undefined).each(MODELS.filter((model) => reference(model).byte_text !== undefined))('%s, byte tokens', (model) => {
+    test.each(['special added tokens too', 'vocabulary only'])('listed as %s: llama.cpp spells the text in them and gives it back', async (form) => {
+      let out = await ggufOf(model, 'F16')
+      if (form === 'vocabulary only') {
+        const folder = join(OUT, `${model}-bytes-in-vocabulary`)
+        cpSync(join(FIXTURES, model), folder, { recursive: true })
+        const isByte = (content: string) => /^<0x[0-9A-F]{2}>$/.test(content)
+        const tokenizer = JSON.parse(readFileSync(join(folder, 'tokenizer.json'), 'utf8'))
+        tokenizer.added_tokens = tokenizer.added_tokens.filter((t: { content: string }) => !isByte(t.content))
+        writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer))
+        const config = JSON.parse(readFileSync(join(folder, 'tokenizer_config.json'), 'utf8'))
+        for (const [id, t] of Object.entries<{ content: string }>(config.added_tokens_decoder)) if (isByte(t.content)) delete config.added_tokens_decoder[id]
+        writeFileSync(join(folder, 'tokenizer_config.json'), JSON.stringify(config))
+        out = join(OUT, `${model}-bytes-in-vocabulary.gguf`)
+        const run = await cli('convert', folder, out, '--dtype', 'F16')
+        expect(run.code, run.stderr).toBe(0)
+      }
+      const { byte_text, byte_text_ids } = reference(model)
+      const { byteText } = await judge(out, model)
+      expect(byteText!.tokens).toEqual(byte_text_ids)
+      expect(byteText!.text).toBe(byte_text)
     })
   })
 
@@ -403,11 +474,20 @@ describe.skipIf(unsupported !== undefined)('llama.cpp runs the converted GGUF as
   )
 
   describe.skipIf(process.env.GGUF_DIR !== undefined).each(CONTROLS)('negative control: $model, $undone', ({ model, undone, patch, judged: measure }) => {
-    test(measure === 'tokens' ? 'llama.cpp tokenizes the sentence otherwise' : 'the comparison fails clearly', async () => {
+    const what = {
+      tokens: 'llama.cpp tokenizes the sentence otherwise',
+      bytes: 'llama.cpp gives back another text',
+      probabilities: 'the comparison fails clearly',
+    }
+    test(what[measure], async () => {
       const patched = join(OUT, `${model}.${CONTROLS.findIndex((c) => c.patch === patch)}.gguf`)
       await patchGguf(await ggufOf(model, 'F16'), patched, patch)
-      const { worst, tokens, withBos } = await judge(patched, model)
-      const { sentence_ids, sentence_ids_without_special } = reference(model)
+      const { worst, tokens, withBos, byteText } = await judge(patched, model)
+      const { sentence_ids, sentence_ids_without_special, byte_text } = reference(model)
+      if (measure === 'bytes') {
+        expect(byteText!.text).not.toBe(byte_text)
+        return
+      }
       if (measure === 'tokens') {
         expect([tokens, withBos]).not.toEqual([sentence_ids_without_special, sentence_ids])
         return

@@ -28,10 +28,15 @@ export class TransientError extends SafetensorsError {
  */
 const unresolvable = (error: unknown) => /ENOTFOUND|Name or service not known/.test(`${(error as Error).message} ${(error as Error).cause}`)
 
-/** What one attempt's requests use: its signal, a promise that rejects when the attempt ends, the watchdog's touch. */
+/** What one attempt's requests use: its signal, the race against its end, the watchdog's touch. */
 export interface Attempt {
   signal: AbortSignal
-  gone: Promise<never>
+  /**
+   * `promise`, or a rejection as soon as the attempt ends, so that a fetch or a body that ignores its signal
+   * still stops. Nothing is kept once `promise` settles (a race per body chunk against one promise of the
+   * attempt's end kept every chunk until the attempt ended: a 600 MiB download held 600 MiB).
+   */
+  until<T>(promise: Promise<T>): Promise<T>
   touch(): void
   /** Waits for `wait` (the reader's demand, not the server), the watchdog paused meanwhile; rejects when the attempt ends. */
   idle(wait: Promise<void>): Promise<void>
@@ -82,19 +87,22 @@ async function attempt(plan: RetryPlan, signals: AbortSignal[], run: (attempt: A
     end()
   })
   const { signal } = controller
-  // Raced against every wait, so that a fetch or a body that ignores its signal still stops.
-  const gone = new Promise<never>((_, reject) => onAbort(signal, () => reject(signal.reason)))
-  gone.catch(() => {})
+  const until = <T>(promise: Promise<T>) =>
+    new Promise<T>((resolve, reject) => {
+      if (signal.aborted) return reject(signal.reason)
+      const release = onAbort(signal, () => reject(signal.reason))
+      promise.then(resolve, reject).finally(release)
+    })
   try {
     const idle = async (wait: Promise<void>) => {
       dog.stop()
       try {
-        await Promise.race([wait, gone])
+        await until(wait)
       } finally {
         dog.touch()
       }
     }
-    await run({ signal, gone, touch: () => dog.touch(), idle })
+    await run({ signal, until, touch: () => dog.touch(), idle })
   } catch (error) {
     stopIfAborted()
     if (stalled) throw new TransientError(href, `no byte arrived for ${idleTimeout} ms`)

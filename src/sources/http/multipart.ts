@@ -99,7 +99,7 @@ async function attemptMultiRange(source: MultiRangeSource, batch: Transfer[], at
     endedEarly: () => new TransientError(state.href, 'the response ended before its last part did'),
     parseContentRange: source.parseContentRange,
   }
-  state.multiRange = await readParts(context, response, pending.length, [low, high], attempt.gone, land)
+  state.multiRange = await readParts(context, response, pending.length, [low, high], attempt.until, land)
 }
 
 /** What readParts needs of the request it reads the answer of. */
@@ -135,7 +135,7 @@ async function readParts(
   response: Response,
   ranges: number,
   [low, high]: [number, number],
-  gone: Promise<never>,
+  until: Attempt['until'],
   land: (position: number, chunk: Uint8Array) => void,
 ): Promise<boolean> {
   const { size, fail } = context
@@ -146,7 +146,7 @@ async function readParts(
     return range
   }
   if (!response.body) throw fail('no body')
-  const body = new BodyReader(context, response.body.getReader(), gone)
+  const body = new BodyReader(context, response.body.getReader(), until)
   try {
     const boundary = parseBoundary(response.headers.get('Content-Type'))
     if (boundary === undefined) {
@@ -178,11 +178,11 @@ class BodyReader {
   constructor(
     readonly context: PartsContext,
     readonly reader: ReadableStreamDefaultReader<Uint8Array>,
-    readonly gone: Promise<never>,
+    readonly orEnd: Attempt['until'],
   ) {}
 
   async #more(): Promise<void> {
-    const { done, value } = await Promise.race([this.reader.read(), this.gone])
+    const { done, value } = await this.orEnd(this.reader.read())
     // The rest can be asked for again: an early end is transient.
     if (done) throw this.context.endedEarly()
     if (this.#buffer.length === 0) this.#buffer = value
@@ -224,7 +224,7 @@ class BodyReader {
   /** Whether the body has nothing after what was taken. */
   async ended(): Promise<boolean> {
     while (this.#buffer.length === 0) {
-      const { done, value } = await Promise.race([this.reader.read(), this.gone])
+      const { done, value } = await this.orEnd(this.reader.read())
       if (done) return true
       this.#buffer = value
     }

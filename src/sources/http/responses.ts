@@ -4,7 +4,7 @@
 import type { SafetensorsError } from '../../errors.ts'
 import { parseRetryAfter } from '../retry.ts'
 import type { OnBytes } from '../source.ts'
-import { io, TransientError } from './attempts.ts'
+import { type Attempt, io, TransientError } from './attempts.ts'
 
 /** One read in progress: what arrived so far survives a failed attempt, so the next one asks only for the rest. */
 export interface Transfer {
@@ -180,7 +180,7 @@ export async function readBody(
   skip: number,
   target: Uint8Array,
   exact: boolean,
-  gone: Promise<never>,
+  until: Attempt['until'],
   landed: (n: number) => void,
 ): Promise<void> {
   if (!response.body) throw io(href, 'the response has no body')
@@ -189,7 +189,7 @@ export async function readBody(
   let filled = 0
   try {
     while (filled < target.length) {
-      const { done, value } = await Promise.race([reader.read(), gone])
+      const { done, value } = await until(reader.read())
       if (done) throw new TransientError(href, `the response ended after ${filled} of ${target.length} bytes`)
       const dropped = Math.min(skip, value.length)
       skip -= dropped
@@ -201,7 +201,7 @@ export async function readBody(
       landed(take)
     }
     if (exact) {
-      const { done, value } = await Promise.race([reader.read(), gone])
+      const { done, value } = await until(reader.read())
       if (!done && value.length > 0) throw io(href, more)
     }
   } finally {

@@ -98,12 +98,12 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
   const parallel = (): ParallelReads | undefined => (pool && state.ranged ? { pool, chunkBytes: DOWNLOAD.chunkBytes } : undefined)
 
   /** The request, with the caller's headers, the Range, and If-Range once the server has shown it honours Range. */
-  function request(range: string, { signal, gone }: Attempt): { response: Promise<Response>; ifRange: string | null } {
+  function request(range: string, { signal, until }: Attempt): { response: Promise<Response>; ifRange: string | null } {
     const headers = new Headers(options.headers)
     headers.set('Range', `bytes=${range}`)
     const ifRange = state.ifRange(conditional)
     if (ifRange) headers.set('If-Range', ifRange)
-    return { response: Promise.race([fetchImpl(href, { headers, signal }), gone]), ifRange }
+    return { response: until(fetchImpl(href, { headers, signal })), ifRange }
   }
 
   async function attemptTransfer(t: Transfer, attempt: Attempt): Promise<void> {
@@ -116,7 +116,7 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     if (t.target === undefined) t.target = new Uint8Array(available)
     else if (available !== want) throw io(href, `read of ${want} bytes at offset ${from} is past the end (${state.size} bytes)`)
     if (available === 0) return discard(response)
-    await readBody(href, response, skip, t.target.subarray(t.filled), exact, attempt.gone, (n) => {
+    await readBody(href, response, skip, t.target.subarray(t.filled), exact, attempt.until, (n) => {
       t.filled += n
       attempt.touch()
       t.onBytes?.(n)

@@ -95,7 +95,7 @@ describe('what is not retried', () => {
       5,
       async (attempt) => {
         setTimeout(() => controller.abort(), 5)
-        await attempt.gone
+        await attempt.until(new Promise<never>(() => {}))
       },
       { signal: controller.signal },
     )
@@ -108,7 +108,7 @@ describe('the watchdog', () => {
     const { error, attempts } = await outcome(
       1,
       async (attempt) => {
-        await attempt.gone
+        await attempt.until(new Promise<never>(() => {}))
       },
       { idleTimeout: 20 },
     )
