@@ -52,7 +52,7 @@ export interface Rope {
   partial: number
 }
 
-/** The table: what this module exports, which index.ts loads when a conversion starts and passes on. */
+/** The table ({@link TABLE}), which index.ts loads when a conversion starts and passes on. */
 export interface ArchitectureTable {
   ARCHITECTURES: Readonly<Record<string, Architecture>>
   TOP_LEVEL: Readonly<Record<string, GgufName>>
@@ -113,7 +113,7 @@ export interface Unit {
 }
 
 /** How a source tensor becomes a GGUF tensor: the runs of its rows taken, in order; what is done to each unit; the GGUF dims (ggml's order). */
-export interface Reshaping {
+interface Reshaping {
   rows: Rows[]
   unit?: Unit
   dims: number[]
@@ -123,10 +123,10 @@ export interface Reshaping {
 export type Reshape = (shape: readonly number[], config: ModelConfig) => Reshaping | string
 
 /** A tensor's GGUF name after `blk.N.` (or at the top level), with `.weight` or `.bias` where the source name has neither. */
-export type GgufName = string
+type GgufName = string
 
 /** Where a Hugging Face tensor goes: a GGUF name, or GGUF names each with the transform that makes it. */
-export type Target = GgufName | ReadonlyArray<{ to: GgufName; reshape: Reshape }>
+type Target = GgufName | ReadonlyArray<{ to: GgufName; reshape: Reshape }>
 
 /** What the conversion does for one transformers class. */
 export interface Architecture {
@@ -172,7 +172,7 @@ export interface Architecture {
 // ---- The tensor names every architecture shares (gguf-py's tensor_mapping.py, for the classes below) ----
 
 /** Tensors outside the blocks, by their name without `model.`, `transformer.`, `gpt_neox.`, `.weight`, `.bias`. */
-export const TOP_LEVEL: Readonly<Record<string, GgufName>> = {
+const TOP_LEVEL: Readonly<Record<string, GgufName>> = {
   embed_tokens: 'token_embd',
   embed_in: 'token_embd',
   word_embeddings: 'token_embd',
@@ -187,7 +187,7 @@ export const TOP_LEVEL: Readonly<Record<string, GgufName>> = {
 }
 
 /** The tensors of block N, after its prefix (`model.layers.N.`, `gpt_neox.layers.N.`, `transformer.h.N.`), experts and stacked heads without their index. */
-export const TENSORS: Readonly<Record<string, Target>> = {
+const TENSORS: Readonly<Record<string, Target>> = {
   input_layernorm: 'attn_norm',
   ln_1: 'attn_norm',
   // Falcon's new decoder: gguf-py names ln_mlp attn_norm and ln_attn attn_norm_2 (llama.cpp's falcon reads them so).
@@ -283,7 +283,7 @@ const DEEPSEEK_LLM = [
  * regexes (gpt-2 and phi-2, qwen2 and stablelm2, gpt-4o and llama4...), the one given is the first: they tokenize
  * alike.
  */
-export const PRE_TOKENIZERS: Readonly<Record<string, ReadonlyArray<string | { split: string }>>> = {
+const PRE_TOKENIZERS: Readonly<Record<string, ReadonlyArray<string | { split: string }>>> = {
   'gpt-2': ['ByteLevel with its regex'],
   'llama-bpe': [{ split: LLAMA3 }, 'ByteLevel'],
   qwen2: [{ split: QWEN2 }, 'ByteLevel'],
@@ -296,7 +296,7 @@ export const PRE_TOKENIZERS: Readonly<Record<string, ReadonlyArray<string | { sp
 }
 
 /** llama.cpp's expert gating functions (llama_expert_gating_func_type), by config.json's scoring_func. */
-export const GATING: Readonly<Record<string, number>> = { softmax: 1, sigmoid: 2, sqrtsoftplus: 4 }
+const GATING: Readonly<Record<string, number>> = { softmax: 1, sigmoid: 2, sqrtsoftplus: 4 }
 
 // ---- The shared transforms ----
 
@@ -314,7 +314,7 @@ const pairs =
   }
 
 /** Transposes: a matrix stored [in, out] (GPT-2's Conv1D), or experts stored [experts, in, out] (GptOssExperts, Llama4TextExperts), to [out, in]. */
-export const transposed: Reshape = (shape) => {
+const transposed: Reshape = (shape) => {
   if (shape.length < 2) return { rows: whole(shape), dims: reversed(shape) }
   const [rows, columns] = shape.slice(-2)
   return { rows: whole(shape), unit: { rows, columns, transpose: true }, dims: [rows, columns, ...shape.slice(0, -2)] }
@@ -393,7 +393,7 @@ const latent =
   }
 
 /** The shared transforms, by the name an entry gives them. */
-export const RESHAPES = {
+const RESHAPES = {
   qPairs: pairs((c) => c.heads),
   kPairs: pairs((c) => c.kvHeads),
   transposed,
@@ -562,7 +562,7 @@ const fusedExperts = (prefix: string, interleaved: boolean): Record<string, Targ
 })
 
 /** The transformers architectures converted, by config.json's `architectures[0]`. */
-export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
+const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
   LlamaForCausalLM: LLAMA,
   // MistralConfig's sliding_window is 4096 when config.json has none (Mistral 7B v0.1's); MixtralConfig's none.
   MistralForCausalLM: { ...LLAMA, window: (read) => slidingWindow(read, 4096) },
@@ -840,3 +840,6 @@ export const ARCHITECTURES: Readonly<Record<string, Architecture>> = {
     },
   },
 }
+
+/** What this module exports: the architectures and the shared maps and transforms they name. */
+export const TABLE: ArchitectureTable = { ARCHITECTURES, TOP_LEVEL, TENSORS, GATING, RESHAPES, PRE_TOKENIZERS }

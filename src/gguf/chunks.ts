@@ -22,7 +22,7 @@ import type { Piece, PlannedTensor } from './tensors.ts'
 export const GGUF_CHUNKS = { elements: 1 << 20, transposed: 1 << 24, gapBytes: 64 << 10 }
 
 /** A block of columns of a matrix in a part: columns [from, to) of each of its `rows` rows of `rowLength` values, the first at element `first`. */
-export interface Columns {
+interface Columns {
   first: number
   rows: number
   rowLength: number

@@ -5,7 +5,7 @@
 // entry of architectures.ts names them, RoPE's tensors checked by metadata.ts's ropeTensors).
 import { SafetensorsError } from '../errors.ts'
 import { excerpt, JsonValue } from '../format/json-values.ts'
-import * as table from './architectures.ts'
+import { type Reshape, TABLE as table } from './architectures.ts'
 import type { GgufFile } from './file.ts'
 import { readModelConfig, ropeTensors } from './metadata.ts'
 import type { GgufTensorInfo, GgufValue } from './reader.ts'
@@ -283,7 +283,7 @@ function parameters(file: GgufFile, hf: HfNames, config: Record<string, unknown>
   const named = { blocks, architecture, table }
   // GGUF name -> transformers name (a template with {e} for the expert) of every tensor the class has, and the
   // transform the converter made it by.
-  const inverse = new Map<string, { name: string; reshape?: table.Reshape }>()
+  const inverse = new Map<string, { name: string; reshape?: Reshape }>()
   const add = (hfName: string) => {
     const [target] = ggufTargets(hfName.replace('{e}', '0'), named)?.targets ?? []
     if (target) inverse.set(target.name, { name: hfName, reshape: target.reshape })

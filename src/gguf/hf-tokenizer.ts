@@ -5,7 +5,7 @@
 // convert the released ones. Both with tokenizer_config.json: the special tokens, add_bos/eos, the chat template.
 import { SafetensorsError } from '../errors.ts'
 import { excerpt } from '../format/json-values.ts'
-import { PRE_TOKENIZERS } from './architectures.ts'
+import { TABLE } from './architectures.ts'
 import type { GgufFile } from './file.ts'
 import type { GgufValue } from './reader.ts'
 import { TOKEN_TYPES } from './tokenizer.ts'
@@ -95,7 +95,7 @@ function byteLevelJson(v: GgufVocabulary, pre: string): unknown {
       'UnsupportedConversion',
       `GGUF: tokenizer.ggml.pre ${excerpt(pre)} is not a pre-tokenizer this converts; it takes ${BYTE_LEVEL_BACK.join(', ')}`,
     )
-  const [split] = PRE_TOKENIZERS[pre]
+  const [split] = TABLE.PRE_TOKENIZERS[pre]
   // As the released tokenizers have it (offsets only: the ids are the same).
   const byteLevel = (useRegex: boolean) => ({ type: 'ByteLevel', add_prefix_space: false, trim_offsets: pre !== 'qwen2', use_regex: useRegex })
   const added = addedIds(v)

@@ -272,7 +272,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
   let notes: string[]
   try {
     // The table of architectures, data only a conversion needs, loaded now.
-    const config = readModelConfig((await json('config.json', true))!, await import('./architectures.ts'))
+    const config = readModelConfig((await json('config.json', true))!, (await import('./architectures.ts')).TABLE)
     // A SentencePiece model's own file, if there is one, else tokenizer.json says what the tokenizer is.
     const sentencePiece = await readBesideModel(located, 'tokenizer.model', false, read)
     const files = {

@@ -17,7 +17,7 @@ import { Q8_0_BLOCK } from './q8_0.ts'
 const SKIPPED = /\.(rotary_emb\.inv_freq|attn\.(masked_)?bias|attention\.(masked_)?bias)$/
 
 /** Where a Hugging Face tensor goes: each GGUF tensor it makes (by its full name) and how, and its index in a stack. */
-export interface Mapped {
+interface Mapped {
   targets: Array<{ name: string; reshape?: Reshape }>
   /** The index of an expert (or a head's norm) in its stack, and what is stacked (`mlp.experts`, `self_attn.k_layernorm.norms`). */
   stack?: { index: number; of: string }
@@ -53,7 +53,7 @@ export const permutedRole = (gguf: string, { permuteQK }: Architecture) => (perm
 export const normShiftOf = (name: string, { normShift }: Architecture) => (normShift !== undefined && name.endsWith('norm.weight') ? normShift : 0)
 
 /** A source tensor whose values are (part of) a GGUF tensor's. */
-export interface TensorPart {
+interface TensorPart {
   /** The shard that stores it; none for a quantized module's logical tensor, whose values the model's reads compute. */
   file?: SafetensorsFile
   info: TensorInfo
