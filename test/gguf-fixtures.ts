@@ -1,5 +1,6 @@
 // What the GGUF tests share: the test models of test/fixtures/gguf/ (made by scripts/make-gguf-models.py), copies
 // of them changed by a test, and a GGUF file read back with @huggingface/gguf, a reader of its own.
+import { createHash } from 'node:crypto'
 import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -28,6 +29,11 @@ export async function ggufTensors(path: string): Promise<Array<{ name: string; t
     const start = Number(tensorDataOffset + t.offset)
     return { name: t.name, type, shape, bytes: file.subarray(start, start + elements * BYTES_PER_VALUE[type]) }
   })
+}
+
+/** Each tensor of the GGUF at `path` with the sha256 of its data instead of the data (as llama-cpp-f16.json lists them). */
+export async function ggufTensorHashes(path: string): Promise<Array<{ name: string; type: string; shape: number[]; sha256: string }>> {
+  return (await ggufTensors(path)).map(({ bytes, ...t }) => ({ ...t, sha256: createHash('sha256').update(bytes).digest('hex') }))
 }
 
 /** Copies of the test models in `dir`, each in a folder `name` of its own. */

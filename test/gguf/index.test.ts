@@ -13,10 +13,10 @@ import { GGMLQuantizationType, type GGUFTypedMetadata, GGUFValueType } from '@hu
 import { afterAll, afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { GGUF_CHUNKS } from '../../src/gguf/chunks.ts'
 import { ggufStream, writeGguf } from '../../src/gguf-node.ts'
-import { type ModelFolder, memorySource, serialize } from '../../src/node.ts'
+import { convertModel, type ModelFolder, memorySource, serialize } from '../../src/node.ts'
 import { WHOLE_FILE } from '../../src/sources/http/whole-file.ts'
 import { referenceConvert } from '../float-reference.ts'
-import { GGUF_FIXTURES, ggufTensors, modelCopies, parseGguf, readJson } from '../gguf-fixtures.ts'
+import { GGUF_FIXTURES, ggufTensorHashes, ggufTensors, modelCopies, parseGguf, readJson } from '../gguf-fixtures.ts'
 import { mostOpen, type RangeOptions, serveFiles } from '../http-server.ts'
 import { referenceQ8_0 } from '../q8_0-reference.ts'
 import { expectError, expectSameBytes } from '../read-helpers.ts'
@@ -296,6 +296,13 @@ interface Golden {
 }
 const GOLDEN_MODELS = readdirSync(FIXTURES).filter((name) => existsSync(join(FIXTURES, name, 'llama-cpp-f16.json')))
 
+/** The GGUF at `out` holds the tensors of llama.cpp's converter's F16 GGUF of `model`: their names, types, shapes and bytes. */
+async function expectGoldenTensors(out: string, model: string): Promise<void> {
+  const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
+  const golden = readJson<Golden>(join(FIXTURES, model, 'llama-cpp-f16.json'))
+  expect((await ggufTensorHashes(out)).sort(byName)).toEqual([...golden.tensors].sort(byName))
+}
+
 /** An array as the golden summarizes one of more than 16 values: its length, first and last five, and a sha256 of its bytes as the GGUF stores them (strings each followed by a 0 byte). */
 function summary(values: unknown[], type: string): unknown {
   if (values.length <= 16) return values
@@ -350,9 +357,7 @@ describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (mod
         expect(got.value, key).toEqual(value)
       }
     }
-    const tensors = (await ggufTensors(out)).map(({ bytes, ...t }) => ({ ...t, sha256: createHash('sha256').update(bytes).digest('hex') }))
-    const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
-    expect(tensors.sort(byName)).toEqual([...golden.tensors].sort(byName))
+    await expectGoldenTensors(out, model)
   })
 })
 
@@ -379,12 +384,9 @@ describe('in chunks smaller than a head, transposed tensors a block of columns a
     'gpt2, runs of rows at least %d bytes apart read on their own: F16 as llama.cpp’s converter writes it, Q8_0 as converted whole',
     async (gapBytes) => {
       GGUF_CHUNKS.gapBytes = gapBytes
-      const golden = readJson<Golden>(join(FIXTURES, 'gpt2', 'llama-cpp-f16.json'))
       const out = join(dir, `gpt2-pieces-${gapBytes}.gguf`)
       await writeGguf(join(FIXTURES, 'gpt2'), out, { dtype: 'F16' })
-      const tensors = (await ggufTensors(out)).map(({ bytes, ...t }) => ({ ...t, sha256: createHash('sha256').update(bytes).digest('hex') }))
-      const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
-      expect(tensors.sort(byName)).toEqual([...golden.tensors].sort(byName))
+      await expectGoldenTensors(out, 'gpt2')
       const pieces = join(dir, `gpt2-pieces-${gapBytes}-Q8_0.gguf`)
       await writeGguf(join(FIXTURES, 'gpt2'), pieces, { dtype: 'Q8_0' })
       Object.assign(GGUF_CHUNKS, saved)
@@ -393,6 +395,29 @@ describe('in chunks smaller than a head, transposed tensors a block of columns a
       expectSameBytes(readFileSync(pieces), readFileSync(whole), 'Q8_0 in pieces against whole')
     },
   )
+
+  // The third set's transforms in pieces: fused QKV regrouped (gptneox, falcon), per-head norms stacked (stablelm),
+  // kv_b_proj split and its k part transposed a few columns at a time (deepseek), experts' halves of gate_up
+  // transposed by blocks of columns (llama4), the experts' biases split (gpt-oss).
+  test.each(GOLDEN_MODELS)('%s as F16: the tensors llama.cpp’s converter writes', async (model) => {
+    const out = join(dir, `${model}-pieces-golden.gguf`)
+    await writeGguf(join(FIXTURES, model), out, { dtype: 'F16' })
+    await expectGoldenTensors(out, model)
+  })
+
+  test('gpt-oss with its experts dequantized (gate and up interleaved, transposed) in blocks of 3 columns: the same bytes as whole', async () => {
+    const plain = join(dir, 'gpt-oss-plain-pieces')
+    await convertModel(join(FIXTURES, 'gpt-oss'), plain, { dtype: 'BF16' })
+    for (const name of ['tokenizer.json', 'tokenizer_config.json']) cpSync(join(FIXTURES, 'gpt-oss', name), join(plain, name))
+    // gate_up_proj is [experts, 64, 128]: 3 of the 64 columns gate (or up) takes are 5 of the 128 stored.
+    GGUF_CHUNKS.transposed = 64 * 2 * 3
+    const pieces = join(dir, 'gpt-oss-plain-pieces.gguf')
+    await writeGguf(plain, pieces, { dtype: 'F32' })
+    Object.assign(GGUF_CHUNKS, saved)
+    const whole = join(dir, 'gpt-oss-plain-whole.gguf')
+    await writeGguf(plain, whole, { dtype: 'F32' })
+    expectSameBytes(readFileSync(pieces), readFileSync(whole), 'gpt-oss in pieces against whole')
+  })
 
   test('from a server that ignores Range, through windows smaller than a tensor: the same bytes as from the folders', async () => {
     const files: Record<string, string> = {}
