@@ -3,6 +3,7 @@
 // transform: llama.cpp's Q/K row order, columns taken, matrices transposed). A chunk is the unit src/gguf/index.ts
 // converts in its wasm memory.
 import { byteLengthOf } from '../core/convert.ts'
+import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import type { TensorInfo } from '../format/header.ts'
 import { elementsOf } from '../format/header.ts'
@@ -44,6 +45,14 @@ export interface Chunk {
   /** What is done to the chunk's values, which are whole units of it; none for nothing. */
   unit?: Unit
 }
+
+/**
+ * The seam through which the GGUF reads every source value: each of `piece`'s chunks (pieceChunks) in turn with its
+ * values as `dtype` (little-endian; each a view valid until the next is asked for). Nothing after it knows where
+ * the values come from: index.ts's shardValues reads stored tensors' byte ranges, quantized-values.ts's
+ * logicalValues a quantized module's dequantized weights.
+ */
+export type PieceValues = (t: PlannedTensor, piece: Piece, dtype: DType) => AsyncGenerator<{ chunk: Chunk; values: Uint8Array }>
 
 /**
  * A piece's chunks, in the GGUF's order: runs of GGUF_CHUNKS.elements; of a transformed tensor, whole units (as many
@@ -105,9 +114,6 @@ function* halfRows({ rows, columns }: Unit, first: number): Generator<Chunk> {
     yield { runs, count: 2 * n * columns, unit: { rows: 2 * n, columns, pairs: true } }
   }
 }
-
-/** The elements of a piece's largest chunk: its first. */
-export const largestChunk = (t: PlannedTensor, piece: Piece): number => pieceChunks(t, piece).next().value?.count ?? 0
 
 /**
  * Fills `target` with a block of columns of the tensor `info` whose bytes start at `start` in `source`: a read per

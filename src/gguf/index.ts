@@ -9,11 +9,9 @@
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
-import type { TensorInfo } from '../format/header.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import { readJsonObject } from '../format/model-config.ts'
-import type { SliceRange } from '../format/slice.ts'
-import { type Located, locate, type OpenModelOptions, openLocated, readBeside, type SafetensorsModel } from '../read/model.ts'
+import { type Located, locate, type OpenModelOptions, openLocated, readBeside } from '../read/model.ts'
 import { ChunkConverter, pulledStream } from '../read/streams.ts'
 import { type SourceRange, sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
@@ -22,8 +20,7 @@ import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype, type GgufTen
 
 export type { GgufDtype } from './format.ts'
 
-import type { Take } from './architectures.ts'
-import { type Chunk, largestChunk, pieceChunks, readColumns, reshaped } from './chunks.ts'
+import { type PieceValues, pieceChunks, readColumns, reshaped } from './chunks.ts'
 import { conversionNotes, modelMetadata, readModelConfig } from './metadata.ts'
 import { q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
@@ -70,35 +67,6 @@ function middleOf(t: PlannedTensor, piece: Piece): DType {
   return t.mxfp4 ? piece.part.info.dtype : t.type === 'Q8_0' ? 'F32' : (t.type as DType)
 }
 
-/** Value `v` of a block of 32 E2M1 codes at `base` as gpt-oss stores them: values 2i and 2i + 1 in byte i, low nibble first. */
-const storedCode = (codes: Uint8Array, base: number, v: number) => (codes[base + (v >> 1)] >> ((v & 1) * 4)) & 15
-
-/**
- * One expert's MXFP4 blocks as ggml's block_mxfp4: for each of its `rows` rows `take`, each block of 32 values is
- * its E8M0 scale byte, then 16 bytes of codes, byte j holding value j (low nibble) and value j + 16 (high). The
- * codes and scales are ggml's as they are (E2M1, and 2^(e - 127)): the values do not change.
- */
-function mxfp4Blocks(codes: Uint8Array, scales: Uint8Array, rows: number, { start, step, count }: Take): Uint8Array {
-  const groups = scales.length / rows
-  const out = new Uint8Array(count * groups * 17)
-  let at = 0
-  for (let k = 0; k < count; k++) {
-    for (let group = (start + k * step) * groups, end = group + groups; group < end; group++, at += 17) {
-      out[at] = scales[group]
-      for (let j = 0; j < 16; j++) out[at + 1 + j] = storedCode(codes, group * 16, j) | (storedCode(codes, group * 16, j + 16) << 4)
-    }
-  }
-  return out
-}
-
-/**
- * The seam through which the GGUF reads every source value: each of `piece`'s chunks (pieceChunks) in turn with its
- * values as `dtype` (little-endian; each a view valid until the next is asked for). Nothing after it knows where
- * the values come from: shardValues reads stored tensors' byte ranges, logicalValues a quantized module's
- * dequantized weights.
- */
-type PieceValues = (t: PlannedTensor, piece: Piece, dtype: DType) => AsyncGenerator<{ chunk: Chunk; values: Uint8Array }>
-
 /** The bytes a piece's chunks read: stored bytes, or a logical tensor's values as read. */
 const chunkBytes = (t: PlannedTensor, piece: Piece) =>
   [...pieceChunks(t, piece)].reduce((sum, { count }) => sum + byteLengthOf(piece.part.file ? piece.part.info.dtype : middleOf(t, piece), count), 0)
@@ -110,26 +78,28 @@ const chunkBytes = (t: PlannedTensor, piece: Piece) =>
  * block of columns is read with a request per run instead, several at a time.
  */
 function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: ProgressMeter | undefined): { values: PieceValues; close(): void } {
-  const planned = tensors.flatMap((t) => t.pieces.filter((piece) => piece.part.file).map((piece) => ({ t, piece, chunk: largestChunk(t, piece) })))
-  const converter = new ChunkConverter(
-    Math.max(0, ...planned.map(({ t, piece, chunk }) => Math.max(byteLengthOf(piece.part.info.dtype, chunk), byteLengthOf(middleOf(t, piece), chunk)))),
-  )
   const startOf = ({ file, info }: Piece['part']) => file!.header.dataStart + info.dataOffsets[0]
-  // The byte ranges of the chunks' runs, in order, runs that follow one another joined.
+  // The byte ranges of the chunks' runs, in order, runs that follow one another joined; the bytes of the largest
+  // chunk, as read and as converted, which size the wasm memory.
   const ranges: SourceRange[] = []
-  for (const { t, piece } of planned) {
-    const { part } = piece
-    const { source } = part.file!
-    for (const { runs } of pieceChunks(t, piece)) {
-      for (const [first, count] of runs) {
-        const offset = startOf(part) + byteLengthOf(part.info.dtype, first)
-        const length = byteLengthOf(part.info.dtype, count)
-        const last = ranges.at(-1)
-        if (last?.source === source && last.offset + last.length === offset) last.length += length
-        else ranges.push({ source, offset, length })
+  let largest = 0
+  for (const t of tensors) {
+    for (const piece of t.pieces) {
+      const { part } = piece
+      if (!part.file) continue
+      for (const { runs, count } of pieceChunks(t, piece)) {
+        largest = Math.max(largest, byteLengthOf(part.info.dtype, count), byteLengthOf(middleOf(t, piece), count))
+        for (const [first, n] of runs) {
+          const offset = startOf(part) + byteLengthOf(part.info.dtype, first)
+          const length = byteLengthOf(part.info.dtype, n)
+          const last = ranges.at(-1)
+          if (last?.source === part.file.source && last.offset + last.length === offset) last.length += length
+          else ranges.push({ source: part.file.source, offset, length })
+        }
       }
     }
   }
+  const converter = new ChunkConverter(largest)
   const input = sequentialReader(ranges, signal)
   async function* values(t: PlannedTensor, piece: Piece, dtype: DType) {
     const { file, info } = piece.part
@@ -157,63 +127,16 @@ function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: Progr
   return { values, close: () => input.close() }
 }
 
-/** The slices of a logical tensor `info` that a chunk's values are, one after another: runs of rows of its first dimension, or a block of columns of its last. */
-function chunkSlices({ shape }: TensorInfo, chunk: Chunk): SliceRange[][] {
-  const rowElements = shape.slice(1).reduce((a, b) => a * b, 1)
-  const rows = (first: number, count: number): SliceRange => [first / rowElements, (first + count) / rowElements]
-  if (!chunk.columns) return chunk.runs.map(([first, count]) => [rows(first, count)])
-  const { first, rows: n, rowLength, from, to } = chunk.columns
-  return [[rows(first, n * rowLength), ...Array<SliceRange>(shape.length - 2).fill(null), [from, to]]]
-}
-
-/**
- * PieceValues for a quantized module's logical tensor: its dequantized values, as the model's reads compute them:
- * in order, or, for chunks of several runs or of columns, a read of each of their slices.
- */
-function logicalValues(model: SafetensorsModel, signal: AbortSignal, meter: ProgressMeter | undefined): PieceValues {
-  const quantized = model.quantized!
-  return async function* values(t, piece, dtype) {
-    const { info } = piece.part
-    const [first] = pieceChunks(t, piece)
-    if (first?.runs.length === 1) {
-      // Runs in order, all of the first one's size but the last.
-      const chunks = pieceChunks(t, piece)
-      for await (const values of quantized.chunks(info.name, dtype, first.count, signal, piece.rows)) {
-        meter?.arrived(values.length)
-        yield { chunk: chunks.next().value as Chunk, values }
-      }
-      return
-    }
-    for (const chunk of pieceChunks(t, piece)) {
-      const out = new Uint8Array(byteLengthOf(dtype, chunk.count))
-      let at = 0
-      for (const ranges of chunkSlices(info, chunk)) {
-        const { data } = await quantized.read(info.name, ranges, { dtype, signal })
-        out.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at)
-        at += data.byteLength
-      }
-      meter?.arrived(out.length)
-      yield { chunk, values: out }
-    }
-  }
-}
-
 /** The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. */
-async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], pieceValues: PieceValues): AsyncGenerator<Uint8Array> {
+async function* tensorBytes(
+  header: EncodedHeader,
+  tensors: PlannedTensor[],
+  pieceValues: PieceValues,
+  quantized?: typeof import('./quantized-values.ts'),
+): AsyncGenerator<Uint8Array> {
   for (const [index, t] of tensors.entries()) {
     if (t.computed) yield new Uint8Array(t.computed.buffer)
-    if (t.mxfp4) {
-      // Each expert's blocks then its scales, each one chunk.
-      const whole = async (piece: Piece) => {
-        let bytes = new Uint8Array(0)
-        for await (const { values } of pieceValues(t, piece, middleOf(t, piece))) bytes = values.slice()
-        return bytes
-      }
-      for (let p = 0; p < t.pieces.length; p += 2) {
-        const codes = await whole(t.pieces[p])
-        yield mxfp4Blocks(codes, await whole(t.pieces[p + 1]), t.pieces[p].part.info.shape[1], t.mxfp4)
-      }
-    }
+    if (t.mxfp4) yield* quantized!.mxfp4Tensor(t, pieceValues)
     const elementBytes = t.type === 'Q8_0' ? 4 : t.mxfp4 ? 1 : byteLengthOf(t.type as DType, 1)
     for (const piece of t.mxfp4 ? [] : t.pieces) {
       // The index in the piece of the chunk's first value, by which an error names a value Q8_0 cannot hold.
@@ -290,14 +213,16 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
     await model.close()
     throw error
   }
+  // What a quantized checkpoint's tensors need, loaded for one only.
+  const quantized = model.quantized && (await import('./quantized-values.ts'))
   meter?.asked(tensors.reduce((sum, t) => t.pieces.reduce((bytes, piece) => bytes + chunkBytes(t, piece), sum), 0))
   meter?.arrived(0)
   async function* bytes(signal: AbortSignal) {
     yield header.head
     const stored = shardValues(tensors, signal, meter)
-    const logical = logicalValues(model, signal, meter)
+    const logical = quantized?.logicalValues(model, signal, meter, pieceChunks)
     try {
-      yield* tensorBytes(header, tensors, (t, piece, dtype) => (piece.part.file ? stored.values : logical)(t, piece, dtype))
+      yield* tensorBytes(header, tensors, (t, piece, dtype) => (piece.part.file ? stored.values : logical!)(t, piece, dtype), quantized)
     } finally {
       stored.close()
     }

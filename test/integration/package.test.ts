@@ -66,6 +66,7 @@ describe('the packed package', () => {
         'workerd-whole-file.js',
         'workerd-sentencepiece.js',
         'workerd-architectures.js',
+        'workerd-quantized-values.js',
         'workerd-quant.js',
       ].map((f) => `dist/${f}`),
       ...['index', 'node', 'gguf', 'gguf-node'].map((entry) => `dist/${entry}.d.ts`),

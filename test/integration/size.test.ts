@@ -112,8 +112,8 @@ export async function first(source) {
     present: [...GGUF, 'read/model.js', 'header.wasm.js', 'convert.wasm.js'],
     absent: [...WRITER, ...CACHE.filter((module) => module !== 'cache/storage.js'), ...STATS, 'write/convert-stream.js', 'gguf/dequantize.js', ...GGML],
     // The reader of a SentencePiece tokenizer.model, loaded for models that have one; the table of architectures,
-    // loaded when a conversion starts.
-    onDemand: ['gguf/sentencepiece.js', 'gguf/architectures.js'],
+    // loaded when a conversion starts; the reads of a quantized checkpoint's values, loaded for one.
+    onDemand: ['gguf/sentencepiece.js', 'gguf/architectures.js', 'gguf/quantized-values.js'],
   },
 ]
 
