@@ -247,15 +247,17 @@ export type GgufStream = ReadableStream<Uint8Array> & {
  * A model (what {@link index!openModel} takes: a folder, an index path or URL, the files picked in a page, a
  * {@link index!ModelFolder} such as {@link index!r2Model}) as a GGUF v3 file for llama.cpp, streamed in bounded memory:
  * the architectures, RoPE variants and tokenizers of docs/gguf.md (Llama 1-3.x, Mistral, Mixtral, Qwen2, Qwen3,
- * Qwen3-MoE, Gemma 2 and 3, Phi-3, GPT-2; SentencePiece and byte-level BPE), as llama.cpp's convert_hf_to_gguf.py
- * writes them; the hyperparameters from config.json; the tokenizer from tokenizer.model or tokenizer.json, with
- * tokenizer_config.json and chat_template.jinja. Resolves once all of them and every shard's header are read and
- * checked, before any tensor byte; the stream's `byteLength` is the file's size.
+ * Qwen3-MoE, Gemma 2 and 3, Phi-3, GPT-2, SmolLM3, Granite, OLMo 2, GPT-NeoX, Phi-2, StableLM, Falcon, Command-R,
+ * Qwen2-MoE, DeepSeek-V2 and V3, GPT-OSS, Llama 4; SentencePiece and byte-level BPE), as llama.cpp's
+ * convert_hf_to_gguf.py writes them; the hyperparameters from config.json; the tokenizer from tokenizer.model or
+ * tokenizer.json, with tokenizer_config.json and chat_template.jinja. Resolves once all of them and every shard's
+ * header are read and checked, before any tensor byte; the stream's `byteLength` is the file's size.
  * @throws {@link index!SafetensorsError} `UnsupportedConversion` for another architecture (the message names it and
  * the supported ones), a RoPE type the architecture does not take (named, with those it takes), a model llama.cpp
- * cannot run as transformers does (Qwen3-MoE's norm_topk_prob false, Gemma layer types out of llama.cpp's pattern),
- * a tokenizer that is neither SentencePiece nor byte-level BPE or whose pre-tokenizer llama.cpp does not implement,
- * a tensor that maps to no GGUF tensor or is not floating-point, an expert past config.json's count (named);
+ * cannot run as transformers does (Qwen3-MoE's norm_topk_prob false, Gemma layer types out of llama.cpp's pattern,
+ * the others docs/gguf.md's "What it refuses" names), a tokenizer that is neither SentencePiece nor byte-level BPE
+ * or whose pre-tokenizer llama.cpp does not implement, a tensor that maps to no GGUF tensor or is not
+ * floating-point, an expert past config.json's count (named);
  * `TensorNotFound` for a missing expert, or no token embedding or attention query projection;
  * `InvalidHeaderDeserialization` for a config.json, tokenizer.json, tokenizer_config.json or tokenizer.model that
  * is not what it should be (a value of the wrong type or range, counts that do not fit the tensors: the file and
