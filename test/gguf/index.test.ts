@@ -370,6 +370,16 @@ describe('in chunks smaller than a head, transposed tensors a block of columns a
     Object.assign(WHOLE_FILE, { keepBytes: saved.keepBytes, windowBytes: saved.windowBytes })
   })
 
+  /** The GGUF of `folder` as `dtype` in the pieces the test set, then whole: the same bytes. */
+  async function expectSameAsWhole(folder: string, name: string, dtype: Dtype): Promise<void> {
+    const pieces = join(dir, `${name}-pieces-${dtype}.gguf`)
+    await writeGguf(folder, pieces, { dtype })
+    Object.assign(GGUF_CHUNKS, saved)
+    const whole = join(dir, `${name}-whole-${dtype}.gguf`)
+    await writeGguf(folder, whole, { dtype })
+    expectSameBytes(readFileSync(pieces), readFileSync(whole), `${name} ${dtype} in pieces against whole`)
+  }
+
   test.each(['F16', 'Q8_0'] as const)('llama-gqa and mistral as %s: the tensors as llama.cpp converts them', async (dtype) => {
     for (const model of ['llama-gqa', 'mistral']) {
       const out = join(dir, `${model}-pieces-${dtype}.gguf`)
@@ -387,12 +397,7 @@ describe('in chunks smaller than a head, transposed tensors a block of columns a
       const out = join(dir, `gpt2-pieces-${gapBytes}.gguf`)
       await writeGguf(join(FIXTURES, 'gpt2'), out, { dtype: 'F16' })
       await expectGoldenTensors(out, 'gpt2')
-      const pieces = join(dir, `gpt2-pieces-${gapBytes}-Q8_0.gguf`)
-      await writeGguf(join(FIXTURES, 'gpt2'), pieces, { dtype: 'Q8_0' })
-      Object.assign(GGUF_CHUNKS, saved)
-      const whole = join(dir, `gpt2-whole-${gapBytes}-Q8_0.gguf`)
-      await writeGguf(join(FIXTURES, 'gpt2'), whole, { dtype: 'Q8_0' })
-      expectSameBytes(readFileSync(pieces), readFileSync(whole), 'Q8_0 in pieces against whole')
+      await expectSameAsWhole(join(FIXTURES, 'gpt2'), `gpt2-${gapBytes}`, 'Q8_0')
     },
   )
 
@@ -411,12 +416,7 @@ describe('in chunks smaller than a head, transposed tensors a block of columns a
     for (const name of ['tokenizer.json', 'tokenizer_config.json']) cpSync(join(FIXTURES, 'gpt-oss', name), join(plain, name))
     // gate_up_proj is [experts, 64, 128]: 3 of the 64 columns gate (or up) takes are 5 of the 128 stored.
     GGUF_CHUNKS.transposed = 64 * 2 * 3
-    const pieces = join(dir, 'gpt-oss-plain-pieces.gguf')
-    await writeGguf(plain, pieces, { dtype: 'F32' })
-    Object.assign(GGUF_CHUNKS, saved)
-    const whole = join(dir, 'gpt-oss-plain-whole.gguf')
-    await writeGguf(plain, whole, { dtype: 'F32' })
-    expectSameBytes(readFileSync(pieces), readFileSync(whole), 'gpt-oss in pieces against whole')
+    await expectSameAsWhole(plain, 'gpt-oss-plain', 'F32')
   })
 
   test('from a server that ignores Range, through windows smaller than a tensor: the same bytes as from the folders', async () => {
@@ -478,12 +478,7 @@ describe('in chunks smaller than a head, transposed tensors a block of columns a
     writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer))
     const config = readJson<Record<string, unknown>>(join(folder, 'config.json'))
     writeFileSync(join(folder, 'config.json'), JSON.stringify({ ...config, architectures: ['LlamaForCausalLM'] }))
-    const pieces = join(dir, 'gptq-pieces.gguf')
-    await writeGguf(folder, pieces, { dtype: 'F16' })
-    Object.assign(GGUF_CHUNKS, saved)
-    const whole = join(dir, 'gptq-whole.gguf')
-    await writeGguf(folder, whole, { dtype: 'F16' })
-    expectSameBytes(readFileSync(pieces), readFileSync(whole), 'GPTQ in pieces against whole')
+    await expectSameAsWhole(folder, 'gptq', 'F16')
   })
 })
 
