@@ -1,22 +1,21 @@
 // Q8_0 quantization: ggml's block_q8_0, 32 values in 34 bytes, an F16 scale d (little-endian) then 32 int8.
 //
-// The definition followed is gguf-py's quants.Q8_0 (llama.cpp's converter), step for step in F32:
+// Step for step in F32, as ggml's quantize_row_q8_0_ref (what ggml_quantize_chunk runs for Q8_0, with or without an
+// importance matrix) and gguf-py's quants.Q8_0 (llama.cpp's converter) both compute it:
 //   amax = max |x|,  d = amax / 127,  id = d == 0 ? 0 : 1 / d,  q = round(x * id) half away from zero,
 //   the scale stored as d rounded to F16 (nearest even).
-// ggml's quantize_row_q8_0_ref (which quantize_q8_0, and so llama-quantize, calls) computes the same; ggml-cpu's
-// x86 quantize_row_q8_0, which quantizes activations at run time, differs: id = 127 / amax, ties to even.
+// ggml-cpu's x86 quantize_row_q8_0, which quantizes activations at run time, differs: id = 127 / amax, ties to even.
 //
-// Where x * id leaves the int8 range gguf-py's cast to int8 is the platform's float to int conversion (C leaves
-// it undefined). That happens only for a scale below the smallest normal F32 (amax < 1.5e-36: 1 / d is then
-// inexact or infinite), whose F16 is 0, so every value of the block dequantizes to 0 whatever q holds. To stay
-// byte-identical there too, q is what numpy gives on x86-64 (cvttss2si, then the low byte): the integer's low
-// byte, and 0 for a NaN or anything outside the 32-bit range. NaN and infinite inputs are refused: gguf-py would
-// write a block that dequantizes to NaN in all 32 places (d NaN or infinite), which is no answer.
+// Where x * id leaves the int8 range, C's conversion to int8 (undefined) and gguf-py's cast are what x86-64 does
+// (cvttss2si, then the low byte). That happens only for a scale below the smallest normal F32 (amax < 1.5e-36:
+// 1 / d is then inexact or infinite), whose F16 is 0, so every value of the block dequantizes to 0 whatever q
+// holds. To stay byte-identical there too, q is the integer's low byte, and 0 for a NaN or anything outside the
+// 32-bit range. NaN and infinite inputs are refused: they would make a block that dequantizes to NaN in all 32
+// places (d NaN or infinite), which is no answer.
 //
-// One export, quantizeQ8_0(src, dst, blocks), on F32: its own module (assembly/modules/q8_0.ts), so that only the
-// bundles that quantize carry it; other dtypes reach F32 through convertKernel first (a vector loop per source
-// dtype cost 1.4 KB of wasm each). Each block's input is read before its output is stored, so src == dst works
-// (the output is narrower), as the conversion kernels' in-place contract has it (assembly/convert.ts).
+// quantizeQ8_0(src, dst, blocks), on F32, is ggml-quant.ts's loop for Q8_0. Each block's input is read before its
+// output is stored, so src == dst works (the output is narrower), as the conversion kernels' in-place contract
+// has it (assembly/convert.ts).
 
 import { ENCODER, setSplat, splat, toF16Bits } from './convert';
 

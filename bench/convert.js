@@ -70,9 +70,9 @@ function f8E4m3ToF16Table() {
 
 // ---- The kernels on data already in wasm memory ----
 
-/** An instance of build/`name`.wasm (the kernels by default) with its own memory holding an input and an output region. */
-export function kernelInstance(inBytes, outBytes, name = 'convert') {
-  const module = new WebAssembly.Module(readFileSync(new URL(`../build/${name}.wasm`, import.meta.url)))
+/** An instance of build/convert.wasm (the kernels) with its own memory holding an input and an output region. */
+export function kernelInstance(inBytes, outBytes) {
+  const module = new WebAssembly.Module(readFileSync(new URL('../build/convert.wasm', import.meta.url)))
   const memory = new WebAssembly.Memory({ initial: 2 + Math.ceil((inBytes + outBytes + 32) / 65536) })
   /** The core's exports, as src/core/convert.ts types them. @type {import('../src/core/convert.ts').KernelExports} */
   const exports = /** @type {any} */ (new WebAssembly.Instance(module, { env: { memory } }).exports)

@@ -86,7 +86,7 @@ function randomBytes(length, seed) {
 
 /** Runs every measurement; prints the table and returns its rows. */
 export async function run({ log = console.log } = {}) {
-  const { GgmlDequantizer, dequantizeGgml } = await bundledSource("export { GgmlDequantizer, dequantizeGgml } from './src/gguf/dequantize.ts'")
+  const { GgmlDequantizer, dequantizeGgml } = await bundledSource('ggml', "export { GgmlDequantizer, dequantizeGgml } from './src/gguf/dequantize.ts'")
   const out = new Float32Array(N)
   const source = new Float32Array(N).fill(0.5)
   const rows = []

@@ -5,9 +5,12 @@
 //   bench/io.js settle()), interleaved rounds, medians. Targets: at most 1.3x, peak RSS under 200 MiB.
 // - that GGUF back to a Hugging Face folder at F16 with the CLI, against dd of the GGUF: at most 1.5x, peak RSS
 //   under 300 MiB.
-// - Q8_0 quantization speed: quantizeQ8_0 (src/gguf/q8_0.ts, bundled here with esbuild, as it is not a package
-//   export) and the raw kernel in wasm memory, against the fastest plain JavaScript a user would write.
-// Run after `npm run build`: `node bench/gguf.js [values]`, or import { run }.
+// - a 150 MB BF16 Llama (4 layers of 1024, a 16,000-token vocabulary) to Q4_K_M with the CLI, against what a user
+//   of llama.cpp runs for it: the F32 GGUF (this CLI) then llama.cpp's llama_model_quantize with 2 threads
+//   (libllama through koffi, test/ggml.ts), each in a child process, interleaved rounds, medians; both files' tensor
+//   data compared. Targets: at most 2.0x, peak RSS under 300 MiB.
+// (Each type's quantization speed is bench/ggml-quantize.js's.)
+// Run after `npm run build`: `node bench/gguf.js`, or import { run }.
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
 import { open as fsOpen, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -15,20 +18,24 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { gguf } from '@huggingface/gguf'
 import { fileSink, open, SafetensorsWriter } from '../dist/node.js'
-import { f32BitsToF16, kernelInstance } from './convert.js'
 import { dropCaches, quote, settle, timed } from './io.js'
-import { bundledSource, compare, median, table } from './util.js'
-import { CLI_CHILD, child } from './write.js'
+import { bundleSource, median, table } from './util.js'
+import { CLI_CHILD, child, REPORT_RSS } from './write.js'
 
 const MiB = 2 ** 20
 const ROUNDS = 5
 const RSS_TARGET = 200 * MiB
 const MODEL = join(tmpdir(), 'safetensors-wasm-bench-1gib-llama')
 const LLAMA = { hidden: 2048, intermediate: 5632, layers: 9, heads: 16, kvHeads: 4, vocab: 32000 }
+const SMALL_MODEL = join(tmpdir(), 'safetensors-wasm-bench-150mb-llama')
+const SMALL_LLAMA = { hidden: 1024, intermediate: 2816, layers: 4, heads: 16, kvHeads: 4, vocab: 16000 }
+const QUANTIZED_RSS_TARGET = 300 * MiB
+/** llama.h's LLAMA_FTYPE_MOSTLY_Q4_K_M. */
+const Q4_K_M = 15
 
-/** The model's tensors and shapes, as LlamaForCausalLM names them. */
-function llamaShapes() {
-  const { hidden, intermediate, layers, heads, kvHeads, vocab } = LLAMA
+/** The tensors and shapes of a Llama of sizes `model`, as LlamaForCausalLM names them. */
+function llamaShapes(model) {
+  const { hidden, intermediate, layers, heads, kvHeads, vocab } = model
   const kv = (hidden / heads) * kvHeads
   /** @type {Record<string, number[]>} */
   const shapes = { 'model.embed_tokens.weight': [vocab, hidden], 'lm_head.weight': [vocab, hidden], 'model.norm.weight': [hidden] }
@@ -49,12 +56,15 @@ function llamaShapes() {
   return shapes
 }
 
-/** Writes the model folder once (kept in the temporary folder for later runs): its safetensors chunk by chunk, config.json, a tokenizer. */
-async function makeModel() {
-  const weights = join(MODEL, 'model.safetensors')
-  if (existsSync(join(MODEL, 'tokenizer.json'))) return weights
-  mkdirSync(MODEL, { recursive: true })
-  const shapes = llamaShapes()
+/**
+ * Writes the folder of a Llama of sizes `model` once (kept in the temporary folder for later runs): its safetensors
+ * chunk by chunk, config.json, a tokenizer.
+ */
+async function makeModel(folder = MODEL, model = LLAMA) {
+  const weights = join(folder, 'model.safetensors')
+  if (existsSync(join(folder, 'tokenizer.json'))) return weights
+  mkdirSync(folder, { recursive: true })
+  const shapes = llamaShapes(model)
   const writer = SafetensorsWriter.create(
     await fileSink(weights),
     Object.entries(shapes).map(([name, shape]) => ({ name, dtype: 'BF16', shape })),
@@ -72,7 +82,7 @@ async function makeModel() {
     }
   }
   await writer.close()
-  const { hidden, intermediate, layers, heads, kvHeads, vocab } = LLAMA
+  const { hidden, intermediate, layers, heads, kvHeads, vocab } = model
   const config = {
     architectures: ['LlamaForCausalLM'],
     hidden_size: hidden,
@@ -85,7 +95,7 @@ async function makeModel() {
     rope_theta: 10000.0,
     vocab_size: vocab,
   }
-  writeFileSync(join(MODEL, 'config.json'), JSON.stringify(config))
+  writeFileSync(join(folder, 'config.json'), JSON.stringify(config))
   // A token for every id: llama.cpp's converter pads a vocabulary by a few ids at most.
   const tokenizer = {
     model: { type: 'BPE', vocab: Object.fromEntries(Array.from({ length: vocab }, (_, id) => [`t${id}`, id])), merges: [] },
@@ -93,7 +103,7 @@ async function makeModel() {
     decoder: { type: 'ByteLevel' },
     added_tokens: [],
   }
-  writeFileSync(join(MODEL, 'tokenizer.json'), JSON.stringify(tokenizer))
+  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer))
   return weights
 }
 
@@ -216,79 +226,89 @@ convert a ${(size / 2 ** 30).toFixed(2)} GiB F16 GGUF (the Llama above) to a Hug
   }
 }
 
-/** Q8_0 quantization of `count` values (a multiple of 32), every way; prints the table and returns the rows. */
-export async function runQ8_0({ count = 16 << 20, log = console.log } = {}) {
-  const { quantizeQ8_0 } = await bundledSource("export { quantizeQ8_0 } from './src/gguf/q8_0.ts'")
-  const blocks = count / 32
-  // Weights of a typical spread: normal-ish, about 0.02.
-  const values = Float32Array.from({ length: count }, () => (Math.random() + Math.random() + Math.random() - 1.5) * 0.04)
-  const out = new Uint8Array(blocks * 34)
-  const outInt8 = new Int8Array(out.buffer)
-  const scale = new Float32Array(1)
-  const scaleBits = new Uint32Array(scale.buffer)
-
-  // The plain JS loop, inline in the closure that owns its arrays (see bench/convert.js why): the F32 steps
-  // with Math.fround, round half away from zero (exact in doubles for |v| <= 128), the scale's F16 by bits.
-  const jsLoop = (o, o8) => {
-    for (let b = 0; b < blocks; b++) {
-      const base = b * 32
-      const at = b * 34
-      let amax = 0
-      for (let j = 0; j < 32; j++) {
-        const a = Math.abs(values[base + j])
-        if (a > amax) amax = a
-      }
-      const d = Math.fround(amax / 127)
-      const id = d === 0 ? 0 : Math.fround(1 / d)
-      scale[0] = d
-      const h = f32BitsToF16(scaleBits[0])
-      o[at] = h & 0xff
-      o[at + 1] = h >> 8
-      for (let j = 0; j < 32; j++) {
-        const v = Math.fround(values[base + j] * id)
-        o8[at + 2 + j] = v < 0 ? -Math.floor(0.5 - v) : Math.floor(v + 0.5)
-      }
+/** Whether two GGUFs hold the same tensors: names, types, shapes and data, wherever each file puts them. */
+async function sameTensors(a, b) {
+  const read = async (path) => {
+    const { tensorInfos, tensorDataOffset } = await gguf(path, { allowLocalFile: true })
+    const file = await fsOpen(path)
+    const sorted = [...tensorInfos].sort((x, y) => Number(x.offset - y.offset))
+    const size = statSync(path).size
+    /** @type {Map<string, string>} */
+    const tensors = new Map()
+    for (const [i, info] of sorted.entries()) {
+      // Up to the next tensor: the data and its padding, zeros in both writers.
+      const end = i + 1 < sorted.length ? Number(tensorDataOffset + sorted[i + 1].offset) : size
+      const start = Number(tensorDataOffset + info.offset)
+      const bytes = Buffer.alloc(end - start)
+      await file.read(bytes, 0, bytes.length, start)
+      tensors.set(info.name, `${info.dtype} ${info.shape.join('x')} ${bytes.toString('base64')}`)
     }
+    await file.close()
+    return tensors
   }
-  jsLoop(out, outInt8)
-  const same = quantizeQ8_0(values).every((byte, i) => byte === out[i])
-
-  const copy = new Float32Array(count)
-  const { exports: kernelExports, memory, src, dst } = kernelInstance(count * 4, blocks * 34, 'q8_0')
-  const exports = /** @type {import('../src/gguf/q8_0.ts').Q8_0Exports} */ (/** @type {unknown} */ (kernelExports))
-  new Float32Array(memory.buffer, src, count).set(values)
-  const times = compare({
-    jsNew: () => {
-      const o = new Uint8Array(blocks * 34)
-      jsLoop(o, new Int8Array(o.buffer))
-    },
-    jsInto: () => jsLoop(out, outInt8),
-    apiNew: () => quantizeQ8_0(values),
-    apiInto: () => quantizeQ8_0(values, out),
-    kernel: () => exports.quantizeQ8_0(src, dst, blocks),
-    memcpy: () => copy.set(values),
-  })
-  const gbPerSecond = (ms) => (count * 4) / ms / 1e6
-  const rows = [
-    ['JS loop, new array', times.jsNew, ''],
-    ['quantizeQ8_0, new array', times.apiNew, times.jsNew / times.apiNew],
-    ['JS loop, into out', times.jsInto, ''],
-    ['quantizeQ8_0, into out', times.apiInto, times.jsInto / times.apiInto],
-    ['kernel F32 in wasm memory', times.kernel, times.jsInto / times.kernel],
-    ['memcpy (set) of the input', times.memcpy, ''],
-  ]
-  log(`gguf bench: Q8_0 of ${count} F32 values, medians of 15 interleaved runs (Node ${process.version}); JS loop agrees: ${same}`)
-  log('| case | ms | input GB/s | vs JS loop |')
-  log('|---|---:|---:|---:|')
-  for (const [name, ms, ratio] of rows) log(`| ${name} | ${ms.toFixed(2)} | ${gbPerSecond(ms).toFixed(2)} | ${ratio === '' ? '' : `${ratio.toFixed(2)}x`} |`)
-  return rows
+  const [x, y] = [await read(a), await read(b)]
+  return x.size === y.size && [...x].every(([name, value]) => y.get(name) === value)
 }
 
-/** Every measurement: the conversion, then Q8_0 of `count` values. */
-export async function run({ count = 16 << 20, log = console.log } = {}) {
-  return { conversion: await runConversion({ log }), toFolder: await runToFolder({ log }), q8_0: await runQ8_0({ count, log }) }
+/**
+ * The CLI's Q4_K_M of the 150 MB model against the F32 GGUF then llama_model_quantize with 2 threads; prints the
+ * table and returns the figures.
+ */
+export async function runQuantized({ log = console.log } = {}) {
+  const weights = await makeModel(SMALL_MODEL, SMALL_LLAMA)
+  const size = statSync(weights).size
+  const ours = join(SMALL_MODEL, 'ours.gguf')
+  const f32 = join(SMALL_MODEL, 'f32.gguf')
+  const theirs = join(SMALL_MODEL, 'llama.gguf')
+  const bundle = await bundleSource('llama-quantize', "export { loadLlamaQuantize } from './test/ggml.ts'")
+  const quantizeChild = `
+    ${REPORT_RSS}
+    const { loadLlamaQuantize } = await import(${JSON.stringify(pathToFileURL(bundle).href)})
+    const [input, output, ftype, threads] = process.argv.slice(1)
+    loadLlamaQuantize()(input, output, Number(ftype), Number(threads))`
+  const measured = { peak: 0 }
+  const llama = 'F32 GGUF + llama_model_quantize'
+  const commands = {
+    'GGUF Q4_K_M': async () => {
+      const { ms, maxRss } = await child(CLI_CHILD, [SMALL_MODEL, ours, '--dtype', 'Q4_K_M'])
+      measured.peak = Math.max(measured.peak, maxRss)
+      return ms
+    },
+    [llama]: async () =>
+      (await child(CLI_CHILD, [SMALL_MODEL, f32, '--dtype', 'F32'])).ms + (await child(quantizeChild, [f32, theirs, String(Q4_K_M), '2'])).ms,
+  }
+  const outputs = { 'GGUF Q4_K_M': [ours], [llama]: [f32, theirs] }
+  try {
+    const { runs, canDrop } = await interleaved(commands, weights, (name) => Promise.all(outputs[name].map((path) => rm(path, { force: true }))))
+    // The last round of each left its files.
+    const same = await sameTensors(ours, theirs)
+    const m = { ours: median(runs['GGUF Q4_K_M']), theirs: median(runs[llama]) }
+    log(`
+convert a ${(size / 1e6).toFixed(0)} MB BF16 Llama model to GGUF Q4_K_M with the CLI vs the F32 GGUF then llama.cpp's llama_model_quantize (2 threads), median of ${ROUNDS} interleaved rounds`)
+    table([
+      {
+        conversion: 'BF16 -> GGUF Q4_K_M',
+        ms: m.ours.toFixed(0),
+        baseline: llama,
+        'baseline ms': m.theirs.toFixed(0),
+        ratio: (m.ours / m.theirs).toFixed(2),
+        'peak RSS MiB': (measured.peak / MiB).toFixed(0),
+        'same tensors': same,
+      },
+    ])
+    log(`(targets: ratio <= 2.0, peak RSS < ${QUANTIZED_RSS_TARGET / MiB} MiB; GGUF ${(statSync(ours).size / MiB).toFixed(0)} MiB)`)
+    logRounds(log, runs, canDrop)
+    return { ...m, ratio: m.ours / m.theirs, peakRss: measured.peak, same, runs }
+  } finally {
+    for (const path of [ours, f32, theirs]) await rm(path, { force: true })
+  }
+}
+
+/** Every measurement: the conversion, the way back to a folder, Q4_K_M against llama.cpp. */
+export async function run({ log = console.log } = {}) {
+  return { conversion: await runConversion({ log }), toFolder: await runToFolder({ log }), quantized: await runQuantized({ log }) }
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  await run({ count: process.argv[2] ? Number(process.argv[2]) : undefined })
+  await run()
 }

@@ -1,4 +1,7 @@
 // Timing helpers: this machine is shared, so compare variants in one run, interleaved, by median.
+import { pathToFileURL } from 'node:url'
+
+/** The median of `values`. */
 export function median(values) {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[sorted.length >> 1]
@@ -80,21 +83,36 @@ export async function serveInWorker(files, options) {
 }
 
 /**
- * A module of the sources that is no package export (`contents` imports it, e.g. `export { dequantizeGgml } from './src/gguf/dequantize.ts'`),
- * bundled with esbuild, its .wasm and ?constants imports made as the builds make them (scripts/inline-wasm.js).
- * Run after `npm run build:wasm`, from the repository's root.
+ * Modules of the repository that are no package export (`contents` imports them, e.g. `export { x } from
+ * './src/gguf/dequantize.ts'`, or test/ggml.ts), bundled with esbuild into build/bench-<name>.mjs, their .wasm and ?constants
+ * imports made as the builds make them (scripts/inline-wasm.js), packages left to Node; the bundle's path, which a
+ * child process can import too. Run after `npm run build:wasm`, from the repository's root.
+ * @param {string} name
+ * @param {string} contents
  */
-export async function bundledSource(contents) {
+export async function bundleSource(name, contents) {
   const { build } = await import('esbuild')
   const { inlineWasm } = await import('../scripts/inline-wasm.js')
   const root = new URL('..', import.meta.url).pathname
   const inline = {
     name: 'inline-wasm',
+    /** @param {import('esbuild').PluginBuild} plugin */
     setup(plugin) {
-      plugin.onResolve({ filter: /\.wasm$|\?constants$/ }, (args) => ({ path: inlineWasm.resolveId(args.path), namespace: 'inline' }))
-      plugin.onLoad({ filter: /.*/, namespace: 'inline' }, (args) => ({ contents: inlineWasm.load(args.path), loader: 'js' }))
+      plugin.onResolve({ filter: /\.wasm$|\?constants$/ }, (args) => ({ path: inlineWasm.resolveId(args.path) ?? args.path, namespace: 'inline' }))
+      plugin.onLoad({ filter: /.*/, namespace: 'inline' }, (args) => ({ contents: inlineWasm.load(args.path) ?? '', loader: 'js' }))
     },
   }
-  const { outputFiles } = await build({ stdin: { contents, resolveDir: root, loader: 'ts' }, bundle: true, format: 'esm', write: false, plugins: [inline] })
-  return import(`data:text/javascript,${encodeURIComponent(outputFiles[0].text)}`)
+  const outfile = `${root}build/bench-${name}.mjs`
+  const stdin = { contents, resolveDir: root, loader: /** @type {const} */ ('ts') }
+  await build({ stdin, bundle: true, platform: 'node', format: 'esm', packages: 'external', outfile, logLevel: 'error', plugins: [inline] })
+  return outfile
+}
+
+/**
+ * The modules `contents` exports, bundled by bundleSource and imported.
+ * @param {string} name
+ * @param {string} contents
+ */
+export async function bundledSource(name, contents) {
+  return import(pathToFileURL(await bundleSource(name, contents)).href)
 }

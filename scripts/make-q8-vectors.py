@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden Q8_0 vectors from gguf-py (llama.cpp's converter library), for test/gguf/q8_0.test.ts.
+"""Golden Q8_0 vectors from gguf-py (llama.cpp's converter library), for test/gguf/ggml-quantizers.test.ts.
 
 Writes test/fixtures/gguf/q8_0/:
   values.f32   the inputs, little-endian float32, 32 per block

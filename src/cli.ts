@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
+import { GGUF_DTYPE_NAMES, ggufDtypeOf } from './gguf/file-types.ts'
 import { type GgufDtype, GgufFile, type GgufValue, openGguf, writeGguf } from './gguf-node.ts'
 import { isGgufName } from './node/convert-file.ts'
 import { cleanUpWrites } from './node/temporary-files.ts'
@@ -31,7 +32,7 @@ const USAGE = `usage:
   safetensors-wasm inspect <file|url|model> [--json] [--tensor NAME]
   safetensors-wasm validate <file|url|model>... [--json]
   safetensors-wasm convert <in> <out> [--dtype F32|F16|BF16] [--max-shard-size SIZE]
-  safetensors-wasm convert <model> <out.gguf> [--dtype F32|F16|BF16|Q8_0]
+  safetensors-wasm convert <model> <out.gguf> [--dtype F32|F16|BF16|Q8_0|Q4_K_M|...]
   safetensors-wasm convert <in.gguf> <out folder> [--dtype F32|F16|BF16] [--raw]
   safetensors-wasm --version
       floating-point tensors become --dtype (in any case: bf16), others are copied;
@@ -39,9 +40,12 @@ const USAGE = `usage:
       folder; --max-shard-size (2GB, 500MB, 1GiB) reshards into a folder with an index;
       an <out> ending in .gguf is a GGUF for llama.cpp of the model (Llama, Mistral,
       Mixtral, Qwen2/3, Qwen3-MoE, Gemma 2/3, Phi-3, GPT-2) and its tokenizer, F16
-      unless --dtype says otherwise; an <in.gguf> becomes the Hugging Face folder
-      transformers loads (weights, config.json, tokenizer), F32 unless --dtype says
-      otherwise; --raw: its tensors by their GGUF names, its keys as metadata
+      unless --dtype says otherwise: F32, BF16 or a file type of llama-quantize (Q4_0,
+      Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K, TQ1_0, TQ2_0,
+      IQ4_NL, IQ4_XS; Q3_K, Q4_K, Q5_K for the _M), as llama.cpp's quantizer makes it;
+      an <in.gguf> becomes the Hugging Face folder transformers loads (weights,
+      config.json, tokenizer), F32 unless --dtype says otherwise; --raw: its tensors
+      by their GGUF names, its keys as metadata
   a model is a model.safetensors.index.json (path or URL) or a folder holding one;
   a file is a SafeTensors or a GGUF file
   validate exits 0 when every input is valid, 1 when one is invalid, 3 when none is
@@ -490,14 +494,20 @@ function parseSize(text: string): number {
 }
 
 const TARGETS: readonly ConvertTarget[] = ['F32', 'F16', 'BF16']
-const GGUF_TARGETS: readonly GgufDtype[] = ['F32', 'F16', 'BF16', 'Q8_0']
-
-function parseDtype<T extends string>(text: string, targets: readonly T[]): T {
-  const dtype = targets.find((t) => t === text.toUpperCase())
+function parseDtype(text: string): ConvertTarget {
+  const dtype = TARGETS.find((t) => t === text.toUpperCase())
   if (dtype) return dtype
-  if (GGUF_TARGETS.includes(text.toUpperCase() as GgufDtype))
+  if (ggufDtypeOf(text))
     throw new UsageError(`--dtype ${text} is a GGUF type: name an output ending in .gguf to write GGUF, or take F32, F16 or BF16 for SafeTensors`)
-  throw new UsageError(`--dtype takes ${targets.slice(0, -1).join(', ')} or ${targets.at(-1)} (in any case), got ${JSON.stringify(text)}`)
+  throw new UsageError(`--dtype takes ${TARGETS.slice(0, -1).join(', ')} or ${TARGETS.at(-1)} (in any case), got ${JSON.stringify(text)}`)
+}
+
+function parseGgufDtype(text: string): GgufDtype {
+  const dtype = ggufDtypeOf(text)
+  if (dtype) return dtype
+  throw new UsageError(
+    `--dtype of a GGUF takes ${GGUF_DTYPE_NAMES.slice(0, -1).join(', ')} or ${GGUF_DTYPE_NAMES.at(-1)} (in any case), got ${JSON.stringify(text)}`,
+  )
 }
 
 async function convertCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined, raw = false): Promise<number> {
@@ -505,8 +515,8 @@ async function convertCommand(input: string, output: string, dtypeText: string |
   if (isGgufName(input) && !gguf) return ggufToFolderCommand(input, output, dtypeText, sizeText, raw)
   if (raw) throw new UsageError('--raw goes with convert of a .gguf into a folder')
   if (gguf && sizeText !== undefined) throw new UsageError(`--max-shard-size goes with a SafeTensors output; ${output} is a GGUF, written as one file`)
-  const ggufDtype = gguf && dtypeText !== undefined ? parseDtype(dtypeText, GGUF_TARGETS) : undefined
-  const dtype = !gguf && dtypeText !== undefined ? parseDtype(dtypeText, TARGETS) : undefined
+  const ggufDtype = gguf && dtypeText !== undefined ? parseGgufDtype(dtypeText) : undefined
+  const dtype = !gguf && dtypeText !== undefined ? parseDtype(dtypeText) : undefined
   const maxShardSize = sizeText === undefined ? undefined : parseSize(sizeText)
   if (!gguf && dtype === undefined && maxShardSize === undefined) throw new UsageError('convert needs --dtype F32|F16|BF16, --max-shard-size SIZE or both')
   refuseFolderUrl(input, gguf)
@@ -624,7 +634,7 @@ async function ggufCommand(input: string, output: string, dtype: GgufDtype): Pro
 
 /** convert x.gguf OUT_DIR: the Hugging Face folder of a GGUF, F32 unless --dtype says otherwise. */
 async function ggufToFolderCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined, raw: boolean): Promise<number> {
-  const dtype = dtypeText === undefined ? 'F32' : parseDtype(dtypeText, TARGETS)
+  const dtype = dtypeText === undefined ? 'F32' : parseDtype(dtypeText)
   const maxShardSize = sizeText === undefined ? undefined : parseSize(sizeText)
   if (/\.safetensors$/i.test(output))
     throw new UsageError(

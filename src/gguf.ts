@@ -12,7 +12,7 @@ import './core/wasm-code.ts'
 
 export { type DequantizeOptions, dequantizeGgml } from './gguf/dequantize.ts'
 export { GgufFile, type GgufOpenOptions, openGguf } from './gguf/file.ts'
-export type { GgufDtype, GgufTensorType } from './gguf/format.ts'
+export type { GgufDtype } from './gguf/file-types.ts'
 export type { GgmlType } from './gguf/ggml-types.ts'
 export { type GgufOptions, type GgufStream, ggufStream } from './gguf/index.ts'
 export type { GgufArray, GgufHeader, GgufTensorInfo, GgufValue } from './gguf/reader.ts'

@@ -1,6 +1,6 @@
 // ggml's own C code as a judge: node-llama-cpp's prebuilt libggml-base.so (installed by test/llama.ts), called
 // through koffi. Its quantize and dequantize functions are llama.cpp's reference implementations, the ones the
-// GGUF types of this library must match bit for bit.
+// GGUF types of this library must match bit for bit; libllama's llama_model_quantize judges the file types.
 
 import { join } from 'node:path'
 import koffi from 'koffi'
@@ -115,4 +115,57 @@ export function loadGgml(): Ggml {
     library: (name) => join(LLAMA_LIBRARIES, name),
   }
   return ggml
+}
+
+/**
+ * llama.cpp's quantizer: llama_model_quantize of libllama.v0.4.0.so, with llama-quantize's default parameters (no
+ * importance matrix) but the file type (llama.h's llama_ftype) and the threads. llama.cpp's log is silenced while it
+ * quantizes (a line a tensor), then handed back to whoever had it.
+ */
+export type LlamaQuantize = (input: string, output: string, ftype: number, threads: number) => void
+
+let llamaQuantize: LlamaQuantize | undefined
+
+/** llama.cpp's quantizer, loaded once per process. */
+export function loadLlamaQuantize(): LlamaQuantize {
+  if (llamaQuantize) return llamaQuantize
+  const library = koffi.load(loadGgml().library('libllama.v0.4.0.so'))
+  // llama.h's llama_model_quantize_params at that release.
+  const Params = koffi.struct('llama_model_quantize_params', {
+    nthread: 'int32_t',
+    ftype: 'int32_t',
+    output_tensor_type: 'int32_t',
+    token_embedding_type: 'int32_t',
+    allow_requantize: 'bool',
+    quantize_output_tensor: 'bool',
+    only_copy: 'bool',
+    pure: 'bool',
+    keep_split: 'bool',
+    dry_run: 'bool',
+    imatrix: 'void *',
+    kv_overrides: 'void *',
+    tt_overrides: 'void *',
+    prune_layers: 'void *',
+    max_buf_size: 'size_t',
+  })
+  const defaults = library.func('llama_model_quantize_default_params', Params, [])
+  const Log = koffi.proto('void llama_quantize_test_log(int level, const char *text, void *user_data)')
+  const silent = koffi.register(() => {}, koffi.pointer(Log))
+  const logGet = library.func('void llama_log_get(_Out_ void **callback, _Out_ void **user_data)')
+  const logSet = library.func('void llama_log_set(void *callback, void *user_data)')
+  const quantize = library.func('llama_model_quantize', 'uint32_t', ['const char *', 'const char *', koffi.pointer(Params)])
+  llamaQuantize = (input, output, ftype, threads) => {
+    const params = { ...defaults(), nthread: threads, ftype }
+    const [callback, userData] = [[null], [null]]
+    logGet(callback, userData)
+    logSet(silent, null)
+    let status: number
+    try {
+      status = quantize(input, output, params)
+    } finally {
+      logSet(callback[0], userData[0])
+    }
+    if (status !== 0) throw new Error(`llama_model_quantize ${input} (ftype ${ftype}) failed: ${status}`)
+  }
+  return llamaQuantize
 }

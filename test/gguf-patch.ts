@@ -4,14 +4,14 @@
 // does not decide any value: every key and tensor not patched keeps the original file's bytes.
 import { readFileSync, writeFileSync } from 'node:fs'
 import { GGMLQuantizationType, type GGUFTypedMetadata, GGUFValueType, gguf } from '@huggingface/gguf'
-import { alignUp, encodeHeader, type GgufTensorType, type KeyValue } from '../src/gguf/format.ts'
-import { BYTES_PER_VALUE } from './gguf-fixtures.ts'
+import { alignUp, encodeHeader, type KeyValue } from '../src/gguf/format.ts'
+import { type GgmlType, ggmlByteLength } from '../src/gguf/ggml-types.ts'
 
 /** A tensor of the file: its name, dims in ggml's order (a row's length first), type and data. */
 export interface GgufTensor {
   name: string
   dims: number[]
-  type: GgufTensorType
+  type: GgmlType
   bytes: Uint8Array
 }
 
@@ -35,7 +35,7 @@ const SCALARS: Partial<Record<GGUFValueType, 'u32' | 'i32' | 'f32' | 'bool' | 's
   [GGUFValueType.BOOL]: 'bool',
   [GGUFValueType.STRING]: 'string',
 }
-const TYPES: Partial<Record<GGMLQuantizationType, GgufTensorType>> = {
+const TYPES: Partial<Record<GGMLQuantizationType, GgmlType>> = {
   [GGMLQuantizationType.F32]: 'F32',
   [GGMLQuantizationType.F16]: 'F16',
   [GGMLQuantizationType.BF16]: 'BF16',
@@ -59,7 +59,10 @@ async function readGguf(path: string): Promise<{ metadata: KeyValue[]; tensors: 
     if (!type) throw new Error(`${path}: ${info.name} is ${GGMLQuantizationType[info.dtype]}`)
     const dims = info.shape.map(Number)
     const start = Number(tensorDataOffset + info.offset)
-    const length = dims.reduce((a, b) => a * b, 1) * BYTES_PER_VALUE[type]
+    const length = ggmlByteLength(
+      type,
+      dims.reduce((a, b) => a * b, 1),
+    )
     return { name: info.name, dims, type, bytes: new Uint8Array(file.subarray(start, start + length)) }
   })
   return { metadata, tensors }
@@ -74,7 +77,13 @@ export async function patchGguf(from: string, to: string, patch: GgufPatch): Pro
     .filter((t) => !patch.dropTensors?.includes(t.name))
     .map((t) => ({ ...t, name: patch.renameTensors?.[t.name] ?? t.name, bytes: patch.tensor?.(t) ?? t.bytes }))
   for (const [i, t] of written.entries())
-    if (t.bytes.length !== t.dims.reduce((a, b) => a * b, 1) * BYTES_PER_VALUE[t.type])
+    if (
+      t.bytes.length !==
+      ggmlByteLength(
+        t.type,
+        t.dims.reduce((a, b) => a * b, 1),
+      )
+    )
       throw new Error(`${t.name}: patched data of another length (tensor ${i})`)
   const { head, sizes, fileSize } = encodeHeader(kept, written)
   const out = new Uint8Array(fileSize)

@@ -4,12 +4,13 @@
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { pathToFileURL } from 'node:url'
-import { ROOT } from './packed.ts'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 
 // Exact, so that every run judges with the same llama.cpp and the cache never goes stale silently.
 export const NODE_LLAMA_CPP = '3.21.1'
-const CACHE = join(ROOT, '.cache/node-llama-cpp')
+// Found from this file's place rather than through test/packed.ts, which needs vitest: bench/ggml-quantize.js
+// loads this module outside vitest, bundled into build/ (as deep in the repository as test/).
+const CACHE = fileURLToPath(new URL('../.cache/node-llama-cpp', import.meta.url))
 const INSTALLED = join(CACHE, NODE_LLAMA_CPP)
 const ENTRY = join(INSTALLED, 'node_modules/node-llama-cpp/dist/index.js')
 

@@ -1,6 +1,6 @@
 // A second Q8_0 quantizer for the tests, written from gguf-py's quants.py (Q8_0.quantize_blocks and np_roundf)
 // step by step in float32 (Math.fround after each operation, as numpy's float32 arithmetic does) and shares no
-// code with src/ or assembly/. test/gguf/q8_0.test.ts checks it against gguf-py's own bytes first.
+// code with src/ or assembly/. test/gguf/ggml-quantizers.test.ts checks it against gguf-py's own bytes first.
 import { encodeValue } from './float-reference.ts'
 
 /** numpy's float32 -> int8 cast on x86-64: the low byte of the 32-bit conversion, 0 for NaN or out of range. */

@@ -7,12 +7,10 @@
 import convert from '../../build/convert.wasm'
 import hash from '../../build/hash.wasm'
 import header from '../../build/header.wasm'
-import q8_0 from '../../build/q8_0.wasm'
 import stats from '../../build/stats.wasm'
 import type { WasmSource } from './wasm.ts'
 
 export const kernelsWasm: WasmSource = convert
 export const hashWasm: WasmSource = hash
 export const scannerWasm: WasmSource = header
-export const q8Wasm: WasmSource = q8_0
 export const statsWasm: WasmSource = stats

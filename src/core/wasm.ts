@@ -1,9 +1,9 @@
 // Loading the wasm core. It is seven modules (assembly/modules/), their code in src/core/wasm-code.ts (but for the
-// two that only some reads need, which their callers import), each used by the one source module that calls it
-// (the scanner by header.ts, the kernels by convert.ts, statistics by stats.ts, the hash by checksum.ts, Q8_0 by
-// gguf/q8_0.ts, dequantization by quant/kernels.ts, ggml's types by gguf/dequantize.ts), so that a bundle carries
-// the wasm of the functions it uses and no other. Each module is compiled once per process, on first use;
-// instances own their memory.
+// three that only some reads and exports need, which their callers import), each used by the one source module that
+// calls it (the scanner by header.ts, the kernels by convert.ts, statistics by stats.ts, the hash by checksum.ts, ggml's
+// quantizers by gguf/ggml-quantizers.ts, dequantization by quant/kernels.ts, ggml's types by gguf/dequantize.ts), so
+// that a bundle carries the wasm of the functions it uses and no other. Each module is compiled once per process,
+// on first use; instances own their memory.
 //
 // A module's shared instance is its scratch space: its memory grows as needed, so no view into it
 // outlives the call that made it. Results that must stay in wasm memory as long-lived views get an

@@ -10,11 +10,12 @@ import { elementsOf } from '../format/header.ts'
 import { PARALLEL_READS, runPool } from '../sources/pool.ts'
 import { type OnBytes, type RangeSource, readInto } from '../sources/source.ts'
 import type { Unit } from './architectures.ts'
+import { GGML_TYPES } from './ggml-types.ts'
 import type { Piece, PlannedTensor } from './tensors.ts'
 
 /**
- * elements: elements per chunk, 4 MiB as F32, a multiple of a Q8_0 block (a chunk of a reordered tensor is whole
- * heads where a head fits). transposed: elements of transposed matrices converted at once, whole matrices up to
+ * elements: elements per chunk, 4 MiB as F32, a multiple of every ggml block (a chunk of a reordered tensor is whole
+ * heads where a head fits; a chunk of a quantized tensor is whole blocks, this rounded down to them). transposed: elements of transposed matrices converted at once, whole matrices up to
  * this (GPT-2 XL's largest, c_fc, has 10.2M), else a block of a matrix's columns of about this many (one column at
  * least). gapBytes: the runs of a block of columns whose rows are closer together than this are copied out of whole
  * rows, read a few at a time (a read of a few bytes per row costs far more than its bytes). Mutable only so that
@@ -55,10 +56,11 @@ export interface Chunk {
 export type PieceValues = (t: PlannedTensor, piece: Piece, dtype: DType) => AsyncGenerator<{ chunk: Chunk; values: Uint8Array }>
 
 /**
- * A piece's chunks, in the GGUF's order: runs of GGUF_CHUNKS.elements; of a transformed tensor, whole units (as many
- * as fit), or where a unit is larger than a chunk, of a transposed matrix blocks of its columns, of a reordered
- * head rows of its first half and the rows of its second half that pair with them. MXFP4 blocks and scales are one
- * chunk a piece (an expert's). Every chunk but the last is the largest.
+ * A piece's chunks, in the GGUF's order, each of whole ggml blocks of the tensor's type (which the quantizers take
+ * as rows of a block): runs of GGUF_CHUNKS.elements; of a transformed tensor, whole units (as many as fit), or where
+ * a unit is larger than a chunk, of a transposed matrix blocks of its columns, of a reordered head rows of its first
+ * half and the rows of its second half that pair with them, all of them whole rows of the GGUF. MXFP4 blocks and
+ * scales are one chunk a piece (an expert's). Every chunk but the last is the largest.
  */
 export function* pieceChunks(t: PlannedTensor, { part: { info }, rows }: Piece): Generator<Chunk> {
   const rowElements = elementsOf(info) / (info.shape[0] ?? 1)
@@ -66,7 +68,8 @@ export function* pieceChunks(t: PlannedTensor, { part: { info }, rows }: Piece):
   const count = (rows[1] - rows[0]) * rowElements
   if (count === 0) return
   if (!t.unit || t.mxfp4) {
-    const size = t.mxfp4 ? count : GGUF_CHUNKS.elements
+    const { block } = GGML_TYPES[t.type]
+    const size = t.mxfp4 ? count : Math.max(block, GGUF_CHUNKS.elements - (GGUF_CHUNKS.elements % block))
     for (let first = 0; first < count; first += size) {
       const n = Math.min(size, count - first)
       yield { runs: [[start + first, n]], count: n }

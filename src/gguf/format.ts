@@ -2,7 +2,7 @@
 // the key-value pairs, the tensor infos, zero padding to the alignment, then each tensor's data at its
 // offset, padded to the alignment. Numbers are little-endian; a string is its UTF-8 length as a u64, then
 // its bytes.
-import { GGML_TYPES, ggmlByteLength } from './ggml-types.ts'
+import { GGML_TYPES, type GgmlType, ggmlByteLength } from './ggml-types.ts'
 
 /** GGUF's ids of the value types the converter writes (an array is 9, then its element type and count). */
 const VALUE_TYPES = { u32: 4, i32: 5, f32: 6, bool: 7, string: 8 } as const
@@ -11,12 +11,6 @@ type Scalar = keyof typeof VALUE_TYPES
 
 /** One metadata entry: its key, its type (a scalar, or an array of strings, i32 or f32), its value. */
 export type KeyValue = [key: string, type: Scalar | 'string[]' | 'i32[]' | 'f32[]', value: number | boolean | string | ArrayLike<string | number>]
-
-/** The tensor types of the GGUF's weights this converter writes (ggml.h's enum ggml_type), and what {@link ggufStream}'s `dtype` takes. */
-export type GgufDtype = 'F32' | 'F16' | 'BF16' | 'Q8_0'
-
-/** The types of its tensors: the weights', and MXFP4 for experts kept as stored (gpt-oss's). */
-export type GgufTensorType = GgufDtype | 'MXFP4'
 
 /** The alignment of the data section and of every tensor in it: ggml's default, also written as general.alignment. */
 export const ALIGNMENT = 32
@@ -27,7 +21,7 @@ export const alignUp = (n: number) => Math.ceil(n / ALIGNMENT) * ALIGNMENT
 export interface TensorEntry {
   name: string
   dims: readonly number[]
-  type: GgufTensorType
+  type: GgmlType
 }
 
 /** The header, each tensor's data size and the file's size; the data section starts at `head.length`, the tensors at alignUp of the sizes before them. */

@@ -16,25 +16,29 @@ import { ChunkConverter, pulledStream } from '../read/streams.ts'
 import { type SourceRange, sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
-import { alignUp, type EncodedHeader, encodeHeader, type GgufDtype, type GgufTensorType, type KeyValue } from './format.ts'
+import { FILE_TYPES, fileTypeOf, GGUF_DTYPE_NAMES, type GgufDtype, ggufDtypeOf } from './file-types.ts'
+import { alignUp, type EncodedHeader, encodeHeader, type KeyValue } from './format.ts'
+import { GGML_TYPES, type GgmlType } from './ggml-types.ts'
+import { loadGgmlQuantizers } from './kernels.ts'
 
-export type { GgufDtype } from './format.ts'
+export type { GgufDtype } from './file-types.ts'
 
 import { type PieceValues, pieceChunks, readColumns, reshaped } from './chunks.ts'
+import type { QuantizedType } from './ggml-quantizers.ts'
 import { conversionNotes, modelMetadata, readModelConfig } from './metadata.ts'
-import { q8_0ByteLength, quantizeQ8_0 } from './q8_0.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
-import { type Piece, type PlannedTensor, planTensors } from './tensors.ts'
+import { type FloatDtype, type Piece, type PlannedTensor, planTensors } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
 /** Options of {@link ggufStream}: those of {@link index!openModel} for reading the model, and what the GGUF holds. */
 export interface GgufOptions extends OpenModelOptions {
   /**
-   * The type of the weights: norms and other 1-D tensors are F32 whatever it is, and under Q8_0 a tensor
-   * whose rows are not whole blocks of 32 is F16 (as llama.cpp's converter does).
+   * The type of the weights, in any case: F32, F16 or BF16 as llama.cpp's converter writes them (norms and other
+   * 1-D tensors F32 whatever it is), or a file type of llama.cpp's `llama-quantize` (Q4_K_M, Q8_0, ...), each
+   * tensor of the type that quantizer gives it, with the same bytes (docs/gguf.md).
    * @defaultValue 'F16', as llama.cpp's convert_hf_to_gguf.py
    */
-  dtype?: GgufDtype
+  dtype?: GgufDtype | Lowercase<GgufDtype>
   /**
    * One series for the whole conversion: `total` is the bytes of tensor data to read, the same in every
    * event from the first; `loaded` the bytes read so far; the last event has loaded === total.
@@ -42,8 +46,6 @@ export interface GgufOptions extends OpenModelOptions {
    */
   onProgress?: ProgressCallback
 }
-
-const DTYPES: readonly GgufDtype[] = ['F32', 'F16', 'BF16', 'Q8_0']
 
 /** tokenizer.model's pieces, by its reader, which only models that have one load. */
 async function readTokenizerModel(bytes: Uint8Array): Promise<SentencePieceModel> {
@@ -62,9 +64,12 @@ async function readBesideModel(located: Located, name: string, required: boolean
   throw new SafetensorsError('Io', `${file.where} is missing, and a GGUF needs it`, { status: missing?.status, url: missing?.url, path: missing?.path })
 }
 
-/** The dtype a piece has in wasm memory before it is copied out: the tensor's type, F32 for Q8_0 (which the Q8_0 kernel reads), the stored bytes for MXFP4. */
+/** Whether a tensor is quantized here: of one of ggml's quantized types, not a float, nor MXFP4 blocks kept as stored. */
+const quantizes = (t: PlannedTensor) => !t.mxfp4 && t.type !== 'F32' && t.type !== 'F16' && t.type !== 'BF16'
+
+/** The dtype a piece has in wasm memory before it is copied out: the tensor's type, F32 for the quantizers to read, the stored bytes for MXFP4. */
 function middleOf(t: PlannedTensor, piece: Piece): DType {
-  return t.mxfp4 ? piece.part.info.dtype : t.type === 'Q8_0' ? 'F32' : (t.type as DType)
+  return t.mxfp4 ? piece.part.info.dtype : quantizes(t) ? 'F32' : (t.type as DType)
 }
 
 /** The bytes a piece's chunks read: stored bytes, or a logical tensor's values as read. */
@@ -134,12 +139,13 @@ async function* tensorBytes(
   pieceValues: PieceValues,
   quantized?: typeof import('./quantized-values.ts'),
 ): AsyncGenerator<Uint8Array> {
+  const quantizer = tensors.some(quantizes) ? await loadGgmlQuantizers() : undefined
   for (const [index, t] of tensors.entries()) {
     if (t.computed) yield new Uint8Array(t.computed.buffer)
     if (t.mxfp4) yield* quantized!.mxfp4Tensor(t, pieceValues)
-    const elementBytes = t.type === 'Q8_0' ? 4 : t.mxfp4 ? 1 : byteLengthOf(t.type as DType, 1)
+    const elementBytes = quantizes(t) ? 4 : t.mxfp4 ? 1 : byteLengthOf(t.type as DType, 1)
     for (const piece of t.mxfp4 ? [] : t.pieces) {
-      // The index in the piece of the chunk's first value, by which an error names a value Q8_0 cannot hold.
+      // The index in the piece of the chunk's first value, by which an error names a value a type cannot hold.
       let first = 0
       for await (const { chunk, values } of pieceValues(t, piece, middleOf(t, piece))) {
         const n = values.length / elementBytes
@@ -149,10 +155,13 @@ async function* tensorBytes(
           const floats = new Float32Array(out.buffer, out.byteOffset, out.length / 4)
           for (let i = 0; i < floats.length; i++) floats[i] += t.shift
         }
-        if (t.type === 'Q8_0') {
-          // In place: the blocks are narrower than the F32 they come from.
+        if (quantizes(t)) {
+          // In place: the blocks are narrower than the F32 they come from. A chunk is whole blocks of its rows
+          // (pieceChunks), which the kernels quantize one after another whatever the rows, so it goes as rows of a
+          // block.
+          const type = t.type as QuantizedType
           const floats = new Float32Array(out.buffer, out.byteOffset, out.length / 4)
-          out = quantizeQ8_0(floats, new Uint8Array(out.buffer, out.byteOffset, q8_0ByteLength(floats.length)), { name: piece.part.info.name, first })
+          out = quantizer!.quantize(type, floats, GGML_TYPES[type].block, out, { name: piece.part.info.name, first })
         }
         yield out
         first += n
@@ -172,7 +181,7 @@ function merged(kv: KeyValue[]): KeyValue[] {
 
 /** A GGUF about to be streamed: its tensors, its size, what it says otherwise than config.json, and its stream. */
 export interface GgufPlan {
-  tensors: ReadonlyArray<{ type: GgufTensorType }>
+  tensors: ReadonlyArray<{ type: GgmlType }>
   fileSize: number
   notes: readonly string[]
   stream: ReadableStream<Uint8Array>
@@ -180,8 +189,9 @@ export interface GgufPlan {
 
 /** Reads and checks everything a GGUF of `input` needs before its first byte, and makes its stream. */
 export async function planGguf(input: string | URL | ModelFiles | ModelFolder, options: GgufOptions = {}): Promise<GgufPlan> {
-  const { dtype = 'F16', onProgress, ...read } = options
-  if (!DTYPES.includes(dtype)) throw new TypeError(`dtype must be ${DTYPES.join(', ')}, got ${JSON.stringify(dtype)}`)
+  const { dtype: dtypeName = 'F16', onProgress, ...read } = options
+  const dtype = ggufDtypeOf(dtypeName)
+  if (dtype === undefined) throw new TypeError(`dtype must be one of ${GGUF_DTYPE_NAMES.join(', ')} (in any case), got ${JSON.stringify(dtypeName)}`)
   const meter = onProgress && new ProgressMeter(onProgress)
   const located = await locate(input)
   const json = async (name: string, required: boolean) => {
@@ -206,7 +216,21 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
     }
     notes = conversionNotes(config)
     // The tensors first: their shapes check config.json's counts before the tokenizer's arrays are sized by them.
-    tensors = planTensors(model, config, dtype)
+    const fileType = fileTypeOf(dtype)
+    tensors = planTensors(model, config, fileType ? 'F32' : (dtype as FloatDtype))
+    if (fileType) {
+      // The types llama.cpp's quantizer gives the tensors of the F32 GGUF, by rules only a file type loads.
+      const { mixtureTypes } = await import('./mixtures.ts')
+      const { architecture, blocks, heads, kvHeads, experts } = config
+      const hyperparameters = { architecture: architecture.name, blocks, heads, kvHeads, experts }
+      const types = mixtureTypes(fileType, FILE_TYPES[fileType].base, tensors, hyperparameters, GGML_TYPES)
+      for (const [index, t] of tensors.entries()) {
+        // gpt-oss's MXFP4 experts stay as stored whatever the file type, as in the converter's types.
+        if (!t.mxfp4) t.type = types[index]
+        // llama.cpp's quantizer writes dims up to the last above 1 (ggml_n_dims): Qwen2-MoE's [64, 1] gates as [64].
+        while (t.dims.length > 1 && t.dims.at(-1) === 1) t.dims = t.dims.slice(0, -1)
+      }
+    }
     const metadata = merged([...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)])
     header = encodeHeader(metadata, tensors)
   } catch (error) {
@@ -264,8 +288,8 @@ export type GgufStream = ReadableStream<Uint8Array> & {
  * key named); `Io` for a missing config.json,
  * or neither tokenizer.json nor tokenizer.model (named), and a read that fails; any code of
  * {@link index!openModel}; `Aborted`. After it resolves, the same codes come as the stream's error.
- * @throws TypeError for a `dtype` other than F32, F16, BF16 or Q8_0, an `onProgress` that is not a function,
- * or an input openModel does not take.
+ * @throws TypeError for a `dtype` that is not F32, F16, BF16 or a file type of llama-quantize, an `onProgress` that
+ * is not a function, or an input openModel does not take.
  */
 export async function ggufStream(input: string | URL | ModelFiles | ModelFolder, options: GgufOptions = {}): Promise<GgufStream> {
   const { stream, fileSize, notes } = await planGguf(input, options)

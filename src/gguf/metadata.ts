@@ -5,7 +5,8 @@
 import { SafetensorsError } from '../errors.ts'
 import { excerpt, JsonValue, jsonFileError } from '../format/json-values.ts'
 import type { AddKey, Architecture, ArchitectureTable, ConfigReader, ModelConfig, Rope } from './architectures.ts'
-import { ALIGNMENT, type GgufDtype, type KeyValue } from './format.ts'
+import { FILE_TYPES, fileTypeOf, type GgufDtype } from './file-types.ts'
+import { ALIGNMENT, type KeyValue } from './format.ts'
 
 /** The largest value of a GGUF u32 key. */
 const U32_MAX = 2 ** 32 - 1
@@ -152,15 +153,18 @@ export function conversionNotes({ architecture, window, read }: ModelConfig): st
   ]
 }
 
-/** general.file_type (gguf-py's LlamaFileType) of each dtype, and of a model whose experts stay MXFP4 (MOSTLY_MXFP4_MOE). */
-const FILE_TYPE: Readonly<Record<GgufDtype | 'MXFP4', number>> = { F32: 0, F16: 1, Q8_0: 7, BF16: 32, MXFP4: 38 }
+/**
+ * general.file_type (llama.h's llama_ftype) of the float dtypes, and of a model whose experts stay MXFP4 in the types
+ * llama.cpp's converter writes (MOSTLY_MXFP4_MOE, as it writes it); the file types have theirs in FILE_TYPES.
+ */
+const CONVERTER_FILE_TYPE: Readonly<Record<string, number>> = { F32: 0, F16: 1, BF16: 32, MXFP4: 38 }
 
 /** Whether the model's experts are MXFP4 blocks that its GGUF keeps (gpt-oss as OpenAI ships it). */
 export function keepsMxfp4({ architecture, values }: ModelConfig): boolean {
   return architecture.mxfp4Experts === true && values.get('quantization_config').get('quant_method').value === 'mxfp4'
 }
 
-/** The general.* and architecture keys of a GGUF of `config` whose weights are `dtype`. */
+/** The general.* and architecture keys of a GGUF of `config` whose weights are `dtype` (resolved). */
 export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[] {
   const { read, architecture, rope } = config
   const { GATING } = config.table
@@ -212,7 +216,12 @@ export function modelMetadata(config: ModelConfig, dtype: GgufDtype): KeyValue[]
   architecture.keys?.(config, add)
   if (architecture.addsBos !== undefined) set(['tokenizer.ggml.add_bos_token', 'bool', architecture.addsBos])
   // general.quantization_version is ggml's GGML_QNT_VERSION.
-  set(['general.file_type', 'u32', FILE_TYPE[keepsMxfp4(config) ? 'MXFP4' : dtype]])
+  // Kept MXFP4 experts give the converter's types (Q8_0 among them) the converter's file type; llama-quantize's other
+  // file types keep their own.
+  const fileType = fileTypeOf(dtype)
+  const converterType = fileType === undefined || fileType === 'Q8_0'
+  const id = converterType && keepsMxfp4(config) ? CONVERTER_FILE_TYPE.MXFP4 : fileType ? FILE_TYPES[fileType].id : CONVERTER_FILE_TYPE[dtype]
+  set(['general.file_type', 'u32', id])
   set(['general.quantization_version', 'u32', 2])
   set(['general.alignment', 'u32', ALIGNMENT])
   return [...keys.values()]

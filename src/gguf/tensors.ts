@@ -9,9 +9,9 @@ import { jsonFileError } from '../format/json-values.ts'
 import type { SafetensorsFile } from '../read/file.ts'
 import type { SafetensorsModel } from '../read/model.ts'
 import type { Architecture, ModelConfig, Reshape, Rows, Take, Unit } from './architectures.ts'
-import type { GgufDtype, GgufTensorType, TensorEntry } from './format.ts'
+import type { TensorEntry } from './format.ts'
+import type { GgmlType } from './ggml-types.ts'
 import { keepsMxfp4, ropeTensors } from './metadata.ts'
-import { Q8_0_BLOCK } from './q8_0.ts'
 
 /** Buffers of some checkpoints that llama.cpp's converter skips: computed, not learned (RoPE's, GPT-2's causal masks). */
 const SKIPPED = /\.(rotary_emb\.inv_freq|attn\.(masked_)?bias|attention\.(masked_)?bias)$/
@@ -82,16 +82,19 @@ export interface PlannedTensor extends TensorEntry {
   mxfp4?: Take
 }
 
+/** A float type of the converter: what a GGUF's tensors are before a file type quantizes them. */
+export type FloatDtype = 'F32' | 'F16' | 'BF16'
+
 /**
  * The GGUF type of a tensor, as llama.cpp's converter chooses it: F32 for 1-D tensors, norms, biases, MoE routers
- * and learned positions; else `dtype`, with Q8_0 falling back to F16 where a row is not whole blocks.
+ * and learned positions; else `dtype`.
  */
-function typeOf(name: string, dims: readonly number[], dtype: GgufDtype): GgufDtype {
+function typeOf(name: string, dims: readonly number[], dtype: FloatDtype): FloatDtype {
   if (dims.length === 1 || !name.endsWith('.weight') || /_norm\.|ffn_gate_inp|position_embd/.test(name)) return 'F32'
-  return dtype === 'Q8_0' && dims[0] % Q8_0_BLOCK !== 0 ? 'F16' : dtype
+  return dtype
 }
 
-const planned = (name: string, dims: number[], type: GgufTensorType, pieces: Piece[], more?: Partial<PlannedTensor>): PlannedTensor => ({
+const planned = (name: string, dims: number[], type: GgmlType, pieces: Piece[], more?: Partial<PlannedTensor>): PlannedTensor => ({
   name,
   dims,
   type,
@@ -133,7 +136,7 @@ function shapeFromConfig(name: string, transpose: boolean, config: ModelConfig):
  * experts (or a layer's per-head norms) stacked (the first one first, whatever shard each is in) where its first is.
  * config.json's counts are checked against the tensors' shapes before anything is sized by them.
  */
-export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype: GgufDtype): PlannedTensor[] {
+export function planTensors(model: SafetensorsModel, config: ModelConfig, dtype: FloatDtype): PlannedTensor[] {
   const { architecture } = config
   const { qPairs, kPairs, transposed } = config.table.RESHAPES
   const tensors: PlannedTensor[] = []

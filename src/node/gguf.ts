@@ -1,7 +1,7 @@
 // writeGguf (Node entry): ggufStream into a file, written beside it under a temporary name and renamed
 // into place once complete (src/node/atomic-files.ts), so a failure leaves the target as it was.
 
-import type { GgufTensorType } from '../gguf/format.ts'
+import type { GgmlType } from '../gguf/ggml-types.ts'
 import { type GgufOptions, type GgufStream, planGguf } from '../gguf/index.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
 import { fileSink } from './atomic-files.ts'
@@ -9,7 +9,7 @@ import { fileSink } from './atomic-files.ts'
 /** What {@link writeGguf} wrote. */
 export interface GgufWritten {
   /** Tensors of each type. */
-  types: Partial<Record<GgufTensorType, number>>
+  types: Partial<Record<GgmlType, number>>
   /** Tensors in all. */
   tensors: number
   /** The file's size in bytes. */
@@ -42,7 +42,7 @@ export async function writeGguf(input: string | URL | ModelFiles | ModelFolder, 
     await sink?.abort(error)
     throw error
   }
-  const types: Partial<Record<GgufTensorType, number>> = {}
+  const types: Partial<Record<GgmlType, number>> = {}
   for (const t of plan.tensors) types[t.type] = (types[t.type] ?? 0) + 1
   return { types, tensors: plan.tensors.length, bytes: plan.fileSize, notes: plan.notes }
 }

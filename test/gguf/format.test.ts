@@ -1,13 +1,35 @@
 // src/gguf/format.ts: the GGUF v3 header the converter writes, held byte for byte to the tests' own GGUF writer
 // (test/gguf-bytes.ts, written from ggml's docs/gguf.md and gguf-py's GGUFWriter) for random metadata of every
-// type the converter writes and random tensors of its four types; the sizes from ggml's block sizes (F32 4
-// bytes, F16 and BF16 2, Q8_0 34 bytes per 32 values) and the 32-byte alignment of the format's default.
+// type the converter writes and random tensors of each of its types; the sizes from ggml's block sizes (ggml.c's
+// type_traits: F32 4 bytes, F16 and BF16 2, Q8_0 34 bytes per 32 values, Q4_K 144 per 256, ...) and the 32-byte
+// alignment of the format's default.
 import { describe, expect, test } from 'vitest'
-import { ALIGNMENT, encodeHeader, type GgufTensorType, type KeyValue, type TensorEntry } from '../../src/gguf/format.ts'
+import { ALIGNMENT, encodeHeader, type KeyValue, type TensorEntry } from '../../src/gguf/format.ts'
 import { ggufBytes, type Value } from '../gguf-bytes.ts'
 import { prng } from '../random.ts'
 
-const BYTES_PER_BLOCK: Record<GgufTensorType, [values: number, bytes: number]> = { F32: [1, 4], F16: [1, 2], BF16: [1, 2], Q8_0: [32, 34], MXFP4: [32, 17] }
+/** Values and bytes of a block of each type the converter writes, from ggml.c's type_traits. */
+const BYTES_PER_BLOCK = {
+  F32: [1, 4],
+  F16: [1, 2],
+  BF16: [1, 2],
+  Q4_0: [32, 18],
+  Q4_1: [32, 20],
+  Q5_0: [32, 22],
+  Q5_1: [32, 24],
+  Q8_0: [32, 34],
+  Q2_K: [256, 84],
+  Q3_K: [256, 110],
+  Q4_K: [256, 144],
+  Q5_K: [256, 176],
+  Q6_K: [256, 210],
+  TQ1_0: [256, 54],
+  TQ2_0: [256, 66],
+  IQ4_NL: [32, 18],
+  IQ4_XS: [256, 136],
+  MXFP4: [32, 17],
+} as const satisfies Partial<Record<TensorEntry['type'], readonly [values: number, bytes: number]>>
+const TYPES = Object.keys(BYTES_PER_BLOCK) as Array<keyof typeof BYTES_PER_BLOCK>
 const KEY_CHARS = ['a', 'z', '.', '_', '0', 'é', '中', '😀']
 const f32 = (x: number) => Math.fround(x)
 
@@ -57,7 +79,7 @@ function randomEntry(next: () => number, i: number): { mine: KeyValue; reference
 }
 
 function randomTensor(next: () => number, i: number): TensorEntry {
-  const type = (['F32', 'F16', 'BF16', 'Q8_0'] as const)[Math.floor(next() * 4)]
+  const type = TYPES[Math.floor(next() * TYPES.length)]
   const rank = 1 + Math.floor(next() * 3)
   // A row is whole blocks: ggml's first dim is a row's length.
   const dims = Array.from({ length: rank }, (_, d) => (d === 0 ? BYTES_PER_BLOCK[type][0] * (1 + Math.floor(next() * 9)) : 1 + Math.floor(next() * 7)))
@@ -65,7 +87,7 @@ function randomTensor(next: () => number, i: number): TensorEntry {
 }
 
 const byteSize = ({ dims, type }: TensorEntry) => {
-  const [values, bytes] = BYTES_PER_BLOCK[type]
+  const [values, bytes] = BYTES_PER_BLOCK[type as keyof typeof BYTES_PER_BLOCK]
   return (dims.reduce((a, b) => a * b, 1) / values) * bytes
 }
 

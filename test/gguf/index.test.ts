@@ -895,9 +895,9 @@ describe('errors', () => {
     const sharded = await cli('convert', folder, join(dir, 'x.gguf'), '--max-shard-size', '1GB')
     expect(sharded.code).toBe(2)
     expect(sharded.stderr).toContain('--max-shard-size')
-    const bad = await cli('convert', folder, join(dir, 'x.gguf'), '--dtype', 'Q4_0')
+    const bad = await cli('convert', folder, join(dir, 'x.gguf'), '--dtype', 'IQ2_XXS')
     expect(bad.code).toBe(2)
-    expect(bad.stderr).toContain('Q8_0')
+    expect(bad.stderr).toContain('Q4_K_M')
   })
 })
 

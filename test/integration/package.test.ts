@@ -68,6 +68,8 @@ describe('the packed package', () => {
         'workerd-architectures.js',
         'workerd-quantized-values.js',
         'workerd-quant.js',
+        'workerd-ggml-quantizers.js',
+        'workerd-mixtures.js',
       ].map((f) => `dist/${f}`),
       ...['index', 'node', 'gguf', 'gguf-node'].map((entry) => `dist/${entry}.d.ts`),
       ...['node', 'gguf-node'].map((entry) => `dist/types/${entry}.d.cts`),
@@ -117,9 +119,10 @@ describe('the packed package', () => {
 import { ggufStream, type GgufOptions } from 'safetensors-wasm/gguf'
 
 export async function gguf(files: File[]): Promise<number> {
-  const options: GgufOptions = { dtype: 'Q8_0' }
-  // @ts-expect-error not a GGUF type
-  await ggufStream(files, { dtype: 'Q4_K' })
+  const options: GgufOptions = { dtype: 'Q4_K_M' }
+  await ggufStream(files, { dtype: 'q8_0' })
+  // @ts-expect-error a file type of llama-quantize that this library does not write
+  await ggufStream(files, { dtype: 'IQ2_XXS' })
   return (await ggufStream(files, options)).byteLength
 }
 

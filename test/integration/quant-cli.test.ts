@@ -3,16 +3,20 @@
 // the golden values, converted once; no quantization part; config.json without its quantization block; the other
 // files copied, but the quantization's own), and an inconsistent model is one line, exit 1, nothing written.
 // scripts/check-quantized-logits.py checked once, by hand, that transformers loads every such output with no
-// quantization library and gives each fixture's golden logits bit for bit.
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+// quantization library and gives each fixture's golden logits bit for bit. A GGUF of a quantized model is that of
+// its dequantized values: the same bytes as the GGUF of the plain model, in each type; and in a file type, with
+// rows long enough for K blocks, from its folder as over HTTP, what llama.cpp's quantizer makes of its F32 GGUF.
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { gguf } from '@huggingface/gguf'
+import { GGMLQuantizationType, gguf } from '@huggingface/gguf'
 import { describe, expect, test } from 'vitest'
 import { referenceConvert } from '../float-reference.ts'
-import { GGML_TYPES } from '../ggml.ts'
+import { GGML_TYPES, ggmlUnsupported, loadLlamaQuantize } from '../ggml.ts'
+import { serveFiles } from '../http-server.ts'
 import { byteLevelTokenizer, FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, referenceOf, weightFiles } from '../quant-fixtures.ts'
-import { expectSameBytes, headerOf, tensorBytes } from '../read-helpers.ts'
+import { prng } from '../random.ts'
+import { buildFile, expectSameBytes, headerOf, type TensorSpec, tensorBytes } from '../read-helpers.ts'
 import { cli } from '../run-cli.ts'
 
 /** Every tensor of a folder's model files: dtype, shape and bytes, by name. */
@@ -160,7 +164,8 @@ describe('convert <quantized model> out.gguf: the GGUF of the dequantized model'
     writeFileSync(join(input, 'config.json'), JSON.stringify({ ...config, architectures: [architecture] }))
     const plain = outDir()
     expect((await cli('convert', input, plain, '--dtype', 'F32')).code).toBe(0)
-    for (const dtype of ['F16', 'Q8_0']) {
+    // Q4_K_M here writes the fallbacks of rows of 64 to 210 values (Q5_0, Q8_0, ...); its K blocks are below.
+    for (const dtype of ['F16', 'Q8_0', 'Q4_K_M']) {
       const [fromQuantized, fromPlain] = [join(plain, `../quantized-${dtype}.gguf`), join(plain, `../plain-${dtype}.gguf`)]
       const quantizedRun = await cli('convert', input, fromQuantized, '--dtype', dtype)
       const plainRun = await cli('convert', plain, fromPlain, '--dtype', dtype)
@@ -169,7 +174,7 @@ describe('convert <quantized model> out.gguf: the GGUF of the dequantized model'
       const keptMxfp4 = architecture === 'GptOssForCausalLM'
       if (keptMxfp4 && plainRun.code !== 0) {
         // The plain experts hold values Q8_0 cannot (Infinity, from this fixture's largest scales); the blocks need not.
-        expect(plainRun.stderr).toMatch(/mlp\.experts\..* is Infinity, which Q8_0 cannot hold/)
+        expect(plainRun.stderr).toMatch(/mlp\.experts\..* is Infinity, which \w+ cannot hold/)
         expect(quantizedRun.code, quantizedRun.stderr).toBe(0)
         continue
       }
@@ -180,7 +185,9 @@ describe('convert <quantized model> out.gguf: the GGUF of the dequantized model'
       const [a, b] = [await ggufContents(fromQuantized), await ggufContents(fromPlain)]
       const kept = (name: string) => keptMxfp4 && /_exps\.weight$/.test(name)
       const fileType = b.metadata['general.file_type']!
-      expect(a.metadata).toEqual({ ...b.metadata, 'general.file_type': keptMxfp4 ? { ...fileType, value: MOSTLY_MXFP4_MOE } : fileType })
+      // The converter's file type where it writes the experts as stored; llama-quantize's file types keep theirs.
+      const converterFileType = keptMxfp4 && (dtype === 'F16' || dtype === 'Q8_0')
+      expect(a.metadata).toEqual({ ...b.metadata, 'general.file_type': converterFileType ? { ...fileType, value: MOSTLY_MXFP4_MOE } : fileType })
       expect(new Set(a.tensors.keys())).toEqual(new Set(b.tensors.keys()))
       expect([...a.tensors.keys()].some(kept)).toBe(keptMxfp4)
       for (const [name, tensor] of b.tensors) {
@@ -188,6 +195,125 @@ describe('convert <quantized model> out.gguf: the GGUF of the dequantized model'
         expect({ type: got.type, dims: got.dims }, name).toEqual({ type: kept(name) ? GGML_TYPES.MXFP4 : tensor.type, dims: tensor.dims })
         if (!kept(name)) expectSameBytes(got.bytes, tensor.bytes, `${folder} ${dtype} ${name}`)
       }
+    }
+  })
+})
+
+/** `count` BF16 values (raw bits) about `centre`, spread by `spread`, as weights and norms are. */
+function bf16Values(count: number, next: () => number, centre: number, spread: number): Uint8Array {
+  const f32 = new Float32Array(1)
+  const bits = new Uint32Array(f32.buffer)
+  return new Uint8Array(
+    Uint16Array.from({ length: count }, () => {
+      f32[0] = centre + spread * Math.sqrt(-2 * Math.log(1 - next())) * Math.cos(2 * Math.PI * next())
+      return bits[0] >>> 16
+    }).buffer,
+  )
+}
+
+/**
+ * A Qwen3 of two layers in block FP8 (quant_method fp8, weight_block_size [128, 128]: Qwen3-FP8's and DeepSeek-V3's
+ * layout; the fp8-block fixture's config.json) whose rows are 256 and 512 values, so that its Q4_K_M holds Q4_K and
+ * Q6_K blocks, not the fallbacks the fixtures' short rows take. Layer 0's o_proj stays BF16 (modules_to_not_convert).
+ */
+function writeBlockFp8(folder: string): void {
+  const [hidden, kv, intermediate, headDim] = [256, 128, 512, 64]
+  const next = prng(42)
+  const tensors: TensorSpec[] = []
+  const bf16 = (name: string, shape: number[], centre = 0, spread = 0.02) =>
+    tensors.push({
+      name,
+      dtype: 'BF16',
+      shape,
+      bytes: bf16Values(
+        shape.reduce((a, b) => a * b, 1),
+        next,
+        centre,
+        spread,
+      ),
+    })
+  const fp8 = (name: string, shape: [number, number]) => {
+    // E4M3 codes but its NaNs (S.1111.111), and a scale for each block of 128 x 128.
+    const codes = Uint8Array.from({ length: shape[0] * shape[1] }, () => Math.floor(next() * 256)).map((b) => ((b & 0x7f) === 0x7f ? b ^ 1 : b))
+    const grid = [Math.ceil(shape[0] / 128), Math.ceil(shape[1] / 128)]
+    const scales = Float32Array.from({ length: grid[0] * grid[1] }, () => 0.0005 + 0.002 * next())
+    tensors.push(
+      { name, dtype: 'F8_E4M3', shape, bytes: codes },
+      { name: `${name}_scale_inv`, dtype: 'F32', shape: grid, bytes: new Uint8Array(scales.buffer) },
+    )
+  }
+  bf16('model.embed_tokens.weight', [256, hidden])
+  bf16('model.norm.weight', [hidden], 1, 0.1)
+  for (const layer of [0, 1]) {
+    const at = `model.layers.${layer}.`
+    for (const norm of ['input_layernorm', 'post_attention_layernorm']) bf16(`${at}${norm}.weight`, [hidden], 1, 0.1)
+    for (const norm of ['q_norm', 'k_norm']) bf16(`${at}self_attn.${norm}.weight`, [headDim], 1, 0.1)
+    fp8(`${at}self_attn.q_proj.weight`, [hidden, hidden])
+    fp8(`${at}self_attn.k_proj.weight`, [kv, hidden])
+    fp8(`${at}self_attn.v_proj.weight`, [kv, hidden])
+    if (layer === 0) bf16(`${at}self_attn.o_proj.weight`, [hidden, hidden])
+    else fp8(`${at}self_attn.o_proj.weight`, [hidden, hidden])
+    fp8(`${at}mlp.gate_proj.weight`, [intermediate, hidden])
+    fp8(`${at}mlp.up_proj.weight`, [intermediate, hidden])
+    fp8(`${at}mlp.down_proj.weight`, [hidden, intermediate])
+  }
+  mkdirSync(folder, { recursive: true })
+  writeFileSync(join(folder, 'model.safetensors'), buildFile(tensors))
+  const config = JSON.parse(readFileSync(join(QUANTIZED, 'fp8-block', 'config.json'), 'utf8'))
+  Object.assign(config, {
+    architectures: ['Qwen3ForCausalLM'],
+    hidden_size: hidden,
+    intermediate_size: intermediate,
+    head_dim: headDim,
+    num_hidden_layers: 2,
+    layer_types: ['full_attention', 'full_attention'],
+  })
+  writeFileSync(join(folder, 'config.json'), JSON.stringify(config))
+  writeFileSync(join(folder, 'tokenizer.json'), byteLevelTokenizer())
+}
+
+/** llama.h's LLAMA_FTYPE_MOSTLY_Q4_K_M. */
+const LLAMA_FTYPE_Q4_K_M = 15
+
+describe.skipIf(ggmlUnsupported())('a quantized model to a file type with K blocks: its dequantized values as llama.cpp quantizes them', () => {
+  test("block FP8 to Q4_K_M, from its folder and over HTTP: llama_model_quantize's tensors of its F32 GGUF, byte for byte", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'quant-k-'))
+    const input = join(dir, 'fp8-256')
+    writeBlockFp8(input)
+    const f32 = join(dir, 'f32.gguf')
+    const toF32 = await cli('convert', input, f32, '--dtype', 'F32')
+    expect(toF32.code, toF32.stderr).toBe(0)
+    const reference = join(dir, 'llama.gguf')
+    loadLlamaQuantize()(f32, reference, LLAMA_FTYPE_Q4_K_M, 1)
+    const expected = await ggufContents(reference)
+    // The K types are written, and from the FP8 weights: not only the BF16 ones.
+    const types = (name: string) => GGMLQuantizationType[expected.tensors.get(name)!.type]
+    expect([types('blk.1.attn_q.weight'), types('blk.1.ffn_down.weight'), types('token_embd.weight')]).toEqual(['Q4_K', 'Q6_K', 'Q6_K'])
+    const without = (metadata: Record<string, unknown>) => {
+      const { 'general.file_type': _, 'general.quantization_version': __, ...rest } = metadata
+      return rest
+    }
+    const server = await serveFiles(Object.fromEntries(readdirSync(input).map((file) => [`fp8-256/${file}`, join(input, file)])))
+    try {
+      for (const [from, source] of [
+        ['its folder', input],
+        ['HTTP', `${server.url}fp8-256/model.safetensors`],
+      ]) {
+        const out = join(dir, `ours-${from}.gguf`)
+        const run = await cli('convert', source, out, '--dtype', 'Q4_K_M')
+        expect(run.code, `${from}: ${run.stderr}`).toBe(0)
+        const got = await ggufContents(out)
+        expect(without(got.metadata), from).toEqual(without(expected.metadata))
+        expect(got.metadata['general.file_type'], from).toMatchObject({ value: LLAMA_FTYPE_Q4_K_M })
+        expect(new Set(got.tensors.keys()), from).toEqual(new Set(expected.tensors.keys()))
+        for (const [name, tensor] of expected.tensors) {
+          const ours = got.tensors.get(name)!
+          expect({ type: ours.type, dims: ours.dims }, `${from}: ${name}`).toEqual({ type: tensor.type, dims: tensor.dims })
+          expectSameBytes(ours.bytes, tensor.bytes, `${from}: ${name}`)
+        }
+      }
+    } finally {
+      await server.close()
     }
   })
 })

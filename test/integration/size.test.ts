@@ -41,7 +41,9 @@ const STATS = ['core/stats.js', 'stats.wasm.js']
 const QUANT = ['quant/index.js', 'quant/kernels.js', 'quant/mlx.js', 'quant/gptq.js', 'quant/bitsandbytes.js', 'quant.wasm.js']
 /** ggml's dequantization kernels and their wasm; dequantizeGgml is the module that brings them statically. */
 const GGML = ['gguf/ggml-kernels.js', 'ggml.wasm.js']
-const GGUF = ['gguf/index.js', 'gguf/format.js', 'gguf/metadata.js', 'gguf/tensors.js', 'gguf/tokenizer.js', 'gguf/q8_0.js', 'q8_0.wasm.js']
+const GGUF = ['gguf/index.js', 'gguf/format.js', 'gguf/metadata.js', 'gguf/tensors.js', 'gguf/tokenizer.js', 'gguf/file-types.js']
+/** ggml's quantizers and their wasm, and llama.cpp's choice of each tensor's type: what a GGUF of a file type loads. */
+const QUANTIZERS = ['gguf/ggml-quantizers.js', 'ggml-quant.wasm.js', 'gguf/mixtures.js']
 
 const APPS: App[] = [
   {
@@ -110,10 +112,19 @@ export async function first(source) {
     source: "export { ggufStream } from 'safetensors-wasm/gguf'\n",
     budget: 40_000,
     present: [...GGUF, 'read/model.js', 'header.wasm.js', 'convert.wasm.js'],
-    absent: [...WRITER, ...CACHE.filter((module) => module !== 'cache/storage.js'), ...STATS, 'write/convert-stream.js', 'gguf/dequantize.js', ...GGML],
+    absent: [
+      ...WRITER,
+      ...CACHE.filter((module) => module !== 'cache/storage.js'),
+      ...STATS,
+      'write/convert-stream.js',
+      'gguf/dequantize.js',
+      ...GGML,
+      ...QUANTIZERS,
+    ],
     // The reader of a SentencePiece tokenizer.model, loaded for models that have one; the table of architectures,
-    // loaded when a conversion starts; the reads of a quantized checkpoint's values, loaded for one.
-    onDemand: ['gguf/sentencepiece.js', 'gguf/architectures.js', 'gguf/quantized-values.js'],
+    // loaded when a conversion starts; the reads of a quantized checkpoint's values, loaded for one; the quantizers
+    // and the mixtures, for a file type (Q4_K_M, ...).
+    onDemand: ['gguf/sentencepiece.js', 'gguf/architectures.js', 'gguf/quantized-values.js', ...QUANTIZERS],
   },
 ]
 
@@ -150,7 +161,8 @@ async function bundle(consumer: PackedConsumer, app: App): Promise<Bundle> {
     logLevel: 'silent',
   })
   const outputs = result.metafile.outputs
-  const entry = Object.keys(outputs).find((path) => outputs[path].entryPoint !== undefined)!
+  // The app's own output: the modules imported on demand are entry points of their chunks too.
+  const entry = Object.keys(outputs).find((path) => outputs[path].entryPoint?.endsWith('app.js'))!
   // The static closure of the entry, the imported chunks first.
   const loaded: string[] = []
   const visit = (path: string) => {

@@ -5,19 +5,33 @@
 // the original's, bit for bit; from F16 and Q8_0 ones, ggml's own dequantization of the stored tensor (libggml-base
 // through koffi) with the converter's changes undone by this test's own code. config.json's fields and the
 // tokenizer's vocabulary, merges, special tokens and pieces must be the original's.
+//
+// The K types: the fixtures' rows (32 to 128 values) are narrower than a K block of 256, where llama.cpp's quantizer
+// falls back to the 32-value types, so test/fixtures/gguf-to-hf-wide/ holds the same nine architectures with rows of
+// 256 (made by the same script with --wide), each as the converter writes it from its bfloat16 (float16) original:
+// every value the original's. llama.cpp's own quantizer (llama_model_quantize, as llama-quantize runs it) makes
+// the K-quant GGUFs from that file here, and each parameter converted from them must be ggml's dequantization of
+// its stored tensor, undone as above.
+//
+// GGUF_TO_HF_OUT=FOLDER keeps the converted folders and the K-quant GGUFs in FOLDER, for
+// scripts/check-gguf-to-hf.py to measure their logits with transformers.
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { readSentencePiece } from '../../src/gguf/sentencepiece.ts'
 import { openGguf, writeGguf } from '../../src/gguf-node.ts'
 import { convertModel, openModel, SafetensorsError } from '../../src/node.ts'
-import { type Ggml, type GgmlTypeName, ggmlUnsupported, loadGgml } from '../ggml.ts'
+import { type Ggml, type GgmlTypeName, ggmlUnsupported, loadGgml, loadLlamaQuantize } from '../ggml.ts'
+import { serveFiles } from '../http-server.ts'
+import { serverCases } from '../nginx.ts'
+import { expectOneLine, cli as runCli } from '../run-cli.ts'
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/gguf-to-hf/', import.meta.url))
+const WIDE = fileURLToPath(new URL('../fixtures/gguf-to-hf-wide/', import.meta.url))
 const ORIGINALS = fileURLToPath(new URL('../fixtures/gguf/', import.meta.url))
 /** Llama 3, a SentencePiece Llama, Qwen3, Qwen3-MoE, Mixtral, Gemma 2 and 3, Phi-3, GPT-2. */
 const MODELS = ['llama3', 'llama2-spm', 'qwen3', 'qwen3moe', 'mixtral', 'gemma2', 'gemma3', 'phi3', 'gpt2'].filter(
@@ -29,14 +43,18 @@ interface Golden {
   /** Each parameter: its shape, the sha256 of its float32 bytes, the GGUF tensor llama.cpp's converter maps it to, its expert there. */
   parameters: Record<string, { shape: number[]; sha256: string; gguf: string; expert?: number }>
 }
-const golden = (model: string): Golden => JSON.parse(readFileSync(join(FIXTURES, model, 'golden.json'), 'utf8'))
+const golden = (model: string, fixtures = FIXTURES): Golden => JSON.parse(readFileSync(join(fixtures, model, 'golden.json'), 'utf8'))
 const json = (path: string) => JSON.parse(readFileSync(path, 'utf8'))
 
+const keep = process.env.GGUF_TO_HF_OUT
 let scratch: string
 beforeAll(() => {
-  scratch = mkdtempSync(join(tmpdir(), 'gguf-to-hf-'))
+  if (keep) mkdirSync(keep, { recursive: true })
+  scratch = keep ?? mkdtempSync(join(tmpdir(), 'gguf-to-hf-'))
 })
-afterAll(() => rmSync(scratch, { recursive: true, force: true }))
+afterAll(() => {
+  if (!keep) rmSync(scratch, { recursive: true, force: true })
+})
 
 /** Every parameter of a converted folder as F32. */
 async function parametersOf(folder: string): Promise<Map<string, { shape: number[]; values: Float32Array }>> {
@@ -178,21 +196,25 @@ function expectTokenizer(folder: string, model: string): void {
   }
 }
 
+/** The converted folder is the original: every parameter bit for bit (its float32 bytes' sha256), config.json and tokenizer. */
+async function expectOriginal(out: string, { parameters, config }: Golden, model: string): Promise<void> {
+  const got = await parametersOf(out)
+  expect([...got.keys()].sort()).toEqual(Object.keys(parameters).sort())
+  for (const [name, { shape, sha256: hash }] of Object.entries(parameters)) {
+    expect(got.get(name)!.shape, name).toEqual(shape)
+    expect(sha256(got.get(name)!.values), name).toBe(hash)
+  }
+  expectConfig(out, config)
+  expectTokenizer(out, model)
+}
+
 describe.each(MODELS)('%s', (model) => {
   const gguf = (type: string) => join(FIXTURES, model, `${model}-${type}.gguf`)
 
   test('from F32: every parameter bit for bit the original, config.json and tokenizer as its', async () => {
     const out = join(scratch, `${model}-f32`)
     await convertModel(gguf('f32'), out)
-    const { parameters, config } = golden(model)
-    const got = await parametersOf(out)
-    expect([...got.keys()].sort()).toEqual(Object.keys(parameters).sort())
-    for (const [name, { shape, sha256: hash }] of Object.entries(parameters)) {
-      expect(got.get(name)!.shape, name).toEqual(shape)
-      expect(sha256(got.get(name)!.values), name).toBe(hash)
-    }
-    expectConfig(out, config)
-    expectTokenizer(out, model)
+    await expectOriginal(out, golden(model), model)
   })
 
   describe.skipIf(ggmlUnsupported())('from quantized GGUFs', () => {
@@ -204,30 +226,83 @@ describe.each(MODELS)('%s', (model) => {
     test.each(['f16', 'q8_0'])('from %s: every parameter ggml dequantization of its tensor, undone as the converter did', async (type) => {
       const out = join(scratch, `${model}-${type}`)
       await convertModel(gguf(type), out)
-      const file = await openGguf(gguf(type))
-      const { config } = golden(model)
-      const gemma = String(config.model_type).startsWith('gemma')
-      const llama = ['llama', 'mixtral'].includes(String(config.model_type))
-      try {
-        const got = await parametersOf(out)
-        expect([...got.keys()].sort()).toEqual(Object.keys(golden(model).parameters).sort())
-        for (const [name, { shape, values }] of got) {
-          const source = { name: golden(model).parameters[name].gguf, expert: golden(model).parameters[name].expert }
-          const info = file.info(source.name)
-          const blocks = new Uint8Array(readFileSync(gguf(type)).subarray(info.offset, info.offset + info.byteLength))
-          const count = info.shape.reduce((a, b) => a * b, 1)
-          // ggml has no dequantize_row_f32: an F32 tensor is its bytes.
-          const dequantized = info.type === 'F32' ? new Float32Array(blocks.buffer, 0, count) : ggml.dequantize(info.type as GgmlTypeName, blocks, count)
-          const role = /attn_([qk])\.weight$/.exec(source.name)?.[1]
-          const heads = llama && role ? ((role === 'q' ? config.num_attention_heads : config.num_key_value_heads) as number) : 0
-          const transpose = model === 'gpt2' && /\.c_(attn|proj|fc)\.weight$/.test(name)
-          const want = expected(dequantized, info.shape, { expert: source.expert, heads, transpose, shift: gemma && name.endsWith('norm.weight') })
-          expect(shape, name).toEqual(transpose ? [...info.shape].reverse() : source.expert === undefined ? info.shape : info.shape.slice(1))
-          expect(sha256(values), `${name} (${info.type})`).toBe(sha256(want))
-        }
-      } finally {
-        await file.close()
-      }
+      await expectDequantized(ggml, out, gguf(type), golden(model), model)
+    })
+  })
+})
+
+/**
+ * Every parameter of the folder converted from `path` is ggml's dequantization (dequantize_row_<type> through koffi)
+ * of the GGUF tensor llama.cpp's converter made of it, with what the converter did undone by expected(); the
+ * parameters are the original's names and shapes.
+ */
+async function expectDequantized(ggml: Ggml, out: string, path: string, { config, parameters }: Golden, model: string): Promise<void> {
+  const file = await openGguf(path)
+  const bytes = readFileSync(path)
+  const gemma = String(config.model_type).startsWith('gemma')
+  const llama = ['llama', 'mixtral'].includes(String(config.model_type))
+  try {
+    const got = await parametersOf(out)
+    expect([...got.keys()].sort()).toEqual(Object.keys(parameters).sort())
+    for (const [name, { shape, values }] of got) {
+      const source = { name: parameters[name].gguf, expert: parameters[name].expert }
+      const info = file.info(source.name)
+      const blocks = new Uint8Array(bytes.subarray(info.offset, info.offset + info.byteLength))
+      const count = info.shape.reduce((a, b) => a * b, 1)
+      // ggml has no dequantize_row_f32: an F32 tensor is its bytes.
+      const dequantized = info.type === 'F32' ? new Float32Array(blocks.buffer, 0, count) : ggml.dequantize(info.type as GgmlTypeName, blocks, count)
+      const role = /attn_([qk])\.weight$/.exec(source.name)?.[1]
+      const heads = llama && role ? ((role === 'q' ? config.num_attention_heads : config.num_key_value_heads) as number) : 0
+      const transpose = model === 'gpt2' && /\.c_(attn|proj|fc)\.weight$/.test(name)
+      const want = expected(dequantized, info.shape, { expert: source.expert, heads, transpose, shift: gemma && name.endsWith('norm.weight') })
+      expect(shape, name).toEqual(transpose ? [...info.shape].reverse() : source.expert === undefined ? info.shape : info.shape.slice(1))
+      expect(sha256(values), `${name} (${info.type})`).toBe(sha256(want))
+    }
+  } finally {
+    await file.close()
+  }
+}
+
+/** llama-quantize's K file types (llama.h's llama_ftype) and the ggml type each is named after. */
+const K_FILE_TYPES: Array<[name: string, ftype: number, type: GgmlTypeName]> = [
+  ['Q2_K', 10, 'Q2_K'],
+  ['Q3_K_M', 12, 'Q3_K'],
+  ['Q4_K_M', 15, 'Q4_K'],
+  ['Q5_K_M', 17, 'Q5_K'],
+  ['Q6_K', 18, 'Q6_K'],
+]
+const K_TYPES = new Set<string>(['Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K'])
+
+describe.each(MODELS)('%s with rows of 256', (model) => {
+  const stored = readdirSync(join(WIDE, model)).find((file) => file.endsWith('.gguf'))!
+
+  test("from the converter's GGUF in the original's dtype: every parameter bit for bit the original, config.json and tokenizer as its", async () => {
+    const out = join(scratch, `${model}-wide`)
+    await convertModel(join(WIDE, model, stored), out)
+    await expectOriginal(out, golden(model, WIDE), model)
+  })
+
+  describe.skipIf(ggmlUnsupported())("K-quant GGUFs by llama.cpp's quantizer", () => {
+    let ggml: Ggml
+    beforeAll(() => {
+      ggml = loadGgml()
+    }, 120_000)
+
+    test.each(K_FILE_TYPES)('%s: every parameter ggml dequantization of its tensor, undone as the converter did', async (name, ftype, type) => {
+      const quantized = join(scratch, `${model}-wide-${name}.gguf`)
+      loadLlamaQuantize()(join(WIDE, model, stored), quantized, ftype, 2)
+      // The file type's own K type is written, and no matrix is left as it was stored or fell back to a 32-value type.
+      const file = await openGguf(quantized)
+      const types = file.names().map((tensor) => file.info(tensor).type)
+      await file.close()
+      expect(types).toContain(type)
+      for (const t of types) expect(K_TYPES.has(t) || t === 'F32', `${name}: a tensor of ${t}`).toBe(true)
+      const out = join(scratch, `${model}-wide-${name}`)
+      await convertModel(quantized, out)
+      const wide = golden(model, WIDE)
+      await expectDequantized(ggml, out, quantized, wide, model)
+      expectConfig(out, wide.config)
+      expectTokenizer(out, model)
     })
   })
 })
@@ -252,6 +327,17 @@ describe('a GGUF of an architecture it does not map', () => {
     expect((error as SafetensorsError).code).toBe('UnsupportedConversion')
     expect((error as SafetensorsError).message).toContain(`GGUF architecture ${JSON.stringify(arch)}`)
     expect(readdirSync(scratch)).not.toContain('unmapped')
+  })
+
+  test('the CLI exits 1 with one line naming it and writes nothing; with --raw it writes the tensors', async () => {
+    const out = join(scratch, 'unmapped-cli')
+    const refused = await runCli('convert', gguf, out)
+    expect(refused.code).toBe(1)
+    expect(expectOneLine(refused.stderr)).toMatch(new RegExp(`^${gguf}: UnsupportedConversion: GGUF architecture "test" has no Hugging Face mapping`))
+    expect(readdirSync(scratch)).not.toContain('unmapped-cli')
+    const raw = await runCli('convert', gguf, out, '--raw')
+    expect(raw.code, raw.stderr).toBe(0)
+    expect(readdirSync(out)).toEqual(['model.safetensors'])
   })
 
   test('raw: every tensor under its GGUF name and shape, values as stored, the keys in __metadata__', async () => {
@@ -307,4 +393,48 @@ test('sharded above maxShardSize, with an index, as transformers writes it', asy
   const [a, b] = [await parametersOf(out), await parametersOf(whole)]
   expect([...a.keys()].sort()).toEqual([...b.keys()].sort())
   for (const [name, { values }] of b) expect(sha256(a.get(name)!.values), name).toBe(sha256(values))
+})
+
+/** The GGUFs read over HTTP: a Q8_0 one with llama's Q/K permutation, a BF16 one with stacked experts. */
+const SERVED = ['gguf-to-hf/llama3/llama3-q8_0.gguf', 'gguf-to-hf-wide/mixtral/mixtral-bf16.gguf']
+const ROOT = fileURLToPath(new URL('../fixtures/', import.meta.url))
+const SERVERS = serverCases("the tests' server", () => serveFiles(Object.fromEntries(SERVED.map((path) => [path, join(ROOT, path)]))), ROOT, '/ranged')
+
+/** Every file of a folder, by name, as its bytes' sha256. */
+const folderHashes = (folder: string) => {
+  const hash = (name: string) =>
+    createHash('sha256')
+      .update(readFileSync(join(folder, name)))
+      .digest('hex')
+  return Object.fromEntries(readdirSync(folder).map((name) => [name, hash(name)]))
+}
+
+describe.each(SERVERS)('a GGUF URL (%s): the same folder as from disk', (server, start) => {
+  let running: Awaited<ReturnType<typeof start>>
+  beforeAll(async () => {
+    running = await start()
+  })
+  afterAll(async () => {
+    await running?.close()
+  })
+
+  test.each(SERVED)('%s by convertModel and the CLI, reading each byte about once', async (path) => {
+    const name = `${basename(path, '.gguf')}-${server.startsWith('nginx') ? 'nginx' : 'own'}`
+    const local = join(scratch, `${name}-local`)
+    await convertModel(join(ROOT, path), local)
+    const want = folderHashes(local)
+    const url = running.server.url + path
+    await running.server.settled()
+    running.server.clear()
+    const remote = join(scratch, `${name}-http`)
+    await convertModel(url, remote)
+    await running.server.settled()
+    expect(folderHashes(remote)).toEqual(want)
+    // The header's window, then each tensor's bytes (a piece at a time): the file about once, not once a piece.
+    expect(running.server.bytesSent()).toBeLessThan(statSync(join(ROOT, path)).size + 65_536)
+    const cli = join(scratch, `${name}-cli`)
+    const run = await runCli('convert', url, cli)
+    expect(run.code, run.stderr).toBe(0)
+    expect(folderHashes(cli)).toEqual(want)
+  })
 })
