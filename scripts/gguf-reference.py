@@ -24,6 +24,7 @@
 # name, type, shape and the sha256 of its data. The converter is run unchanged but for one thing: it names a byte-level BPE's
 # pre-tokenizer by hashing the tokens of a test text, which only works for vocabularies it knows, so for the
 # fixtures' trained ones it is given the name that their tokenizer.json's split regex has (PRE_TOKENIZERS).
+import importlib.util
 import json
 import os
 import sys
@@ -166,14 +167,52 @@ def write_cases(folder, out, count):
         json.dump({"cases": cases}, f)
 
 
-# tokenizer.json's pre-tokenizer regex -> llama.cpp's name (what src/gguf/tokenizer.ts reads too).
-PRE_TOKENIZERS = {
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "llama-bpe",
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "qwen2",
-}
+def pre_tokenizer_steps(pre):
+    """tokenizer.json's pre-tokenizer as a list of steps, each a line: "ByteLevel" (+ " regex" when it splits by
+    GPT-2's regex), "Split <regex>" (isolated; CR and LF written as \\r and \\n), "Digits" (+ " individual"),
+    "Punctuation <behavior>"; None for any other step or option."""
+    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    lines = []
+    for step in steps:
+        kind = step.get("type")
+        if kind == "ByteLevel" and not step.get("add_prefix_space"):
+            lines.append("ByteLevel regex" if step.get("use_regex", True) else "ByteLevel")
+        elif kind == "Split" and step.get("behavior") == "Isolated" and not step.get("invert") and "Regex" in step.get("pattern", {}):
+            lines.append("Split " + step["pattern"]["Regex"].replace("\r", "\\r").replace("\n", "\\n"))
+        elif kind == "Digits":
+            lines.append("Digits individual" if step.get("individual_digits") else "Digits")
+        elif kind == "Punctuation":
+            lines.append(f"Punctuation {step.get('behavior', 'Isolated')}")
+        else:
+            return None
+    return lines
+
+
+def pre_tokenizer_signatures():
+    """llama.cpp's name of each pre-tokenizer the fixtures' tokenizer.json files have (what src/gguf/tokenizer.ts
+    reads too), by its steps; the regexes are scripts/make-gguf-models.py's."""
+    spec = importlib.util.spec_from_file_location("make_gguf_models", os.path.join(ROOT, "scripts", "make-gguf-models.py"))
+    made = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(made)
+    split = lambda *regexes: [f"Split {r}".replace("\r", "\\r").replace("\n", "\\n") for r in regexes]  # noqa: E731
+    named = {
+        "gpt-2": ["ByteLevel regex"],
+        "llama-bpe": [*split(made.LLAMA3_REGEX), "ByteLevel"],
+        "qwen2": [*split(made.QWEN2_REGEX), "ByteLevel"],
+        # StarCoder's digits then GPT-2's regex: llama.cpp's refact and command-r differ only in cleaning spaces
+        # when detokenizing, as tokenizer_config.json's clean_up_tokenization_spaces says (pre_tokenizer_name).
+        "refact": ["Digits individual", "ByteLevel regex"],
+        "falcon": ["Punctuation Contiguous", "ByteLevel regex", "Digits", *split("[0-9][0-9][0-9]")],
+        "gpt-4o": [*split(made.O200K_REGEX), "ByteLevel"],
+        "deepseek-v3": [*split(*made.DEEPSEEK3_REGEXES), "ByteLevel"],
+        "deepseek-llm": [*split(*made.DEEPSEEK_LLM_REGEXES), "Digits individual", "ByteLevel"],
+    }
+    return {"\n".join(lines): name for name, lines in named.items()}
+
+
 # Run in a child Python: llama.cpp's converter, its get_vocab_base_pre falling back to argv[4] for an unknown hash.
 CONVERTER = """
-import os, runpy, sys
+import json, os, runpy, sys
 source, folder, out, pre = sys.argv[1:5]
 sys.path.insert(0, source)
 import conversion.base as base
@@ -186,22 +225,35 @@ def named(self, tokenizer):
             return pre
         raise
 base.TextModel.get_vocab_base_pre = named
+extra = json.loads(sys.argv[5])
+load_hparams = base.ModelBase.load_hparams
+base.ModelBase.load_hparams = staticmethod(lambda *args, **kwargs: {**load_hparams(*args, **kwargs), **extra})
+import conversion.stablelm as stablelm
+stacking = stablelm.StableLMModel.modify_tensors
+def modify_tensors(self, data, name, bid):
+    returned = yield from stacking(self, data, name, bid)
+    if returned is not None:
+        yield from returned
+stablelm.StableLMModel.modify_tensors = modify_tensors
 sys.argv = [os.path.join(source, "convert_hf_to_gguf.py"), folder, "--outfile", out, "--outtype", "f16"]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
 def pre_tokenizer_name(folder):
-    """The llama.cpp name of a byte-level BPE's pre-tokenizer, from its regex; "" for another tokenizer."""
+    """The llama.cpp name of a byte-level BPE's pre-tokenizer, from its steps; "" for another tokenizer."""
     path = os.path.join(folder, "tokenizer.json")
     if not os.path.exists(path):
         return ""
     with open(path) as f:
-        pre = json.load(f)["pre_tokenizer"] or {}
-    if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
-        return "gpt-2"
-    split = (pre.get("pretokenizers") or [{}])[0]
-    return PRE_TOKENIZERS.get(split.get("pattern", {}).get("Regex"), "")
+        steps = pre_tokenizer_steps(json.load(f)["pre_tokenizer"] or {})
+    name = pre_tokenizer_signatures().get("\n".join(steps or []), "")
+    config_path = os.path.join(folder, "tokenizer_config.json")
+    if name == "refact" and os.path.exists(config_path):
+        with open(config_path) as f:
+            if json.load(f).get("clean_up_tokenization_spaces") is False:
+                name = "command-r"
+    return name
 
 
 def summary(values, sub_type):
@@ -220,6 +272,23 @@ def summary(values, sub_type):
     return {"length": len(values), "first": values[:5], "last": values[-5:], "sha256": digest}
 
 
+# What the converter is given besides the folder, for models it cannot convert as it is: hyperparameters added to
+# those it reads (through transformers' AutoConfig, so in transformers 5's form), and a note for the golden.
+CONVERTER_HELP = {
+    "gptneox": (
+        {"rotary_pct": 0.25},
+        "The converter was given rotary_pct 0.25 (the Hub's key; rope_parameters.partial_rotary_factor in config.json): "
+        "it reads rotary_pct alone, which transformers 5 turns into partial_rotary_factor even from the Hub's config.json, "
+        "and fails without it.",
+    ),
+    "stablelm": (
+        {},
+        "The converter's StableLMModel.modify_tensors returns the generator of the stacked q/k norms where it should yield "
+        "from it, and fails with 'Unprocessed norms'; it was run yielding from what it returns.",
+    ),
+}
+
+
 def llama_cpp_golden(source, model, out_folder):
     import hashlib
     import subprocess
@@ -227,7 +296,8 @@ def llama_cpp_golden(source, model, out_folder):
     folder = os.path.join(MODELS, model)
     out = os.path.join(out_folder, f"{model}.F16.gguf")
     pre = pre_tokenizer_name(folder)
-    run = subprocess.run([sys.executable, "-c", CONVERTER, source, folder, out, pre], capture_output=True, text=True)
+    extra, _ = CONVERTER_HELP.get(model, ({}, ""))
+    run = subprocess.run([sys.executable, "-c", CONVERTER, source, folder, out, pre, json.dumps(extra)], capture_output=True, text=True)
     if run.returncode != 0:
         print(f"{model}: llama.cpp's converter failed, no golden:\n{run.stderr[-2000:]}", file=sys.stderr)
         return False
@@ -249,6 +319,8 @@ def llama_cpp_golden(source, model, out_folder):
         "not use them. Tensor order is the converter's; shapes are in ggml's order (a row's length first); a tensor's "
         "sha256 is of its data as the file stores it.",
     ]
+    if model in CONVERTER_HELP:
+        notes.append(CONVERTER_HELP[model][1])
     if pre:
         notes.append(
             f"tokenizer.ggml.pre: the converter knows pre-tokenizers only by hashing known vocabularies; it was given "

@@ -39,6 +39,13 @@
 #                position up to 16 of one sequence, and after 17, 33 and 64 (past the window)
 # reference.json's `exercises` says each in full. Their id sequences are longer where RoPE scaling or a sliding
 # window shows only past a few positions (up to 64 ids).
+#
+# The third set (MODELS_3: the architectures of GGUF issue 43) has byte-level BPEs of each family's pre-tokenizer
+# (tokenizer.json as the family ships it) and config.json in the Hub's form, each 64 ids long at most:
+#   smollm3 granite olmo2 gptneox phi2 stablelm falcon command-r qwen2moe deepseek-v2-lite deepseek-v3 gpt-oss llama4
+# gpt-oss stores its experts in MXFP4 as OpenAI ships them; its reference logits are those of the plain model with
+# the experts dequantized by transformers' own function. reference.json's `sentence_decoded` is the tokenizer's
+# decode of the sentence's ids, which llama.cpp's detokenization must give back.
 import glob
 import json
 import os
@@ -270,7 +277,8 @@ def save_model(spec, seed):
 def reference(spec, folder, cases_ids, sentence, versions, **fields):
     """The float32 next-token logits of the saved model after each id sequence, read back from its folder as a
     user loads it, and its tokenizer's ids of `sentence`; `fields` go after the stored dtype."""
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    load_model = spec.get("load_model", lambda f: AutoModelForCausalLM.from_pretrained(f, dtype=torch.float32, attn_implementation="eager"))
+    model = load_model(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     cases = []
     with torch.no_grad():
@@ -296,6 +304,8 @@ def reference(spec, folder, cases_ids, sentence, versions, **fields):
         "sentence": sentence,
         "sentence_ids": tokenizer(sentence)["input_ids"],
         "sentence_ids_without_special": tokenizer(sentence, add_special_tokens=False)["input_ids"],
+        # What the tokenizer's decode makes of those ids (the third set's files have it: llama.cpp must detokenize to it).
+        "sentence_decoded": tokenizer.decode(tokenizer(sentence, add_special_tokens=False)["input_ids"]),
     }
 
 
@@ -694,24 +704,28 @@ def randomize_2(model, seed, spec):
     biases N(0, 0.1^2), input embeddings N(0, 1) (GPT-2's positions N(0, 0.5^2)), a tied embedding with the output
     layer's gain, a matrix (or a stack of experts' matrices) N(0, gain^2 / fan_in)."""
     generator = torch.Generator().manual_seed(seed)
-    gains = {**GAIN_2, **spec.get("gain", {})}
+    custom = spec.get("gain", {})
+    # Parts GAIN_2 does not name come first: GAIN_2's "" matches every name.
+    gains = {**{k: g for k, g in custom.items() if k not in GAIN_2}, **GAIN_2, **{k: g for k, g in custom.items() if k in GAIN_2}}
     norm_base = 0.0 if spec.get("norm_offset") else 1.0
     tied = model.config.tie_word_embeddings
     with torch.no_grad():
         for name, parameter in sorted(model.named_parameters()):
             noise = torch.randn(parameter.shape, generator=generator, dtype=torch.float32)
-            if name.endswith(".bias"):
+            if name.endswith((".bias", "_bias")):
                 parameter.copy_(BIAS_STD * noise)
-            elif parameter.ndim == 1:
+            elif parameter.ndim == 1 or (parameter.ndim == 2 and name.endswith("norm.weight")):
                 base = spec.get("qk_norm", norm_base) if name.endswith(("q_norm.weight", "k_norm.weight")) else norm_base
                 parameter.copy_(base + 0.2 * noise)
-            elif name.endswith(("embed_tokens.weight", "wte.weight")):
+            elif name.endswith(("embed_tokens.weight", "wte.weight", "embed_in.weight", "word_embeddings.weight")):
                 parameter.copy_((gains["lm_head"] / parameter.shape[-1] ** 0.5 if tied else EMBEDDING_STD) * noise)
             elif name.endswith("wpe.weight"):
                 parameter.copy_(0.5 * noise)
             else:
                 conv1d = any(part in name for part in CONV1D) and isinstance(model, GPT2LMHeadModel)
-                fan_in = parameter.shape[0] if conv1d else parameter.shape[-1]
+                # Experts stored [E, in, out] (GptOssExperts, Llama4TextExperts) have their fan-in in the middle.
+                in_out = spec.get("experts_in_out") and parameter.ndim == 3
+                fan_in = parameter.shape[0] if conv1d else parameter.shape[-2] if in_out else parameter.shape[-1]
                 gain = next(g for part, g in gains.items() if part in name)
                 scale = torch.full(parameter.shape, gain / fan_in**0.5)
                 if name.endswith("qkv_proj.weight"):
@@ -1004,7 +1018,7 @@ MODELS_2 = [
         "bos": 2,
         "norm_offset": True,
         # Less peaked than GAIN_2's output layer gives here (a top token of 0.994 made Q8_0's logit measure 0.67).
-        "gain": {"lm_head": 2.0},
+        "gain": {"lm_head": 4.5},
         "lengths": LONG_SEQUENCES,
         "dtype": torch.bfloat16,
         "exercises": "Gemma 3 (text): 6 layers, 5 local with a sliding window of 8 and RoPE base 100, the 6th global "
@@ -1083,6 +1097,8 @@ MODELS_2 = [
         # One sequence of 64 ids: its logits after each of the first 16 positions, then after 17, 33 and 64.
         "prefixes": [*range(1, 17), 17, 33, 64],
         "byte_text": True,
+        # llama.cpp's llama graph has no sliding window: the reference must show the window's effect.
+        "window_ignored": True,
         "dtype": torch.bfloat16,
         "exercises": "Mistral with a sliding window of 16, which llama.cpp's llama graph does not apply (the GGUF's "
         "context_length is the window); the logits after every position up to the window and past it; a byte-fallback "
@@ -1160,7 +1176,9 @@ def save_model_2(spec, folder):
     size = sum(p.numel() * p.element_size() for p in model.parameters())
     shards = spec.get("shards", 1)
     # A shard limit of a little over 1/shards of the model: save_pretrained then writes `shards` shards.
-    model.save_pretrained(folder, max_shard_size=size if shards == 1 else int(size / shards * 1.1))
+    # (One shard: a limit no model here reaches; the parameters' size leaves out buffers that are saved, such as
+    # DeepSeek-V3's e_score_correction_bias.)
+    model.save_pretrained(folder, max_shard_size="1GB" if shards == 1 else int(size / shards * 1.1))
     written = glob.glob(os.path.join(folder, "*.safetensors"))
     assert len(written) == shards, written
     if spec.get("reshard"):
@@ -1179,6 +1197,19 @@ def save_model_2(spec, folder):
     if spec.get("gpt2"):
         # GPT-2's config.json on the Hub has n_ctx (llama.cpp's converter reads its context length from it).
         edit_config(folder, lambda c: c.update(n_ctx=c["n_positions"]))
+    if spec.get("hub_form"):
+        hub_form(folder)
+    if "drop_keys" in spec:
+        # Keys transformers 5 adds that the Hub's config.json does not have.
+        edit_config(folder, lambda c: [c.pop(key) for key in spec["drop_keys"]])
+    if "hub_keys" in spec:
+        # Keys the Hub's config.json has that transformers' config class does not write.
+        edit_config(folder, lambda c: c.update(spec["hub_keys"]))
+    if "model_max_length" in spec:
+        # Cohere's config.json on the Hub names the trained context model_max_length (llama.cpp's converter prefers it).
+        edit_config(folder, lambda c: c.update(model_max_length=spec["model_max_length"]))
+    if spec.get("after_save"):
+        spec["after_save"](folder)
 
 
 def check_tokenizer(spec, folder, ref):
@@ -1215,7 +1246,7 @@ def make_2(spec, spm_models, first_tokenizer):
         fields.update(byte_text=BYTE_TEXT, byte_text_ids=ids)
     ref = reference(spec, folder, cases_ids, SENTENCE_2, {"sentencepiece": sentencepiece.__version__}, **fields)
     check_tokenizer(spec, folder, ref)
-    if spec["config"].sliding_window is not None:
+    if spec.get("window_ignored"):
         window_effect(spec, folder, ref)
     with open(os.path.join(folder, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1)
@@ -1241,6 +1272,672 @@ def window_effect(spec, folder, ref):
     print(f"{spec['name']}: without the window, |p - p_ref| up to {past:.3f} past position {window}")
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# The models of the third set (GGUF issue 43): SmolLM3, Granite 3, OLMo 2, GPT-NeoX, Phi-2, StableLM 2, Falcon (the
+# new decoder), Command-R, Qwen2-MoE, DeepSeek-V2-Lite, DeepSeek-V3, GPT-OSS and Llama 4 (text), each with a byte-level
+# BPE of its family's pre-tokenizer (tokenizer.json as the family ships it, trained here on the licence texts) and
+# its config.json as the Hub has it (transformers 4's form: rope_theta at the top) but for GPT-NeoX, kept as
+# transformers 5 saves it (partial_rotary_factor in rope_parameters, where llama.cpp's converter looks for
+# rotary_pct). tokenizer_config.json names the family's tokenizer class; for OLMo 2, StableLM and DeepSeek that class
+# is not what their tokenizer.json holds (GPT2Tokenizer's regex, LlamaTokenizerFast's SentencePiece), and transformers
+# 5 reads their tokenizer.json as it is (TokenizersBackend), as a converter must.
+# ---------------------------------------------------------------------------------------------------------------
+import importlib.util  # noqa: E402
+
+from transformers import (  # noqa: E402
+    CohereConfig,
+    CohereForCausalLM,
+    DeepseekV2Config,
+    DeepseekV2ForCausalLM,
+    DeepseekV3Config,
+    DeepseekV3ForCausalLM,
+    FalconConfig,
+    FalconForCausalLM,
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
+    GptOssConfig,
+    GptOssForCausalLM,
+    GraniteConfig,
+    GraniteForCausalLM,
+    Llama4ForCausalLM,
+    Llama4TextConfig,
+    Olmo2Config,
+    Olmo2ForCausalLM,
+    PhiConfig,
+    PhiForCausalLM,
+    Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
+    SmolLM3Config,
+    SmolLM3ForCausalLM,
+    StableLmConfig,
+    StableLmForCausalLM,
+)
+
+# The split regexes of the families' tokenizer.json files (OpenAI's o200k as gpt-oss and Llama 4 ship it; DeepSeek's).
+O200K_REGEX = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+DEEPSEEK3_REGEXES = [
+    "\\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+]
+# Escaped: some of the ranges' ends have canonical decompositions that an editor may normalize away.
+DEEPSEEK_LLM_REGEXES = [
+    "[\u000d\u000a]",
+    "\\s?[A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1\u03a3-\u03f5\u03f7-\u0481\u048a-\u052f\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77\u1d79-\u1d9a\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc\u2102\u2107\u210a-\u2113\u2115\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139\u213c-\u213f\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\U00010400-\U0001044f\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2\U00010cc0-\U00010cf2\U000118a0-\U000118df\U0001e900-\U0001e943]+",
+    "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+",
+    "\\s+$",
+    "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+",
+]
+
+
+def split(regex):
+    return pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False)
+
+
+def byte_level(use_regex):
+    return pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=use_regex)
+
+
+# Each family's pre-tokenizer, as its tokenizer.json has it.
+PRE_TOKENIZERS_3 = {
+    "gpt-2": byte_level(True),
+    "llama3": pre_tokenizers.Sequence([split(LLAMA3_REGEX), byte_level(False)]),
+    "qwen2": pre_tokenizers.Sequence([split(QWEN2_REGEX), byte_level(False)]),
+    "digits": pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level(True)]),
+    "falcon": pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Punctuation(behavior="contiguous"),
+            byte_level(True),
+            pre_tokenizers.Digits(individual_digits=False),
+            split("[0-9][0-9][0-9]"),
+        ]
+    ),
+    "o200k": pre_tokenizers.Sequence([split(O200K_REGEX), byte_level(False)]),
+    "deepseek3": pre_tokenizers.Sequence([*map(split, DEEPSEEK3_REGEXES), byte_level(False)]),
+    "deepseek-llm": pre_tokenizers.Sequence(
+        [*map(split, DEEPSEEK_LLM_REGEXES), pre_tokenizers.Digits(individual_digits=True), byte_level(False)]
+    ),
+}
+
+ROLE_TEMPLATE = (
+    "{% for message in messages %}{{ start }}{{ message['role'] }}{{ middle }}{{ message['content'] }}{{ end }}{% endfor %}"
+)
+
+
+def chat_template(start, middle, end):
+    """A chat template in a family's markers (each a literal in the template)."""
+    return ROLE_TEMPLATE.replace("{{ start }}", start).replace("{{ middle }}", middle).replace("{{ end }}", end)
+
+
+def tokenizer_family(pre, first, last, config, bos=None, normalizer=None, added=(), train_pre=None):
+    """A maker of a family's tokenizer: a byte-level BPE of VOCAB_SIZE tokens with the pre-tokenizer `pre`
+    (PRE_TOKENIZERS_3), `first` special tokens at ids 0.., `last` ones at the end, then `added` ordinary added
+    tokens; `bos` put before every text by the post-processor's template (add_bos_token says so too);
+    tokenizer_config.json is `config` with the added tokens, add_bos_token and add_eos_token."""
+
+    def write(folder):
+        trained = train_byte_level(
+            VOCAB_SIZE - len(added), PRE_TOKENIZERS_3[pre], first, last, train_pre=train_pre and PRE_TOKENIZERS_3[train_pre]
+        )
+        trained.add_tokens([AddedToken(t, special=False, normalized=False) for t in added])
+        if normalizer:
+            trained.normalizer = normalizer
+        if bos:
+            special = [(bos, trained.token_to_id(bos))]
+            trained.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=special)
+        else:
+            trained.post_processor = processors.ByteLevel(trim_offsets=False)
+        trained.save(os.path.join(folder, "tokenizer.json"))
+        tokenizer_config = {
+            "add_bos_token": bos is not None,
+            "add_eos_token": False,
+            "added_tokens_decoder": added_tokens_decoder(json.loads(trained.to_str())),
+            "bos_token": bos,
+            "model_max_length": 256,
+            **config,
+        }
+        write_json(os.path.join(folder, "tokenizer_config.json"), dict(sorted(tokenizer_config.items())))
+
+    return write
+
+
+def hub_form(folder):
+    """config.json in the form of the Hub's checkpoints, saved by transformers 4: rope_theta and the partial rotary
+    factor at the top level, rope_scaling null or the scaling dict."""
+
+    def change(config):
+        rope = config.pop("rope_parameters")
+        config["rope_theta"] = rope.pop("rope_theta")
+        if "partial_rotary_factor" in rope:
+            config["partial_rotary_factor"] = rope.pop("partial_rotary_factor")
+        config["rope_scaling"] = rope if rope.get("rope_type", "default") != "default" else None
+
+    edit_config(folder, change)
+
+
+def mxfp4_experts(folder):
+    """gpt-oss as OpenAI ships it: each layer's experts (gate_up_proj [E, in, 2 ff] and down_proj [E, ff, in], in
+    GptOssExperts' orientation) stored as MXFP4 `_blocks` U8 [E, out, in / 32, 16] and `_scales` U8 [E, out, in / 32]
+    (E8M0), the scale of each block of 32 the power of two that brings its largest value to E2M1's 6 or below, each
+    value its nearest E2M1 code (scripts/make-quantized-models.py's e2m1_codes); config.json with openai/gpt-oss-20b's
+    quantization block."""
+    spec = importlib.util.spec_from_file_location("make_quantized_models", os.path.join(ROOT, "scripts", "make-quantized-models.py"))
+    quantized = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quantized)
+    path = os.path.join(folder, "model.safetensors")
+    tensors = load_file(path)
+    for name in [n for n in tensors if n.endswith((".mlp.experts.gate_up_proj", ".mlp.experts.down_proj"))]:
+        w = tensors.pop(name).float().transpose(1, 2).contiguous()
+        experts, rows, cols = w.shape
+        blocks = w.reshape(experts, rows, cols // 32, 32)
+        exponent = torch.ceil(torch.log2(blocks.abs().amax(dim=-1).clamp(min=2.0**-120) / 6.0)).to(torch.int64)
+        scales = (exponent + 127).clamp(1, 254)
+        codes = quantized.e2m1_codes(blocks / torch.pow(2.0, (scales - 127).float())[..., None]).to(torch.uint8)
+        pairs = codes.reshape(experts, rows, cols // 32, 16, 2)
+        tensors[f"{name}_blocks"] = (pairs[..., 0] | (pairs[..., 1] << 4)).contiguous()
+        tensors[f"{name}_scales"] = scales.to(torch.uint8).contiguous()
+    save_file(dict(sorted(tensors.items())), path, metadata={"format": "pt"})
+    quantization = {
+        "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"],
+        "quant_method": "mxfp4",
+    }
+    edit_config(folder, lambda c: c.update(quantization_config=quantization))
+
+
+def dequantized_gpt_oss(folder):
+    """The float32 gpt-oss of the folder as transformers computes it on a CPU: its MXFP4 experts dequantized by
+    transformers' own convert_moe_packed_tensors (to bfloat16, exact: E2M1 times a power of two), in the plain model
+    of config.json without its quantization block."""
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+    tensors = load_file(os.path.join(folder, "model.safetensors"))
+    for name in [n.removesuffix("_blocks") for n in tensors if n.endswith("_blocks")]:
+        tensors[name] = convert_moe_packed_tensors(tensors.pop(f"{name}_blocks"), tensors.pop(f"{name}_scales"), dtype=torch.bfloat16)
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    del config["quantization_config"]
+    plain = GptOssConfig.from_dict(config)
+    plain._attn_implementation = "eager"
+    model = GptOssForCausalLM(plain).eval()
+    model.load_state_dict({k: v.float() for k, v in tensors.items()}, strict=True)
+    return model.float()
+
+
+def small3(**kwargs):
+    """The hyperparameters the third set shares unless a model says otherwise."""
+    merged = small(**{"bos_token_id": None, "eos_token_id": None, "pad_token_id": None, **kwargs})
+    # `...` leaves out a key the config class does not take (Falcon has no intermediate_size, Phi-2 no GQA).
+    return {k: v for k, v in merged.items() if v is not ...}
+
+
+LLAMA3_BPE = ["<|begin_of_text|>", "<|end_of_text|>", "<|im_start|>", "<|im_end|>"]
+GRANITE_SPECIALS = ["<|end_of_text|>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<|start_of_role|>", "<|end_of_role|>"]
+NEOX_SPECIALS = ["<|endoftext|>", "<|padding|>"]
+FALCON_SPECIALS = [">>TITLE<<", ">>ABSTRACT<<", ">>INTRODUCTION<<", ">>SUMMARY<<", "<|endoftext|>"]
+COHERE_SPECIALS = ["<PAD>", "<UNK>", "<CLS>", "<SEP>", "<MASK_TOKEN>", "<BOS_TOKEN>", "<EOS_TOKEN>", "<EOP_TOKEN>"]
+COHERE_TURNS = ["<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|USER_TOKEN|>", "<|CHATBOT_TOKEN|>"]
+DEEPSEEK_SPECIALS = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"]
+HARMONY_SPECIALS = ["<|startoftext|>", "<|endoftext|>", "<|return|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>"]
+LLAMA4_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|header_start|>", "<|header_end|>", "<|eot|>"]
+# Phi-2's tokenizer (CodeGen's) adds runs of spaces as ordinary tokens after <|endoftext|>.
+PHI2_SPACES = [" " * n for n in (4, 3, 2)]
+last_id = lambda specials, name: VOCAB_SIZE - len(specials) + specials.index(name)  # noqa: E731
+
+def deepseek(name, seed, model_class, config_class, routing, pre, template, hub_keys, gain, exercises):
+    """DeepSeek-V2-Lite's or V3's test model: multi-head latent attention, the first layer dense, then 4 routed experts
+    (2 used, `routing` says how) and a shared one; the family's tokenizer with its pre-tokenizer `pre`."""
+    return {
+        "name": name,
+        "seed": seed,
+        "class": model_class,
+        "config": config_class(
+            **small3(num_key_value_heads=4, eos_token_id=1, bos_token_id=0),
+            moe_intermediate_size=32,
+            n_routed_experts=4,
+            n_shared_experts=1,
+            num_experts_per_tok=2,
+            first_k_dense_replace=1,
+            kv_lora_rank=32,
+            qk_nope_head_dim=16,
+            qk_rope_head_dim=8,
+            v_head_dim=16,
+            rms_norm_eps=1e-6,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+            **routing,
+        ),
+        "tokenizer": tokenizer_family(
+            pre,
+            DEEPSEEK_SPECIALS,
+            [],
+            {
+                "eos_token": "<｜end▁of▁sentence｜>",
+                "chat_template": template,
+                "clean_up_tokenization_spaces": False,
+                "legacy": True,
+                "tokenizer_class": "LlamaTokenizerFast",
+            },
+            bos="<｜begin▁of▁sentence｜>",
+        ),
+        "bos": 0,
+        "hub_form": True,
+        "drop_keys": ["head_dim", "qk_head_dim"],
+        "hub_keys": hub_keys,
+        "gain": gain,
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": exercises,
+    }
+
+
+MODELS_3 = [
+    {
+        "name": "smollm3",
+        "seed": 31,
+        "class": SmolLM3ForCausalLM,
+        "config": SmolLM3Config(
+            **small3(num_hidden_layers=4, tie_word_embeddings=True, eos_token_id=last_id(LLAMA3_BPE, "<|im_end|>")),
+            rms_norm_eps=1e-6,
+            rope_parameters={"rope_type": "default", "rope_theta": 5000000.0},
+        ),
+        "tokenizer": tokenizer_family(
+            "llama3",
+            [],
+            LLAMA3_BPE,
+            {"eos_token": "<|im_end|>", "chat_template": chat_template("<|im_start|>", "\n", "<|im_end|>\n"), "tokenizer_class": "PreTrainedTokenizerFast"},
+        ),
+        "bos": None,
+        "hub_form": True,
+        # Queries and keys smaller than GAIN_2's: with 1.5, Q8_0 moved a logit by 1.19 against another (0.75 allowed).
+        "gain": {"q_proj": 1.0, "k_proj": 1.0},
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "SmolLM3: llama's layout with Q/K permutation, 4 layers of which the 4th has no RoPE (no_rope_layers, "
+        "llama.cpp's fixed step of 4), tied embeddings; Llama 3's split regex (llama-bpe), no BOS",
+    },
+    {
+        "name": "granite",
+        "seed": 32,
+        "class": GraniteForCausalLM,
+        "config": GraniteConfig(
+            **small3(tie_word_embeddings=True, bos_token_id=0, eos_token_id=0),
+            rms_norm_eps=1e-5,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+            # Granite 3's embeddings are small and scaled up by 12; these random ones are scaled by 4 to the size of
+            # what attention and the FFN add (with 12 they drowned it: no step of the conversion showed), and the
+            # logits doubled (logits_scaling 0.5) so that the next token stands out.
+            embedding_multiplier=4.0,
+            residual_multiplier=0.5,
+            attention_multiplier=0.125,
+            logits_scaling=0.5,
+        ),
+        "tokenizer": tokenizer_family(
+            "digits",
+            GRANITE_SPECIALS,
+            [],
+            {
+                "eos_token": "<|end_of_text|>",
+                "pad_token": "<|end_of_text|>",
+                "unk_token": "<|end_of_text|>",
+                "chat_template": chat_template("<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>\n"),
+                "clean_up_tokenization_spaces": True,
+                "tokenizer_class": "GPT2Tokenizer",
+            },
+        ),
+        "bos": None,
+        "hub_form": True,
+        "gain": {"lm_head": 0.5},
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "Granite 3: llama's layout with Q/K permutation and the four multipliers (embedding 4, residual "
+        "0.5, attention 0.125 instead of 1/sqrt(16), logits divided by 0.5), tied embeddings; StarCoder's pre-tokenizer "
+        "(digits one by one, then GPT-2's regex), no BOS",
+    },
+    {
+        "name": "olmo2",
+        "seed": 33,
+        "class": Olmo2ForCausalLM,
+        "config": Olmo2Config(
+            **small3(eos_token_id=last_id(["<|endoftext|>", "<|pad|>"], "<|endoftext|>"), pad_token_id=VOCAB_SIZE - 1),
+            rms_norm_eps=1e-6,
+            rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+        ),
+        "tokenizer": tokenizer_family(
+            "llama3",
+            [],
+            ["<|endoftext|>", "<|pad|>"],
+            {
+                "eos_token": "<|endoftext|>",
+                "pad_token": "<|pad|>",
+                "unk_token": "<|endoftext|>",
+                "chat_template": chat_template("<|", "|>\n", "\n"),
+                "clean_up_tokenization_spaces": False,
+                "tokenizer_class": "GPT2Tokenizer",
+            },
+        ),
+        "bos": None,
+        "hub_form": True,
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.float32,
+        "exercises": "OLMo 2: norms after attention and after the FFN (post_attention_norm, post_ffw_norm) and none "
+        "before, q/k RMS norms over all heads, no Q/K permutation (NeoX RoPE); cl100k's split regex (Llama 3's: "
+        "llama-bpe) under tokenizer_class GPT2Tokenizer, which transformers 5 rebuilds with GPT-2's regex; float32",
+    },
+    {
+        "name": "gptneox",
+        "seed": 34,
+        "class": GPTNeoXForCausalLM,
+        "config": GPTNeoXConfig(
+            **small3(intermediate_size=256, num_key_value_heads=..., eos_token_id=0, bos_token_id=0),
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+            use_parallel_residual=True,
+            layer_norm_eps=1e-5,
+            hidden_act="gelu",
+        ),
+        "tokenizer": tokenizer_family(
+            "gpt-2",
+            NEOX_SPECIALS,
+            [],
+            {
+                "eos_token": "<|endoftext|>",
+                "unk_token": "<|endoftext|>",
+                "clean_up_tokenization_spaces": True,
+                "tokenizer_class": "GPTNeoXTokenizer",
+            },
+            normalizer=normalizers.NFC(),
+        ),
+        "bos": None,
+        "gain": {"query_key_value": 1.2},
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.float16,
+        "exercises": "GPT-NeoX (Pythia): fused query_key_value with q, k, v interleaved per head (llama.cpp wants all "
+        "q rows, then k, then v) and its bias, LayerNorms with biases, parallel residual, partial rotary 0.25 written by "
+        "transformers 5 as rope_parameters.partial_rotary_factor; GPT-2's pre-tokenizer with NFC; float16",
+    },
+    {
+        "name": "phi2",
+        "seed": 35,
+        "class": PhiForCausalLM,
+        "config": PhiConfig(
+            **small3(intermediate_size=256, num_key_value_heads=..., eos_token_id=last_id(["<|endoftext|>"], "<|endoftext|>") - len(PHI2_SPACES)),
+            partial_rotary_factor=0.4,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.4},
+            layer_norm_eps=1e-5,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+        ),
+        "tokenizer": tokenizer_family(
+            "gpt-2",
+            [],
+            ["<|endoftext|>"],
+            {
+                "eos_token": "<|endoftext|>",
+                "unk_token": "<|endoftext|>",
+                "clean_up_tokenization_spaces": True,
+                "tokenizer_class": "CodeGenTokenizer",
+            },
+            added=PHI2_SPACES,
+        ),
+        "bos": None,
+        "hub_form": True,
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.float16,
+        "exercises": "Phi-2: attention and MLP in parallel from one LayerNorm, q/k/v/dense and fc1/fc2 with biases, "
+        "lm_head with a bias, partial rotary 0.4 of heads of 16 (6 dimensions: int(0.4 * 64) // 4); CodeGen's "
+        "tokenizer (GPT-2's regex) with runs of 4, 3 and 2 spaces as ordinary added tokens; float16",
+    },
+    {
+        "name": "stablelm",
+        "seed": 36,
+        "class": StableLmForCausalLM,
+        "config": StableLmConfig(
+            **small3(eos_token_id=last_id(QWEN_SPECIALS, "<|endoftext|>")),
+            partial_rotary_factor=0.25,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+            layer_norm_eps=1e-5,
+            use_qkv_bias=True,
+            qk_layernorm=True,
+            use_parallel_residual=True,
+        ),
+        "tokenizer": tokenizer_family(
+            "qwen2",
+            [],
+            QWEN_SPECIALS,
+            {
+                "eos_token": "<|endoftext|>",
+                "unk_token": "<|endoftext|>",
+                "chat_template": QWEN_TEMPLATE,
+                "clean_up_tokenization_spaces": True,
+                "tokenizer_class": "GPT2TokenizerFast",
+            },
+            train_pre="llama3",
+        ),
+        "bos": None,
+        "hub_form": True,
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "StableLM 2 (12B's features): per-head q/k LayerNorms stored one tensor per head (stacked into "
+        "attn_q_norm [heads, head_dim]), q/k/v biases, parallel residual (no post-attention norm), partial rotary 0.25, "
+        "LayerNorms with biases; Arcade100k's split regex (Qwen2's) under tokenizer_class GPT2TokenizerFast",
+    },
+    {
+        "name": "falcon",
+        "seed": 37,
+        "class": FalconForCausalLM,
+        "config": FalconConfig(
+            **small3(
+                num_key_value_heads=..., intermediate_size=..., max_position_embeddings=2048, eos_token_id=FALCON_SPECIALS.index("<|endoftext|>")
+            ),
+            num_kv_heads=2,
+            new_decoder_architecture=True,
+            parallel_attn=True,
+            bias=False,
+            alibi=False,
+            layer_norm_epsilon=1e-5,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        ),
+        "tokenizer": tokenizer_family(
+            "falcon",
+            FALCON_SPECIALS,
+            [],
+            {"eos_token": "<|endoftext|>", "clean_up_tokenization_spaces": True, "tokenizer_class": "PreTrainedTokenizerFast"},
+        ),
+        "bos": None,
+        "hub_form": True,
+        "gain": {"query_key_value": 1.2},
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "Falcon's new decoder (40B/180B): ln_attn and ln_mlp, fused query_key_value of 2 KV groups each "
+        "[2 q heads, k, v] (llama.cpp wants all q, then k, then v), parallel attention and MLP, no biases; Falcon's "
+        "pre-tokenizer (punctuation runs, GPT-2's regex, digits in threes)",
+    },
+    {
+        "name": "command-r",
+        "seed": 38,
+        "class": CohereForCausalLM,
+        "config": CohereConfig(
+            **small3(tie_word_embeddings=True, bos_token_id=5, eos_token_id=COHERE_SPECIALS.index("<EOS_TOKEN>"), pad_token_id=0),
+            layer_norm_eps=1e-5,
+            logit_scale=0.25,
+            # Command R+'s per-head q/k norms: llama.cpp reads them only from a model of 64 layers or more.
+            use_qk_norm=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        ),
+        "tokenizer": tokenizer_family(
+            "digits",
+            COHERE_SPECIALS + COHERE_TURNS,
+            [],
+            {
+                "eos_token": "<|END_OF_TURN_TOKEN|>",
+                "pad_token": "<PAD>",
+                "unk_token": "<UNK>",
+                "chat_template": chat_template("<|START_OF_TURN_TOKEN|>", "", "<|END_OF_TURN_TOKEN|>"),
+                "clean_up_tokenization_spaces": False,
+                "tokenizer_class": "CohereTokenizer",
+            },
+            bos="<BOS_TOKEN>",
+            normalizer=normalizers.NFC(),
+        ),
+        "bos": COHERE_SPECIALS.index("<BOS_TOKEN>"),
+        "hub_form": True,
+        "model_max_length": 256,
+        "gain": {"lm_head": 4.0},
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.float16,
+        "exercises": "Command-R (Cohere): attention and MLP in parallel from one LayerNorm without bias, logits times "
+        "0.25, tied embeddings, the context from model_max_length; Cohere's pre-tokenizer (digits one by one, then "
+        "GPT-2's regex) with NFC, <BOS_TOKEN> added",
+    },
+    {
+        "name": "qwen2moe",
+        "seed": 39,
+        "class": Qwen2MoeForCausalLM,
+        "config": Qwen2MoeConfig(
+            **small3(eos_token_id=last_id(QWEN_SPECIALS, "<|im_end|>")),
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=96,
+            norm_topk_prob=False,
+            decoder_sparse_step=1,
+            rms_norm_eps=1e-6,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+            use_sliding_window=False,
+        ),
+        "tokenizer": tokenizer_qwen,
+        "bos": None,
+        "hub_form": True,
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "Qwen2-MoE: 4 experts, 2 used, weights not renormalized; a shared expert of 96 behind a sigmoid gate "
+        "(ffn_*_shexp, ffn_gate_inp_shexp); q/k/v biases; Qwen2's tokenizer",
+    },
+    deepseek(
+        "deepseek-v2-lite",
+        40,
+        DeepseekV2ForCausalLM,
+        DeepseekV2Config,
+        dict(topk_method="greedy", n_group=1, topk_group=1, routed_scaling_factor=1.0, norm_topk_prob=False, q_lora_rank=None),
+        "deepseek-llm",
+        chat_template("", ": ", "\n\n"),
+        {"scoring_func": "softmax"},
+        {"q_proj": 1.5, "kv_b_proj": 1.5},
+        "DeepSeek-V2-Lite's shape: multi-head latent attention without q_lora_rank (q_proj, kv_a_proj_with_mqa, "
+        "kv_b_proj split into attn_k_b, transposed, and attn_v_b), 2 layers (llama.cpp tells Lite by 26 or 27), the first "
+        "dense, then 4 routed experts (2 used, softmax, not renormalized) and a shared one; DeepSeek-LLM's pre-tokenizer "
+        "under tokenizer_class LlamaTokenizerFast, which transformers 5 rebuilds as SentencePiece-like",
+    ),
+    deepseek(
+        "deepseek-v3",
+        41,
+        DeepseekV3ForCausalLM,
+        DeepseekV3Config,
+        dict(n_group=2, topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True, q_lora_rank=32),
+        "deepseek3",
+        chat_template("<｜", "｜>", ""),
+        {"scoring_func": "sigmoid", "topk_method": "noaux_tc"},
+        {"q_b_proj": 1.5, "kv_b_proj": 1.5},
+        "DeepSeek-V3: multi-head latent attention with q_lora_rank (q_a_proj, q_a_layernorm, q_b_proj), "
+        "kv_b_proj split; the first layer dense, then 4 routed experts in 2 groups (1 group kept), 2 used, sigmoid scores "
+        "with e_score_correction_bias, renormalized, times 2.5, and a shared expert; DeepSeek-V3's pre-tokenizer under "
+        "tokenizer_class LlamaTokenizerFast",
+    ),
+    {
+        "name": "gpt-oss",
+        "seed": 42,
+        "class": GptOssForCausalLM,
+        "config": GptOssConfig(
+            **small3(intermediate_size=64, head_dim=16, eos_token_id=last_id(HARMONY_SPECIALS, "<|return|>")),
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            sliding_window=8,
+            layer_types=["sliding_attention", "full_attention"],
+            rms_norm_eps=1e-5,
+            # gpt-oss's own RoPE, which GptOssConfig also assumes for a config.json without one.
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 150000.0,
+                "factor": 32.0,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "truncate": False,
+                "original_max_position_embeddings": 4096,
+            },
+        ),
+        "tokenizer": tokenizer_family(
+            "o200k",
+            [],
+            HARMONY_SPECIALS,
+            {
+                "eos_token": "<|return|>",
+                "pad_token": "<|endoftext|>",
+                "chat_template": chat_template("<|start|>", "<|message|>", "<|end|>"),
+                "clean_up_tokenization_spaces": False,
+                "tokenizer_class": "PreTrainedTokenizerFast",
+            },
+        ),
+        "bos": None,
+        "hub_form": True,
+        "after_save": mxfp4_experts,
+        "load_model": dequantized_gpt_oss,
+        "experts_in_out": True,
+        # A flatter output layer than GAIN_2's: with 3.0 Q8_0 (on top of MXFP4) moved a logit by 0.93 (0.75 allowed).
+        "gain": {"router.weight": 4.0, "lm_head": 2.0},
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "GPT-OSS: MXFP4 experts (_blocks and _scales, gate and up interleaved by rows) with biases, a "
+        "router with a bias, attention sinks, q/k/v/o biases, a sliding window of 8 on layer 0 (layer 1 global), "
+        "gpt-oss's YaRN (factor 32 over 4096 positions, not truncated), bfloat16 elsewhere; o200k's split regex (gpt-4o)",
+    },
+    {
+        "name": "llama4",
+        "seed": 43,
+        "class": Llama4ForCausalLM,
+        "config": Llama4TextConfig(
+            **small3(
+                intermediate_size=32,
+                num_hidden_layers=4,
+                head_dim=16,
+                bos_token_id=last_id(LLAMA4_SPECIALS, "<|begin_of_text|>"),
+                eos_token_id=last_id(LLAMA4_SPECIALS, "<|eot|>"),
+            ),
+            intermediate_size_mlp=128,
+            num_local_experts=4,
+            num_experts_per_tok=1,
+            interleave_moe_layer_step=2,
+            use_qk_norm=True,
+            attention_chunk_size=8192,
+            rms_norm_eps=1e-5,
+            rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+        ),
+        "tokenizer": tokenizer_family(
+            "o200k",
+            [],
+            LLAMA4_SPECIALS,
+            {
+                "eos_token": "<|eot|>",
+                "chat_template": chat_template("<|header_start|>", "<|header_end|>\n\n", "<|eot|>"),
+                "clean_up_tokenization_spaces": False,
+                "tokenizer_class": "PreTrainedTokenizerFast",
+            },
+            bos="<|begin_of_text|>",
+        ),
+        "bos": last_id(LLAMA4_SPECIALS, "<|begin_of_text|>"),
+        "hub_form": True,
+        "experts_in_out": True,
+        "gain": {"router.weight": 4.0},
+        "lengths": LONG_SEQUENCES,
+        "dtype": torch.bfloat16,
+        "exercises": "Llama 4 (text): MoE on every 2nd layer (4 experts, 1 used, sigmoid, fused gate_up_proj [E, in, "
+        "2 ff] split and transposed) with a shared expert, dense FFN of 128 elsewhere, chunked attention on 3 layers "
+        "of 4 and the 4th without RoPE, L2 norms of q and k; o200k's split regex, <|begin_of_text|> added",
+    },
+]
+
+
 SPM_VOCAB = {SPM_LLAMA: (500, "llama"), SPM_LLAMA_FULL: (512, "llama"), SPM_GEMMA: (512, "gemma")}
 
 
@@ -1253,7 +1950,7 @@ def main():
         at = args.index("--out")
         OUT = os.path.abspath(args[at + 1])
         del args[at : at + 2]
-    known = [spec["name"] for spec in MODELS + MODELS_2]
+    known = [spec["name"] for spec in MODELS + MODELS_2 + MODELS_3]
     unknown = [a for a in args if a not in known]
     if unknown:
         sys.exit(f"unknown model {unknown}; the models are {', '.join(known)}")
@@ -1286,7 +1983,7 @@ def main():
             f.write("\n")
         spreads = ", ".join(f"top1 {c['spread']['top1']:.3f}" for c in ref["cases"])
         print(f"{spec['name']}: {sorted(os.listdir(folder))}; {spreads}; sentence {len(ref['sentence_ids'])} ids")
-    for spec in MODELS_2:
+    for spec in MODELS_2 + MODELS_3:
         if spec["name"] not in wanted:
             continue
         ref = make_2(spec, spm_models, first_tokenizer)

@@ -40,6 +40,7 @@ const TYPES: Partial<Record<GGMLQuantizationType, GgmlType>> = {
   [GGMLQuantizationType.F16]: 'F16',
   [GGMLQuantizationType.BF16]: 'BF16',
   [GGMLQuantizationType.Q8_0]: 'Q8_0',
+  [GGMLQuantizationType.MXFP4]: 'MXFP4',
 }
 
 /** The metadata of the GGUF at `path` as [key, type, value] entries, and its tensors with their data. */

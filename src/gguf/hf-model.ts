@@ -1,15 +1,17 @@
 // A GGUF back to the Hugging Face model it was converted from: the transformers class of its architecture, its
 // config.json and generation_config.json from the GGUF's keys, and each parameter's name, shape and values by
-// undoing what llama.cpp's convert_hf_to_gguf.py did (the inverse of tensors.ts and metadata.ts, whose tables and
-// rules it runs backwards: names by tensors.ts's ggufName, RoPE's tensors checked by metadata.ts's ropeTensors).
+// undoing what llama.cpp's convert_hf_to_gguf.py did (the inverse of tensors.ts and metadata.ts, whose table of
+// architectures and rules it runs backwards: names by tensors.ts's ggufTargets, each architecture's transforms as its
+// entry of architectures.ts names them, RoPE's tensors checked by metadata.ts's ropeTensors).
 import { SafetensorsError } from '../errors.ts'
 import { excerpt, JsonValue } from '../format/json-values.ts'
+import { type Reshape, TABLE as table } from './architectures.ts'
 import type { GgufFile } from './file.ts'
-import { ARCHITECTURES, readModelConfig, ropeTensors } from './metadata.ts'
+import { readModelConfig, ropeTensors } from './metadata.ts'
 import type { GgufTensorInfo, GgufValue } from './reader.ts'
-import { ggufName } from './tensors.ts'
+import { ggufTargets, normShiftOf, permutedRole } from './tensors.ts'
 
-/** The transformers names of one architecture's tensors, as ggufName maps them (its block parts, experts without their index). */
+/** The transformers names of one architecture's tensors, as ggufTargets maps them (its block parts, experts without their index). */
 interface HfNames {
   /** config.json's architectures[0] and model_type. */
   className: string
@@ -158,7 +160,7 @@ function llama3Scaling(config: Record<string, unknown>, freqs: Float32Array): Re
   }
   for (const original of candidates) {
     const scaling = { factor, high_freq_factor: high, low_freq_factor: low, original_max_position_embeddings: original, rope_type: 'llama3' }
-    const parsed = readModelConfig(new JsonValue({ ...config, rope_scaling: scaling }, 'config.json'))
+    const parsed = readModelConfig(new JsonValue({ ...config, rope_scaling: scaling }, 'config.json'), table)
     const [computed] = ropeTensors(parsed)
     if (computed?.values.every((v, i) => Object.is(v, freqs[i]))) return scaling
   }
@@ -263,7 +265,7 @@ async function modelConfig(file: GgufFile, arch: string, hf: HfNames, experts: n
     config.sliding_window = keys.number('attention.sliding_window')
     config.final_logit_softcapping = keys.number('final_logit_softcapping') ?? null
     config.attn_logit_softcapping = keys.number('attn_logit_softcapping') ?? null
-    const period = ARCHITECTURES[hf.className].swaPeriod!
+    const period = table.ARCHITECTURES[hf.className].swaPeriod!
     config.layer_types = Array.from({ length: config.num_hidden_layers as number }, (_, i) =>
       i % period === period - 1 ? 'full_attention' : 'sliding_attention',
     )
@@ -273,16 +275,18 @@ async function modelConfig(file: GgufFile, arch: string, hf: HfNames, experts: n
   return config
 }
 
-/** The transformers parameters of the GGUF's tensors: names by ggufName run backwards, what the converter did undone. */
-function parameters(file: GgufFile, hf: HfNames, className: string, config: Record<string, unknown>, experts: number): HfTensor[] {
-  const architecture = ARCHITECTURES[className]
+/** The transformers parameters of the GGUF's tensors: names by ggufTargets run backwards, what the converter did undone. */
+function parameters(file: GgufFile, hf: HfNames, config: Record<string, unknown>, experts: number): HfTensor[] {
+  const { className } = hf
+  const architecture = table.ARCHITECTURES[className]
   const blocks = (config.num_hidden_layers ?? config.n_layer) as number
-  const named = { blocks, architecture }
-  // GGUF name -> transformers name (a template with {e} for the expert) of every tensor the class has.
-  const inverse = new Map<string, string>()
+  const named = { blocks, architecture, table }
+  // GGUF name -> transformers name (a template with {e} for the expert) of every tensor the class has, and the
+  // transform the converter made it by.
+  const inverse = new Map<string, { name: string; reshape?: Reshape }>()
   const add = (hfName: string) => {
-    const gguf = ggufName(hfName.replace('{e}', '0'), named)
-    if (gguf) inverse.set(gguf.name, hfName)
+    const [target] = ggufTargets(hfName.replace('{e}', '0'), named)?.targets ?? []
+    if (target) inverse.set(target.name, { name: hfName, reshape: target.reshape })
   }
   for (const kind of ['weight', 'bias']) {
     for (const top of hf.top) add(`${hf.prefix}${top}.${kind}`)
@@ -297,12 +301,14 @@ function parameters(file: GgufFile, hf: HfNames, className: string, config: Reco
   const tensors: HfTensor[] = []
   for (const gguf of file.header.tensors) {
     if (ROPE_TENSORS.test(gguf.name)) continue
-    const name = inverse.get(gguf.name)
-    if (name === undefined) throw unsupported(`GGUF tensor ${JSON.stringify(gguf.name)} has no ${className} parameter`)
-    const transpose = architecture.conv1d === true && /\.c_(attn|proj|fc)\.weight$/.test(name)
-    const role = architecture.permuteQK && /attn_([qk])\./.exec(gguf.name)?.[1]
+    const parameter = inverse.get(gguf.name)
+    if (parameter === undefined) throw unsupported(`GGUF tensor ${JSON.stringify(gguf.name)} has no ${className} parameter`)
+    const { name, reshape } = parameter
+    // GPT-2's Conv1D weights were transposed (not their biases, which the transform leaves as they are).
+    const transpose = reshape === table.RESHAPES.transposed && gguf.shape.length > 1
+    const role = permutedRole(gguf.name, architecture)
     const reordered = role === 'q' ? heads : role === 'k' ? kvHeads : 0
-    const shift = architecture.normPlusOne && name.endsWith('norm.weight') ? 1 : 0
+    const shift = normShiftOf(name, architecture)
     const shape = transpose ? [...gguf.shape].reverse() : [...gguf.shape]
     const one = { gguf, heads: reordered, transpose, shift }
     if (!name.includes('{e}')) tensors.push({ name, shape, ...one })
@@ -334,7 +340,7 @@ export async function planHfModel(file: GgufFile): Promise<HfModel> {
       ([, v]) => v !== undefined,
     ),
   )
-  return { config, generationConfig, tensors: parameters(file, hf, hf.className, config, experts) }
+  return { config, generationConfig, tensors: parameters(file, hf, config, experts) }
 }
 
 /** config.json's keys that transformers' config classes type as floats, which it refuses as integers (10 for 10.0). */

@@ -5,9 +5,10 @@
 // convert the released ones. Both with tokenizer_config.json: the special tokens, add_bos/eos, the chat template.
 import { SafetensorsError } from '../errors.ts'
 import { excerpt } from '../format/json-values.ts'
+import { TABLE } from './architectures.ts'
 import type { GgufFile } from './file.ts'
 import type { GgufValue } from './reader.ts'
-import { PRE_TOKENIZERS, TOKEN_TYPES } from './tokenizer.ts'
+import { TOKEN_TYPES } from './tokenizer.ts'
 
 /** A tokenizer's files, by name, as bytes. */
 type TokenizerFiles = Record<string, Uint8Array>
@@ -84,14 +85,17 @@ function addedIds(v: GgufVocabulary, unknown = -1): number[] {
 /** Whether an added token is special: CONTROL or unknown. */
 const isSpecial = (v: GgufVocabulary, id: number, unknown = -1) => id === unknown || v.types[id] === TOKEN_TYPES.CONTROL
 
+/** The pre-tokenizers written back (of the architectures hf-model.ts maps): GPT-2's ByteLevel, and a Split by a regex then ByteLevel. */
+const BYTE_LEVEL_BACK = ['gpt-2', 'llama-bpe', 'qwen2']
+
 /** tokenizer.json of a byte-level BPE: the vocabulary and merges, the pre-tokenizer llama.cpp names, BOS/EOS by template. */
 function byteLevelJson(v: GgufVocabulary, pre: string): unknown {
-  const regex = [...PRE_TOKENIZERS].find(([, name]) => name === pre)?.[0]
-  if (regex === undefined)
+  if (!BYTE_LEVEL_BACK.includes(pre))
     throw new SafetensorsError(
       'UnsupportedConversion',
-      `GGUF: tokenizer.ggml.pre ${excerpt(pre)} is not a pre-tokenizer this converts; it takes ${[...PRE_TOKENIZERS.values()].join(', ')}`,
+      `GGUF: tokenizer.ggml.pre ${excerpt(pre)} is not a pre-tokenizer this converts; it takes ${BYTE_LEVEL_BACK.join(', ')}`,
     )
+  const [split] = TABLE.PRE_TOKENIZERS[pre]
   // As the released tokenizers have it (offsets only: the ids are the same).
   const byteLevel = (useRegex: boolean) => ({ type: 'ByteLevel', add_prefix_space: false, trim_offsets: pre !== 'qwen2', use_regex: useRegex })
   const added = addedIds(v)
@@ -99,9 +103,9 @@ function byteLevelJson(v: GgufVocabulary, pre: string): unknown {
   for (const [id, token] of v.tokens.entries()) if (v.types[id] === TOKEN_TYPES.NORMAL) vocab[token] = id
   // GPT-2's ByteLevel splits by its own regex; the others split first, then map bytes.
   const preTokenizer =
-    pre === 'gpt-2'
+    typeof split === 'string'
       ? byteLevel(true)
-      : { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false }, byteLevel(false)] }
+      : { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: split.split }, behavior: 'Isolated', invert: false }, byteLevel(false)] }
   const template = templateProcessor(v)
   const byteLevelPost = { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true }
   return {

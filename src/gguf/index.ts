@@ -2,34 +2,32 @@
 // (docs/gguf.md). Everything before the first tensor byte (config.json, the tokenizer, every shard's
 // header) is read and checked first, so the header, whose offsets follow from the shapes and types, goes
 // out first; then each tensor a chunk at a time, through one wasm memory sized once: read, converted there,
-// changed as llama.cpp's converter changes it (rows reordered, transposed, norms shifted), quantized in place,
-// and copied out. An MoE layer's experts go into their stack one after the other, a chunk at a time. A chunk is
-// bounded whatever the tensor: a head larger than a chunk is reordered a few rows of each half at a time, and a
-// transposed tensor larger than GGUF_CHUNKS.transposed (chunks.ts) a block of its columns at a time.
+// changed as llama.cpp's converter changes it (rows reordered, columns taken, transposed, norms shifted), quantized
+// in place, and copied out. An MoE layer's experts go into their stack one after the other, a chunk at a time. A
+// chunk is bounded whatever the tensor: a head larger than a chunk is reordered a few rows of each half at a time,
+// and a transposed matrix larger than GGUF_CHUNKS.transposed (chunks.ts) a block of its columns at a time.
 import { byteLengthOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
-import { elementsOf } from '../format/header.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import { readJsonObject } from '../format/model-config.ts'
-import type { SliceRange } from '../format/slice.ts'
-import { type Located, locate, type OpenModelOptions, openLocated, readBeside, type SafetensorsModel } from '../read/model.ts'
+import { type Located, locate, type OpenModelOptions, openLocated, readBeside } from '../read/model.ts'
 import { ChunkConverter, pulledStream } from '../read/streams.ts'
 import { type SourceRange, sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
 import type { ModelFiles, ModelFolder } from '../sources/source.ts'
 import { FILE_TYPES, fileTypeOf, GGUF_DTYPE_NAMES, type GgufDtype, ggufDtypeOf } from './file-types.ts'
-import { alignUp, type EncodedHeader, encodeHeader } from './format.ts'
+import { alignUp, type EncodedHeader, encodeHeader, type KeyValue } from './format.ts'
 import { GGML_TYPES, type GgmlType } from './ggml-types.ts'
 import { loadGgmlQuantizers } from './kernels.ts'
 
 export type { GgufDtype } from './file-types.ts'
 
-import { type Chunk, largestChunk, partChunks, permuteRows, readColumns, transposed } from './chunks.ts'
+import { type PieceValues, pieceChunks, readColumns, reshaped } from './chunks.ts'
 import type { QuantizedType } from './ggml-quantizers.ts'
 import { conversionNotes, modelMetadata, readModelConfig } from './metadata.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
-import { type FloatDtype, type PlannedTensor, planTensors, type TensorPart } from './tensors.ts'
+import { type FloatDtype, type Piece, type PlannedTensor, planTensors } from './tensors.ts'
 import { tokenizerMetadata } from './tokenizer.ts'
 
 /** Options of {@link ggufStream}: those of {@link index!openModel} for reading the model, and what the GGUF holds. */
@@ -66,52 +64,51 @@ async function readBesideModel(located: Located, name: string, required: boolean
   throw new SafetensorsError('Io', `${file.where} is missing, and a GGUF needs it`, { status: missing?.status, url: missing?.url, path: missing?.path })
 }
 
-/** Whether a tensor's type is one of ggml's quantized ones (not a float). */
-const quantized = (type: GgmlType) => type !== 'F32' && type !== 'F16' && type !== 'BF16'
+/** Whether a tensor is quantized here: of one of ggml's quantized types, not a float, nor MXFP4 blocks kept as stored. */
+const quantizes = (t: PlannedTensor) => !t.mxfp4 && t.type !== 'F32' && t.type !== 'F16' && t.type !== 'BF16'
 
-/** The dtype a tensor has in wasm memory before it is copied out: its type, or F32, which the quantizers read. */
-function middleOf(t: PlannedTensor): DType {
-  return quantized(t.type) ? 'F32' : (t.type as DType)
+/** The dtype a piece has in wasm memory before it is copied out: the tensor's type, F32 for the quantizers to read, the stored bytes for MXFP4. */
+function middleOf(t: PlannedTensor, piece: Piece): DType {
+  return t.mxfp4 ? piece.part.info.dtype : quantizes(t) ? 'F32' : (t.type as DType)
 }
 
-/**
- * The seam through which the GGUF reads every source value: each of `part`'s chunks (partChunks) in turn with its
- * values as `dtype` (little-endian; each a view valid until the next is asked for). Nothing after it knows where
- * the values come from: shardValues reads stored tensors' byte ranges, logicalValues a quantized module's
- * dequantized weights.
- */
-type PartValues = (t: PlannedTensor, part: TensorPart, dtype: DType) => AsyncGenerator<{ chunk: Chunk; values: Uint8Array }>
+/** The bytes a piece's chunks read: stored bytes, or a logical tensor's values as read. */
+const chunkBytes = (t: PlannedTensor, piece: Piece) =>
+  [...pieceChunks(t, piece)].reduce((sum, { count }) => sum + byteLengthOf(piece.part.file ? piece.part.info.dtype : middleOf(t, piece), count), 0)
 
 /**
- * PartValues for tensors stored in the shards: the byte ranges of `tensors`' parts, in the order they are
- * asked for, read by one sequential reader (over HTTP, the next chunks, of this tensor and the ones after it,
- * are fetched in parallel while this one is converted and taken) into one wasm memory sized once, converted
- * there. A part read by columns is read with a request per run instead, several at a time.
+ * PieceValues for tensors stored in the shards: the byte ranges of `tensors`' pieces' chunks, in the order they are
+ * asked for, read by one sequential reader (over HTTP, the next chunks, of this tensor and the ones after it, are
+ * fetched in parallel while this one is converted and taken) into one wasm memory sized once, converted there. A
+ * block of columns is read with a request per run instead, several at a time.
  */
-function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: ProgressMeter | undefined): { values: PartValues; close(): void } {
-  const planned = tensors.flatMap((t) => t.parts.filter((part) => part.file).map((part) => ({ t, part, chunk: largestChunk(t, part.info) })))
-  const converter = new ChunkConverter(
-    Math.max(0, ...planned.map(({ t, part, chunk }) => Math.max(byteLengthOf(part.info.dtype, chunk), byteLengthOf(middleOf(t), chunk)))),
-  )
-  const startOf = ({ file, info }: TensorPart) => file!.header.dataStart + info.dataOffsets[0]
-  // The byte ranges of the chunks' runs, in order, runs that follow one another joined.
+function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: ProgressMeter | undefined): { values: PieceValues; close(): void } {
+  const startOf = ({ file, info }: Piece['part']) => file!.header.dataStart + info.dataOffsets[0]
+  // The byte ranges of the chunks' runs, in order, runs that follow one another joined; the bytes of the largest
+  // chunk, as read and as converted, which size the wasm memory.
   const ranges: SourceRange[] = []
-  for (const { t, part } of planned) {
-    const { source } = part.file!
-    for (const { runs } of partChunks(t, part.info)) {
-      for (const [first, count] of runs) {
-        const offset = startOf(part) + byteLengthOf(part.info.dtype, first)
-        const length = byteLengthOf(part.info.dtype, count)
-        const last = ranges.at(-1)
-        if (last?.source === source && last.offset + last.length === offset) last.length += length
-        else ranges.push({ source, offset, length })
+  let largest = 0
+  for (const t of tensors) {
+    for (const piece of t.pieces) {
+      const { part } = piece
+      if (!part.file) continue
+      for (const { runs, count } of pieceChunks(t, piece)) {
+        largest = Math.max(largest, byteLengthOf(part.info.dtype, count), byteLengthOf(middleOf(t, piece), count))
+        for (const [first, n] of runs) {
+          const offset = startOf(part) + byteLengthOf(part.info.dtype, first)
+          const length = byteLengthOf(part.info.dtype, n)
+          const last = ranges.at(-1)
+          if (last?.source === part.file.source && last.offset + last.length === offset) last.length += length
+          else ranges.push({ source: part.file.source, offset, length })
+        }
       }
     }
   }
+  const converter = new ChunkConverter(largest)
   const input = sequentialReader(ranges, signal)
-  async function* values(t: PlannedTensor, part: TensorPart, dtype: DType) {
-    const { file, info } = part
-    for (const chunk of partChunks(t, info)) {
+  async function* values(t: PlannedTensor, piece: Piece, dtype: DType) {
+    const { file, info } = piece.part
+    for (const chunk of pieceChunks(t, piece)) {
       const inBytes = byteLengthOf(info.dtype, chunk.count)
       let arrived = 0
       const onBytes = (bytes: number) => {
@@ -119,7 +116,7 @@ function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: Progr
         meter?.arrived(bytes)
       }
       const fill = async (target: Uint8Array) => {
-        if (chunk.columns) return readColumns(file!.source, startOf(part), info, chunk.columns, target, signal, onBytes)
+        if (chunk.columns) return readColumns(file!.source, startOf(piece.part), info, chunk.columns, target, signal, onBytes)
         let at = 0
         for (const [, count] of chunk.runs) {
           const length = byteLengthOf(info.dtype, count)
@@ -135,74 +132,51 @@ function shardValues(tensors: PlannedTensor[], signal: AbortSignal, meter: Progr
   return { values, close: () => input.close() }
 }
 
-/**
- * PartValues for a quantized module's logical tensor: its dequantized values, as the model's reads compute them:
- * in order, or, for chunks of several runs, a read of each of their slices.
- */
-function logicalValues(model: SafetensorsModel, signal: AbortSignal, meter: ProgressMeter | undefined): PartValues {
-  const quantized = model.quantized!
-  return async function* values(t, { info }, dtype) {
-    const [first] = partChunks(t, info)
-    if (first?.runs.length === 1) {
-      // Runs in order, all of the first one's size but the last.
-      const chunks = partChunks(t, info)
-      for await (const values of quantized.chunks(info.name, dtype, first.count, signal)) {
-        meter?.arrived(values.length)
-        yield { chunk: chunks.next().value as Chunk, values }
-      }
-      return
-    }
-    const columns = elementsOf(info) / info.shape[0]
-    for (const chunk of partChunks(t, info)) {
-      const slices: SliceRange[][] = chunk.columns ? [[null, chunk.columns]] : chunk.runs.map(([from, n]) => [[from / columns, (from + n) / columns]])
-      const out = new Uint8Array(byteLengthOf(dtype, chunk.count))
-      let at = 0
-      for (const ranges of slices) {
-        const { data } = await quantized.read(info.name, ranges, { dtype, signal })
-        out.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at)
-        at += data.byteLength
-      }
-      meter?.arrived(out.length)
-      yield { chunk, values: out }
-    }
-  }
-}
-
 /** The GGUF's bytes after its header: each tensor's data, chunk by chunk, then its padding. */
-async function* tensorBytes(header: EncodedHeader, tensors: PlannedTensor[], partValues: PartValues): AsyncGenerator<Uint8Array> {
-  const quantizer = tensors.some((t) => quantized(t.type)) ? await loadGgmlQuantizers() : undefined
+async function* tensorBytes(
+  header: EncodedHeader,
+  tensors: PlannedTensor[],
+  pieceValues: PieceValues,
+  quantized?: typeof import('./quantized-values.ts'),
+): AsyncGenerator<Uint8Array> {
+  const quantizer = tensors.some(quantizes) ? await loadGgmlQuantizers() : undefined
   for (const [index, t] of tensors.entries()) {
     if (t.computed) yield new Uint8Array(t.computed.buffer)
-    const middle = middleOf(t)
-    const elementBytes = byteLengthOf(middle, 1)
-    for (const part of t.parts) {
-      // The index in the part of the chunk's first value, by which an error names a value a type cannot hold.
+    if (t.mxfp4) yield* quantized!.mxfp4Tensor(t, pieceValues)
+    const elementBytes = quantizes(t) ? 4 : t.mxfp4 ? 1 : byteLengthOf(t.type as DType, 1)
+    for (const piece of t.mxfp4 ? [] : t.pieces) {
+      // The index in the piece of the chunk's first value, by which an error names a value a type cannot hold.
       let first = 0
-      for await (const { chunk, values } of partValues(t, part, middle)) {
-        const { transposeRows, heads } = chunk
+      for await (const { chunk, values } of pieceValues(t, piece, middleOf(t, piece))) {
         const n = values.length / elementBytes
-        let out = transposeRows > 0 ? transposed(values, transposeRows, elementBytes) : values
+        // A copy out of wasm memory: reshaped, or as it is.
+        let out = chunk.unit ? reshaped(values, chunk.unit, elementBytes) : values.slice()
         if (t.shift !== 0) {
-          const floats = new Float32Array(out.buffer, out.byteOffset, n)
-          for (let i = 0; i < n; i++) floats[i] += t.shift
+          const floats = new Float32Array(out.buffer, out.byteOffset, out.length / 4)
+          for (let i = 0; i < floats.length; i++) floats[i] += t.shift
         }
-        if (quantized(t.type)) {
+        if (quantizes(t)) {
           // In place: the blocks are narrower than the F32 they come from. A chunk is whole blocks of its rows
-          // (partChunks), which the kernels quantize one after another whatever the rows, so it goes as rows of a
+          // (pieceChunks), which the kernels quantize one after another whatever the rows, so it goes as rows of a
           // block.
           const type = t.type as QuantizedType
-          const floats = new Float32Array(out.buffer, out.byteOffset, n)
-          out = quantizer!.quantize(type, floats, GGML_TYPES[type].block, out, { name: part.info.name, first })
+          const floats = new Float32Array(out.buffer, out.byteOffset, out.length / 4)
+          out = quantizer!.quantize(type, floats, GGML_TYPES[type].block, out, { name: piece.part.info.name, first })
         }
-        // Blocks lie within rows, so reordering rows after quantizing is reordering them before. Else a copy out
-        // of wasm memory, unless transposing made one.
-        yield heads > 0 ? permuteRows(out, heads, n / heads / (elementsOf(part.info) / part.info.shape[0])) : transposeRows > 0 ? out : out.slice()
+        yield out
         first += n
       }
     }
     const size = header.sizes[index]
     if (alignUp(size) > size) yield new Uint8Array(alignUp(size) - size)
   }
+}
+
+/** Key-value pairs of which a later one of a key replaces an earlier one, in the earlier one's place (as gguf-py's writer does). */
+function merged(kv: KeyValue[]): KeyValue[] {
+  const byKey = new Map<string, KeyValue>()
+  for (const pair of kv) byKey.set(pair[0], pair)
+  return [...byKey.values()]
 }
 
 /** A GGUF about to be streamed: its tensors, its size, what it says otherwise than config.json, and its stream. */
@@ -230,7 +204,8 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
   let header: EncodedHeader
   let notes: string[]
   try {
-    const config = readModelConfig((await json('config.json', true))!)
+    // The table of architectures, data only a conversion needs, loaded now.
+    const config = readModelConfig((await json('config.json', true))!, (await import('./architectures.ts')).TABLE)
     // A SentencePiece model's own file, if there is one, else tokenizer.json says what the tokenizer is.
     const sentencePiece = await readBesideModel(located, 'tokenizer.model', false, read)
     const files = {
@@ -249,24 +224,29 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
       const { architecture, blocks, heads, kvHeads, experts } = config
       const hyperparameters = { architecture: architecture.name, blocks, heads, kvHeads, experts }
       const types = mixtureTypes(fileType, FILE_TYPES[fileType].base, tensors, hyperparameters, GGML_TYPES)
-      for (const [index, t] of tensors.entries()) t.type = types[index]
+      for (const [index, t] of tensors.entries()) {
+        // gpt-oss's MXFP4 experts stay as stored whatever the file type, as in the converter's types.
+        if (!t.mxfp4) t.type = types[index]
+        // llama.cpp's quantizer writes dims up to the last above 1 (ggml_n_dims): Qwen2-MoE's [64, 1] gates as [64].
+        while (t.dims.length > 1 && t.dims.at(-1) === 1) t.dims = t.dims.slice(0, -1)
+      }
     }
-    const metadata = [...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)]
+    const metadata = merged([...modelMetadata(config, dtype), ...tokenizerMetadata(files, config)])
     header = encodeHeader(metadata, tensors)
   } catch (error) {
     await model.close()
     throw error
   }
-  // A logical tensor's bytes are its values, as read.
-  const partBytes = (t: PlannedTensor, part: TensorPart) => (part.file ? part.info.byteLength : byteLengthOf(middleOf(t), elementsOf(part.info)))
-  meter?.asked(tensors.reduce((sum, t) => t.parts.reduce((bytes, part) => bytes + partBytes(t, part), sum), 0))
+  // What a quantized checkpoint's tensors need, loaded for one only.
+  const quantized = model.quantized && (await import('./quantized-values.ts'))
+  meter?.asked(tensors.reduce((sum, t) => t.pieces.reduce((bytes, piece) => bytes + chunkBytes(t, piece), sum), 0))
   meter?.arrived(0)
   async function* bytes(signal: AbortSignal) {
     yield header.head
     const stored = shardValues(tensors, signal, meter)
-    const logical = logicalValues(model, signal, meter)
+    const logical = quantized?.logicalValues(model, signal, meter, pieceChunks)
     try {
-      yield* tensorBytes(header, tensors, (t, part, dtype) => (part.file ? stored.values : logical)(t, part, dtype))
+      yield* tensorBytes(header, tensors, (t, piece, dtype) => (piece.part.file ? stored.values : logical!)(t, piece, dtype), quantized)
     } finally {
       stored.close()
     }
@@ -291,15 +271,17 @@ export type GgufStream = ReadableStream<Uint8Array> & {
  * A model (what {@link index!openModel} takes: a folder, an index path or URL, the files picked in a page, a
  * {@link index!ModelFolder} such as {@link index!r2Model}) as a GGUF v3 file for llama.cpp, streamed in bounded memory:
  * the architectures, RoPE variants and tokenizers of docs/gguf.md (Llama 1-3.x, Mistral, Mixtral, Qwen2, Qwen3,
- * Qwen3-MoE, Gemma 2 and 3, Phi-3, GPT-2; SentencePiece and byte-level BPE), as llama.cpp's convert_hf_to_gguf.py
- * writes them; the hyperparameters from config.json; the tokenizer from tokenizer.model or tokenizer.json, with
- * tokenizer_config.json and chat_template.jinja. Resolves once all of them and every shard's header are read and
- * checked, before any tensor byte; the stream's `byteLength` is the file's size.
+ * Qwen3-MoE, Gemma 2 and 3, Phi-3, GPT-2, SmolLM3, Granite, OLMo 2, GPT-NeoX, Phi-2, StableLM, Falcon, Command-R,
+ * Qwen2-MoE, DeepSeek-V2 and V3, GPT-OSS, Llama 4; SentencePiece and byte-level BPE), as llama.cpp's
+ * convert_hf_to_gguf.py writes them; the hyperparameters from config.json; the tokenizer from tokenizer.model or
+ * tokenizer.json, with tokenizer_config.json and chat_template.jinja. Resolves once all of them and every shard's
+ * header are read and checked, before any tensor byte; the stream's `byteLength` is the file's size.
  * @throws {@link index!SafetensorsError} `UnsupportedConversion` for another architecture (the message names it and
  * the supported ones), a RoPE type the architecture does not take (named, with those it takes), a model llama.cpp
- * cannot run as transformers does (Qwen3-MoE's norm_topk_prob false, Gemma layer types out of llama.cpp's pattern),
- * a tokenizer that is neither SentencePiece nor byte-level BPE or whose pre-tokenizer llama.cpp does not implement,
- * a tensor that maps to no GGUF tensor or is not floating-point, an expert past config.json's count (named);
+ * cannot run as transformers does (Qwen3-MoE's norm_topk_prob false, Gemma layer types out of llama.cpp's pattern,
+ * the others docs/gguf.md's "What it refuses" names), a tokenizer that is neither SentencePiece nor byte-level BPE
+ * or whose pre-tokenizer llama.cpp does not implement, a tensor that maps to no GGUF tensor or is not
+ * floating-point, an expert past config.json's count (named);
  * `TensorNotFound` for a missing expert, or no token embedding or attention query projection;
  * `InvalidHeaderDeserialization` for a config.json, tokenizer.json, tokenizer_config.json or tokenizer.model that
  * is not what it should be (a value of the wrong type or range, counts that do not fit the tensors: the file and

@@ -109,6 +109,8 @@ export function mixtureTypes(fileType: FileType, base: GgmlType, tensors: readon
   const tied = !tensors.some((t) => t.name === 'output.weight')
   const attnVCount = tensors.filter((t) => ['attn_v', 'attn_qkv'].includes(categoryOf(t.name))).length
   const layers = model.blocks
+  // Falcon has rules of its own: its output always Q8_0, fewer bits in ffn_down and attn_output.
+  const falcon = model.architecture === 'falcon'
   // llama.cpp walks the tensors in its weights_map's order, counting attn_v and ffn_* as it goes.
   const order = tensors
     .map((t, index) => ({ t, index, block: blockOf(t.name) }))
@@ -126,7 +128,7 @@ export function mixtureTypes(fileType: FileType, base: GgmlType, tensors: readon
     const category = categoryOf(t.name)
     let type: GgmlType = base
     if (category === 'output' || (tied && category === 'token_embd')) {
-      if (t.dims[0] % types[type].block !== 0) type = 'Q8_0'
+      if (falcon || t.dims[0] % types[type].block !== 0) type = 'Q8_0'
       else if (type !== 'Q8_0') type = 'Q6_K'
     } else if (category === 'token_embd') {
       if (fileType === 'TQ1_0' || fileType === 'TQ2_0') type = 'Q4_K'
@@ -139,10 +141,10 @@ export function mixtureTypes(fileType: FileType, base: GgmlType, tensors: readon
     } else if (category === 'attn_k') {
       if (model.experts === 8) type = 'Q8_0'
     } else if (category === 'ffn_down') {
-      type = ffnDownType(fileType, type, layerOf(t.name, counters.ffnDown), layers)
+      type = ffnDownType(fileType, type, layerOf(t.name, counters.ffnDown), layers, falcon)
       counters.ffnDown++
     } else if (category === 'attn_output') {
-      type = attnOutputType(fileType, type, model.experts)
+      type = falcon ? (fileType === 'Q3_K_L' ? 'Q4_K' : type) : attnOutputType(fileType, type, model.experts)
     } else if (category === 'ffn_gate') {
       counters.ffnGate++
     } else if (category === 'ffn_up') {
@@ -164,15 +166,17 @@ function attnVType(fileType: FileType, type: GgmlType, index: number, count: num
   return type
 }
 
-/** ffn_down of layer `layer` of `layers`. */
-function ffnDownType(fileType: FileType, type: GgmlType, layer: number, layers: number): GgmlType {
+/** ffn_down of layer `layer` of `layers`, of Falcon or another architecture. */
+function ffnDownType(fileType: FileType, type: GgmlType, layer: number, layers: number, falcon: boolean): GgmlType {
+  const first16th = layer < Math.trunc(layers / 16)
   if (fileType === 'Q2_K') return 'Q3_K'
-  if (fileType === 'Q3_K_M') return layer < Math.trunc(layers / 16) ? 'Q5_K' : 'Q4_K'
-  if (fileType === 'Q3_K_L') return 'Q5_K'
+  if (fileType === 'Q3_K_M') return first16th ? 'Q5_K' : !falcon || moreBits(layer, layers) ? 'Q4_K' : 'Q3_K'
+  if (fileType === 'Q3_K_L') return falcon ? 'Q4_K' : 'Q5_K'
+  if (fileType === 'Q4_K_M' && falcon) return first16th ? 'Q6_K' : moreBits(layer, layers) ? 'Q5_K' : 'Q4_K'
   if (fileType === 'Q4_K_M') return moreBits(layer, layers) ? 'Q6_K' : type
   if (layer < Math.trunc(layers / 8) && (fileType === 'IQ4_NL' || fileType === 'IQ4_XS')) return 'Q5_K'
   if (fileType === 'Q5_K_M' && moreBits(layer, layers)) return 'Q6_K'
-  if (fileType === 'Q4_K_S' && layer < Math.trunc(layers / 8)) return 'Q5_K'
+  if (fileType === 'Q4_K_S' && !falcon && layer < Math.trunc(layers / 8)) return 'Q5_K'
   return type
 }
 

@@ -5,8 +5,8 @@
 // both share: the special tokens, whether a BOS, SEP and EOS are added (gguf-py's SpecialVocab), the chat template.
 import { SafetensorsError } from '../errors.ts'
 import { excerpt, type JsonValue, jsonFileError } from '../format/json-values.ts'
+import type { ArchitectureTable, ModelConfig } from './architectures.ts'
 import type { KeyValue } from './format.ts'
-import type { ModelConfig } from './metadata.ts'
 import type { SentencePieceModel } from './sentencepiece.ts'
 
 /** The tokenizer files of a model folder: tokenizer.json, tokenizer.model (read), tokenizer_config.json and chat_template.jinja, each if present. */
@@ -17,31 +17,37 @@ export interface TokenizerFiles {
   chatTemplate?: string
 }
 
-/**
- * The pre-tokenizer regexes llama.cpp implements, by tokenizer.ggml.pre. llama.cpp's converter tells them
- * apart by hashing the tokens of a test text; this converter has no tokenizer to run, so it reads the
- * regex itself, and refuses one it does not know rather than guess.
- */
-export const PRE_TOKENIZERS = new Map([
-  [String.raw`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`, 'gpt-2'],
-  [String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, 'llama-bpe'],
-  [String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, 'qwen2'],
-])
+/** A Split step (isolated, not inverted) by `regex`, its CR and LF written as \r and \n, as tokenizer.json files differ in writing them. */
+function split(regex: string): string {
+  return `Split ${regex.replaceAll('\r', '\\r').replaceAll('\n', '\\n')}`
+}
 
-/** The regex of a pre-tokenizer: a ByteLevel one splits by GPT-2's; a Split by a regex may come before a ByteLevel one that does not split again. */
-function splitRegex(pre: JsonValue): string | undefined {
-  const byteLevel = (p: JsonValue | undefined, splits: boolean) =>
-    p?.get('type').value === 'ByteLevel' && !p.get('add_prefix_space').value && (p.get('use_regex').value !== false) === splits
-  if (byteLevel(pre, true)) return [...PRE_TOKENIZERS.keys()][0]
-  const [split, last, ...more] = pre.get('type').value === 'Sequence' ? pre.get('pretokenizers').items() : []
-  if (
-    split?.get('type').value === 'Split' &&
-    split.get('behavior').value === 'Isolated' &&
-    !split.get('invert').value &&
-    byteLevel(last, false) &&
-    more.length === 0
+/** tokenizer.json's pre-tokenizer as the table's PRE_TOKENIZERS has its steps, a line each; undefined for any other step or option. */
+function steps(pre: JsonValue): string | undefined {
+  const lines: string[] = []
+  for (const step of pre.get('type').value === 'Sequence' ? pre.get('pretokenizers').items() : [pre]) {
+    const type = step.get('type').value
+    const regex = type === 'Split' && step.get('pattern').get('Regex').value
+    if (type === 'ByteLevel' && !step.get('add_prefix_space').value)
+      lines.push(step.get('use_regex').value === false ? 'ByteLevel' : 'ByteLevel with its regex')
+    else if (type === 'Split' && step.get('behavior').value === 'Isolated' && !step.get('invert').value && typeof regex === 'string') lines.push(split(regex))
+    else if (type === 'Digits') lines.push(step.get('individual_digits').value === true ? 'Digits one by one' : 'Digits')
+    else if (type === 'Punctuation') lines.push(`Punctuation ${step.get('behavior').optional()?.string() ?? 'Isolated'}`)
+    else return undefined
+  }
+  return lines.join('\n')
+}
+
+/**
+ * llama.cpp's name of a byte-level BPE's pre-tokenizer: refact, whose detokenizer cleans up spaces before
+ * punctuation, is command-r where tokenizer_config.json says not to (clean_up_tokenization_spaces false).
+ */
+function preTokenizerName(pre: JsonValue, config: JsonValue | undefined, { PRE_TOKENIZERS }: ArchitectureTable): string | undefined {
+  const lines = steps(pre)
+  const name = Object.keys(PRE_TOKENIZERS).find(
+    (name) => PRE_TOKENIZERS[name].map((step) => (typeof step === 'string' ? step : split(step.split))).join('\n') === lines,
   )
-    return split.get('pattern').get('Regex').optional()?.string()
+  return name === 'refact' && config?.get('clean_up_tokenization_spaces').value === false ? 'command-r' : name
 }
 
 /** llama.cpp's token types (llama_token_type); SentencePiece's proto numbers them alike. */
@@ -65,10 +71,10 @@ const SPECIAL_KEYS = {
   mask: 'mask_token_id',
 }
 
-function unsupported(what: string): SafetensorsError {
+function unsupported(what: string, { PRE_TOKENIZERS }: ArchitectureTable): SafetensorsError {
   return new SafetensorsError(
     'UnsupportedConversion',
-    `tokenizer.json: ${what}; GGUF conversion supports SentencePiece tokenizers (tokenizer.model, or tokenizer.json's BPE with byte_fallback) and byte-level BPE ones (GPT-2, Llama 3, Qwen2)`,
+    `tokenizer.json: ${what}; GGUF conversion supports SentencePiece tokenizers (tokenizer.model, or tokenizer.json's BPE with byte_fallback) and byte-level BPE ones with the pre-tokenizers ${[...Object.keys(PRE_TOKENIZERS), 'command-r'].join(', ')}`,
   )
 }
 
@@ -164,14 +170,10 @@ function addedTokens(json: JsonValue | undefined): Array<{ token: JsonValue; id:
 }
 
 /** The tokenizer.ggml.* keys of a byte-level BPE tokenizer.json: tokens, types, merges and the pre-tokenizer's name. */
-function byteLevel(json: JsonValue, size: number): KeyValue[] {
+function byteLevel(json: JsonValue, config: JsonValue | undefined, size: number, table: ArchitectureTable): KeyValue[] {
   const preTokenizer = json.get('pre_tokenizer')
-  const regex = splitRegex(preTokenizer)
-  const pre = regex === undefined ? undefined : PRE_TOKENIZERS.get(regex)
-  if (!pre) {
-    const named = regex === undefined ? `pre-tokenizer of type ${describeType(preTokenizer)}` : `split regex ${excerpt(regex)}`
-    throw unsupported(`its ${named} is not one llama.cpp implements`)
-  }
+  const pre = preTokenizerName(preTokenizer, config, table)
+  if (!pre) throw unsupported(`its pre-tokenizer ${describeType(preTokenizer)} is not one llama.cpp implements`, table)
   const vocabulary = new Vocabulary(size)
   for (const [token, id] of vocabOf(json)) vocabulary.place(token, id, NORMAL, 0, true)
   for (const { token, id } of addedTokens(json)) vocabulary.add(token, id, true)
@@ -187,10 +189,12 @@ function byteLevel(json: JsonValue, size: number): KeyValue[] {
   ]
 }
 
-/** A pre-tokenizer's type as a message names it (a Sequence's, its steps'). */
+/** A pre-tokenizer's type as a message names it (a Split's, its pattern; a Sequence's, its steps'). */
 function describeType(pre: JsonValue): string {
   const type = pre.get('type').optional()?.string()
   if (type === undefined) return 'none'
+  const pattern = pre.get('pattern').get('Regex').value ?? pre.get('pattern').get('String').value
+  if (type === 'Split' && typeof pattern === 'string') return `Split by ${excerpt(pattern)}`
   if (type !== 'Sequence') return excerpt(type)
   return `Sequence of ${(pre.get('pretokenizers').optional()?.items() ?? []).map(describeType).join(', ')}`
 }
@@ -270,8 +274,9 @@ export function tokenizerMetadata(files: TokenizerFiles, config: ModelConfig): K
   if (!spm && (type !== 'BPE' || decoder !== 'ByteLevel'))
     throw unsupported(
       `its model is ${type === undefined ? 'none' : excerpt(type)}${byteFallback ? ' with byte_fallback' : ''}, its decoder ${decoder === undefined ? 'none' : excerpt(decoder)}`,
+      config.table,
     )
-  const kv = spm ? sentencePiece(files, size) : byteLevel(json!, size)
+  const kv = spm ? sentencePiece(files, size) : byteLevel(json!, tokenizerConfig, size, config.table)
   // gguf-py's SpecialVocab. The post-processor's TemplateProcessing: a single template that starts with a
   // special token adds the BOS, one that ends with one adds the EOS.
   const post = json?.get('post_processor').optional()

@@ -5,7 +5,7 @@
 import { join } from 'node:path'
 import { type ConvertTarget, convert } from '../core/convert.ts'
 import { tensorByteLength } from '../format/layout.ts'
-import { permuteRows, transposed } from '../gguf/chunks.ts'
+import { reshaped } from '../gguf/chunks.ts'
 import { type GgufFile, openGguf } from '../gguf/file.ts'
 import { configText, type HfTensor, planHfModel } from '../gguf/hf-model.ts'
 import { tokenizerFiles } from '../gguf/hf-tokenizer.ts'
@@ -60,9 +60,9 @@ async function* parameterValues(file: GgufFile, t: HfTensor, signal: AbortSignal
     const ranges = rows === 1 ? outer : [...outer, [first, last] as [number, number]]
     const read = ranges.length === 0 ? file.getTensor(gguf.name, { dtype: 'F32', signal }) : file.getSlice(gguf.name, ranges, { dtype: 'F32', signal })
     let values = (await read).data as Float32Array
-    if (heads > 0)
-      values = new Float32Array(permuteRows(new Uint8Array(values.buffer, values.byteOffset, values.byteLength), (last - first) / unit, unit, true).buffer)
-    if (transpose) values = new Float32Array(transposed(new Uint8Array(values.buffer, values.byteOffset, values.byteLength), stored[0], 4).buffer)
+    const bytes = () => new Uint8Array(values.buffer, values.byteOffset, values.byteLength)
+    if (heads > 0) values = new Float32Array(reshaped(bytes(), { rows: unit, columns: rowElements, pairs: true }, 4, true).buffer)
+    if (transpose) values = new Float32Array(reshaped(bytes(), { rows: stored[0], columns: values.length / stored[0], transpose: true }, 4).buffer)
     if (shift !== 0) for (let i = 0; i < values.length; i++) values[i] -= shift
     yield values
   }

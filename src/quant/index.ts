@@ -163,11 +163,12 @@ export class QuantizedTensors {
   }
 
   /**
-   * The values of logical tensor `name` as `dtype`, `chunk` elements at a time (the last chunk the rest), each a
-   * view valid until the next is asked for: the fixed-size chunks a GGUF conversion takes (src/gguf/index.ts).
+   * The values of logical tensor `name` (or of its rows `rows` of the first dimension) as `dtype`, `chunk` elements
+   * at a time (the last chunk the rest), each a view valid until the next is asked for: the fixed-size chunks a GGUF
+   * conversion takes (src/gguf/index.ts).
    */
-  async *chunks(name: string, dtype: DType, chunk: number, signal: AbortSignal): AsyncGenerator<Uint8Array> {
-    const plan = this.#plan(name, undefined, dtype)
+  async *chunks(name: string, dtype: DType, chunk: number, signal: AbortSignal, rows?: readonly [number, number]): AsyncGenerator<Uint8Array> {
+    const plan = this.#plan(name, rows && [[rows[0], rows[1]]], dtype)
     // Chunks inside a block are views of it; only a chunk that straddles two blocks is copied, into `buffer`.
     const buffer = new Uint8Array(Math.min(chunk, this.#ctx.runtime.elementsOf(plan.shape)) * BYTES[plan.to])
     if (buffer.length === 0) return

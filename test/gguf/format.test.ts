@@ -27,6 +27,7 @@ const BYTES_PER_BLOCK = {
   TQ2_0: [256, 66],
   IQ4_NL: [32, 18],
   IQ4_XS: [256, 136],
+  MXFP4: [32, 17],
 } as const satisfies Partial<Record<TensorEntry['type'], readonly [values: number, bytes: number]>>
 const TYPES = Object.keys(BYTES_PER_BLOCK) as Array<keyof typeof BYTES_PER_BLOCK>
 const KEY_CHARS = ['a', 'z', '.', '_', '0', 'é', '中', '😀']

@@ -9,26 +9,27 @@ import { createHash } from 'node:crypto'
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { GGMLQuantizationType, type GGUFParseOutput, type GGUFTypedMetadata, GGUFValueType, gguf } from '@huggingface/gguf'
+import { GGMLQuantizationType, type GGUFTypedMetadata, GGUFValueType } from '@huggingface/gguf'
 import { afterAll, afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { GGUF_CHUNKS } from '../../src/gguf/chunks.ts'
 import { ggufStream, writeGguf } from '../../src/gguf-node.ts'
-import { type ModelFolder, memorySource, serialize } from '../../src/node.ts'
+import { convertModel, type ModelFolder, memorySource, serialize } from '../../src/node.ts'
 import { WHOLE_FILE } from '../../src/sources/http/whole-file.ts'
 import { referenceConvert } from '../float-reference.ts'
+import { GGUF_FIXTURES, ggufTensorHashes, ggufTensors, modelCopies, parseGguf, readJson } from '../gguf-fixtures.ts'
 import { mostOpen, type RangeOptions, serveFiles } from '../http-server.ts'
 import { referenceQ8_0 } from '../q8_0-reference.ts'
 import { expectError, expectSameBytes } from '../read-helpers.ts'
 import { cli } from '../run-cli.ts'
 
-const FIXTURES = fileURLToPath(new URL('../fixtures/gguf/', import.meta.url))
+const FIXTURES = GGUF_FIXTURES
 const MODELS = ['llama-gqa', 'mistral', 'qwen2'] as const
 const DTYPES = ['F32', 'F16', 'BF16', 'Q8_0'] as const
 type Dtype = (typeof DTYPES)[number]
 
 const dir = mkdtempSync(join(tmpdir(), 'safetensors-gguf-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
+const { modelCopy, withConfig } = modelCopies(dir)
 
 /** What the tests read of config.json, tokenizer.json and tokenizer_config.json. */
 interface Config {
@@ -64,8 +65,6 @@ interface Entry {
   shape: number[]
   data_offsets: [number, number]
 }
-const readJson = <T>(path: string): T => JSON.parse(readFileSync(path, 'utf8'))
-
 interface SourceTensor {
   dtype: string
   shape: number[]
@@ -245,10 +244,6 @@ function expectedMetadata(model: string, dtype: Dtype): Record<string, { value: 
   return expected
 }
 
-async function parse(path: string): Promise<GGUFParseOutput & { typedMetadata: GGUFTypedMetadata }> {
-  return gguf(path, { allowLocalFile: true, typedMetadata: true })
-}
-
 const align = (n: number) => Math.ceil(n / 32) * 32
 
 describe.each(MODELS)('%s', (model) => {
@@ -256,7 +251,7 @@ describe.each(MODELS)('%s', (model) => {
     const out = join(dir, `${model}-${dtype}.gguf`)
     const written = await writeGguf(join(FIXTURES, model), out, { dtype })
     const file = new Uint8Array(readFileSync(out))
-    const { typedMetadata } = await parse(out)
+    const { typedMetadata } = await parseGguf(out)
 
     const { version, tensor_count, kv_count, ...metadata } = typedMetadata
     expect(version.value).toBe(3)
@@ -275,7 +270,7 @@ describe.each(MODELS)('%s', (model) => {
 /** The GGUF at `out` holds the tensors of `model` as `dtype`, as llama.cpp converts them, each aligned after the one before, and nothing after them. */
 async function expectTensors(out: string, model: string, dtype: Dtype): Promise<void> {
   const file = new Uint8Array(readFileSync(out))
-  const { tensorInfos, tensorDataOffset } = await parse(out)
+  const { tensorInfos, tensorDataOffset } = await parseGguf(out)
   const tensors = expectedTensors(model, dtype)
   expect(tensorInfos.map((t) => t.name).sort()).toEqual([...tensors.keys()].sort())
   // The data section starts aligned, and each tensor at the next aligned offset after the one before.
@@ -301,6 +296,13 @@ interface Golden {
 }
 const GOLDEN_MODELS = readdirSync(FIXTURES).filter((name) => existsSync(join(FIXTURES, name, 'llama-cpp-f16.json')))
 
+/** The GGUF at `out` holds the tensors of llama.cpp's converter's F16 GGUF of `model`: their names, types, shapes and bytes. */
+async function expectGoldenTensors(out: string, model: string): Promise<void> {
+  const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
+  const golden = readJson<Golden>(join(FIXTURES, model, 'llama-cpp-f16.json'))
+  expect((await ggufTensorHashes(out)).sort(byName)).toEqual([...golden.tensors].sort(byName))
+}
+
 /** An array as the golden summarizes one of more than 16 values: its length, first and last five, and a sha256 of its bytes as the GGUF stores them (strings each followed by a 0 byte). */
 function summary(values: unknown[], type: string): unknown {
   if (values.length <= 16) return values
@@ -310,28 +312,22 @@ function summary(values: unknown[], type: string): unknown {
   return { length: values.length, first: values.slice(0, 5), last: values.slice(-5), sha256: hash.digest('hex') }
 }
 
-/** Each tensor of the GGUF at `path`: its name, type, shape (ggml's order) and data, in the file's order. */
-async function tensorsOf(path: string): Promise<Array<{ name: string; type: string; shape: number[]; bytes: Uint8Array }>> {
-  const file = readFileSync(path)
-  const { tensorInfos, tensorDataOffset } = await parse(path)
-  return tensorInfos.map((t) => {
-    const type = GGMLQuantizationType[t.dtype]
-    const shape = t.shape.map(Number)
-    const elements = shape.reduce((a, b) => a * b, 1)
-    const start = Number(tensorDataOffset + t.offset)
-    return { name: t.name, type, shape, bytes: file.subarray(start, start + (type === 'Q8_0' ? (elements / 32) * 34 : elements * (type === 'F32' ? 4 : 2))) }
-  })
-}
-
 /**
  * Where this converter writes, on purpose, what llama.cpp's does not, by model: general.alignment everywhere (its
- * default, written), general.name and general.size_label nowhere (informational, from the folder's name).
+ * default, written), general.name, general.size_label, general.basename and general.version nowhere (informational,
+ * from the folder's name).
  */
 const DIFFERENCES: Record<string, string[]> = {
   // Scores from the merges' ranks, which llama.cpp tokenizes as transformers does (the golden's own note says why).
   'mistral-spm': ['tokenizer.ggml.scores'],
-  // llama.cpp's default RoPE base is Gemma 2's 10000; this converter writes config.json's, which a fine-tune may change.
+  // llama.cpp's default RoPE base is these models' 10000; this converter writes config.json's, which a fine-tune may change.
   gemma2: ['gemma2.rope.freq_base'],
+  gptneox: ['gptneox.rope.freq_base', 'general.file_type'],
+  phi2: ['phi2.rope.freq_base'],
+  stablelm: ['stablelm.rope.freq_base'],
+  falcon: ['falcon.rope.freq_base'],
+  // 0 for a config.json without q_lora_rank, which llama.cpp needs unless the model has V2-Lite's 26 or 27 layers.
+  'deepseek-v2-lite': ['deepseek2.attention.q_lora_rank'],
 }
 
 describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (model) => {
@@ -339,9 +335,9 @@ describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (mod
     const golden = readJson<Golden>(join(FIXTURES, model, 'llama-cpp-f16.json'))
     const out = join(dir, `${model}-golden.gguf`)
     await writeGguf(join(FIXTURES, model), out, { dtype: 'F16' })
-    const { typedMetadata } = await parse(out)
+    const { typedMetadata } = await parseGguf(out)
     const { version, tensor_count, kv_count, ...metadata } = typedMetadata
-    const ignored = new Set(['general.name', 'general.size_label', 'general.alignment', ...(DIFFERENCES[model] ?? [])])
+    const ignored = new Set(['general.name', 'general.size_label', 'general.basename', 'general.version', 'general.alignment', ...(DIFFERENCES[model] ?? [])])
     const ours = Object.keys(metadata).filter((key) => !ignored.has(key))
     expect(ours.sort()).toEqual(
       golden.metadata
@@ -361,9 +357,7 @@ describe.each(GOLDEN_MODELS)('%s as llama.cpp’s own converter writes it', (mod
         expect(got.value, key).toEqual(value)
       }
     }
-    const tensors = (await tensorsOf(out)).map(({ bytes, ...t }) => ({ ...t, sha256: createHash('sha256').update(bytes).digest('hex') }))
-    const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
-    expect(tensors.sort(byName)).toEqual([...golden.tensors].sort(byName))
+    await expectGoldenTensors(out, model)
   })
 })
 
@@ -375,6 +369,16 @@ describe('in chunks smaller than a head, transposed tensors a block of columns a
     Object.assign(GGUF_CHUNKS, { elements: saved.elements, transposed: saved.transposed, gapBytes: saved.gapBytes })
     Object.assign(WHOLE_FILE, { keepBytes: saved.keepBytes, windowBytes: saved.windowBytes })
   })
+
+  /** The GGUF of `folder` as `dtype` in the pieces the test set, then whole: the same bytes. */
+  async function expectSameAsWhole(folder: string, name: string, dtype: Dtype): Promise<void> {
+    const pieces = join(dir, `${name}-pieces-${dtype}.gguf`)
+    await writeGguf(folder, pieces, { dtype })
+    Object.assign(GGUF_CHUNKS, saved)
+    const whole = join(dir, `${name}-whole-${dtype}.gguf`)
+    await writeGguf(folder, whole, { dtype })
+    expectSameBytes(readFileSync(pieces), readFileSync(whole), `${name} ${dtype} in pieces against whole`)
+  }
 
   test.each(['F16', 'Q8_0'] as const)('llama-gqa and mistral as %s: the tensors as llama.cpp converts them', async (dtype) => {
     for (const model of ['llama-gqa', 'mistral']) {
@@ -390,20 +394,30 @@ describe('in chunks smaller than a head, transposed tensors a block of columns a
     'gpt2, runs of rows at least %d bytes apart read on their own: F16 as llama.cpp’s converter writes it, Q8_0 as converted whole',
     async (gapBytes) => {
       GGUF_CHUNKS.gapBytes = gapBytes
-      const golden = readJson<Golden>(join(FIXTURES, 'gpt2', 'llama-cpp-f16.json'))
       const out = join(dir, `gpt2-pieces-${gapBytes}.gguf`)
       await writeGguf(join(FIXTURES, 'gpt2'), out, { dtype: 'F16' })
-      const tensors = (await tensorsOf(out)).map(({ bytes, ...t }) => ({ ...t, sha256: createHash('sha256').update(bytes).digest('hex') }))
-      const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1)
-      expect(tensors.sort(byName)).toEqual([...golden.tensors].sort(byName))
-      const pieces = join(dir, `gpt2-pieces-${gapBytes}-Q8_0.gguf`)
-      await writeGguf(join(FIXTURES, 'gpt2'), pieces, { dtype: 'Q8_0' })
-      Object.assign(GGUF_CHUNKS, saved)
-      const whole = join(dir, `gpt2-whole-${gapBytes}-Q8_0.gguf`)
-      await writeGguf(join(FIXTURES, 'gpt2'), whole, { dtype: 'Q8_0' })
-      expectSameBytes(readFileSync(pieces), readFileSync(whole), 'Q8_0 in pieces against whole')
+      await expectGoldenTensors(out, 'gpt2')
+      await expectSameAsWhole(join(FIXTURES, 'gpt2'), `gpt2-${gapBytes}`, 'Q8_0')
     },
   )
+
+  // The third set's transforms in pieces: fused QKV regrouped (gptneox, falcon), per-head norms stacked (stablelm),
+  // kv_b_proj split and its k part transposed a few columns at a time (deepseek), experts' halves of gate_up
+  // transposed by blocks of columns (llama4), the experts' biases split (gpt-oss).
+  test.each(GOLDEN_MODELS)('%s as F16: the tensors llama.cpp’s converter writes', async (model) => {
+    const out = join(dir, `${model}-pieces-golden.gguf`)
+    await writeGguf(join(FIXTURES, model), out, { dtype: 'F16' })
+    await expectGoldenTensors(out, model)
+  })
+
+  test('gpt-oss with its experts dequantized (gate and up interleaved, transposed) in blocks of 3 columns: the same bytes as whole', async () => {
+    const plain = join(dir, 'gpt-oss-plain-pieces')
+    await convertModel(join(FIXTURES, 'gpt-oss'), plain, { dtype: 'BF16' })
+    for (const name of ['tokenizer.json', 'tokenizer_config.json']) cpSync(join(FIXTURES, 'gpt-oss', name), join(plain, name))
+    // gate_up_proj is [experts, 64, 128]: 3 of the 64 columns gate (or up) takes are 5 of the 128 stored.
+    GGUF_CHUNKS.transposed = 64 * 2 * 3
+    await expectSameAsWhole(plain, 'gpt-oss-plain', 'F32')
+  })
 
   test('from a server that ignores Range, through windows smaller than a tensor: the same bytes as from the folders', async () => {
     const files: Record<string, string> = {}
@@ -464,12 +478,7 @@ describe('in chunks smaller than a head, transposed tensors a block of columns a
     writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer))
     const config = readJson<Record<string, unknown>>(join(folder, 'config.json'))
     writeFileSync(join(folder, 'config.json'), JSON.stringify({ ...config, architectures: ['LlamaForCausalLM'] }))
-    const pieces = join(dir, 'gptq-pieces.gguf')
-    await writeGguf(folder, pieces, { dtype: 'F16' })
-    Object.assign(GGUF_CHUNKS, saved)
-    const whole = join(dir, 'gptq-whole.gguf')
-    await writeGguf(folder, whole, { dtype: 'F16' })
-    expectSameBytes(readFileSync(pieces), readFileSync(whole), 'GPTQ in pieces against whole')
+    await expectSameAsWhole(folder, 'gptq', 'F16')
   })
 })
 
@@ -501,14 +510,6 @@ test('ggufStream: the same bytes as writeGguf, from a model given as File object
   expectSameBytes(fromStorage, readFileSync(out), 'the stream of the ModelFolder against the file')
 })
 
-/** A copy of a test model in a folder of its own, changed by `change`. */
-function modelCopy(model: string, name: string, change: (folder: string) => void): string {
-  const folder = join(dir, name)
-  cpSync(join(FIXTURES, model), folder, { recursive: true })
-  change(folder)
-  return folder
-}
-
 /** A copy of qwen2 whose tokenizer.json has the pre-tokenizer (JSON text, as tokenizer.json holds it) and merges given. */
 async function withTokenizer(name: string, preTokenizer: string, merges?: unknown[]): Promise<GGUFTypedMetadata> {
   const folder = modelCopy('qwen2', name, (f) => {
@@ -519,7 +520,7 @@ async function withTokenizer(name: string, preTokenizer: string, merges?: unknow
   })
   const out = join(dir, `${name}.gguf`)
   await writeGguf(folder, out)
-  return (await parse(out)).typedMetadata
+  return (await parseGguf(out)).typedMetadata
 }
 
 /** Llama 3's and Qwen2's pre-tokenizers as their tokenizer.json files spell them (meta-llama/Meta-Llama-3-8B, Qwen/Qwen2.5-1.5B). */
@@ -557,7 +558,7 @@ test('a vocabulary padded past its tokenizer (as Qwen pads 151,665 tokens to 151
   const folder = withVocabulary('padded-vocab', 4608, 4608)
   const out = join(dir, 'padded-vocab.gguf')
   await writeGguf(folder, out)
-  const { typedMetadata } = await parse(out)
+  const { typedMetadata } = await parseGguf(out)
   const tokens = typedMetadata['tokenizer.ggml.tokens']!.value as string[]
   const types = typedMetadata['tokenizer.ggml.token_type']!.value as number[]
   const { tokens: known } = expectedVocabulary(join(FIXTURES, 'qwen2'), 512)
@@ -575,14 +576,6 @@ test('a vocab_size the embeddings do not have, or padding past the bound: Invali
     "config.json: vocab_size 4609 pads the tokenizer's 512 tokens with 4097 ids, more than the 4096 a vocabulary of that size is padded with",
   )
 })
-
-/** A copy of a test model whose config.json `edit` changes. */
-const withConfig = (model: string, name: string, edit: (config: Record<string, unknown>) => void) =>
-  modelCopy(model, name, (f) => {
-    const config = readJson<Record<string, unknown>>(join(f, 'config.json'))
-    edit(config)
-    writeFileSync(join(f, 'config.json'), JSON.stringify(config))
-  })
 
 /**
  * config.json as transformers 5 saves it (its standardize_rope_params, seen in its output): rope_theta and
@@ -653,7 +646,7 @@ test.each([
   const folder = withConfig(model, `window-${model}-${name.replace(/\W+/g, '-')}`, edit)
   const out = `${folder}.gguf`
   const { notes } = await writeGguf(folder, out)
-  const { typedMetadata } = await parse(out)
+  const { typedMetadata } = await parseGguf(out)
   const arch = typedMetadata['general.architecture']!.value as string
   expect(typedMetadata[`${arch}.context_length`]?.value).toBe(context)
   const positions = readJson<Config>(join(folder, 'config.json')).max_position_embeddings
@@ -690,7 +683,7 @@ test.each(['among the special added tokens too', 'in the vocabulary only'])('<0x
   })
   const out = join(dir, 'bytes.gguf')
   await writeGguf(folder, out)
-  const { typedMetadata } = await parse(out)
+  const { typedMetadata } = await parseGguf(out)
   const tokens = typedMetadata['tokenizer.ggml.tokens']!.value as string[]
   const types = typedMetadata['tokenizer.ggml.token_type']!.value as number[]
   // As the vocabulary lists them, <unk>, <s> and </s> CONTROL (special added tokens), the bytes BYTE.
@@ -704,7 +697,7 @@ test.each(['among the special added tokens too', 'in the vocabulary only'])('<0x
 test('a tokenizer.model whose byte pieces tokenizer_config.json also lists as special added tokens: still BYTE', async () => {
   const base = join(dir, 'spm-base.gguf')
   await writeGguf(join(FIXTURES, 'llama2-spm'), base)
-  const { typedMetadata: before } = await parse(base)
+  const { typedMetadata: before } = await parseGguf(base)
   const tokens = before['tokenizer.ggml.tokens']!.value as string[]
   const bytes = tokens.flatMap((content, id) => (isByteToken(content) ? [id] : []))
   expect(bytes).toHaveLength(256)
@@ -732,7 +725,7 @@ test('GPT-2 with its tensors named as the Hub’s gpt2 names them (without trans
     [join(FIXTURES, 'gpt2'), folder].map(async (input, i) => {
       const out = join(dir, `gpt2-names-${i}.gguf`)
       await writeGguf(input, out)
-      return new Map((await tensorsOf(out)).map((t) => [t.name, t.bytes]))
+      return new Map((await ggufTensors(out)).map((t) => [t.name, t.bytes]))
     }),
   )
   expect([...hub.keys()].sort()).toEqual([...ours.keys()].sort())
@@ -750,23 +743,36 @@ const SUPPORTED_ARCHITECTURES = [
   'Gemma3ForCausalLM',
   'Phi3ForCausalLM',
   'GPT2LMHeadModel',
+  'SmolLM3ForCausalLM',
+  'GraniteForCausalLM',
+  'Olmo2ForCausalLM',
+  'GPTNeoXForCausalLM',
+  'PhiForCausalLM',
+  'StableLmForCausalLM',
+  'FalconForCausalLM',
+  'CohereForCausalLM',
+  'Qwen2MoeForCausalLM',
+  'DeepseekV2ForCausalLM',
+  'DeepseekV3ForCausalLM',
+  'GptOssForCausalLM',
+  'Llama4ForCausalLM',
 ]
 
 describe('errors', () => {
   test('another architecture: UnsupportedConversion naming it and the supported ones; the CLI exits 1 and writes nothing', async () => {
-    const folder = modelCopy('qwen2', 'falcon-arch', (f) => {
+    const folder = modelCopy('qwen2', 'mamba-arch', (f) => {
       const config = readJson<Config>(join(f, 'config.json'))
-      config.architectures = ['FalconForCausalLM']
+      config.architectures = ['MambaForCausalLM']
       writeFileSync(join(f, 'config.json'), JSON.stringify(config))
     })
     const error = await expectError(() => ggufStream(folder), 'UnsupportedConversion')
-    expect(error.message).toContain('FalconForCausalLM')
+    expect(error.message).toContain('MambaForCausalLM')
     // The architectures the DESIGN and docs/gguf.md promise.
     for (const supported of SUPPORTED_ARCHITECTURES) expect(error.message).toContain(supported)
-    const out = join(dir, 'falcon.gguf')
+    const out = join(dir, 'mamba.gguf')
     const run = await cli('convert', folder, out, '--dtype', 'F16')
     expect(run.code).toBe(1)
-    expect(run.stderr).toContain('FalconForCausalLM')
+    expect(run.stderr).toContain('MambaForCausalLM')
     expect(run.stderr.trim().split('\n')).toHaveLength(1)
     expect(() => readFileSync(out)).toThrow(/ENOENT/)
   })
@@ -900,7 +906,7 @@ test('the CLI: convert <folder> <out.gguf> --dtype bf16 writes the file and says
   const run = await cli('convert', join(FIXTURES, 'llama-gqa'), out, '--dtype', 'bf16')
   expect(run.stderr).toBe('')
   expect(run.code).toBe(0)
-  const { tensorInfos } = await parse(out)
+  const { tensorInfos } = await parseGguf(out)
   const types: Record<number, number> = {}
   for (const t of tensorInfos) types[t.dtype] = (types[t.dtype] ?? 0) + 1
   expect(run.stdout).toMatch(
@@ -963,7 +969,7 @@ describe('over HTTP, from the index URL', () => {
       const out = join(dir, 'no-tokenizer-config.gguf')
       const run = await cli('convert', `${server.url}llama/model.safetensors.index.json`, out, '--dtype', 'F16')
       expect(run.code, run.stderr).toBe(0)
-      const { typedMetadata } = await parse(out)
+      const { typedMetadata } = await parseGguf(out)
       // Without tokenizer_config.json: no chat template, BOS and EOS from config.json's ids, add_bos_token from the post-processor's template.
       const config = readJson<Config>(join(folder, 'config.json'))
       expect(typedMetadata['tokenizer.chat_template']).toBeUndefined()

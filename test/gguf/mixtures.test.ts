@@ -6,12 +6,13 @@
 // general.quantization_version. Both files are read by @huggingface/gguf, not by this library. llama.cpp then loads
 // this library's file and computes the next token's probabilities with it.
 //
-// The models: the fixtures the issue names (test/fixtures/gguf: Llama 3, a SentencePiece Llama, Qwen3, Qwen3-MoE,
-// Gemma 3, Phi-3, whose rows of 32 to 128 values take every fallback to the 32-value types), and models made here
-// with rows of 256 and 768 values, where the K types themselves are written: a Llama of 8 layers with 4 query heads
-// per key-value head (every rule by layer: the first and last eighths, every third, the first sixteenth), a tied
-// Qwen3 (the embeddings as the output), a Phi-3 (fused attn_qkv) and a Qwen3-MoE of 8 experts (llama.cpp's rules for
-// 8-expert models).
+// The models: the fixtures the issue names (test/fixtures/gguf: Llama 3, a SentencePiece Llama, Qwen3, Qwen3-MoE, Gemma
+// 3, Phi-3, whose rows of 32 to 128 values take every fallback to the 32-value types), and models made here with rows
+// of 256 and 768 values, where the K types themselves are written: a Llama of 8 layers with 4 query heads per key-value
+// head (every rule by layer: the first and last eighths, every third, the first sixteenth), a tied Qwen3 (the
+// embeddings as the output), a tied Granite of 8 layers (an architecture of issue 43), a Phi-3 (fused attn_qkv) and a
+// Qwen3-MoE of 8 experts (llama.cpp's rules for 8-expert models); and the fixtures of the architectures of issue 43 in
+// the file types whose rules they steer.
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -154,6 +155,7 @@ async function makeModel(m: Made): Promise<string> {
 const MADE: Made[] = [
   { from: 'llama3', name: 'llama3-256', hidden: 256, intermediate: 768, layers: 8, heads: 4, kvHeads: 1, headDim: 64 },
   { from: 'qwen3', name: 'qwen3-256', hidden: 256, intermediate: 768, layers: 4, heads: 4, kvHeads: 2, headDim: 64 },
+  { from: 'granite', name: 'granite-256', hidden: 256, intermediate: 768, layers: 8, heads: 4, kvHeads: 1, headDim: 64 },
   { from: 'phi3', name: 'phi3-256', hidden: 256, intermediate: 768, layers: 3, heads: 16, kvHeads: 16, headDim: 16 },
   {
     from: 'qwen3moe',
@@ -169,6 +171,12 @@ const MADE: Made[] = [
   },
 ]
 const FIXTURE_MODELS = ['llama3', 'llama2-spm', 'qwen3', 'qwen3moe', 'gemma3', 'phi3']
+/**
+ * The architectures of issue 43 (but gpt-oss, whose MXFP4 experts this library keeps where llama.cpp's quantizer
+ * would requantize them), in the file types whose rules differ by tensor and, for Falcon, by architecture.
+ */
+const ARCHITECTURE_MODELS = ['smollm3', 'granite', 'olmo2', 'gptneox', 'phi2', 'stablelm', 'falcon', 'command-r', 'qwen2moe', 'deepseek-v2-lite', 'llama4']
+const ARCHITECTURE_NAMES = NAMES.filter(([name]) => ['Q2_K', 'Q3_K_M', 'Q3_K_L', 'Q4_K_S', 'Q4_K_M', 'Q8_0', 'IQ4_XS'].includes(name))
 
 const unsupported = ggmlUnsupported()
 describe.skipIf(unsupported)('GGUF file types against llama_model_quantize', () => {
@@ -176,7 +184,7 @@ describe.skipIf(unsupported)('GGUF file types against llama_model_quantize', () 
   const folders = new Map<string, string>()
   beforeAll(async () => {
     llamaQuantize = loadLlamaQuantize()
-    for (const model of FIXTURE_MODELS) folders.set(model, join(FIXTURES, model))
+    for (const model of [...FIXTURE_MODELS, ...ARCHITECTURE_MODELS]) folders.set(model, join(FIXTURES, model))
     for (const made of MADE) folders.set(made.name, await makeModel(made))
   }, 600_000)
 
@@ -193,8 +201,12 @@ describe.skipIf(unsupported)('GGUF file types against llama_model_quantize', () 
     return f32.get(model)!
   }
 
-  for (const model of [...FIXTURE_MODELS, ...MADE.map((m) => m.name)]) {
-    test.each(NAMES)(
+  const cases: Array<[string, Array<[string, number]>]> = [
+    ...[...FIXTURE_MODELS, ...MADE.map((m) => m.name)].map((model): [string, Array<[string, number]>] => [model, NAMES]),
+    ...ARCHITECTURE_MODELS.map((model): [string, Array<[string, number]>] => [model, ARCHITECTURE_NAMES]),
+  ]
+  for (const [model, names] of cases) {
+    test.each(names)(
       `${model} %s: the tensors and metadata of llama.cpp's quantizer; llama.cpp runs it`,
       async (name, ftype) => {
         const reference = join(OUT, `${model}.${name}.llama.gguf`)

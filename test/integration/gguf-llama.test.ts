@@ -43,12 +43,15 @@ const TOLERANCE: Record<Dtype, { probability: number; logit: number }> = {
 }
 /**
  * The tolerance of a model in a dtype. llama.cpp's CPU GELU looks its input up in a table of F16 values
- * (ggml-cpu's GGML_GELU_FP16), so an F32 model with GELU (Gemma's, GPT-2's) is rounded through F16 there: it is
- * judged by F16's tolerance (measured, docs/gguf.md: up to 1.4e-4 in probability, 7.3e-3 in logit).
+ * (ggml-cpu's GGML_GELU_FP16), so an F32 model with GELU (Gemma's, GPT-2's, GPT-NeoX's, Phi-2's, Falcon's) is
+ * rounded through F16 there: it is judged by F16's tolerance (measured, docs/gguf.md: up to 1.4e-4 in probability,
+ * 7.3e-3 in logit). gpt-oss's experts stay MXFP4 in every file, and llama.cpp multiplies MXFP4 weights by
+ * activations rounded to Q8_0 blocks: its files are judged by Q8_0's tolerance whatever their dtype.
  */
 function toleranceOf(model: string, dtype: Dtype) {
   const config = JSON.parse(readFileSync(join(FIXTURES, model, 'config.json'), 'utf8'))
-  const activation = String(config.hidden_activation ?? config.hidden_act ?? config.activation_function)
+  if (config.quantization_config?.quant_method === 'mxfp4') return TOLERANCE.Q8_0
+  const activation = String(config.hidden_activation ?? config.hidden_act ?? config.activation_function ?? config.activation)
   return TOLERANCE[dtype === 'F32' && activation.startsWith('gelu') ? 'F16' : dtype]
 }
 /** A negative control's GGUF is off by at least this in the logit measure somewhere: 20 times F16's tolerance. */
@@ -61,6 +64,8 @@ interface Reference {
   sentence: string
   sentence_ids: number[]
   sentence_ids_without_special: number[]
+  /** The Hugging Face tokenizer's decode of sentence_ids_without_special (the models of the third set). */
+  sentence_decoded?: string
   /** Text the tokenizer spells partly in byte tokens (<0xXX>), and its ids. */
   byte_text?: string
   byte_text_ids?: number[]
@@ -137,6 +142,8 @@ interface Judgement {
   /** llama.cpp's ids for the sentence as plain text, and with the BOS its add_bos_token says to put first. */
   tokens: number[]
   withBos: number[]
+  /** llama.cpp's text of the Hugging Face tokenizer's ids for the sentence. */
+  decoded: string
 }
 
 /** Loads `path` in llama.cpp once, and judges it against `model`'s reference. */
@@ -160,10 +167,11 @@ async function judge(path: string, model: string): Promise<Judgement> {
       worst.logit = Math.max(worst.logit, d.logit)
       argmaxes.push({ ids, gap: topGap(logits), expected: argmax(logits), got: argmax(probabilities) })
     }
-    const { sentence, byte_text, byte_text_ids } = reference(model)
+    const { sentence, sentence_ids_without_special, byte_text, byte_text_ids } = reference(model)
     const tokens = llama.tokenize(sentence)
+    const withBos = llama.addsBos && llama.bos !== null ? [llama.bos, ...tokens] : tokens
     const byteText = byte_text === undefined ? undefined : { tokens: llama.tokenize(byte_text), text: llama.detokenize(byte_text_ids!) }
-    return { worst, argmaxes, beyondContext, byteText, tokens, withBos: llama.addsBos && llama.bos !== null ? [llama.bos, ...tokens] : tokens }
+    return { worst, argmaxes, beyondContext, byteText, tokens, withBos, decoded: llama.detokenize(sentence_ids_without_special) }
   } finally {
     await llama.dispose()
   }
@@ -238,7 +246,42 @@ const dropKeys = (...keys: string[]): GgufPatch => ({ dropKeys: keys })
 const scaling = (arch: string, ...keys: string[]) => dropKeys(...keys.map((key) => `${arch}.rope.scaling.${key}`))
 /** The tensors whose name `matches` changed by `change`. */
 const changed = (matches: RegExp, change: (t: GgufTensor) => Uint8Array): GgufPatch => ({ tensor: (t) => (matches.test(t.name) ? change(t) : undefined) })
-const expertsReversed = (model: string) => changed(/_exps\.weight$/, (t) => reversedSlices(t.bytes, configOf(model).num_local_experts))
+const expertsReversed = (model: string) => {
+  const config = configOf(model)
+  return changed(/_exps\.weight$/, (t) => reversedSlices(t.bytes, config.num_local_experts ?? config.num_experts ?? config.n_routed_experts))
+}
+const swapped = (a: string, b: string): GgufPatch => ({ renameTensors: { [a]: b, [b]: a } })
+
+/** A tensor's rows (a 1-D tensor's values) put back in another order: row r of the result is row from(r) of the tensor. */
+function rowsFrom({ bytes, dims }: GgufTensor, from: (row: number) => number): Uint8Array {
+  const rows = dims[1] ?? dims[0]
+  const rowBytes = bytes.length / rows
+  const out = new Uint8Array(bytes.length)
+  for (let row = 0; row < rows; row++) out.set(bytes.subarray(from(row) * rowBytes, (from(row) + 1) * rowBytes), row * rowBytes)
+  return out
+}
+
+/** GPT-NeoX's fused QKV back in transformers' order, q, k and v of each head in turn, from llama.cpp's every q, every k, every v. */
+function perHeadQkv(t: GgufTensor, heads: number): Uint8Array {
+  const size = (t.dims[1] ?? t.dims[0]) / heads / 3
+  return rowsFrom(t, (row) => {
+    const [head, part, i] = [Math.floor(row / (3 * size)), Math.floor(row / size) % 3, row % size]
+    return (part * heads + head) * size + i
+  })
+}
+
+/** Falcon's fused QKV back in transformers' order, each key-value group's q heads then its k and v, from llama.cpp's every q, every k, every v. */
+function groupedQkv(t: GgufTensor, heads: number, groups: number): Uint8Array {
+  const perGroup = heads / groups
+  const size = (t.dims[1] ?? t.dims[0]) / (heads + 2 * groups)
+  return rowsFrom(t, (row) => {
+    const group = Math.floor(row / ((perGroup + 2) * size))
+    const within = row % ((perGroup + 2) * size)
+    if (within < perGroup * size) return group * perGroup * size + within
+    const kv = within < (perGroup + 1) * size ? 0 : 1
+    return (heads + kv * groups + group) * size + (within - (perGroup + kv) * size)
+  })
+}
 const setKey = (...kv: KeyValue): GgufPatch => ({ setKeys: [kv] })
 
 const CONTROLS: Control[] = [
@@ -274,6 +317,30 @@ const CONTROLS: Control[] = [
     undone: 'attn_output (Conv1D c_proj) not transposed',
     patch: changed(/attn_output\.weight$/, transposedF16),
   },
+  { model: 'gptneox', undone: 'fused q/k/v left per head', patch: changed(/attn_qkv\./, (t) => perHeadQkv(t, configOf('gptneox').num_attention_heads)) },
+  { model: 'gptneox', undone: 'use_parallel_residual false', patch: setKey('gptneox.use_parallel_residual', 'bool', false) },
+  { model: 'falcon', undone: 'fused q/k/v left in key-value groups', patch: changed(/attn_qkv\./, (t) => groupedQkv(t, 4, 2)) },
+  { model: 'phi2', undone: 'RoPE on every dimension of a head', patch: setKey('phi2.rope.dimension_count', 'u32', 16) },
+  {
+    model: 'stablelm',
+    undone: 'per-head q and k norms stacked in reverse order',
+    patch: changed(/attn_[qk]_norm\.weight$/, (t) => reversedSlices(t.bytes, t.dims[1])),
+  },
+  {
+    model: 'olmo2',
+    undone: 'norms after attention and after the FFN swapped',
+    patch: swapped('blk.0.post_attention_norm.weight', 'blk.0.post_ffw_norm.weight'),
+  },
+  { model: 'granite', undone: 'residual_scale left out', patch: dropKeys('granite.residual_scale') },
+  { model: 'granite', undone: 'attention.scale left out', patch: dropKeys('granite.attention.scale') },
+  { model: 'granite', undone: 'embedding_scale left out', patch: dropKeys('granite.embedding_scale') },
+  { model: 'command-r', undone: 'logit_scale left out', patch: dropKeys('command-r.logit_scale') },
+  { model: 'qwen2moe', undone: 'experts stacked in reverse order', patch: expertsReversed('qwen2moe') },
+  { model: 'deepseek-v2-lite', undone: 'experts stacked in reverse order', patch: expertsReversed('deepseek-v2-lite') },
+  { model: 'deepseek-v3', undone: 'sigmoid gating left out (llama.cpp then takes softmax)', patch: dropKeys('deepseek2.expert_gating_func') },
+  { model: 'deepseek-v3', undone: 'expert_weights_scale left out', patch: dropKeys('deepseek2.expert_weights_scale') },
+  { model: 'gpt-oss', undone: 'gate and up experts swapped', patch: swapped('blk.1.ffn_gate_exps.weight', 'blk.1.ffn_up_exps.weight') },
+  { model: 'llama4', undone: 'gate and up experts swapped', patch: swapped('blk.1.ffn_gate_exps.weight', 'blk.1.ffn_up_exps.weight') },
   // Past the window llama.cpp's llama attends farther back than transformers' Mistral: context_length is what stops it.
   { model: 'mistral-swa', undone: 'context_length max_position_embeddings, not the window', patch: setKey('llama.context_length', 'u32', 256) },
   {
@@ -286,7 +353,7 @@ const CONTROLS: Control[] = [
     ),
     judged: 'bytes' as const,
   },
-  ...['llama-gqa', 'mistral', 'llama3', 'llama-yarn', 'llama2-spm', 'mistral-spm', 'mixtral'].map((model) => {
+  ...['llama-gqa', 'mistral', 'llama3', 'llama-yarn', 'llama2-spm', 'mistral-spm', 'mixtral', 'smollm3', 'granite'].map((model) => {
     const { num_attention_heads, num_key_value_heads } = configOf(model)
     const patch = changed(/^blk\.\d+\.attn_[qk]\.weight$/, (t) => unpermuted(t, t.name.includes('attn_q') ? num_attention_heads : num_key_value_heads))
     return { model, undone: 'Q/K permutation undone', patch }
@@ -345,13 +412,15 @@ describe.skipIf(unsupported !== undefined)('llama.cpp runs the converted GGUF as
       for (const a of kept) expect(a.got, `${model} ${dtype}: argmax after [${a.ids}] (top two ${a.gap.toFixed(3)} apart)`).toBe(a.expected)
     })
 
-    test('llama.cpp tokenizes a plain sentence as the Hugging Face tokenizer does', async () => {
-      const { sentence_ids, sentence_ids_without_special } = reference(model)
+    test('llama.cpp tokenizes a plain sentence as the Hugging Face tokenizer does, and detokenizes it back', async () => {
+      const { sentence_ids, sentence_ids_without_special, sentence_decoded } = reference(model)
       // From the F16 file's load (the tokenizer is the same in every dtype).
-      const { tokens, withBos } = await judgementOf(model, 'F16')
+      const { tokens, withBos, decoded } = await judgementOf(model, 'F16')
       expect(tokens).toEqual(sentence_ids_without_special)
       // The special tokens the Hugging Face tokenizer adds: a BOS or nothing, as llama.cpp's add_bos_token says.
       expect(withBos).toEqual(sentence_ids)
+      // The third set's reference.json has the Hugging Face tokenizer's own decode.
+      if (sentence_decoded !== undefined) expect(decoded).toBe(sentence_decoded)
     })
   })
 

@@ -65,6 +65,8 @@ describe('the packed package', () => {
         'workerd-multipart.js',
         'workerd-whole-file.js',
         'workerd-sentencepiece.js',
+        'workerd-architectures.js',
+        'workerd-quantized-values.js',
         'workerd-quant.js',
         'workerd-ggml-quantizers.js',
         'workerd-mixtures.js',

@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { GGMLQuantizationType, gguf } from '@huggingface/gguf'
 import { describe, expect, test } from 'vitest'
 import { referenceConvert } from '../float-reference.ts'
-import { ggmlUnsupported, loadLlamaQuantize } from '../ggml.ts'
+import { GGML_TYPES, ggmlUnsupported, loadLlamaQuantize } from '../ggml.ts'
 import { serveFiles } from '../http-server.ts'
 import { byteLevelTokenizer, FOLDERS, MUTATIONS, methodOf, mutatedCopy, QUANTIZED, referenceOf, weightFiles } from '../quant-fixtures.ts'
 import { prng } from '../random.ts'
@@ -146,7 +146,9 @@ async function ggufContents(path: string) {
 }
 
 /** The architectures the GGUF converter takes (docs/gguf.md); a fixture of another is refused alike both ways. */
-const CONVERTED = ['LlamaForCausalLM', 'Qwen2ForCausalLM']
+const CONVERTED = ['LlamaForCausalLM', 'Qwen2ForCausalLM', 'GptOssForCausalLM']
+/** gpt-oss's file type where its MXFP4 experts stay MXFP4 (llama.cpp's LLAMA_FTYPE_MOSTLY_MXFP4_MOE). */
+const MOSTLY_MXFP4_MOE = 38
 
 // Five conversions a fixture: the quick loop (TEST_QUICK) takes the first fixture of each method, test:all every one.
 const GGUF_FOLDERS = process.env.TEST_QUICK === '1' ? FOLDERS.filter((folder, i) => FOLDERS.findIndex((f) => methodOf(f) === methodOf(folder)) === i) : FOLDERS
@@ -167,16 +169,31 @@ describe('convert <quantized model> out.gguf: the GGUF of the dequantized model'
       const [fromQuantized, fromPlain] = [join(plain, `../quantized-${dtype}.gguf`), join(plain, `../plain-${dtype}.gguf`)]
       const quantizedRun = await cli('convert', input, fromQuantized, '--dtype', dtype)
       const plainRun = await cli('convert', plain, fromPlain, '--dtype', dtype)
+      // gpt-oss's MXFP4 experts stay MXFP4 blocks in every GGUF of the quantized model, as llama.cpp's converter writes
+      // them (test/gguf/architectures.test.ts judges their values by ggml's dequantization); the rest is the plain's.
+      const keptMxfp4 = architecture === 'GptOssForCausalLM'
+      if (keptMxfp4 && plainRun.code !== 0) {
+        // The plain experts hold values Q8_0 cannot (Infinity, from this fixture's largest scales); the blocks need not.
+        expect(plainRun.stderr).toMatch(/mlp\.experts\..* is Infinity, which \w+ cannot hold/)
+        expect(quantizedRun.code, quantizedRun.stderr).toBe(0)
+        continue
+      }
       // An architecture the GGUF converter does not take is the same refusal for both.
       expect([quantizedRun.code, quantizedRun.stderr.replace(input, 'IN')]).toEqual([plainRun.code, plainRun.stderr.replace(plain, 'IN')])
       if (plainRun.code !== 0 && !CONVERTED.includes(architecture)) continue
       expect(plainRun.code, plainRun.stderr).toBe(0)
       const [a, b] = [await ggufContents(fromQuantized), await ggufContents(fromPlain)]
-      expect(a.metadata).toEqual(b.metadata)
+      const kept = (name: string) => keptMxfp4 && /_exps\.weight$/.test(name)
+      const fileType = b.metadata['general.file_type']!
+      // The converter's file type where it writes the experts as stored; llama-quantize's file types keep theirs.
+      const converterFileType = keptMxfp4 && (dtype === 'F16' || dtype === 'Q8_0')
+      expect(a.metadata).toEqual({ ...b.metadata, 'general.file_type': converterFileType ? { ...fileType, value: MOSTLY_MXFP4_MOE } : fileType })
       expect(new Set(a.tensors.keys())).toEqual(new Set(b.tensors.keys()))
+      expect([...a.tensors.keys()].some(kept)).toBe(keptMxfp4)
       for (const [name, tensor] of b.tensors) {
-        expect({ type: a.tensors.get(name)!.type, dims: a.tensors.get(name)!.dims }, name).toEqual({ type: tensor.type, dims: tensor.dims })
-        expectSameBytes(a.tensors.get(name)!.bytes, tensor.bytes, `${folder} ${dtype} ${name}`)
+        const got = a.tensors.get(name)!
+        expect({ type: got.type, dims: got.dims }, name).toEqual({ type: kept(name) ? GGML_TYPES.MXFP4 : tensor.type, dims: tensor.dims })
+        if (!kept(name)) expectSameBytes(got.bytes, tensor.bytes, `${folder} ${dtype} ${name}`)
       }
     }
   })

@@ -121,9 +121,10 @@ export async function first(source) {
       ...GGML,
       ...QUANTIZERS,
     ],
-    // The reader of a SentencePiece tokenizer.model, loaded for models that have one; the quantizers and the
-    // mixtures, for a file type (Q4_K_M, ...).
-    onDemand: ['gguf/sentencepiece.js', ...QUANTIZERS],
+    // The reader of a SentencePiece tokenizer.model, loaded for models that have one; the table of architectures,
+    // loaded when a conversion starts; the reads of a quantized checkpoint's values, loaded for one; the quantizers
+    // and the mixtures, for a file type (Q4_K_M, ...).
+    onDemand: ['gguf/sentencepiece.js', 'gguf/architectures.js', 'gguf/quantized-values.js', ...QUANTIZERS],
   },
 ]
 
@@ -160,7 +161,8 @@ async function bundle(consumer: PackedConsumer, app: App): Promise<Bundle> {
     logLevel: 'silent',
   })
   const outputs = result.metafile.outputs
-  const entry = Object.keys(outputs).find((path) => outputs[path].entryPoint !== undefined)!
+  // The app's own output: the modules imported on demand are entry points of their chunks too.
+  const entry = Object.keys(outputs).find((path) => outputs[path].entryPoint?.endsWith('app.js'))!
   // The static closure of the entry, the imported chunks first.
   const loaded: string[] = []
   const visit = (path: string) => {
