@@ -332,7 +332,9 @@ export async function planHfModel(file: GgufFile): Promise<HfModel> {
   const experts = Number(file.metadata[`${arch}.expert_count`] ?? 0)
   const key = arch === 'llama' && experts > 0 ? 'mixtral' : arch
   if (!Object.hasOwn(HF_NAMES, key))
-    throw unsupported(`GGUF architecture ${excerpt(arch)} has no Hugging Face mapping here; this converts ${Object.keys(HF_NAMES).join(', ')}; raw: true (the CLI's --raw) writes its tensors under their GGUF names`)
+    throw unsupported(
+      `GGUF architecture ${excerpt(arch)} has no Hugging Face mapping here; this converts ${Object.keys(HF_NAMES).join(', ')}; raw: true (the CLI's --raw) writes its tensors under their GGUF names`,
+    )
   const hf = HF_NAMES[key]
   const config = await modelConfig(file, arch, hf, experts)
   const generationConfig = Object.fromEntries(
