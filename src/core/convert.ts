@@ -41,6 +41,13 @@ export function instantiate(bytes = 0, growable = true): Core {
  */
 export const DEDICATED_MIN_BYTES = 32 << 20
 
+/**
+ * Reads with outputs of at least this many bytes run on the conversion pool (src/pool/read.ts) where there is
+ * one; smaller ones stay on the calling thread, where a hand-off to a worker costs more than it saves
+ * (measured: docs/memory.md, "The conversion pool").
+ */
+export const POOL_MIN_BYTES = 1 << 20
+
 /** Elements the packed dtypes need whole: F4 packs 2 a byte, F6 4 in 3 bytes. */
 function packingOf(dtype: DType): { elements: number; bytes: number } {
   const bits = DTYPE_INFO[dtype].bits

@@ -88,6 +88,12 @@ export class WasmModule<Exports extends HeapBase> {
     return this.#module
   }
 
+  /** The module's bytes, for a worker to compile (src/pool/pool.ts); only where they are inlined, as everywhere with workers. */
+  bytes(): Uint8Array<ArrayBuffer> {
+    if (typeof this.#source !== 'string') throw new TypeError('this build of safetensors-wasm has no wasm bytes to send to workers')
+    return hexBytes(this.#source)
+  }
+
   /** A new instance with its own memory of at least `bytes` bytes above heapBase. */
   instantiate(bytes = 0, growable = true): WasmInstance<Exports> {
     const module = this.#compiled()

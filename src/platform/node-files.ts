@@ -4,7 +4,7 @@ import { type FileHandle, open as openFile, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { SafetensorsError } from '../errors.ts'
-import { checkRange, LOCAL_REQUEST_COST, type RangeSource, readOver, throwIfAborted } from '../sources/source.ts'
+import { checkRange, LOCAL_REQUEST_COST, type RangeSource, readOver, throwIfAborted, type WorkerReadable } from '../sources/source.ts'
 import type { LocalFiles } from './platform.ts'
 
 /** Bytes per positional read: large enough to cost nothing per call, small enough for an abort or a progress event to come soon. */
@@ -24,6 +24,8 @@ export async function fileSource(path: string): Promise<
   RangeSource & {
     /** The file's size in bytes. */
     size: number
+    /** @internal */
+    forWorkers: WorkerReadable
   }
 > {
   // Found before the open, which would wait for a writer forever on a named pipe.
@@ -36,8 +38,9 @@ export async function fileSource(path: string): Promise<
     throw fileError('open', path, cause)
   }
   let size: number
+  let modified: number
   try {
-    ;({ size } = await handle.stat())
+    ;({ size, mtimeMs: modified } = await handle.stat())
   } catch (cause) {
     await handle.close().catch(() => {})
     throw fileError('stat', path, cause)
@@ -75,6 +78,7 @@ export async function fileSource(path: string): Promise<
   const source = {
     size,
     requestCost: LOCAL_REQUEST_COST,
+    forWorkers: { path, size, modified },
     readInto,
     read: readOver(readInto),
     close: () => {

@@ -43,12 +43,36 @@ export interface CacheStorage {
   list(): Promise<StoredEntry[]>
 }
 
+/** A started worker of the conversion pool (src/pool/pool.ts). */
+export interface PoolWorker {
+  post(message: unknown, transfer?: Transferable[]): void
+  /** Whether the worker has work: only then may it keep a Node process alive. */
+  hold(busy: boolean): void
+  terminate(): void
+}
+
+/** Threads the runtime can start for the conversion pool. */
+export interface Workers {
+  /** The cores the pool may use (os.availableParallelism(), navigator.hardwareConcurrency). */
+  cores(): number
+  /** Whether results can be SharedArrayBuffers that workers write (Node; a cross-origin isolated page). */
+  sharedMemory(): boolean
+  /**
+   * Starts a worker running `body` (a function's source text) as `(body)(listen, post, fs)`: `listen` takes
+   * the handler of the messages it is sent, `post` answers, `fs` is node:fs where there are local files.
+   * `onError` is told when the worker fails to start (a Content-Security-Policy that forbids it) or dies.
+   */
+  start(body: string, onMessage: (message: unknown) => void, onError: (error: unknown) => void): PoolWorker
+}
+
 /** What `#platform` gives: each member undefined where the runtime lacks it. */
 export interface Platform {
   /** Local files: paths and `file:` URLs in open() and openModel(). */
   localFiles: LocalFiles | undefined
   /** A cache's storage in a folder on disk (createCache({ dir })). */
   folderStorage: ((dir: string) => Promise<CacheStorage>) | undefined
+  /** Workers for the conversion pool: worker_threads under Node, Deno and Bun, Web Workers in pages. */
+  workers: Workers | undefined
 }
 
 /** The temporary name a write of `name` goes to before its rename: unique, so two writers never share one. */

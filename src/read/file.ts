@@ -12,6 +12,7 @@ import {
   convertOverlapping,
   elementCountOf,
   instantiate,
+  POOL_MIN_BYTES,
   swapElements,
   swapElementsInCore,
   wantsDedicatedCore,
@@ -77,6 +78,13 @@ export interface OpenOptions extends HttpOptions {
   cache?: RangeCache
   /** Aborts the open (the header's read) with `Aborted`; not the reads of the open file, which take their own `signal`. */
   signal?: AbortSignal
+  /**
+   * The workers that convert this file's reads (docs/memory.md, "The conversion pool"): 0 converts on the
+   * calling thread; N uses N workers of the pool that every open file shares. Results read on the pool are
+   * in a SharedArrayBuffer where the runtime allows it (Node, Deno, Bun, cross-origin isolated pages).
+   * @defaultValue one worker per core, at most 8 (none in workerd)
+   */
+  workers?: number
 }
 
 /** Options of a read: {@link SafetensorsFile.getTensor}, {@link SafetensorsFile.getSlice}, {@link SafetensorsFile.tensors}. */
@@ -164,7 +172,7 @@ export async function openMetered(input: Source, options: OpenOptions, meter: Pr
     input,
     options,
     meter,
-    async (source) => new SafetensorsFile(await readHeader(source, options.signal), source, options.byteOrder ?? 'little'),
+    async (source) => new SafetensorsFile(await readHeader(source, options.signal), source, options.byteOrder ?? 'little', options.workers),
   )
 }
 
@@ -179,6 +187,7 @@ export async function openSource<T>(
   read: (source: RangeSource) => Promise<T>,
 ): Promise<T> {
   // Checked whatever the source, so that a bad value shows on a local file as it would on a URL.
+  workersOption(options.workers)
   retrySettings(options)
   connectionsOption(options)
   checkCache(options.cache)
@@ -215,6 +224,8 @@ export class SafetensorsFile {
     readonly source: RangeSource,
     /** Byte order of the tensor data in the file. */
     readonly byteOrder: ByteOrder = 'little',
+    /** The `workers` option of {@link open}. */
+    readonly workers?: number,
   ) {}
 
   /** The header's `__metadata__` strings, or null when it has none. */
@@ -311,12 +322,27 @@ export class SafetensorsFile {
     const meter = options.onProgress && new ProgressMeter(options.onProgress)
     meter?.asked(inBytes)
     const io: ReadIo = { signal: options.signal, onBytes: meter && ((bytes) => meter.arrived(bytes)) }
+    const pooled =
+      outBytes >= POOL_MIN_BYTES && this.workers !== 0 && !(from === to && (this.source as { bytes?: Uint8Array }).bytes)
+        ? await (await import('../pool/read.ts')).readOnPool(this.source, this.workers, {
+            name: info.name,
+            from,
+            to,
+            bigEndian: this.byteOrder === 'big',
+            start,
+            runs,
+            outBytes,
+            out,
+            ...io,
+          })
+        : undefined
     const data =
-      from === to
+      pooled ??
+      (from === to
         ? await this.#readRaw(info, start, runs, inBytes, io, out)
         : !out && wantsDedicatedCore(inBytes, outBytes)
           ? await this.#readIntoCore(info, to, start, runs, inBytes, outBytes, io)
-          : await this.#readAndConvert(info, to, start, runs, inBytes, io, out ?? allocate(info, to, outBytes))
+          : await this.#readAndConvert(info, to, start, runs, inBytes, io, out ?? allocate(info, to, outBytes)))
     // A copy: the caller may change it, and the header's own array must stay as the file says.
     return { name: info.name, dtype: to, shape: [...shape], data: half && to === 'F16' ? new half(data.buffer, data.byteOffset, data.length) : data }
   }
@@ -496,6 +522,14 @@ export function allocate(info: Pick<TensorInfo, 'name'>, dtype: DType, bytes: nu
   } catch (cause) {
     throw tooLarge(info, bytes, dtype, cause)
   }
+}
+
+/** The `workers` option: a count of workers (0: the calling thread only), or undefined for the default pool. */
+export function workersOption(value: unknown): number | undefined {
+  if (value === undefined) return undefined
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 256)
+    throw new RangeError(`workers must be an integer from 0 to 256, got ${String(value)}`)
+  return value
 }
 
 /** Bytes read first: most real headers (up to several hundred tensors) arrive in this one read. */

@@ -48,6 +48,12 @@ export interface RangeSource {
 }
 
 /**
+ * Where a worker of the conversion pool (src/pool/read.ts) reads a source's bytes itself, rather than the
+ * calling thread sending them: a local file by its path (checked unchanged by size and modification time), a Blob.
+ */
+export type WorkerReadable = { path: string; size: number; modified: number } | { blob: Blob }
+
+/**
  * The files of a model picked or dropped in a page (a folder's files, or several files): its file or
  * index and its shards, found by file name. Files that are neither (a README, config.json) are ignored.
  */
@@ -170,6 +176,8 @@ export function memorySource(bytes: Uint8Array): RangeSource & {
 export function blobSource(blob: Blob): RangeSource & {
   /** The Blob's size. */
   size: number
+  /** @internal */
+  forWorkers: WorkerReadable
 } {
   const readInto = async (offset: number, target: Uint8Array, signal?: AbortSignal, onBytes?: (bytes: number) => void) => {
     checkRange(offset, target.length, blob.size)
@@ -197,6 +205,7 @@ export function blobSource(blob: Blob): RangeSource & {
   return {
     size: blob.size,
     requestCost: LOCAL_REQUEST_COST,
+    forWorkers: { blob },
     readInto,
     read: readOver(readInto),
   }

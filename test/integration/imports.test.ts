@@ -9,7 +9,7 @@ import { describe, expect, test } from 'vitest'
 const SRC = fileURLToPath(new URL('../../src/', import.meta.url))
 
 /** The folders of src/, lowest first: a module may import its own folder's modules and those of folders before it. */
-const FOLDERS = ['core', 'format', 'sources', 'sources/http', 'platform', 'cache', 'quant', 'read', 'write', 'gguf', 'node']
+const FOLDERS = ['core', 'format', 'sources', 'sources/http', 'platform', 'pool', 'cache', 'quant', 'read', 'write', 'gguf', 'node']
 /** The files at the top: the errors (below everything), the entries and the CLI (above everything). */
 const ERRORS = 'errors.ts'
 const TOP = ['api.ts', 'cli.ts', 'errors.ts', 'gguf-node.ts', 'gguf.ts', 'index.ts', 'node.ts']

@@ -1,0 +1,27 @@
+// The conversion pool's workers under Node, Deno and Bun: worker_threads, each started from the pool's
+// function text (eval), so that no file of the package has to be found at run time.
+import { availableParallelism } from 'node:os'
+import { Worker } from 'node:worker_threads'
+import type { Workers } from './platform.ts'
+
+export const nodeWorkers: Workers = {
+  cores: () => availableParallelism(),
+  sharedMemory: () => true,
+  start(body, onMessage, onError) {
+    const worker = new Worker(
+      `const { parentPort } = require('node:worker_threads');
+      (${body})((handle) => parentPort.on('message', handle), (message, transfer) => parentPort.postMessage(message, transfer), require('node:fs'))`,
+      { eval: true },
+    )
+    // Idle workers never keep the process alive: a script that reads and returns exits at once.
+    worker.unref()
+    worker.on('message', onMessage)
+    worker.on('error', onError)
+    worker.on('exit', (code) => onError(new Error(`the worker exited with code ${code}`)))
+    return {
+      post: (message, transfer) => worker.postMessage(message, transfer as never),
+      hold: (busy) => (busy ? worker.ref() : worker.unref()),
+      terminate: () => void worker.terminate(),
+    }
+  },
+}
