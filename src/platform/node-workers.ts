@@ -13,11 +13,12 @@ export const nodeWorkers: Workers = {
       (${body})((handle) => parentPort.on('message', handle), (message, transfer) => parentPort.postMessage(message, transfer), require('node:fs'))`,
       { eval: true },
     )
-    // Idle workers never keep the process alive: a script that reads and returns exits at once.
-    worker.unref()
     worker.on('message', onMessage)
     worker.on('error', onError)
     worker.on('exit', (code) => onError(new Error(`the worker exited with code ${code}`)))
+    // After the listeners, which ref the worker: idle workers never keep the process alive, so a script
+    // that reads and returns exits at once.
+    worker.unref()
     return {
       post: (message, transfer) => worker.postMessage(message, transfer as never),
       hold: (busy) => (busy ? worker.ref() : worker.unref()),

@@ -1,0 +1,97 @@
+// Loading every tensor of a 1 GiB BF16 file as F32 on the conversion pool, against the same loads with
+// { workers: 0 }, fs.readFile + a JS loop, and the reference loader (safetensors + torch, bench/reference-load.py,
+// when BENCH_PYTHON names a Python that has them). Each load runs in a child process that times its own work
+// from open() on, pool start included; 7 rounds, interleaved, medians. Targets (issue 40): the loop,
+// Promise.all and tensors() at most 1.1x the reference; into one reused `out` at most 0.5x; the loop on the
+// pool at most 0.7x the loop with workers: 0.
+import { execFileSync } from 'node:child_process'
+import { BIG_FILE, makeBigFile } from './read.js'
+import { median, table } from './util.js'
+
+const ROUNDS = 7
+const DIST = JSON.stringify(new URL('../dist/node.js', import.meta.url).href)
+
+/** A child's code: `load(file, options)` returns the kept arrays; it prints ms and a checksum of every array. */
+function child(load, options = '{}') {
+  return `
+    import { open } from ${DIST}
+    const start = performance.now()
+    const file = await open(process.argv[1], ${options})
+    const kept = await (${load})(file)
+    const ms = performance.now() - start
+    let check = 0
+    for (const t of kept) check += t[12345]
+    console.log(JSON.stringify({ ms, check }))`
+}
+
+const loop = `async (file) => { const kept = []; for (const name of file.names()) kept.push((await file.getTensor(name, { dtype: 'F32' })).data); return kept }`
+// One caller-owned buffer for every tensor, as a GPU uploader's staging buffer: shared memory, so the workers write it.
+const reusedOut = `async (file) => {
+  const out = new Float32Array(new SharedArrayBuffer(Math.max(...file.header.tensors.map((t) => t.byteLength)) * 2))
+  let check = 0
+  for (const name of file.names()) check += (await file.getTensor(name, { dtype: 'F32', out })).data[12345]
+  return [{ 12345: check }]
+}`
+
+const VARIANTS = {
+  'loop of getTensor': child(loop),
+  'Promise.all of getTensor': child(`(file) => Promise.all(file.names().map(async (name) => (await file.getTensor(name, { dtype: 'F32' })).data))`),
+  'tensors()': child(`async (file) => { const kept = []; for await (const t of file.tensors({ dtype: 'F32' })) kept.push(t.data); return kept }`),
+  'one reused out': child(reusedOut),
+  'loop, workers: 0': child(loop, '{ workers: 0 }'),
+  'one reused out, workers: 0': child(reusedOut, '{ workers: 0 }'),
+  'fs.readFile + JS loop': `
+    import { readFile } from 'node:fs/promises'
+    const start = performance.now()
+    const bytes = await readFile(process.argv[1])
+    const n = Number(bytes.readBigUInt64LE(0))
+    const header = JSON.parse(bytes.toString('utf8', 8, 8 + n))
+    const kept = []
+    for (const [name, t] of Object.entries(header)) {
+      if (name === '__metadata__') continue
+      const [begin, end] = t.data_offsets
+      const input = new Uint16Array(bytes.buffer, bytes.byteOffset + 8 + n + begin, (end - begin) / 2)
+      const bits = new Uint32Array(input.length)
+      for (let i = 0; i < input.length; i++) bits[i] = input[i] << 16
+      kept.push(new Float32Array(bits.buffer))
+    }
+    const ms = performance.now() - start
+    let check = 0
+    for (const t of kept) check += t[12345]
+    console.log(JSON.stringify({ ms, check }))`,
+}
+
+function runNode(code) {
+  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', code, BIG_FILE], { maxBuffer: 1 << 20 }).toString())
+}
+
+function runReference() {
+  const script = new URL('./reference-load.py', import.meta.url).pathname
+  return JSON.parse(execFileSync(process.env.BENCH_PYTHON, [script, BIG_FILE], { maxBuffer: 1 << 20 }).toString())
+}
+
+export async function run() {
+  await makeBigFile()
+  const reference = process.env.BENCH_PYTHON ? 'safetensors load_file + torch .float()' : undefined
+  console.log(`\nThe conversion pool: every tensor of a 1 GiB BF16 file as F32 (child processes, ${ROUNDS} rounds interleaved, medians)`)
+  if (!reference) console.log('BENCH_PYTHON is not set: the reference loader (bench/reference-load.py, torch) is not run')
+  const results = {}
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [name, code] of Object.entries(VARIANTS)) (results[name] ??= []).push(runNode(code))
+    if (reference) (results[reference] ??= []).push(runReference())
+  }
+  const ms = (name) => median(results[name].map((r) => r.ms))
+  const checks = new Set(Object.values(results).flatMap((r) => r.map((x) => x.check.toFixed(3))))
+  if (checks.size !== 1) throw new Error(`the loaders disagree: ${[...checks]}`)
+  const base = reference ?? 'loop, workers: 0'
+  table(Object.keys(results).map((name) => ({ loader: name, 'ms (median)': ms(name).toFixed(0), [`x ${base}`]: (ms(name) / ms(base)).toFixed(2) })))
+  const ratio = (a, b) => (ms(a) / ms(b)).toFixed(2)
+  console.log(`the loop on the pool: ${ratio('loop of getTensor', 'loop, workers: 0')}x the loop with workers: 0 (target at most 0.7x)`)
+  if (reference) {
+    for (const name of ['loop of getTensor', 'Promise.all of getTensor', 'tensors()'])
+      console.log(`${name}: ${ratio(name, reference)}x the reference (target at most 1.1x)`)
+    console.log(`one reused out: ${ratio('one reused out', reference)}x the reference (target at most 0.5x)`)
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await run()
