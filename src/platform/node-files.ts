@@ -78,7 +78,7 @@ export async function fileSource(path: string): Promise<
   const source = {
     size,
     requestCost: LOCAL_REQUEST_COST,
-    forWorkers: { path, size, modified },
+    forWorkers: { fd: handle.fd, path, size, modified },
     readInto,
     read: readOver(readInto),
     close: () => {

@@ -77,26 +77,43 @@ export function poolWorker(listen: (handle: (message: WorkerInit | PieceTask) =>
     }
   }
 
-  function readFile(input: { path: string; size: number; modified: number }, task: PieceTask, output: Uint8Array, base: number): void {
+  /** The file's descriptor: the one it was opened with, or where threads do not share it, one of the worker's own. */
+  function openFile(input: { fd: number; path: string; size: number; modified: number }): { fd: number; own: boolean } {
     const files = fs as WorkerFs
-    const fd = files.openSync(input.path, 'r')
-    try {
+    const same = (fd: number) => {
       const stat = files.fstatSync(fd)
-      if (stat.size !== input.size || stat.mtimeMs !== input.modified) throw new Error(`${input.path} changed since it was opened`)
+      return stat.size === input.size && stat.mtimeMs === input.modified
+    }
+    try {
+      if (same(input.fd)) return { fd: input.fd, own: false }
+    } catch {}
+    const fd = files.openSync(input.path, 'r')
+    if (same(fd)) return { fd, own: true }
+    files.closeSync(fd)
+    throw new Error('the file changed since it was opened')
+  }
+
+  function readFile(input: { fd: number; path: string; size: number; modified: number }, task: PieceTask, output: Uint8Array, base: number): void {
+    const files = fs as WorkerFs
+    let file: { fd: number; own: boolean } | undefined
+    try {
+      const { fd } = (file = openFile(input))
       convertRuns(
         task,
         (at, target) => {
           for (let done = 0; done < target.length; ) {
             const got = files.readSync(fd, target, done, target.length - done, at + done)
-            if (got === 0) throw new Error(`${input.path}: unexpected end of file at byte ${at + done} (the file shrank?)`)
+            if (got === 0) throw new Error(`unexpected end of file at byte ${at + done} (the file shrank?)`)
             done += got
           }
         },
         output,
         base,
       )
+    } catch (error) {
+      throw Object.assign(new Error(`${input.path}: ${(error as Error).message}`), { path: input.path })
     } finally {
-      files.closeSync(fd)
+      if (file?.own) files.closeSync(file.fd)
     }
   }
 

@@ -49,9 +49,11 @@ export interface RangeSource {
 
 /**
  * Where a worker of the conversion pool (src/pool/read.ts) reads a source's bytes itself, rather than the
- * calling thread sending them: a local file by its path (checked unchanged by size and modification time), a Blob.
+ * calling thread sending them: a local file through the open file's descriptor, which threads of one
+ * process share (by its path where they do not, as in Deno: checked unchanged by size and modification
+ * time), or a Blob.
  */
-export type WorkerReadable = { path: string; size: number; modified: number } | { blob: Blob }
+export type WorkerReadable = { fd: number; path: string; size: number; modified: number } | { blob: Blob }
 
 /**
  * The files of a model picked or dropped in a page (a folder's files, or several files): its file or
