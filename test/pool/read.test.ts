@@ -125,7 +125,7 @@ describe('every kind of source', () => {
     ['a local file', () => path],
     ['bytes in memory', () => FILE],
     ['bytes in shared memory', () => shared],
-    ['a Blob', () => new Blob([FILE])],
+    ['a Blob', () => new Blob([FILE as Uint8Array<ArrayBuffer>])],
     ['an http URL', () => `${server.url}pool.safetensors`],
   ]
   test.each(sources)('%s: tensors and slices as the calling thread reads them', async (_, source) => {
@@ -146,7 +146,7 @@ describe('every kind of source', () => {
     const pooled = await open(path)
     const expected = await Promise.all(TENSORS.map((t) => read(single, t.name, 'F32')))
     const all = await Promise.all(TENSORS.map((t) => read(pooled, t.name, 'F32')))
-    const iterated = []
+    const iterated: ArrayBufferView[] = []
     for await (const tensor of pooled.tensors({ dtype: 'F32' })) iterated.push(tensor.data)
     expected.forEach((data, i) => {
       expectSameBytes(all[i], data, `Promise.all: ${TENSORS[i].name}`)
