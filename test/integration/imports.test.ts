@@ -161,7 +161,7 @@ describe('src/', () => {
     const named = new Set(Object.values(imports['#platform']).map((target) => (target as string).replace(/^\.\/dist\/(.*)\.js$/, '$1.ts')))
     expect([...named].sort()).toEqual(PLATFORMS)
     const exported = await Promise.all(PLATFORMS.map(async (target) => Object.keys(await import(`../../src/${target}`)).sort()))
-    expect(exported[0]).toEqual(['folderStorage', 'localFiles'])
+    expect(exported[0]).toEqual(['folderStorage', 'localFiles', 'workers'])
     for (const names of exported) expect(names).toEqual(exported[0])
   })
 
