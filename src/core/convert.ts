@@ -46,7 +46,7 @@ export const DEDICATED_MIN_BYTES = 32 << 20
  * one; smaller ones stay on the calling thread, where a hand-off to a worker costs more than it saves
  * (measured: docs/memory.md, "The conversion pool").
  */
-export const POOL_MIN_BYTES = 1 << 20
+export const POOL_MIN_BYTES = 4 << 20
 
 /** Elements the packed dtypes need whole: F4 packs 2 a byte, F6 4 in 3 bytes. */
 function packingOf(dtype: DType): { elements: number; bytes: number } {

@@ -14,11 +14,12 @@ import { prng } from '../random.ts'
 import { buildFile, expectError, expectSameBytes } from '../read-helpers.ts'
 import { scratchFolders } from '../write-helpers.ts'
 
-// Enough elements that every result, F16 and BF16 ones too, is past the pool's threshold and cut in several
-// pieces (the smallest piece is 2^18 elements); rows of a multiple of 4 elements, so that F4 and F6 slices of
-// whole rows are whole bytes, but of no power of two above.
-const COUNT = (POOL_MIN_BYTES / 2) * 3 + 48
+// Enough elements that every result is past the pool's threshold and cut in several pieces (the smallest
+// piece is 2^18 elements): twice as many for the floats, whose F16 and BF16 results are half the size of F32's.
+// Rows of a multiple of 4 elements, so that F4 and F6 slices of whole rows are whole bytes, but of no power of
+// two above.
 const ROWS = 4
+const countOf = (dtype: string) => (POOL_MIN_BYTES / 4 + 48) * (FLOAT_SOURCES.includes(dtype) ? 2 : 1)
 const WORKER_COUNTS = [undefined, 1, 3] as const
 
 function randomBytes(length: number, seed: number): Uint8Array {
@@ -28,14 +29,16 @@ function randomBytes(length: number, seed: number): Uint8Array {
   return bytes
 }
 
-/** Every dtype but C64 (which converts to nothing), as a tensor of COUNT random elements in ROWS rows. */
-const TENSORS = FORMAT_DTYPES.filter(([dtype]) => dtype !== 'C64').map(([dtype, bits], i) => ({
-  name: `t.${dtype}`,
-  dtype,
-  shape: [ROWS, COUNT / ROWS],
-  bytes: randomBytes((COUNT * bits) / 8, i + 1),
-}))
+function tensorOf(dtype: string, seed: number) {
+  const count = countOf(dtype)
+  return { name: `t.${dtype}`, dtype, shape: [ROWS, count / ROWS], bytes: randomBytes((count * DTYPE_BITS.get(dtype)!) / 8, seed) }
+}
+
+/** Every dtype but C64 (which converts to nothing). */
+const TENSORS = FORMAT_DTYPES.filter(([dtype]) => dtype !== 'C64').map(([dtype], i) => tensorOf(dtype, i + 1))
 const FILE = buildFile(TENSORS)
+/** The tensors that every kind of source is read for. */
+const SMALL = buildFile(TENSORS.filter((t) => ['BF16', 'F8_E5M2', 'U8'].includes(t.dtype)))
 
 /** The targets a dtype converts to, from the format's rules (DESIGN.md): itself, F32, and F16/BF16 from floats. */
 function targetsOf(dtype: string): string[] {
@@ -49,7 +52,7 @@ let server: TestServer
 beforeAll(async () => {
   path = join(scratch(), 'pool.safetensors')
   writeFileSync(path, FILE)
-  server = await startServer(rangeHandler(() => FILE))
+  server = await startServer(rangeHandler(() => SMALL))
 })
 afterAll(() => server?.close())
 
@@ -69,7 +72,7 @@ describe('the same bits on the pool as on the calling thread', () => {
         expect(expected.buffer).toBeInstanceOf(ArrayBuffer)
         for (const [i, file] of pooled.entries()) {
           const data = await read(file, tensor.name, to)
-          if ((COUNT * DTYPE_BITS.get(to)!) / 8 >= POOL_MIN_BYTES)
+          if ((countOf(tensor.dtype) * DTYPE_BITS.get(to)!) / 8 >= POOL_MIN_BYTES)
             expect(data.buffer, `${tensor.dtype} -> ${to} read on the pool`).toBeInstanceOf(SharedArrayBuffer)
           expectSameBytes(data, expected, `${tensor.dtype} -> ${to}, workers ${WORKER_COUNTS[i]}`)
         }
@@ -92,7 +95,7 @@ describe('the same bits on the pool as on the calling thread', () => {
       // Rows 1-3, the columns from a multiple of 4 in: one run per row, each of several pieces.
       const ranges: Array<[number, number]> = [
         [1, 4],
-        [4, COUNT / ROWS - 8],
+        [4, countOf(dtype) / ROWS - 8],
       ]
       const expected = await read(single, `t.${dtype}`, 'F32', ranges)
       expectSameBytes(await read(pooled, `t.${dtype}`, 'F32', ranges), expected, `a slice of ${dtype}`)
@@ -119,14 +122,14 @@ describe('the same bits on the pool as on the calling thread', () => {
 })
 
 describe('every kind of source', () => {
-  const shared = new Uint8Array(new SharedArrayBuffer(FILE.length))
-  shared.set(FILE)
+  const shared = new Uint8Array(new SharedArrayBuffer(SMALL.length))
+  shared.set(SMALL)
   const sources: Array<[string, () => Parameters<typeof open>[0]]> = [
     ['a local file', () => path],
-    ['bytes in memory', () => FILE],
+    ['bytes in memory', () => SMALL],
     ['bytes in shared memory', () => shared],
-    ['a Blob', () => new Blob([FILE as Uint8Array<ArrayBuffer>])],
-    ['an http URL', () => `${server.url}pool.safetensors`],
+    ['a Blob', () => new Blob([SMALL as Uint8Array<ArrayBuffer>])],
+    ['an http URL', () => `${server.url}small.safetensors`],
   ]
   test.each(sources)('%s: tensors and slices as the calling thread reads them', async (_, source) => {
     const single = await open(path, { workers: 0 })
@@ -135,7 +138,7 @@ describe('every kind of source', () => {
       expectSameBytes(await read(pooled, name, 'F32'), await read(single, name, 'F32'), name)
       const ranges: Array<[number, number]> = [
         [0, 3],
-        [8, COUNT / ROWS],
+        [8, countOf(name.slice(2)) / ROWS],
       ]
       expectSameBytes(await read(pooled, name, 'F32', ranges), await read(single, name, 'F32', ranges), `a slice of ${name}`)
     }
@@ -157,8 +160,8 @@ describe('every kind of source', () => {
 
 describe('results', () => {
   test.each([
-    ['an ArrayBuffer', () => new ArrayBuffer(COUNT * 4 + 64)],
-    ['a SharedArrayBuffer', () => new SharedArrayBuffer(COUNT * 4 + 64)],
+    ['an ArrayBuffer', () => new ArrayBuffer(countOf('BF16') * 4 + 64)],
+    ['a SharedArrayBuffer', () => new SharedArrayBuffer(countOf('BF16') * 4 + 64)],
   ])('into %s of the caller: written there', async (_, make) => {
     const single = await open(path, { workers: 0 })
     const pooled = await open(path)
@@ -170,8 +173,8 @@ describe('results', () => {
   })
 
   test('small results stay on the calling thread, in memory of their own', async () => {
-    const small = buildFile([{ name: 'x', dtype: 'BF16', shape: [POOL_MIN_BYTES / 8 - 1], bytes: randomBytes(POOL_MIN_BYTES / 4 - 2, 9) }])
-    const data = (await (await open(small)).getTensor('x', { dtype: 'F32' })).data
+    const file = buildFile([{ name: 'x', dtype: 'BF16', shape: [POOL_MIN_BYTES / 4 - 1], bytes: randomBytes(POOL_MIN_BYTES / 2 - 2, 9) }])
+    const data = (await (await open(file)).getTensor('x', { dtype: 'F32' })).data
     expect(data.buffer).toBeInstanceOf(ArrayBuffer)
   })
 
@@ -179,7 +182,7 @@ describe('results', () => {
     const events: number[] = []
     const file = await open(path)
     await file.getTensor('t.F16', { dtype: 'F32', onProgress: ({ loaded }) => events.push(loaded) })
-    expect(events.at(-1)).toBe(COUNT * 2)
+    expect(events.at(-1)).toBe(countOf('F16') * 2)
     expect(events.length).toBeGreaterThan(2)
   })
 })
