@@ -3,6 +3,7 @@
 // F16, BF16, F64, I8 to I64) are read as a SafeTensors file's are, by a SafetensorsFile over the same source
 // whose header lists them; the quantized types are read as their blocks, through the same source and read plan,
 // and dequantized by ggml's kernels (src/gguf/kernels.ts loads them on the first such read).
+import { type ConvertTarget, POOL_MIN_BYTES } from '../core/convert.ts'
 import { type DType, type Float16Array, isDType, type TypedArray } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import { Header, type TensorInfo } from '../format/header.ts'
@@ -22,6 +23,7 @@ import {
 import { ProgressMeter } from '../sources/progress.ts'
 import { readRuns } from '../sources/read-plan.ts'
 import { type RangeSource, throwIfAborted } from '../sources/source.ts'
+import type { GgmlKernels } from './ggml-kernels.ts'
 import { GGML_TYPES } from './ggml-types.ts'
 import { loadGgmlKernels } from './kernels.ts'
 import { type GgufHeader, type GgufTensorInfo, type GgufValue, readGgufHeader } from './reader.ts'
@@ -40,7 +42,7 @@ export type GgufOpenOptions = Omit<OpenOptions, 'byteOrder'>
  */
 export async function openGguf(input: Source, options: GgufOpenOptions = {}): Promise<GgufFile> {
   const meter = options.onProgress && new ProgressMeter(options.onProgress)
-  return openSource(input, options, meter, async (source) => new GgufFile(await readGgufHeader(source, options.signal), source))
+  return openSource(input, options, meter, async (source) => new GgufFile(await readGgufHeader(source, options.signal), source, options.workers))
 }
 
 /** An open GGUF file, from {@link openGguf}: its header and metadata, and reads of its tensors. */
@@ -55,6 +57,8 @@ export class GgufFile {
     readonly header: GgufHeader,
     /** Where the bytes come from. */
     readonly source: RangeSource,
+    /** The `workers` option of {@link openGguf}. */
+    readonly workers?: number,
   ) {
     this.#byName = new Map(header.tensors.map((t) => [t.name, t]))
     const plain: TensorInfo[] = header.tensors.flatMap(({ name, type, shape, byteLength, offset }) => {
@@ -63,7 +67,7 @@ export class GgufFile {
       return [{ name, dtype: type, shape, dataOffsets: [begin, begin + byteLength], byteLength }]
     })
     // The data section starts where a SafeTensors header of dataStart - 8 bytes would end.
-    this.#plain = new SafetensorsFile(new Header(header.dataStart - 8, header.fileSize, null, plain), source, header.byteOrder)
+    this.#plain = new SafetensorsFile(new Header(header.dataStart - 8, header.fileSize, null, plain), source, header.byteOrder, workers)
   }
 
   /** Every key-value pair of the header, in file order: 64-bit integers as bigint, arrays of numbers as typed arrays. */
@@ -138,14 +142,54 @@ export class GgufFile {
     // Checked before any read: a wrong `out` is the caller's mistake, not the file's.
     const output = options.out === undefined ? undefined : outputIn(options.out, info, to, outBytes)
     const inBytes = runs.reduce((sum, [, length]) => sum + length, 0)
-    const blocks = allocate(info, 'U8', inBytes).bytes
     const meter = options.onProgress && new ProgressMeter(options.onProgress)
     meter?.asked(inBytes)
-    await readRuns(this.source, info.offset, runs, blocks, options.signal, meter && ((bytes) => meter.arrived(bytes)))
-    const { dequantizeGgml } = await loadGgmlKernels()
-    const { data } = output ?? allocate(info, to, outBytes)
-    dequantizeGgml(info.type, blocks, count, to, { byteOrder: this.header.byteOrder, out: data as Float32Array | Uint16Array })
+    const io = { signal: options.signal, onBytes: meter && ((bytes: number) => meter.arrived(bytes)) }
+    const kernels = await loadGgmlKernels()
+    const data =
+      (outBytes >= POOL_MIN_BYTES && this.workers !== 0 ? await this.#readOnPool(kernels, info, to, runs, outBytes, output, io) : undefined) ??
+      (await this.#readHere(kernels, info, to, runs, inBytes, count, outBytes, output, io))
     return { name: info.name, dtype: to, shape: [...shape], data: half && to === 'F16' ? new half(data.buffer, data.byteOffset, data.length) : data }
+  }
+
+  /** Dequantized on the pool's workers, a call per 2^20 values: undefined where there is no pool. */
+  async #readOnPool(
+    kernels: GgmlKernels,
+    info: GgufTensorInfo,
+    to: ConvertTarget,
+    runs: Array<[number, number]>,
+    outBytes: number,
+    out: ReturnType<typeof outputIn> | undefined,
+    io: { signal?: AbortSignal; onBytes?: (bytes: number) => void },
+  ): Promise<TypedArray | undefined> {
+    const { block, bytes } = GGML_TYPES[info.type]
+    let outAt = 0
+    const located = runs.map(([offset, length]) => {
+      const run = { offset: info.offset + offset, length, outAt }
+      outAt += (length / bytes) * block * (to === 'F32' ? 4 : 2)
+      return run
+    })
+    const { module, calls } = kernels.dequantizeCalls(info.type, to, this.header.byteOrder, located, 1 << 20)
+    return (await import('../pool/read.ts')).callOnPool(this.source, this.workers, module, { name: info.name, dtype: to, outBytes, out }, calls, io)
+  }
+
+  /** Read here, then dequantized on the calling thread. */
+  async #readHere(
+    kernels: GgmlKernels,
+    info: GgufTensorInfo,
+    to: ConvertTarget,
+    runs: Array<[number, number]>,
+    inBytes: number,
+    count: number,
+    outBytes: number,
+    out: ReturnType<typeof outputIn> | undefined,
+    io: { signal?: AbortSignal; onBytes?: (bytes: number) => void },
+  ): Promise<TypedArray> {
+    const blocks = allocate(info, 'U8', inBytes).bytes
+    await readRuns(this.source, info.offset, runs, blocks, io.signal, io.onBytes)
+    const { data } = out ?? allocate(info, to, outBytes)
+    kernels.dequantizeGgml(info.type, blocks, count, to, { byteOrder: this.header.byteOrder, out: data as Float32Array | Uint16Array })
+    return data
   }
 
   /** Releases the source (a local file's handle). A file dropped without it closes when it is collected. */

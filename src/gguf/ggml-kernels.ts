@@ -63,15 +63,19 @@ export function ggmlKernels(runtime: GgmlRuntime) {
     return (Object.keys(GGML_TYPES) as GgmlType[]).filter((type) => call(core, type, 0, 'F32', byteOrder, 0, 0) === contract.STATUS_OK)
   }
 
-  /** Writes the descriptor at heapBase and runs it; the status. */
-  function call(core: GgmlCore, type: GgmlType, count: number, to: ConvertTarget, byteOrder: ByteOrder, src: number, dst: number): number {
-    const descriptor = new DataView(core.memory.buffer, core.heapBase, contract.DEQUANT_SIZE)
+  /** Writes a call's descriptor into `descriptor`. */
+  function describe(descriptor: DataView, type: GgmlType, count: number, to: ConvertTarget, byteOrder: ByteOrder, src: number, dst: number): void {
     descriptor.setUint32(contract.DEQUANT_SRC, src, true)
     descriptor.setUint32(contract.DEQUANT_DST, dst, true)
     descriptor.setUint32(contract.DEQUANT_COUNT, count, true)
     descriptor.setUint32(contract.DEQUANT_TYPE, GGML_TYPES[type].id, true)
     descriptor.setUint32(contract.DEQUANT_TO, TO[to], true)
     descriptor.setUint32(contract.DEQUANT_ORDER, byteOrder === 'big' ? contract.ORDER_BIG : contract.ORDER_LITTLE, true)
+  }
+
+  /** Writes the descriptor at heapBase and runs it; the status. */
+  function call(core: GgmlCore, type: GgmlType, count: number, to: ConvertTarget, byteOrder: ByteOrder, src: number, dst: number): number {
+    describe(new DataView(core.memory.buffer, core.heapBase, contract.DEQUANT_SIZE), type, count, to, byteOrder, src, dst)
     return core.exports.dequantize(core.heapBase)
   }
 
@@ -206,7 +210,65 @@ export function ggmlKernels(runtime: GgmlRuntime) {
     return result
   }
 
-  return { GgmlDequantizer, dequantizeGgml }
+  /**
+   * The calls that dequantize runs of blocks on the pool's workers (src/pool/read.ts, callOnPool): each run
+   * `length` bytes of whole blocks from `offset` of the source, its values written at `outAt` of the result;
+   * a call per `values` values at most. A type or byte order the kernels do not read fails here, as
+   * dequantizeGgml does.
+   */
+  function dequantizeCalls(
+    type: GgmlType,
+    to: ConvertTarget,
+    byteOrder: ByteOrder,
+    runs: ReadonlyArray<{ offset: number; length: number; outAt: number }>,
+    values: number,
+  ): { module: { name: string; bytes(): Uint8Array<ArrayBuffer> }; calls: DequantizeCall[] } {
+    checkArguments(type, 0, to, byteOrder)
+    const core = ggmlModule.shared()
+    run(core, type, 0, to, byteOrder, 0, 0)
+    const { block, bytes } = GGML_TYPES[type]
+    const perCall = Math.max(1, Math.floor(values / block))
+    const inputAt = core.heapBase + DESCRIPTOR_BYTES
+    const calls: DequantizeCall[] = []
+    for (const { offset, length, outAt } of runs) {
+      for (let first = 0; first < length / bytes; first += perCall) {
+        const n = Math.min(perCall, length / bytes - first)
+        const outputAt = inputAt + ((n * bytes + 15) & ~15)
+        const outputLength = n * block * OUTPUT_BYTES[to]
+        const descriptor = new Uint8Array(contract.DEQUANT_SIZE)
+        describe(new DataView(descriptor.buffer), type, n * block, to, byteOrder, inputAt, outputAt)
+        calls.push({
+          memory: outputAt + outputLength,
+          writes: [{ at: core.heapBase, bytes: descriptor }],
+          offset: offset + first * bytes,
+          length: n * bytes,
+          inputAt,
+          call: 'dequantize',
+          args: [core.heapBase],
+          outputAt,
+          outputLength,
+          outAt: outAt + first * block * OUTPUT_BYTES[to],
+        })
+      }
+    }
+    return { module: { name: 'ggml', bytes: () => ggmlModule.bytes() }, calls }
+  }
+
+  return { GgmlDequantizer, dequantizeGgml, dequantizeCalls }
+}
+
+/** One call of dequantizeCalls: src/pool/read.ts's CallPiece. */
+export interface DequantizeCall {
+  memory: number
+  writes: Array<{ at: number; bytes: Uint8Array }>
+  offset: number
+  length: number
+  inputAt: number
+  call: string
+  args: number[]
+  outputAt: number
+  outputLength: number
+  outAt: number
 }
 
 /** The kernels, as ggmlKernels gives them. */

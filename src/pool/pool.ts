@@ -5,7 +5,7 @@ import { workers as platformWorkers } from '#platform'
 import { kernelModule } from '../core/convert.ts'
 import { SafetensorsError } from '../errors.ts'
 import type { PoolWorker, Workers } from '../platform/platform.ts'
-import { type PieceResult, type PieceTask, poolWorker } from './worker.ts'
+import { type CallTask, type PieceResult, type PieceTask, poolWorker } from './worker.ts'
 
 /** The most workers the default pool has: past this, memory bandwidth, not cores, bounds a conversion. */
 const DEFAULT_MAX_WORKERS = 8
@@ -20,10 +20,17 @@ interface Slot {
   worker: PoolWorker
   busy: number
   ready: Promise<void>
+  /** The modules of CallTasks this worker has been sent. */
+  modules: Set<string>
 }
 
+/** A task as the pool takes it: the id is the pool's. */
+type Task = Omit<PieceTask, 'id'> | Omit<CallTask, 'id'>
+
 interface Job {
-  task: Omit<PieceTask, 'id'>
+  task: Task
+  /** The wasm a CallTask's module is, for the workers that have not got it. */
+  module?: { name: string; bytes(): Uint8Array<ArrayBuffer> }
   transfer: Transferable[]
   /** The workers this job may go to: the first `limit` of the pool. */
   limit: number
@@ -66,16 +73,16 @@ export class ConversionPool {
     }
   }
 
-  /** Converts one piece on one of the first `limit` workers: its output, unless it went to shared memory. */
-  run(task: Omit<PieceTask, 'id'>, transfer: Transferable[], limit: number): Promise<ArrayBuffer | undefined> {
+  /** Runs one task on one of the first `limit` workers: its output, unless it went to shared memory. */
+  run(task: Task, transfer: Transferable[], limit: number, module?: Job['module']): Promise<ArrayBuffer | undefined> {
     return new Promise((resolve, reject) => {
-      this.#queue.push({ task, transfer, limit, resolve, reject })
+      this.#queue.push({ task, module, transfer, limit, resolve, reject })
       this.#dispatch()
     })
   }
 
   /** Drops the queued pieces that `isOf` picks, rejecting them with `error`; pieces already sent run to their end. */
-  cancel(isOf: (task: Omit<PieceTask, 'id'>) => boolean, error: unknown): void {
+  cancel(isOf: (task: Task) => boolean, error: unknown): void {
     for (let i = this.#queue.length - 1; i >= 0; i--) {
       if (isOf(this.#queue[i].task)) this.#queue.splice(i, 1)[0].reject(error)
     }
@@ -85,6 +92,7 @@ export class ConversionPool {
     let settle: { resolve(): void; reject(error: unknown): void } | undefined
     const slot: Slot = {
       busy: 0,
+      modules: new Set(),
       ready: new Promise<void>((resolve, reject) => {
         settle = { resolve, reject }
       }),
@@ -107,7 +115,7 @@ export class ConversionPool {
     }
     try {
       slot.worker = this.#workers.start(poolWorker.toString(), onMessage, onError)
-      slot.worker.post({ wasm: kernelModule.bytes() })
+      slot.worker.post({ kernels: kernelModule.bytes() })
     } catch (error) {
       started(error)
     }
@@ -131,7 +139,9 @@ export class ConversionPool {
       const id = this.#nextId++
       this.#running.set(id, { job, slot })
       if (slot.busy++ === 0) slot.worker.hold(true)
-      slot.worker.post({ ...job.task, id }, job.transfer)
+      const wasm = job.module && !slot.modules.has(job.module.name) ? job.module.bytes() : undefined
+      if (job.module) slot.modules.add(job.module.name)
+      slot.worker.post({ ...job.task, id, wasm }, job.transfer)
     }
   }
 

@@ -7,8 +7,8 @@ import { DTYPE_INFO, type DType, dtypeIndex, type TypedArray } from '../core/dty
 import { SafetensorsError } from '../errors.ts'
 import { readRuns } from '../sources/read-plan.ts'
 import { abortedError, type OnBytes, onAbort, type RangeSource, throwIfAborted, type WorkerReadable } from '../sources/source.ts'
-import { conversionPool } from './pool.ts'
-import type { PieceInput, PieceRun, PieceTask } from './worker.ts'
+import { type ConversionPool, conversionPool } from './pool.ts'
+import type { CallTask, PieceInput, PieceRun, PieceTask } from './worker.ts'
 
 /** Elements of a piece: a few per worker for a large tensor, so that the workers finish together. */
 const PIECE_MIN_ELEMENTS = 1 << 18
@@ -37,8 +37,7 @@ export async function readOnPool(source: RangeSource, workers: number | undefine
   const found = await conversionPool(workers)
   if (!found) return undefined
   throwIfAborted(read.signal)
-  const { pool, size } = found
-  const output = read.out ?? newOutput(read, pool.sharedMemory)
+  const output = read.out ?? newOutput(read.name, read.to, read.outBytes, found.pool.sharedMemory)
   const fromBits = DTYPE_INFO[read.from].bits
   const task = {
     from: dtypeIndex(read.from),
@@ -46,59 +45,153 @@ export async function readOnPool(source: RangeSource, workers: number | undefine
     fromBits,
     toBits: DTYPE_INFO[read.to].bits,
     swap: (read.bigEndian ? DTYPE_INFO[read.from].array.BYTES_PER_ELEMENT : 0) as PieceTask['swap'],
-    shared: output.bytes.buffer instanceof ArrayBuffer ? undefined : output.bytes,
+    shared: sharedOf(output.bytes),
   }
-  const mine = new Set<object>()
-  const submitted: Array<Promise<void>> = []
-  let failure: { error: unknown } | undefined
-  const fail = (error: unknown) => {
-    failure ??= { error }
-    pool.cancel((piece) => mine.has(piece), error)
-  }
-  /** Sends a piece; `counted`: its bytes were counted by the read that brought them, else once the worker has read them. */
-  const submit = (runs: PieceRun[], input: PieceInput, transfer: Transferable[], inBytes: number, counted: boolean) => {
-    const piece = { ...task, runs, input }
-    mine.add(piece)
-    submitted.push(
-      pool.run(piece, transfer, size).then((bytes) => {
-        if (bytes) output.bytes.set(new Uint8Array(bytes), runs[0].outAt)
-        if (!counted) read.onBytes?.(inBytes)
-      }, fail),
-    )
-  }
-  const stopOnAbort = onAbort(read.signal, () => fail(abortedError(read.signal!)))
-  try {
+  const pieces = new PieceSet(found, output.bytes, read.signal, read.onBytes)
+  await pieces.settle(async () => {
     const readable = (source as { forWorkers?: WorkerReadable }).forWorkers
     const inMemory = (source as { bytes?: Uint8Array }).bytes
+    const send = (piece: Piece, input: PieceInput, transfer: Transferable[], counted: boolean) =>
+      pieces.submit({ ...task, runs: piece.runs, input }, transfer, piece.runs[0].outAt, piece.inBytes, counted)
     if (readable || inMemory) {
-      for (const piece of cut(elementRuns(read, read.start), size, fromBits, task.toBits)) {
-        if (readable) submit(piece.runs, readable, [], piece.inBytes, false)
-        else submit(...sent(inMemory!, piece), piece.inBytes, false)
+      for (const piece of cut(elementRuns(read, read.start), found.size, fromBits, task.toBits)) {
+        if (readable) send(piece, readable, [], false)
+        else send(...sent(inMemory!, piece), false)
       }
     } else {
-      const pieces = cut(elementRuns(read), size, fromBits, task.toBits)
-      await readThenSend(source, read, pieces, pool.sharedMemory, (piece, bytes) => submit(...sent(bytes, piece), piece.inBytes, true))
+      const all = cut(elementRuns(read), found.size, fromBits, task.toBits)
+      await readThenSend(source, read, all, found.pool.sharedMemory, (piece, bytes) => send(...sent(bytes, piece), true))
     }
-  } catch (error) {
-    fail(error)
-  } finally {
-    await Promise.all(submitted)
-    stopOnAbort()
-  }
-  if (failure) throw failure.error
+  })
   return output.data
 }
 
+/** A module of wasm that calls run on the pool with: its name, and its bytes for the workers that have not got it. */
+export interface PoolModule {
+  name: string
+  bytes(): Uint8Array<ArrayBuffer>
+}
+
+/** One call of a module's function on the pool: its input is `length` bytes of the source from `offset`. */
+export type CallPiece = Omit<CallTask, 'id' | 'module' | 'wasm' | 'input' | 'shared'>
+
+/**
+ * Calls on the pool (src/pool/worker.ts, CallTask), each on its own input from the source and writing its
+ * output at outAt of a result of `outBytes` (in `out`, or new: shared memory where the runtime allows it).
+ * Undefined where the pool cannot run.
+ */
+export async function callOnPool(
+  source: RangeSource,
+  workers: number | undefined,
+  module: PoolModule,
+  result: { name: string; dtype: DType; outBytes: number; out?: { data: TypedArray; bytes: Uint8Array } },
+  calls: CallPiece[],
+  io: { signal?: AbortSignal; onBytes?: OnBytes } = {},
+): Promise<TypedArray | undefined> {
+  if (hostByteOrder() === 'big') return undefined
+  const found = await conversionPool(workers)
+  if (!found) return undefined
+  throwIfAborted(io.signal)
+  const output = result.out ?? newOutput(result.name, result.dtype, result.outBytes, found.pool.sharedMemory)
+  const pieces = new PieceSet(found, output.bytes, io.signal, io.onBytes)
+  await pieces.settle(async () => {
+    const readable = (source as { forWorkers?: WorkerReadable }).forWorkers
+    let bytes = (source as { bytes?: Uint8Array }).bytes
+    let counted = false
+    let offsetOf = (call: CallPiece) => call.offset
+    if (!readable && !bytes) {
+      // Sources the workers cannot read: every call's input read here first, packed in one buffer.
+      const total = calls.reduce((sum, call) => sum + call.length, 0)
+      bytes = found.pool.sharedMemory ? new Uint8Array(new SharedArrayBuffer(total)) : new Uint8Array(total)
+      const runs = calls.map((call): [number, number] => [call.offset, call.length])
+      await readRuns(source, 0, runs, bytes, io.signal, io.onBytes)
+      counted = true
+      const packed = new Map<CallPiece, number>()
+      calls.reduce((at, call) => (packed.set(call, at), at + call.length), 0)
+      offsetOf = (call) => packed.get(call)!
+    }
+    for (const call of calls) {
+      const task = { ...call, module: module.name, shared: sharedOf(output.bytes) }
+      if (readable) pieces.submit({ ...task, input: readable }, [], call.outAt, call.length, counted, module)
+      else {
+        const { input, at, transfer } = span(bytes!, offsetOf(call), call.length)
+        pieces.submit({ ...task, input, offset: at }, transfer, call.outAt, call.length, counted, module)
+      }
+    }
+  })
+  return output.data
+}
+
+/** The result's bytes when workers can write them in place: shared memory. */
+function sharedOf(bytes: Uint8Array): Uint8Array | undefined {
+  return bytes.buffer instanceof ArrayBuffer ? undefined : bytes
+}
+
+/**
+ * The pieces of one read on the pool: their outputs placed, progress counted, the first failure kept, and on
+ * a failure or an abort those not begun dropped; settle() waits for every piece sent, then throws that failure.
+ */
+class PieceSet {
+  readonly #mine = new Set<object>()
+  readonly #submitted: Array<Promise<void>> = []
+  #failure: { error: unknown } | undefined
+
+  constructor(
+    readonly found: { pool: ConversionPool; size: number },
+    readonly output: Uint8Array,
+    readonly signal: AbortSignal | undefined,
+    readonly onBytes: OnBytes | undefined,
+  ) {}
+
+  fail(error: unknown): void {
+    this.#failure ??= { error }
+    this.found.pool.cancel((task) => this.#mine.has(task), error)
+  }
+
+  /** Sends a task; `counted`: its input was counted by the read that brought it, else once the worker has read it. */
+  submit(
+    task: Omit<PieceTask, 'id'> | Omit<CallTask, 'id'>,
+    transfer: Transferable[],
+    outAt: number,
+    inBytes: number,
+    counted: boolean,
+    module?: PoolModule,
+  ): void {
+    this.#mine.add(task)
+    this.#submitted.push(
+      this.found.pool.run(task, transfer, this.found.size, module).then(
+        (bytes) => {
+          if (bytes) this.output.set(new Uint8Array(bytes), outAt)
+          if (!counted) this.onBytes?.(inBytes)
+        },
+        (error) => this.fail(error),
+      ),
+    )
+  }
+
+  /** Runs `send` (which submits the pieces), then waits for them all; the first failure, of `send` or of a piece, is thrown. */
+  async settle(send: () => Promise<void>): Promise<void> {
+    const stopOnAbort = onAbort(this.signal, () => this.fail(abortedError(this.signal!)))
+    try {
+      await send()
+    } catch (error) {
+      this.fail(error)
+    } finally {
+      await Promise.all(this.#submitted)
+      stopOnAbort()
+    }
+    if (this.#failure) throw this.#failure.error
+  }
+}
+
 /** A new result: in shared memory that the workers write, where the runtime allows it. */
-function newOutput(read: PooledRead, shared: boolean): { data: TypedArray; bytes: Uint8Array } {
-  const Natural = DTYPE_INFO[read.to].array
+function newOutput(name: string, dtype: DType, outBytes: number, shared: boolean): { data: TypedArray; bytes: Uint8Array } {
+  const Natural = DTYPE_INFO[dtype].array
   try {
-    const buffer = shared ? new SharedArrayBuffer(read.outBytes) : new ArrayBuffer(read.outBytes)
-    return { data: new Natural(buffer as ArrayBuffer, 0, read.outBytes / Natural.BYTES_PER_ELEMENT), bytes: new Uint8Array(buffer) }
+    const buffer = shared ? new SharedArrayBuffer(outBytes) : new ArrayBuffer(outBytes)
+    return { data: new Natural(buffer as ArrayBuffer, 0, outBytes / Natural.BYTES_PER_ELEMENT), bytes: new Uint8Array(buffer) }
   } catch (cause) {
-    throw new SafetensorsError('Io', `tensor ${JSON.stringify(read.name)} needs ${read.outBytes} bytes as ${read.to}, more than one buffer can hold here`, {
-      cause,
-    })
+    throw new SafetensorsError('Io', `tensor ${JSON.stringify(name)} needs ${outBytes} bytes as ${dtype}, more than one buffer can hold here`, { cause })
   }
 }
 
@@ -161,14 +254,21 @@ function cut(runs: PieceRun[], workers: number, fromBits: number, toBits: number
 }
 
 /**
- * A piece's input taken from `bytes`, which its runs' offsets index: the bytes themselves when they are
- * shared memory, else a copy of its span, handed over.
+ * `length` bytes of `bytes` from `at` for a worker: the bytes themselves when they are shared memory, else a
+ * copy of the span, handed over; and where the span starts in what the worker gets.
  */
-function sent(bytes: Uint8Array, piece: Piece): [PieceRun[], PieceInput, Transferable[]] {
-  if (!(bytes.buffer instanceof ArrayBuffer)) return [piece.runs, { bytes }, []]
+function span(bytes: Uint8Array, at: number, length: number): { input: PieceInput; at: number; transfer: Transferable[] } {
+  if (!(bytes.buffer instanceof ArrayBuffer)) return { input: { bytes }, at, transfer: [] }
+  const copy = bytes.slice(at, at + length)
+  return { input: { bytes: copy }, at: 0, transfer: [copy.buffer] }
+}
+
+/** A piece's input taken from `bytes`, which its runs' offsets index (see span). */
+function sent(bytes: Uint8Array, piece: Piece): [Piece, PieceInput, Transferable[]] {
   const first = piece.runs[0].at
-  const copy = bytes.slice(first, piece.end)
-  return [piece.runs.map((run) => ({ ...run, at: run.at - first })), { bytes: copy }, [copy.buffer]]
+  const { input, at, transfer } = span(bytes, first, piece.end - first)
+  const runs = piece.runs.map((run) => ({ ...run, at: run.at - first + at }))
+  return [{ ...piece, runs }, input, transfer]
 }
 
 /**

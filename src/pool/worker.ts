@@ -5,9 +5,9 @@
 import type { KernelExports } from '../core/convert.ts'
 import type { WorkerReadable } from '../sources/source.ts'
 
-/** The first message a worker gets: the kernels' wasm, which it instantiates with its own memory. */
+/** The first message a worker gets: the conversion kernels' wasm, which it instantiates with its own memory. */
 export interface WorkerInit {
-  wasm: Uint8Array<ArrayBuffer>
+  kernels: Uint8Array<ArrayBuffer>
 }
 
 /** One contiguous run of a piece: `count` elements from input byte `at` to output byte `outAt`. */
@@ -38,7 +38,32 @@ export interface PieceTask {
   shared?: Uint8Array
 }
 
-/** A worker's answer to a PieceTask: the output when it was not shared, or the failure. */
+/**
+ * A call of another wasm module's function on one input (dequantizing or quantizing blocks): the worker
+ * instantiates `module` once (its bytes come with the first call a worker gets of it), makes [0, memory)
+ * addressable, writes each of `writes` (a call descriptor, say), reads `length` bytes of the input from
+ * `offset` to `inputAt`, calls `call(...args)`, which must return 0, and writes the `outputLength` bytes at
+ * `outputAt` to `shared` at outAt, or sends them back.
+ */
+export interface CallTask {
+  id: number
+  module: string
+  wasm?: Uint8Array<ArrayBuffer>
+  memory: number
+  writes: Array<{ at: number; bytes: Uint8Array }>
+  input: PieceInput
+  offset: number
+  length: number
+  inputAt: number
+  call: string
+  args: number[]
+  outputAt: number
+  outputLength: number
+  shared?: Uint8Array
+  outAt: number
+}
+
+/** A worker's answer to a PieceTask or a CallTask: the output when it was not shared, or the failure. */
 export interface PieceResult {
   id: number
   bytes?: ArrayBuffer
@@ -54,7 +79,7 @@ interface WorkerFs {
 }
 
 export function poolWorker(
-  listen: (handle: (message: WorkerInit | PieceTask) => void) => void,
+  listen: (handle: (message: WorkerInit | PieceTask | CallTask) => void) => void,
   post: (message: unknown, transfer?: Transferable[]) => void,
   fs?: WorkerFs,
 ): void {
@@ -97,23 +122,19 @@ export function poolWorker(
     throw new Error('the file changed since it was opened')
   }
 
-  function readFile(input: { fd: number; path: string; size: number; modified: number }, task: PieceTask, output: Uint8Array, base: number): void {
+  /** Runs `use` with a function that fills a target from the file at an offset. */
+  function withFile(input: { fd: number; path: string; size: number; modified: number }, use: (read: (at: number, target: Uint8Array) => void) => void): void {
     const files = fs as WorkerFs
     let file: { fd: number; own: boolean } | undefined
     try {
       const { fd } = (file = openFile(input))
-      convertRuns(
-        task,
-        (at, target) => {
-          for (let done = 0; done < target.length; ) {
-            const got = files.readSync(fd, target, done, target.length - done, at + done)
-            if (got === 0) throw new Error(`unexpected end of file at byte ${at + done} (the file shrank?)`)
-            done += got
-          }
-        },
-        output,
-        base,
-      )
+      use((at, target) => {
+        for (let done = 0; done < target.length; ) {
+          const got = files.readSync(fd, target, done, target.length - done, at + done)
+          if (got === 0) throw new Error(`unexpected end of file at byte ${at + done} (the file shrank?)`)
+          done += got
+        }
+      })
     } catch (error) {
       throw Object.assign(new Error(`${input.path}: ${(error as Error).message}`), { path: input.path })
     } finally {
@@ -121,33 +142,58 @@ export function poolWorker(
     }
   }
 
-  function run(task: PieceTask): Promise<ArrayBuffer | undefined> {
+  /** Runs `use` with a function that fills a target from the input at an offset; a Blob is read first, as a whole span. */
+  function withInput(input: PieceInput, first: number, end: number, use: (read: (at: number, target: Uint8Array) => void) => void): Promise<void> {
+    if ('path' in input) return Promise.resolve(withFile(input, use))
+    const fromBytes = (bytes: Uint8Array, offset: number) => use((at, target) => target.set(bytes.subarray(at - offset, at - offset + target.length)))
+    if ('bytes' in input) return Promise.resolve(fromBytes(input.bytes, 0))
+    return input.blob
+      .slice(first, end)
+      .arrayBuffer()
+      .then((buffer) => fromBytes(new Uint8Array(buffer), first))
+  }
+
+  /** The output's buffer: `shared`, or a new one of `length` bytes to send back. */
+  function outputOf(shared: Uint8Array | undefined, length: number): { output: Uint8Array; owned?: ArrayBuffer } {
+    if (shared) return { output: shared }
+    const owned = new ArrayBuffer(length)
+    return { output: new Uint8Array(owned), owned }
+  }
+
+  const modules: Record<string, { exports: Record<string, (...args: number[]) => number>; memory: WebAssembly.Memory }> = {}
+
+  function call(task: CallTask): Promise<ArrayBuffer | undefined> {
+    if (task.wasm) {
+      const memory = new WebAssembly.Memory({ initial: 1, maximum: 65536 })
+      const instance = new WebAssembly.Instance(new WebAssembly.Module(task.wasm), { env: { memory } })
+      modules[task.module] = { exports: instance.exports as never, memory }
+    }
+    const module = modules[task.module]
+    const have = module.memory.buffer.byteLength
+    if (task.memory > have) module.memory.grow(Math.ceil((task.memory - have) / 65536))
+    const { output, owned } = outputOf(task.shared, task.outputLength)
+    return withInput(task.input, task.offset, task.offset + task.length, (read) => {
+      const bytes = new Uint8Array(module.memory.buffer)
+      for (const write of task.writes) bytes.set(write.bytes, write.at)
+      read(task.offset, bytes.subarray(task.inputAt, task.inputAt + task.length))
+      const status = module.exports[task.call](...task.args)
+      if (status !== 0) throw new Error(`${task.call} failed with status ${status}`)
+      output.set(new Uint8Array(module.memory.buffer, task.outputAt, task.outputLength), task.shared ? task.outAt : 0)
+    }).then(() => owned)
+  }
+
+  function convert(task: PieceTask): Promise<ArrayBuffer | undefined> {
     const first = task.runs[0]
     const last = task.runs[task.runs.length - 1]
     const base = task.shared ? 0 : first.outAt
-    const owned = task.shared ? undefined : new ArrayBuffer(last.outAt + (last.count * task.toBits) / 8 - base)
-    const output = task.shared ?? new Uint8Array(owned as ArrayBuffer)
-    const input = task.input
-    if ('path' in input) {
-      readFile(input, task, output, base)
-      return Promise.resolve(owned)
-    }
-    const fromBytes = (bytes: Uint8Array, offset: number) => {
-      convertRuns(task, (at, target) => target.set(bytes.subarray(at - offset, at - offset + target.length)), output, base)
-      return owned
-    }
-    if ('bytes' in input) return Promise.resolve(fromBytes(input.bytes, 0))
-    const end = last.at + (last.count * task.fromBits) / 8
-    return input.blob
-      .slice(first.at, end)
-      .arrayBuffer()
-      .then((buffer) => fromBytes(new Uint8Array(buffer), first.at))
+    const { output, owned } = outputOf(task.shared, last.outAt + (last.count * task.toBits) / 8 - base)
+    return withInput(task.input, first.at, last.at + (last.count * task.fromBits) / 8, (read) => convertRuns(task, read, output, base)).then(() => owned)
   }
 
   listen((message) => {
-    if ('wasm' in message) {
+    if ('kernels' in message) {
       memory = new WebAssembly.Memory({ initial: 1 })
-      kernels = new WebAssembly.Instance(new WebAssembly.Module(message.wasm), { env: { memory } }).exports as unknown as KernelExports
+      kernels = new WebAssembly.Instance(new WebAssembly.Module(message.kernels), { env: { memory } }).exports as unknown as KernelExports
       src = (kernels.heapBase() + 15) & ~15
       // The widest dtype is 8 bytes an element.
       dst = src + CHUNK * 8
@@ -155,7 +201,7 @@ export function poolWorker(
       post({ ready: true })
       return
     }
-    new Promise<ArrayBuffer | undefined>((resolve) => resolve(run(message))).then(
+    new Promise<ArrayBuffer | undefined>((resolve) => resolve('call' in message ? call(message) : convert(message))).then(
       (bytes) => post({ id: message.id, bytes }, bytes ? [bytes] : []),
       (error: Error & { path?: string }) => post({ id: message.id, error: { message: error.message, path: error.path } }),
     )

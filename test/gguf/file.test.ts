@@ -1,12 +1,20 @@
 // openGguf's reads (src/gguf/file.ts), split from the reader's tests: reads that read only what they need, plain
 // tensors converted as open() converts them, and quantized reads of rows; expected values from the fixtures'
 // golden JSON (gguf-py), the format's definitions and ggml's own dequantization.
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
+import { POOL_MIN_BYTES } from '../../src/core/convert.ts'
+import { isDType } from '../../src/core/dtypes.ts'
+import { dequantizeGgml } from '../../src/gguf/dequantize.ts'
+import { GGML_TYPES, type GgmlType, ggmlByteLength } from '../../src/gguf/ggml-types.ts'
 import { openGguf } from '../../src/gguf-node.ts'
 import { firstF32Difference } from '../ggml-compare.ts'
 import { ggufBytes, type Value } from '../gguf-bytes.ts'
 import { fileBytes, golden } from '../gguf-reader-fixtures.ts'
-import { bytesOf, countingSource, expectError, sha256 } from '../read-helpers.ts'
+import { prng } from '../random.ts'
+import { bytesOf, countingSource, expectError, expectSameBytes, sha256 } from '../read-helpers.ts'
+import { scratchFolders } from '../write-helpers.ts'
 
 /** An F16's value from its bits, by the format's definition. */
 function f16Value(h: number): number {
@@ -143,5 +151,55 @@ describe('quantized reads', () => {
     expect(tensor.data.length).toBe(3 * 256)
     expect(events.slice(-2)).toEqual([info.byteLength, info.byteLength])
     await expect(file.getTensor('Q6_K.2d', { out: new Float32Array(10) })).rejects.toThrow(RangeError)
+  })
+})
+
+describe('quantized reads on the pool', () => {
+  // Every block type the kernels read, as a tensor of random blocks whose F32 values are past the pool's threshold
+  // and cut in several calls; the file on disk, which the workers read themselves, and in memory, which is sent.
+  const VALUES = POOL_MIN_BYTES / 4 + 1024
+  const random = prng(40)
+  const types = (Object.keys(GGML_TYPES) as GgmlType[]).filter((type) => {
+    if (isDType(type)) return false
+    try {
+      dequantizeGgml(type, new Uint8Array(0), 0)
+      return true
+    } catch {
+      return false
+    }
+  })
+  const bytes = ggufBytes({
+    tensors: types.map((type) => ({
+      name: type,
+      ne: [VALUES / 4, 4],
+      type,
+      data: Uint8Array.from({ length: ggmlByteLength(type, VALUES) }, () => random() * 256),
+    })),
+  })
+  const scratch = scratchFolders()
+
+  test.each([
+    [
+      'a local file',
+      () => {
+        const path = join(scratch(), 'every.gguf')
+        writeFileSync(path, bytes)
+        return path
+      },
+    ],
+    ['bytes in memory', () => bytes],
+  ])('%s: every type the same bits as on the calling thread, slices of rows too', async (_, source) => {
+    const input = source()
+    await using single = await openGguf(input, { workers: 0 })
+    await using pooled = await openGguf(input)
+    expect(types.length).toBeGreaterThan(20)
+    for (const type of types) {
+      const expected = (await single.getTensor(type)).data
+      const data = (await pooled.getTensor(type)).data
+      expect(data.buffer, type).toBeInstanceOf(SharedArrayBuffer)
+      expectSameBytes(data, expected, type)
+      const rows: Array<[number, number]> = [[1, 3]]
+      expectSameBytes((await pooled.getSlice(type, rows)).data, (await single.getSlice(type, rows)).data, `rows of ${type}`)
+    }
   })
 })
