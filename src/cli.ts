@@ -31,9 +31,9 @@ import { systemMessage } from './platform/node-files.ts'
 const USAGE = `usage:
   safetensors-wasm inspect <file|url|model> [--json] [--tensor NAME]
   safetensors-wasm validate <file|url|model>... [--json]
-  safetensors-wasm convert <in> <out> [--dtype F32|F16|BF16] [--max-shard-size SIZE]
+  safetensors-wasm convert <in> <out> [--dtype F32|F16|BF16] [--max-shard-size SIZE] [--workers N]
   safetensors-wasm convert <model> <out.gguf> [--dtype F32|F16|BF16|Q8_0|Q4_K_M|...]
-  safetensors-wasm convert <in.gguf> <out folder> [--dtype F32|F16|BF16] [--raw]
+  safetensors-wasm convert <in.gguf> <out folder> [--dtype F32|F16|BF16] [--raw] [--workers N]
   safetensors-wasm --version
       floating-point tensors become --dtype (in any case: bf16), others are copied;
       <in> may be a model.safetensors.index.json (or its folder), and <out> is then a
@@ -45,7 +45,8 @@ const USAGE = `usage:
       IQ4_NL, IQ4_XS; Q3_K, Q4_K, Q5_K for the _M), as llama.cpp's quantizer makes it;
       an <in.gguf> becomes the Hugging Face folder transformers loads (weights,
       config.json, tokenizer), F32 unless --dtype says otherwise; --raw: its tensors
-      by their GGUF names, its keys as metadata
+      by their GGUF names, its keys as metadata; --workers N: the threads that read and
+      convert (default one per core, at most 8; 0: the calling thread only)
   a model is a model.safetensors.index.json (path or URL) or a folder holding one;
   a file is a SafeTensors or a GGUF file
   validate exits 0 when every input is valid, 1 when one is invalid, 3 when none is
@@ -69,7 +70,7 @@ function parseArgs(args: string[], flags: string[], options: string[]): { positi
 }
 
 async function main(args: string[]): Promise<number> {
-  const { positional, flags, values } = parseArgs(args, ['--json', '--help', '--version', '--raw'], ['--tensor', '--dtype', '--max-shard-size'])
+  const { positional, flags, values } = parseArgs(args, ['--json', '--help', '--version', '--raw'], ['--tensor', '--dtype', '--max-shard-size', '--workers'])
   if (flags.has('--version')) {
     console.log(version())
     return 0
@@ -90,7 +91,10 @@ async function main(args: string[]): Promise<number> {
   }
   const raw = flags.has('--raw')
   if (raw && !(command === 'convert' && isGgufName(files[0] ?? ''))) throw new UsageError('--raw goes with convert of a .gguf into a folder')
-  if (command === 'convert' && files.length === 2) return convertCommand(files[0], files[1], values.get('--dtype'), values.get('--max-shard-size'), raw)
+  const workers = parseWorkers(values.get('--workers'))
+  if (workers !== undefined && command !== 'convert') throw new UsageError('--workers goes with convert')
+  if (command === 'convert' && files.length === 2)
+    return convertCommand(files[0], files[1], values.get('--dtype'), values.get('--max-shard-size'), raw, workers)
   throw new UsageError(['inspect', 'validate', 'convert'].includes(command) ? `${command}: wrong number of files` : `unknown command ${command}`)
 }
 
@@ -510,10 +514,26 @@ function parseGgufDtype(text: string): GgufDtype {
   )
 }
 
-async function convertCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined, raw = false): Promise<number> {
+/** --workers N: a count from 0 to 256. */
+function parseWorkers(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined
+  const workers = Number(text)
+  if (!/^\d+$/.test(text) || workers > 256) throw new UsageError(`--workers takes a count of threads from 0 to 256, got ${JSON.stringify(text)}`)
+  return workers
+}
+
+async function convertCommand(
+  input: string,
+  output: string,
+  dtypeText: string | undefined,
+  sizeText: string | undefined,
+  raw: boolean,
+  workers: number | undefined,
+): Promise<number> {
   const gguf = /\.gguf$/i.test(output)
-  if (isGgufName(input) && !gguf) return ggufToFolderCommand(input, output, dtypeText, sizeText, raw)
+  if (isGgufName(input) && !gguf) return ggufToFolderCommand(input, output, dtypeText, sizeText, raw, workers)
   if (raw) throw new UsageError('--raw goes with convert of a .gguf into a folder')
+  if (gguf && workers !== undefined) throw new UsageError(`--workers goes with a SafeTensors output; ${output} is a GGUF, whose export runs on this thread`)
   if (gguf && sizeText !== undefined) throw new UsageError(`--max-shard-size goes with a SafeTensors output; ${output} is a GGUF, written as one file`)
   const ggufDtype = gguf && dtypeText !== undefined ? parseGgufDtype(dtypeText) : undefined
   const dtype = !gguf && dtypeText !== undefined ? parseDtype(dtypeText) : undefined
@@ -534,7 +554,7 @@ async function convertCommand(input: string, output: string, dtypeText: string |
   if (wrong) return fail(`${output}: Io: ${wrong}`)
   if (gguf) return ggufCommand(input, output, ggufDtype ?? 'F16')
   const started = performance.now()
-  const options = { dtype, maxShardSize, onProgress: progressOption() }
+  const options = { dtype, maxShardSize, workers, onProgress: progressOption() }
   const written = await runWrite(input, output, model, options, () => (model ? convertModel(input, output, options) : convertFile(input, output, options)))
   if (written === undefined) return 1
   const seconds = (performance.now() - started) / 1000
@@ -633,7 +653,14 @@ async function ggufCommand(input: string, output: string, dtype: GgufDtype): Pro
 }
 
 /** convert x.gguf OUT_DIR: the Hugging Face folder of a GGUF, F32 unless --dtype says otherwise. */
-async function ggufToFolderCommand(input: string, output: string, dtypeText: string | undefined, sizeText: string | undefined, raw: boolean): Promise<number> {
+async function ggufToFolderCommand(
+  input: string,
+  output: string,
+  dtypeText: string | undefined,
+  sizeText: string | undefined,
+  raw: boolean,
+  workers: number | undefined,
+): Promise<number> {
   const dtype = dtypeText === undefined ? 'F32' : parseDtype(dtypeText)
   const maxShardSize = sizeText === undefined ? undefined : parseSize(sizeText)
   if (/\.safetensors$/i.test(output))
@@ -643,7 +670,7 @@ async function ggufToFolderCommand(input: string, output: string, dtypeText: str
   const wrong = await outputInTheWay(output, true)
   if (wrong) return fail(`${output}: Io: ${wrong}`)
   const started = performance.now()
-  const options = { dtype, maxShardSize, raw, onProgress: progressOption() }
+  const options = { dtype, maxShardSize, raw, workers, onProgress: progressOption() }
   const written = await runWrite(input, output, false, options, () => convertModel(input, output, options))
   if (written === undefined) return 1
   console.log(await describeWritten(output, output, written, true, (performance.now() - started) / 1000))

@@ -72,18 +72,24 @@ class ChunkPipeline {
   /** The first failed write's error, once there is one. */
   #writeFailure: { error: unknown } | undefined
   readonly #meter: ProgressMeter | undefined
+  /** The `workers` option: chunks of local files are read and converted on the pool unless it is 0. */
+  readonly #workers: number | undefined
+  /** The pool's two slots: shared memory that its workers write, one written out while the other fills. */
+  #shared: [Uint8Array, Uint8Array] | undefined
 
-  constructor(signal: AbortSignal | undefined, meter: ProgressMeter | undefined) {
+  constructor(signal: AbortSignal | undefined, meter: ProgressMeter | undefined, workers: number | undefined) {
     this.#reads = linkedAbort(signal, () => {})
     this.#meter = meter
+    this.#workers = workers
   }
 
   close(): void {
     this.#reads.release()
   }
 
-  /** Streams one tensor of `file` into `writer` as `to`. */
+  /** Streams one tensor of `file` into `writer` as `to`: on the pool where its workers read the file themselves. */
   async copy(file: SafetensorsFile, info: TensorInfo, to: DType, writer: SafetensorsWriter): Promise<void> {
+    if (this.#workers !== 0 && (file.source as { forWorkers?: unknown }).forWorkers && (await this.#copyOnPool(file, info, to, writer))) return
     const from = info.dtype
     const start = file.header.dataStart + info.dataOffsets[0]
     const elements = info.shape.reduce((a, b) => a * b, 1)
@@ -110,6 +116,47 @@ class ChunkPipeline {
       }
     } finally {
       input.close()
+    }
+  }
+
+  /** copy() a chunk at a time on the pool's workers; false, having done nothing, where there is no pool. */
+  async #copyOnPool(file: SafetensorsFile, info: TensorInfo, to: DType, writer: SafetensorsWriter): Promise<boolean> {
+    const { readOnPool } = await import('../pool/read.ts')
+    const from = info.dtype
+    const elements = info.shape.reduce((a, b) => a * b, 1)
+    const perChunk = Math.floor((SLOT_BYTES * 8) / Math.max(DTYPE_INFO[from].bits, DTYPE_INFO[to].bits) / 8) * 8
+    this.#shared ??= [new Uint8Array(new SharedArrayBuffer(SLOT_BYTES)), new Uint8Array(new SharedArrayBuffer(SLOT_BYTES))]
+    const meter = this.#meter
+    for (let first = 0; first < elements; first += perChunk) {
+      const count = Math.min(perChunk, elements - first)
+      const out = this.#shared[this.#slot].subarray(0, byteLengthOf(to, count))
+      const read = {
+        name: info.name,
+        from,
+        to,
+        bigEndian: file.byteOrder === 'big',
+        start: file.header.dataStart + info.dataOffsets[0],
+        runs: [[byteLengthOf(from, first), byteLengthOf(from, count)]] as const,
+        outBytes: out.length,
+        out: { data: out, bytes: out },
+        signal: this.#reads.signal,
+        onBytes: meter && ((bytes: number) => meter.arrived(bytes)),
+      }
+      // The other slot is being written meanwhile; this one's write was awaited before that one began.
+      if (!(await this.#readOrWriteFailure(readOnPool(file.source, this.#workers, read)))) return false
+      await this.#writing
+      this.#writing = this.#write(writer, info.name, out)
+      this.#slot ^= 1
+    }
+    return true
+  }
+
+  /** A read's result; a read stopped by a failed write fails with the write's error, the one that happened. */
+  async #readOrWriteFailure<T>(reading: Promise<T>): Promise<T> {
+    try {
+      return await reading
+    } catch (error) {
+      throw this.#writeFailure ? this.#writeFailure.error : error
     }
   }
 
@@ -141,12 +188,7 @@ class ChunkPipeline {
         arrived += bytes
         meter.arrived(bytes)
       })
-    try {
-      await input.read(target, onBytes)
-    } catch (error) {
-      // A read stopped by a failed write: the write's error is the one that happened.
-      throw this.#writeFailure ? this.#writeFailure.error : error
-    }
+    await this.#readOrWriteFailure(input.read(target, onBytes))
     // A source that does not stream tells of its bytes only now.
     if (arrived < target.length) meter?.arrived(target.length - arrived)
   }
@@ -184,7 +226,7 @@ function startProgress(meter: ProgressMeter | undefined, tensors: Planned['tenso
 
 /** Writes each planned shard into the set, tensor by tensor through one pipeline; returns the bytes of tensor data written. */
 async function writeShards(folder: string, set: FileSet, shards: Planned[], options: ConvertFileOptions, meter: ProgressMeter | undefined): Promise<number> {
-  const pipeline = new ChunkPipeline(options.signal, meter)
+  const pipeline = new ChunkPipeline(options.signal, meter, options.workers)
   let written = 0
   try {
     for (const shard of shards) {

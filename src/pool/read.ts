@@ -107,7 +107,11 @@ export async function callOnPool(
       await readRuns(source, 0, runs, bytes, io.signal, io.onBytes)
       counted = true
       const packed = new Map<CallPiece, number>()
-      calls.reduce((at, call) => (packed.set(call, at), at + call.length), 0)
+      let at = 0
+      for (const call of calls) {
+        packed.set(call, at)
+        at += call.length
+      }
       offsetOf = (call) => packed.get(call)!
     }
     for (const call of calls) {

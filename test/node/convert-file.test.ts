@@ -1038,3 +1038,43 @@ describe('convert: a model folder comes whole', () => {
     )
   })
 })
+
+describe('convert: on the pool', () => {
+  test('--workers 0, 3 and the default write the same bytes; BF16 to F32 as the format defines it', async () => {
+    const dir = scratch()
+    // Several 16 MiB chunks of the pool's slots, and a tensor small enough to stay on this thread.
+    const big = Uint16Array.from({ length: 10_000_000 }, (_, i) => (i * 2654435761) >>> 16)
+    const input = join(dir, 'in.safetensors')
+    await writeFile(input, [
+      { name: 'big', dtype: 'BF16', shape: [2500, 4000], data: big },
+      { name: 'small', dtype: 'BF16', shape: [3], data: big.subarray(0, 3) },
+    ])
+    const outputs: Buffer[] = []
+    for (const workers of ['0', '3', undefined]) {
+      const output = join(dir, `out-${workers}.safetensors`)
+      const run = await cli('convert', input, output, '--dtype', 'F32', ...(workers === undefined ? [] : ['--workers', workers]))
+      expect(run, run.stderr).toMatchObject({ code: 0, stderr: '' })
+      outputs.push(readFileSync(output))
+    }
+    expect(outputs[1].equals(outputs[0])).toBe(true)
+    expect(outputs[2].equals(outputs[0])).toBe(true)
+    const parsed = parse(new Uint8Array(outputs[0]))
+    const values = u32(parsed.tensors.get('big')!.bytes)
+    expect(values.length).toBe(big.length)
+    expect(values.findIndex((bits, i) => bits !== big[i] * 65536)).toBe(-1)
+  })
+
+  test.each(['-1', '1.5', 'many', '257'])('--workers %s is a usage error', async (workers) => {
+    const run = await cli(
+      'convert',
+      join(REAL, 'fluxml__safetensors.jl__model.safetensors'),
+      join(scratch(), 'x.safetensors'),
+      '--dtype',
+      'F32',
+      '--workers',
+      workers,
+    )
+    expect(run.code).toBe(2)
+    expect(run.stderr).toContain('--workers')
+  })
+})
