@@ -10,6 +10,7 @@ import type { ByteOrder } from '../core/byte-order.ts'
 import type { ConvertTarget } from '../core/convert.ts'
 import type { reserveMemory, WasmInstance, WasmModule } from '../core/wasm.ts'
 import type { SafetensorsError } from '../errors.ts'
+import type { callOnPool } from '../pool/read.ts'
 import type { GGML_TYPES, GgmlType, ggmlByteLength } from './ggml-types.ts'
 
 /** What the kernels are lent (src/gguf/kernels.ts's GGML_RUNTIME). */
@@ -21,6 +22,10 @@ export interface GgmlRuntime {
   ggmlByteLength: typeof ggmlByteLength
   /** Values per round trip through the shared instance: src/core/convert.ts's ROUND_TRIP_ELEMENTS, whole blocks of every type. */
   roundTripElements: number
+  /** src/core/convert.ts's POOL_MIN_BYTES: less work than this stays on the calling thread. */
+  poolMinBytes: number
+  /** The pool's calls (src/pool/read.ts), loaded on demand. */
+  loadPool(): Promise<{ callOnPool: typeof callOnPool }>
 }
 
 /** The ggml module's functions (assembly/modules/ggml.ts). */

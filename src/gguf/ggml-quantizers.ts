@@ -41,6 +41,9 @@ const TYPE_NUMBERS = {
 /** A ggml type this library quantizes to. */
 export type QuantizedType = keyof typeof TYPE_NUMBERS
 
+/** Values a call on the pool quantizes: a few calls a chunk of the GGUF export (2^20 values), so that every worker has one. */
+const POOL_CALL_VALUES = 1 << 18
+
 /** Every ggml type this library quantizes to. */
 const QUANTIZED_TYPES = Object.keys(TYPE_NUMBERS) as QuantizedType[]
 
@@ -65,6 +68,15 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
       throw new RangeError(`${type} quantizes rows of whole blocks of ${block} values, got ${rows} rows of ${perRow} values`)
     }
     return rows * ggmlByteLength(type, perRow)
+  }
+
+  /** Writes a call's descriptor into `fields`: `rows` rows of `perRow` F32 at `src` to blocks at `dst`. */
+  function describe(fields: DataView, type: QuantizedType, src: number, dst: number, rows: number, perRow: number): void {
+    fields.setUint32(contract.QUANTIZE_TYPE, TYPE_NUMBERS[type], true)
+    fields.setUint32(contract.QUANTIZE_SRC, src, true)
+    fields.setUint32(contract.QUANTIZE_DST, dst, true)
+    fields.setUint32(contract.QUANTIZE_ROWS, rows, true)
+    fields.setUint32(contract.QUANTIZE_PER_ROW, perRow, true)
   }
 
   /** The error of STATUS_NOT_FINITE or STATUS_SCALE_OVERFLOW at the call's value `bad`, which is `value`. */
@@ -101,11 +113,7 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
     quantizedByteLength(type, rows, perRow)
     const call = core.exports.descriptor()
     const fields = new DataView(core.memory.buffer, call, contract.QUANTIZE_SIZE)
-    fields.setUint32(contract.QUANTIZE_TYPE, TYPE_NUMBERS[type], true)
-    fields.setUint32(contract.QUANTIZE_SRC, src, true)
-    fields.setUint32(contract.QUANTIZE_DST, dst, true)
-    fields.setUint32(contract.QUANTIZE_ROWS, rows, true)
-    fields.setUint32(contract.QUANTIZE_PER_ROW, perRow, true)
+    describe(fields, type, src, dst, rows, perRow)
     const status = core.exports.quantizeRows(call)
     if (status === contract.STATUS_OK) return
     if (status === contract.STATUS_BAD_CALL) throw new RangeError(`the ${type} kernel refused ${rows} rows of ${perRow} values`)
@@ -158,5 +166,48 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
     return result
   }
 
-  return { types: QUANTIZED_TYPES, ggmlQuantModule, quantizedByteLength, quantizeInWasm, quantize }
+  /**
+   * quantize() on the pool's workers (src/pool/read.ts), a call per POOL_CALL_VALUES values of whole rows, the
+   * blocks in a new array; on the calling thread where there is no pool (`workers` 0, no workers here) or for too
+   * few values. A call that fails is quantized again here, which names a value no type can hold as quantize() does.
+   */
+  async function quantizeOnPool(
+    type: QuantizedType,
+    values: Float32Array,
+    perRow: number,
+    origin: QuantizeOrigin,
+    workers: number | undefined,
+  ): Promise<Uint8Array> {
+    const rowBytes = quantizedByteLength(type, 1, perRow)
+    const rows = values.length / perRow
+    if (workers === 0 || values.byteLength < runtime.poolMinBytes || !Number.isInteger(rows)) return quantize(type, values, perRow, undefined, origin)
+    const core = ggmlQuantModule.shared()
+    const descriptorAt = core.exports.descriptor()
+    const callRows = Math.max(1, Math.floor(POOL_CALL_VALUES / perRow))
+    const calls = []
+    for (let row = 0; row < rows; row += callRows) {
+      const count = Math.min(callRows, rows - row)
+      const descriptor = new Uint8Array(contract.QUANTIZE_SIZE)
+      describe(new DataView(descriptor.buffer), type, core.heapBase, core.heapBase, count, perRow)
+      calls.push({
+        memory: core.heapBase + count * perRow * 4,
+        writes: [{ at: descriptorAt, bytes: descriptor }],
+        offset: row * perRow * 4,
+        length: count * perRow * 4,
+        inputAt: core.heapBase,
+        call: 'quantizeRows',
+        args: [descriptorAt],
+        outputAt: core.heapBase,
+        outputLength: count * rowBytes,
+        outAt: row * rowBytes,
+      })
+    }
+    const { callOnPool } = await runtime.loadPool()
+    const module = { name: 'ggml-quant', bytes: () => ggmlQuantModule.bytes() }
+    const input = new Uint8Array(values.buffer, values.byteOffset, values.byteLength)
+    const blocks = await callOnPool(input, workers, module, { name: origin.name, dtype: 'U8', outBytes: rows * rowBytes }, calls).catch(() => undefined)
+    return (blocks as Uint8Array | undefined) ?? quantize(type, values, perRow, undefined, origin)
+  }
+
+  return { types: QUANTIZED_TYPES, ggmlQuantModule, quantizedByteLength, quantizeInWasm, quantize, quantizeOnPool }
 }

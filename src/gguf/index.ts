@@ -137,6 +137,7 @@ async function* tensorBytes(
   header: EncodedHeader,
   tensors: PlannedTensor[],
   pieceValues: PieceValues,
+  workers: number | undefined,
   quantized?: typeof import('./quantized-values.ts'),
 ): AsyncGenerator<Uint8Array> {
   const quantizer = tensors.some(quantizes) ? await loadGgmlQuantizers() : undefined
@@ -161,7 +162,7 @@ async function* tensorBytes(
           // block.
           const type = t.type as QuantizedType
           const floats = new Float32Array(out.buffer, out.byteOffset, out.length / 4)
-          out = quantizer!.quantize(type, floats, GGML_TYPES[type].block, out, { name: piece.part.info.name, first })
+          out = await quantizer!.quantizeOnPool(type, floats, GGML_TYPES[type].block, { name: piece.part.info.name, first }, workers)
         }
         yield out
         first += n
@@ -246,7 +247,7 @@ export async function planGguf(input: string | URL | ModelFiles | ModelFolder, o
     const stored = shardValues(tensors, signal, meter)
     const logical = quantized?.logicalValues(model, signal, meter, pieceChunks)
     try {
-      yield* tensorBytes(header, tensors, (t, piece, dtype) => (piece.part.file ? stored.values : logical!)(t, piece, dtype), quantized)
+      yield* tensorBytes(header, tensors, (t, piece, dtype) => (piece.part.file ? stored.values : logical!)(t, piece, dtype), read.workers, quantized)
     } finally {
       stored.close()
     }

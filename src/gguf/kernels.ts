@@ -1,7 +1,7 @@
 // ggml's kernels (src/gguf/ggml-kernels.ts), loaded with the first quantized read, and its quantizers
 // (src/gguf/ggml-quantizers.ts), loaded with the first quantized tensor a GGUF export writes; and what this side
 // lends them: the library's functions they call, which they do not import (src/gguf/ggml-kernels.ts says why).
-import { ROUND_TRIP_ELEMENTS } from '../core/convert.ts'
+import { POOL_MIN_BYTES, ROUND_TRIP_ELEMENTS } from '../core/convert.ts'
 import { reserveMemory, WasmModule } from '../core/wasm.ts'
 import { SafetensorsError } from '../errors.ts'
 import type { GgmlKernels, GgmlRuntime } from './ggml-kernels.ts'
@@ -9,7 +9,16 @@ import type { ggmlQuantizers } from './ggml-quantizers.ts'
 import { GGML_TYPES, ggmlByteLength } from './ggml-types.ts'
 
 /** What the kernels are lent. */
-export const GGML_RUNTIME: GgmlRuntime = { WasmModule, reserveMemory, SafetensorsError, GGML_TYPES, ggmlByteLength, roundTripElements: ROUND_TRIP_ELEMENTS }
+export const GGML_RUNTIME: GgmlRuntime = {
+  WasmModule,
+  reserveMemory,
+  SafetensorsError,
+  GGML_TYPES,
+  ggmlByteLength,
+  roundTripElements: ROUND_TRIP_ELEMENTS,
+  poolMinBytes: POOL_MIN_BYTES,
+  loadPool: () => import('../pool/read.ts'),
+}
 
 let kernels: Promise<GgmlKernels> | undefined
 

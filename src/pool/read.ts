@@ -81,7 +81,7 @@ export type CallPiece = Omit<CallTask, 'id' | 'module' | 'wasm' | 'input' | 'sha
  * Undefined where the pool cannot run.
  */
 export async function callOnPool(
-  source: RangeSource,
+  source: RangeSource | Uint8Array,
   workers: number | undefined,
   module: PoolModule,
   result: { name: string; dtype: DType; outBytes: number; out?: { data: TypedArray; bytes: Uint8Array } },
@@ -96,7 +96,7 @@ export async function callOnPool(
   const pieces = new PieceSet(found, output.bytes, io.signal, io.onBytes)
   await pieces.settle(async () => {
     const readable = (source as { forWorkers?: WorkerReadable }).forWorkers
-    let bytes = (source as { bytes?: Uint8Array }).bytes
+    let bytes = source instanceof Uint8Array ? source : (source as { bytes?: Uint8Array }).bytes
     let counted = false
     let offsetOf = (call: CallPiece) => call.offset
     if (!readable && !bytes) {
@@ -104,7 +104,7 @@ export async function callOnPool(
       const total = calls.reduce((sum, call) => sum + call.length, 0)
       bytes = found.pool.sharedMemory ? new Uint8Array(new SharedArrayBuffer(total)) : new Uint8Array(total)
       const runs = calls.map((call): [number, number] => [call.offset, call.length])
-      await readRuns(source, 0, runs, bytes, io.signal, io.onBytes)
+      await readRuns(source as RangeSource, 0, runs, bytes, io.signal, io.onBytes)
       counted = true
       const packed = new Map<CallPiece, number>()
       let at = 0

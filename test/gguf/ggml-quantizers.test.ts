@@ -14,7 +14,7 @@ import { type Ggml, ggmlUnsupported, loadGgml } from '../ggml.ts'
 import { referenceQ8_0 } from '../q8_0-reference.ts'
 import { prng } from '../random.ts'
 
-const { types: QUANTIZED_TYPES, ggmlQuantModule, quantize, quantizedByteLength, quantizeInWasm } = ggmlQuantizers(GGML_RUNTIME)
+const { types: QUANTIZED_TYPES, ggmlQuantModule, quantize, quantizedByteLength, quantizeInWasm, quantizeOnPool } = ggmlQuantizers(GGML_RUNTIME)
 const QUICK = process.env.TEST_QUICK === '1'
 const unsupported = ggmlUnsupported()
 if (unsupported) console.log(`ggml-quantize: ${unsupported}; the kernels are checked against gguf-py's Q8_0 and the API only`)
@@ -259,5 +259,29 @@ describe('the API', () => {
     expect(() => quantize('Q8_0', new Float64Array(32) as unknown as Float32Array, 32)).toThrow(TypeError)
     expect(() => quantize('Q8_0', new Float32Array(32), 32, new Uint16Array(17) as unknown as Uint8Array)).toThrow(TypeError)
     expect(() => quantize('Q8_1' as QuantizedType, new Float32Array(32), 32)).toThrow(TypeError)
+  })
+})
+
+describe('on the pool', () => {
+  // Rows of 4096 values past the pool's threshold, cut in calls of whole rows; values of every scale.
+  const PER_ROW = 4096
+  const random = prng(41)
+  const values = Float32Array.from({ length: GGML_RUNTIME.poolMinBytes / 4 + 3 * PER_ROW }, () => (random() - 0.5) * 2 ** Math.floor(random() * 24 - 12))
+
+  test.each(QUANTIZED_TYPES)('%s: the blocks quantize() writes on the calling thread', async (type) => {
+    const pooled = await quantizeOnPool(type, values, PER_ROW, { name: 'w', first: 0 }, undefined)
+    expect(pooled.buffer).toBeInstanceOf(SharedArrayBuffer)
+    const here = quantize(type, values, PER_ROW)
+    expect(pooled.length).toBe(here.length)
+    expect(Buffer.compare(pooled, here)).toBe(0)
+  })
+
+  test('a value no type can hold: the error quantize() gives, naming its element', async () => {
+    const bad = values.slice()
+    bad[3 * PER_ROW + 5] = Number.NaN
+    const error = await quantizeOnPool('Q4_K', bad, PER_ROW, { name: 'w', first: 10 }, undefined).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(SafetensorsError)
+    expect((error as SafetensorsError).code).toBe('UnsupportedConversion')
+    expect((error as SafetensorsError).message).toContain(`element ${10 + 3 * PER_ROW + 5} is NaN`)
   })
 })
