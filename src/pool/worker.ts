@@ -53,7 +53,11 @@ interface WorkerFs {
   closeSync(fd: number): void
 }
 
-export function poolWorker(listen: (handle: (message: WorkerInit | PieceTask) => void) => void, post: (message: unknown, transfer?: Transferable[]) => void, fs?: WorkerFs): void {
+export function poolWorker(
+  listen: (handle: (message: WorkerInit | PieceTask) => void) => void,
+  post: (message: unknown, transfer?: Transferable[]) => void,
+  fs?: WorkerFs,
+): void {
   // Elements converted at a time: their input and output stay in cache between the read, the kernel and the copy out.
   const CHUNK = 1 << 16
   let kernels: KernelExports
