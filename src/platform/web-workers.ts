@@ -5,7 +5,8 @@ import type { Workers } from './platform.ts'
 
 export const webWorkers: Workers = {
   cores: () => (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1,
-  sharedMemory: () => (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated === true,
+  // Isolation alone is not enough: WebKitGTK's MiniBrowser is crossOriginIsolated with no SharedArrayBuffer.
+  sharedMemory: () => (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated === true && typeof SharedArrayBuffer === 'function',
   start(body, onMessage, onError) {
     const url = URL.createObjectURL(
       new Blob([`(${body})((handle) => { self.onmessage = (event) => handle(event.data) }, (message, transfer) => self.postMessage(message, transfer))`], {

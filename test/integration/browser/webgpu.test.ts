@@ -18,6 +18,8 @@ import { webgpuChromium } from './chromium.ts'
 
 const DIST = fileURLToPath(new URL('../../../dist/', import.meta.url))
 const MODEL = '/model.safetensors'
+/** The page again, served cross-origin isolated (COOP and COEP): the pool's results are SharedArrayBuffers there. */
+const ISOLATED = 'isolated'
 // Neither a multiple of the workgroup size (64) nor of anything else a wrong stride could hide behind.
 const ROWS = 1000
 const COLS = 1531
@@ -63,7 +65,7 @@ async function pageApi() {
     createShaderModule(descriptor: { code: string }): unknown
     createComputePipeline(descriptor: { layout: 'auto'; compute: { module: unknown; entryPoint: string } }): { getBindGroupLayout(index: number): unknown }
     createBindGroup(descriptor: { layout: unknown; entries: Array<{ binding: number; resource: { buffer: GpuBuffer } }> }): unknown
-    queue: { submit(commands: unknown[]): void }
+    queue: { submit(commands: unknown[]): void; writeBuffer(buffer: GpuBuffer, offset: number, data: ArrayBufferView): void }
   }
   const STORAGE = 0x80,
     COPY_SRC = 0x04,
@@ -125,6 +127,19 @@ async function pageApi() {
   return {
     lib,
     adapter: `${adapter.info.vendor} ${adapter.info.architecture}`,
+    /** A tensor read as F32 into a new array (on the pool), given to writeBuffer, and read back from the GPU. */
+    async writeRead(file: Library.SafetensorsFile, name: string) {
+      const { data } = await file.getTensor(name, { dtype: 'F32' })
+      const buffer = device.createBuffer({ size: data.byteLength, usage: STORAGE | COPY_SRC | COPY_DST })
+      device.queue.writeBuffer(buffer, 0, data)
+      const result = {
+        isolated: crossOriginIsolated,
+        shared: Object.prototype.toString.call(data.buffer),
+        sha256: await hex(await readBack(buffer, data.byteLength)),
+      }
+      buffer.destroy()
+      return result
+    },
     /** Loads W and x from `file`, runs the product, and reports what landed on the GPU and y. */
     async matvec(file: Library.SafetensorsFile, names: { w: string; x: string }) {
       const w = await upload(file, names.w)
@@ -174,13 +189,13 @@ async function launch(): Promise<BrowserContext> {
   return chromium.launchPersistentContext(join(dir, 'profile'), { executablePath, args })
 }
 
-/** A new tab on the test server's page, with the bundle loaded and the GPU set up. */
-async function visit(): Promise<{ page: Page; api: JSHandle<PageApi> }> {
+/** A new tab on the test server's page, with the bundle loaded and the GPU set up; at `path`, under that path's headers (ISOLATED). */
+async function visit(path = ''): Promise<{ page: Page; api: JSHandle<PageApi> }> {
   const page = await context.newPage()
   const errors: string[] = []
   page.on('pageerror', (error) => errors.push(String(error)))
   page.on('console', (message) => void (message.type() === 'error' && errors.push(message.text())))
-  await page.goto(server.url)
+  await page.goto(server.url + path)
   await page.waitForFunction(() => 'safetensors' in window)
   const api = await page.evaluateHandle(pageApi)
   expect(errors).toEqual([])
@@ -195,8 +210,13 @@ beforeAll(async () => {
   // file: a secure context (127.0.0.1), and no CORS.
   server = await startServer((req, res, log) => {
     const script = /^\/dist\/(?:[\w-]+\/)*[\w.-]+\.js$/.test(log.path) && join(DIST, log.path.slice('/dist/'.length))
-    if (log.path !== '/' && !(script && existsSync(script))) return model(req, res, log)
-    res.writeHead(200, { 'Content-Type': script ? 'text/javascript' : 'text/html', 'Cache-Control': 'no-store' })
+    const isolated = log.path === `/${ISOLATED}`
+    if (log.path !== '/' && !isolated && !(script && existsSync(script))) return model(req, res, log)
+    res.writeHead(200, {
+      'Content-Type': script ? 'text/javascript' : 'text/html',
+      'Cache-Control': 'no-store',
+      ...(isolated ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } : {}),
+    })
     res.end(
       script
         ? readFileSync(script)
@@ -304,4 +324,12 @@ test('a second visit, after a browser restart on the same profile, reads every t
     expect(start + e.bytesSent, `${e.method} ${e.range}`).toBeLessThanOrEqual(dataStart)
   }
   await second.page.close()
+})
+
+test('cross-origin isolated, a read on the pool is a SharedArrayBuffer, which writeBuffer takes', async () => {
+  const { page, api } = await visit(ISOLATED)
+  // W as F32 is 6 MB: past the pool's threshold, so its workers write it into shared memory.
+  const result = await api.evaluate((a, url) => a.lib.open(url).then((f) => a.writeRead(f, 'W')), server.url + MODEL.slice(1))
+  expect(result).toEqual({ isolated: true, shared: '[object SharedArrayBuffer]', sha256: sha256(widened(w)) })
+  await page.close()
 })

@@ -2,8 +2,11 @@
 // in test/integration/consumers/page/ bundled there by the default setup of esbuild, webpack 5, Vite 8 and Rollup 4
 // (no plugin or alias for `node:`), and each bundle run in Chromium, Firefox and WebKit (those on the machine:
 // scripts/browser-engines.js), on the page and in a module Web Worker. The page opens a real fixture over
-// HTTP Range from a loopback server; what it must read is worked out here from the fixture's bytes. One
-// line per bundler and engine in the log says what ran and how it went.
+// HTTP Range from a loopback server; what it must read is worked out here from the fixture's bytes. Then
+// the page loads a 256 MiB BF16 file made here as F32 on the conversion pool (over HTTP and from a Blob)
+// and with `workers: 0`, timing its main thread's longest task; the same page under a CSP that forbids blob:
+// workers, and cross-origin isolated, loads a smaller one. One line per bundler and engine in the log says
+// what ran and how it went.
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -18,7 +21,8 @@ import { type Engine, missing } from '../../../scripts/browser-engines.js'
 import { writeGguf } from '../../../src/gguf-node.ts'
 import { rangeHandler, startServer, type TestServer } from '../../http-server.ts'
 import { packedConsumer } from '../../packed.ts'
-import { headerOf } from '../../read-helpers.ts'
+import { mulberry32 } from '../../random.ts'
+import { buildFile, headerOf, sha256 } from '../../read-helpers.ts'
 import { tempDir } from '../../writer-reference.ts'
 import { chromiumChoice } from '../browser/chromium.ts'
 import { launchFirefox, startWebKit } from '../browser/engines.ts'
@@ -39,6 +43,49 @@ const FIXTURES = new Map([
   // A model for the GGUF entry: its weights, config and tokenizer.
   ...readdirSync(GGUF_MODEL).map((file): [string, Uint8Array] => [`/fixtures/qwen2/${file}`, new Uint8Array(readFileSync(join(GGUF_MODEL, file)))]),
 ])
+
+/** A file of BF16 tensors for the pool's loads, every bit pattern likely (NaNs and infinities too). */
+interface PoolFile {
+  path: string
+  bytes: Uint8Array
+  /** Per tensor: its element count, and the SHA-256 of its exact F32 form (BF16 bits shifted up 16). */
+  expected: Record<string, { length: number; sha256: string }>
+  /** Element `i` of tensor `name` as F32 bits, from the file's bytes. */
+  f32Bits(name: string, i: number): number
+}
+
+function poolFile(path: string, tensors: number, shape: [number, number], seed: number): PoolFile {
+  const length = shape[0] * shape[1]
+  const next = mulberry32(seed)
+  const specs = Array.from({ length: tensors }, (_, t) => {
+    const words = new Uint32Array(length / 2)
+    for (let i = 0; i < words.length; i++) words[i] = next()
+    return { name: `layers.${t}.weight`, dtype: 'BF16', shape, bytes: new Uint8Array(words.buffer) }
+  })
+  const expected = Object.fromEntries(
+    specs.map(({ name, bytes }) => {
+      const bf16 = new Uint16Array(bytes.buffer)
+      const f32 = new Uint32Array(bf16.length)
+      for (let i = 0; i < bf16.length; i++) f32[i] = bf16[i] << 16
+      return [name, { length, sha256: sha256(new Uint8Array(f32.buffer)) }]
+    }),
+  )
+  const bf16 = new Map(specs.map(({ name, bytes }) => [name, new Uint16Array(bytes.buffer)]))
+  return { path, bytes: buildFile(specs), expected, f32Bits: (name, i) => (bf16.get(name)![i] << 16) >>> 0 }
+}
+
+// The page's pool loads (page/pool.js): 256 MiB of BF16 in 8 tensors as a model has them; a smaller file for the
+// pages under other policies, where only what the pool decides matters. Made in beforeAll (a second or two).
+const POOL_SHAPE: [number, number] = [4096, 4096]
+let POOL: PoolFile
+let POOL_SMALL: PoolFile
+
+/** The page under a policy of its server: `?policy=` says which headers its HTML gets. */
+const POLICIES: Record<string, Record<string, string>> = {
+  // Blob URLs are not 'self': the pool's workers are refused, and wasm still compiles (worker-src alone).
+  csp: { 'Content-Security-Policy': "worker-src 'self'" },
+  isolated: { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' },
+}
 
 interface Bundler {
   name: string
@@ -114,7 +161,8 @@ function serveSite(dir: string): Promise<TestServer> {
     if (log.path.startsWith('/fixtures/')) return fixtures(request, response, log)
     const path = resolve(dir, `.${log.path === '/' ? '/index.html' : log.path}`)
     const found = path.startsWith(dir + sep) && existsSync(path)
-    response.writeHead(found ? 200 : 404, { 'Content-Type': TYPES[extname(path)] ?? 'application/octet-stream' })
+    const policy = POLICIES[new URL(request.url ?? '/', 'http://site').searchParams.get('policy') ?? '']
+    response.writeHead(found ? 200 : 404, { 'Content-Type': TYPES[extname(path)] ?? 'application/octet-stream', ...policy })
     response.end(found ? readFileSync(path) : undefined)
   })
 }
@@ -136,7 +184,8 @@ interface Browser {
   close(): Promise<void>
 }
 
-const RESULTS_TIMEOUT = 30_000
+// The default page loads 256 MiB four times (page/pool.js): 10-30 s here, more on a busy machine.
+const RESULTS_TIMEOUT = 120_000
 const waitedTooLong = (problems: string[]) =>
   new Error(`no consumerResults after ${RESULTS_TIMEOUT} ms; in the page: ${problems.join('\n') || 'nothing reported'}`)
 
@@ -186,8 +235,10 @@ async function launch(engine: Engine): Promise<Browser> {
             .catch(() => {
               throw waitedTooLong(problems)
             })
-          // Workers are not counted here (as in WebKit): the results say where the checks ran.
-          return { results: await page.evaluate(() => (window as { consumerResults?: unknown }).consumerResults), problems, workers: undefined }
+          // Workers are not counted here (as in WebKit): the results say where the checks ran. As JSON text:
+          // WebDriver BiDi's serialization leaves out an object's second reference.
+          const json = await page.evaluate(() => JSON.stringify((window as { consumerResults?: unknown }).consumerResults))
+          return { results: JSON.parse(json), problems, workers: undefined }
         } finally {
           await page.close()
         }
@@ -297,6 +348,53 @@ function expectedResults(where: 'page' | 'worker', gguf: { bytes: number; byteLe
   }
 }
 
+/** The main thread during a load: its heartbeat's longest gaps and busy time (ms), and long tasks where the engine reports them. */
+interface MainThread {
+  beats: number
+  maxGap: number
+  /** The five longest gaps: [ms from the load's start, length]. */
+  longest: Array<[number, number]>
+  busy: number
+  /** [ms from the load's start, duration]; null where the engine has no long-task timing. */
+  longTasks: Array<[number, number]> | null
+}
+
+/** A load of page/pool.js. */
+interface PoolLoad {
+  ms: number
+  main: MainThread
+  tensors: Record<string, { length: number; float32: boolean; shared: boolean; samples: Record<string, number>; sha256: string }>
+  /** The pool's workers started during the load, those refused, and the messages they sent. */
+  workers: { started: number; failed: number; messages: number }
+}
+
+interface PoolReport {
+  isolated: boolean
+  sharedArrayBuffer: boolean
+  cores: number
+  /** Pooled loads: the last of their tries, and each try's main thread. */
+  pooled: PoolLoad & { tries: MainThread[] }
+  calling: PoolLoad
+  blob?: PoolLoad & { tries: MainThread[] }
+}
+
+/** Each tensor of a load is the exact F32 of `file`: its hash, length and the sampled bits. */
+function expectSameBits(load: PoolLoad, file: PoolFile, what: string): void {
+  expect(Object.keys(load.tensors), what).toEqual(Object.keys(file.expected))
+  for (const [name, tensor] of Object.entries(load.tensors)) {
+    expect({ length: tensor.length, sha256: tensor.sha256, float32: tensor.float32 }, `${what}: ${name}`).toEqual({ ...file.expected[name], float32: true })
+    const samples = Object.entries(tensor.samples).map(([i, bits]) => [Number(i), bits])
+    expect(samples.length, `${what}: ${name}`).toBeGreaterThanOrEqual(4)
+    expect(samples, `${what}: ${name}`).toEqual(samples.map(([i]) => [i, file.f32Bits(name, i)]))
+  }
+}
+
+/** The longest main-thread task allowed during a pooled load (issue 40's acceptance). */
+const MAX_TASK_MS = 100
+
+const describeLoad = (load: PoolLoad & { tries?: MainThread[] }) =>
+  `${load.ms} ms, main thread max gap ${load.tries ? load.tries.map((main) => main.maxGap).join('/') : load.main.maxGap} ms, busy ${load.main.busy} ms${load.main.longTasks ? `, long tasks [${load.main.longTasks.map(([, ms]) => ms).join(', ')}]` : ''}`
+
 const ENGINES: Engine[] = ['chromium', 'firefox', 'webkit']
 const present = ENGINES.filter((engine) => missing(engine) === undefined)
 // Rows of the matrix, bundler by engine (test.each takes them flat).
@@ -309,6 +407,10 @@ describe('the packed package in bundlers, run in each browser engine', () => {
   const builds = new Map<string, Promise<Built>>()
 
   beforeAll(async () => {
+    POOL = poolFile('/fixtures/pool.safetensors', 8, POOL_SHAPE, 40)
+    POOL_SMALL = poolFile('/fixtures/pool-small.safetensors', 2, [1024, 2048], 41)
+    expect(POOL.bytes.length).toBeGreaterThan(256 * 2 ** 20)
+    for (const file of [POOL, POOL_SMALL]) FIXTURES.set(file.path, file.bytes)
     dir = mkdtempSync(join(tmpdir(), 'safetensors-consumers-'))
     // The run's one pack (test/packed.ts), installed as a user installs it (it has no dependencies: nothing to download).
     const { tarball } = packedConsumer()
@@ -344,50 +446,117 @@ describe('the packed package in bundlers, run in each browser engine', () => {
     for (const file of files) expect(readFileSync(join(pkgDir, file), 'utf8').split('node:').length - 1, file).toBe(0)
   })
 
-  test.each(RUNS)('$name: default build, then the page and a module Worker read the fixture in $engine', async (bundler) => {
-    const built = await builds.get(bundler.name)!
-    expect(built.log).not.toMatch(NODE_IMPORT)
-    const out = join(consumer, 'out', bundler.name)
-    expect(Object.keys(built.files)).toContain('index.html')
-    for (const file of Object.keys(built.files)) expect(readFileSync(join(out, file), 'utf8').split('node:').length - 1, file).toBe(0)
+  test.each(RUNS)(
+    '$name: default build, then the page and a module Worker read the fixture in $engine',
+    async (bundler) => {
+      const built = await builds.get(bundler.name)!
+      expect(built.log).not.toMatch(NODE_IMPORT)
+      const out = join(consumer, 'out', bundler.name)
+      expect(Object.keys(built.files)).toContain('index.html')
+      for (const file of Object.keys(built.files)) expect(readFileSync(join(out, file), 'utf8').split('node:').length - 1, file).toBe(0)
 
-    if (!browsers.has(bundler.engine)) browsers.set(bundler.engine, launch(bundler.engine))
-    const browser = await browsers.get(bundler.engine)!
-    const site = await serveSite(out)
-    const started = performance.now()
-    let page: PageRun
-    try {
-      page = await browser.run(`${site.origin}/`)
-    } finally {
-      await site.close()
-    }
-    const ms = Math.round(performance.now() - started)
+      if (!browsers.has(bundler.engine)) browsers.set(bundler.engine, launch(bundler.engine))
+      const browser = await browsers.get(bundler.engine)!
+      const site = await serveSite(out)
+      const started = performance.now()
+      let page: PageRun
+      let csp: PageRun
+      let isolated: PageRun
+      try {
+        page = await browser.run(`${site.origin}/?maxTask=${MAX_TASK_MS}`)
+        csp = await browser.run(`${site.origin}/?policy=csp&pool=${POOL_SMALL.path}`)
+        isolated = await browser.run(`${site.origin}/?policy=isolated&pool=${POOL_SMALL.path}`)
+      } finally {
+        await site.close()
+      }
+      const ms = Math.round(performance.now() - started)
 
-    expect(page.results).not.toHaveProperty('error')
-    const gguf = await expectedGguf()
-    expect(page.results).toEqual({ page: expectedResults('page', gguf), worker: expectedResults('worker', gguf) })
-    if (page.workers) expect(page.workers).toHaveLength(1)
-    // GGUF looks for optional files beside the model (tokenizer.model, chat_template.jinja); the browser logs each 404, which is no problem.
-    const optional = site.log.filter((entry) => entry.path.startsWith('/fixtures/qwen2/') && entry.status === 404)
-    const beside = ['/fixtures/qwen2/tokenizer.model', '/fixtures/qwen2/chat_template.jinja']
-    expect(optional.map((entry) => entry.path).filter((path) => !beside.includes(path))).toEqual([])
-    expect(page.problems.filter((problem) => !/404 \(Not Found\)/.test(problem))).toEqual([])
-    expect(page.problems.length).toBeLessThanOrEqual(optional.length)
-    // Every read of the fixture was a Range request, answered 206; each BF16 tensor was read by its exact range.
-    const reads = site.log.filter((entry) => entry.path === FIXTURE)
-    expect(reads.map((entry) => [entry.range, entry.status]).filter(([range, status]) => !/^bytes=\d+-\d+$/.test(String(range)) || status !== 206)).toEqual([])
-    const { dataStart, tensors } = headerOf(FIXTURES.get(FIXTURE)!)
-    for (const name of Object.keys(expectedResults('page', gguf).tensors)) {
-      const [begin, end] = tensors[name].data_offsets
-      expect(reads.map((entry) => entry.range)).toContain(`bytes=${dataStart + begin}-${dataStart + end - 1}`)
-    }
+      expect(page.results).not.toHaveProperty('error')
+      const gguf = await expectedGguf()
+      const { pool, ...checks } = page.results as { pool: PoolReport }
+      expect(checks).toEqual({ page: expectedResults('page', gguf), worker: expectedResults('worker', gguf) })
+      const blobWorkers = page.workers?.filter((url) => url.startsWith('blob:'))
+      if (page.workers) expect(page.workers.length - blobWorkers!.length).toBe(1)
 
-    const sizes = Object.entries(built.files)
-      .map(([file, bytes]) => `${file} ${(bytes / 1000).toFixed(1)} kB`)
-      .join(', ')
-    const worker = page.workers ? ` (${page.workers[0].slice(site.origin.length)})` : ''
-    console.log(
-      `${bundler.name} ${versionOf(bundler.pkg)}: built in ${built.ms} ms with no node: error (${sizes}); in ${browser.version} (${browser.origin}): page passed, module Worker${worker} passed, ${reads.length} Range reads, ${ms} ms`,
-    )
-  })
+      // The pool's loads of 256 MiB: the same bits as `workers: 0` and as the file, in ordinary memory (the page is not isolated).
+      for (const mode of ['pooled', 'calling', 'blob'] as const) {
+        expectSameBits(pool[mode]!, POOL, mode)
+        expect(Object.values(pool[mode]!.tensors).filter((t) => t.shared)).toEqual([])
+      }
+      // The pool ran: its workers started with the first large read, one per core, and answered with the pieces
+      // (a message each, beyond their first); none took part in `workers: 0`; the Blob's load used the same workers.
+      expect(pool.isolated).toBe(false)
+      expect(pool.pooled.workers).toEqual({ started: Math.min(8, pool.cores), failed: 0, messages: expect.any(Number) })
+      expect(pool.pooled.workers.messages).toBeGreaterThan(2 * pool.pooled.workers.started)
+      expect(pool.calling.workers).toEqual({ started: 0, failed: 0, messages: 0 })
+      expect(pool.blob!.workers.started).toBe(0)
+      expect(pool.blob!.workers.messages).toBeGreaterThan(pool.pooled.workers.started)
+      if (blobWorkers) expect(blobWorkers).toHaveLength(pool.pooled.workers.started)
+      // No main-thread task over 100 ms while the pool loads: by the heartbeat in every engine (in one of three
+      // tries, page/pool.js), and by the engine's own count of long tasks where it has one (in every try).
+      for (const mode of ['pooled', 'blob'] as const) {
+        const tries = pool[mode]!.tries
+        const what = `${mode} in ${bundler.engine}, each try's main thread: ${JSON.stringify(tries)}`
+        expect(tries.at(-1)!.maxGap, what).toBeLessThan(MAX_TASK_MS)
+        expect(
+          tries.flatMap((main) => main.longTasks ?? []).filter(([, ms]) => ms > MAX_TASK_MS),
+          what,
+        ).toEqual([])
+      }
+
+      // Under a CSP that refuses blob: workers, the pool's start fails at once and the reads run here, with
+      // no error: the engine's own report of the violation is all there is to see.
+      expect(csp.results).not.toHaveProperty('error')
+      const cspPool = (csp.results as { pool: PoolReport }).pool
+      expectSameBits(cspPool.pooled, POOL_SMALL, 'under the CSP')
+      expect(cspPool.pooled.workers.failed).toBeGreaterThanOrEqual(1)
+      expect(cspPool.pooled.workers.messages).toBe(0)
+      // Far below the pool's start timeout (20 s): the refusal was seen, not waited out.
+      expect(cspPool.pooled.ms, describeLoad(cspPool.pooled)).toBeLessThan(5_000)
+      expect(csp.problems.filter((problem) => !/Content[- ]Security[- ]Policy/.test(problem))).toEqual([])
+
+      // Cross-origin isolated, the pool's results are SharedArrayBuffers that its workers wrote, where the engine
+      // has them; `workers: 0` gives ordinary memory.
+      expect(isolated.results).not.toHaveProperty('error')
+      expect(isolated.problems).toEqual([])
+      const isolatedPool = (isolated.results as { pool: PoolReport }).pool
+      expect(isolatedPool.isolated).toBe(true)
+      expectSameBits(isolatedPool.pooled, POOL_SMALL, 'isolated')
+      expectSameBits(isolatedPool.calling, POOL_SMALL, 'isolated, workers: 0')
+      // WebKitGTK's MiniBrowser has no SharedArrayBuffer even when isolated; Chromium and Firefox do.
+      expect(isolatedPool.sharedArrayBuffer).toBe(bundler.engine !== 'webkit')
+      expect(Object.values(isolatedPool.pooled.tensors).map((t) => t.shared)).toEqual(
+        Object.keys(POOL_SMALL.expected).map(() => isolatedPool.sharedArrayBuffer),
+      )
+      expect(Object.values(isolatedPool.calling.tensors).filter((t) => t.shared)).toEqual([])
+      expect(isolatedPool.pooled.workers.messages).toBeGreaterThan(isolatedPool.pooled.workers.started)
+      // GGUF looks for optional files beside the model (tokenizer.model, chat_template.jinja); the browser logs each 404, which is no problem.
+      const optional = site.log.filter((entry) => entry.path.startsWith('/fixtures/qwen2/') && entry.status === 404)
+      const beside = ['/fixtures/qwen2/tokenizer.model', '/fixtures/qwen2/chat_template.jinja']
+      expect(optional.map((entry) => entry.path).filter((path) => !beside.includes(path))).toEqual([])
+      expect(page.problems.filter((problem) => !/404 \(Not Found\)/.test(problem))).toEqual([])
+      expect(page.problems.length).toBeLessThanOrEqual(optional.length)
+      // Every read of the fixture was a Range request, answered 206; each BF16 tensor was read by its exact range.
+      const reads = site.log.filter((entry) => entry.path === FIXTURE)
+      expect(reads.map((entry) => [entry.range, entry.status]).filter(([range, status]) => !/^bytes=\d+-\d+$/.test(String(range)) || status !== 206)).toEqual(
+        [],
+      )
+      const { dataStart, tensors } = headerOf(FIXTURES.get(FIXTURE)!)
+      for (const name of Object.keys(expectedResults('page', gguf).tensors)) {
+        const [begin, end] = tensors[name].data_offsets
+        expect(reads.map((entry) => entry.range)).toContain(`bytes=${dataStart + begin}-${dataStart + end - 1}`)
+      }
+
+      const sizes = Object.entries(built.files)
+        .map(([file, bytes]) => `${file} ${(bytes / 1000).toFixed(1)} kB`)
+        .join(', ')
+      const worker = page.workers ? ` (${page.workers[0].slice(site.origin.length)})` : ''
+      console.log(
+        `${bundler.name} ${versionOf(bundler.pkg)}: built in ${built.ms} ms with no node: error (${sizes}); in ${browser.version} (${browser.origin}): page passed, module Worker${worker} passed, ${reads.length} Range reads, ${ms} ms; ` +
+          `256 MiB BF16 as F32 on ${pool.pooled.workers.started} workers: URL ${describeLoad(pool.pooled)}; Blob ${describeLoad(pool.blob!)}; workers: 0 ${describeLoad(pool.calling)}; ` +
+          `under a CSP on the calling thread in ${cspPool.pooled.ms} ms; isolated: ${isolatedPool.sharedArrayBuffer ? 'SharedArrayBuffer results' : 'no SharedArrayBuffer in this engine'}`,
+      )
+    },
+    300_000,
+  )
 })

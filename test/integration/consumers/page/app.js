@@ -1,6 +1,9 @@
-// The consumer page: runs the checks here, then the same checks in a module Web Worker, and publishes
-// both as window.consumerResults for the test that drives the browser.
+// The consumer page: runs the checks here, then the same checks in a module Web Worker, then the
+// conversion pool's loads of a large file (pool.js), and publishes all as window.consumerResults for the
+// test that drives the browser. With `?pool=URL` (the page served under another policy: a CSP, cross-origin
+// isolation), it runs the pool's loads of URL alone.
 import { runChecks } from './checks.js'
+import { poolChecks } from './pool.js'
 
 function inWorker() {
   // The standard form, which webpack and Vite bundle as a worker of its own; esbuild and Rollup get
@@ -12,9 +15,17 @@ function inWorker() {
   }).finally(() => worker.terminate())
 }
 
+/** The large file's URL, root-relative like checks.js's. */
+const POOL_FILE = '/fixtures/pool.safetensors'
+
 async function main() {
+  const query = new URLSearchParams(location.search)
+  const only = query.get('pool')
+  if (only) return { pool: await poolChecks(only) }
   const page = await runChecks()
-  return { page, worker: await inWorker() }
+  const worker = await inWorker()
+  // maxTask: the longest main-thread task the test allows, for pool.js's retries of a load that seemed to exceed it.
+  return { page, worker, pool: await poolChecks(POOL_FILE, { blob: true, maxTaskMs: Number(query.get('maxTask')) }) }
 }
 
 main().then(
