@@ -11,7 +11,7 @@ import { type CallTask, type PieceResult, type PieceTask, poolWorker } from './w
 const DEFAULT_MAX_WORKERS = 8
 
 /** Pieces a worker holds at once: one being converted, one waiting in its message queue. */
-const PIECES_PER_WORKER = 2
+export const PIECES_PER_WORKER = 2
 
 /** How long a worker may take to start before the pool gives up on workers (a page whose CSP forbids them). */
 const START_TIMEOUT_MS = 20_000
@@ -140,8 +140,16 @@ export class ConversionPool {
       this.#running.set(id, { job, slot })
       if (slot.busy++ === 0) slot.worker.hold(true)
       const wasm = job.module && !slot.modules.has(job.module.name) ? job.module.bytes() : undefined
+      try {
+        slot.worker.post({ ...job.task, id, wasm }, job.transfer)
+      } catch (error) {
+        // What cannot be sent (a file-backed Blob in Node) is read by the calling thread: `again`.
+        this.#running.delete(id)
+        if (--slot.busy === 0) slot.worker.hold(false)
+        job.reject(Object.assign(new SafetensorsError('Io', `cannot send a piece to a worker: ${(error as Error).message}`, { cause: error }), { again: true }))
+        continue
+      }
       if (job.module) slot.modules.add(job.module.name)
-      slot.worker.post({ ...job.task, id, wasm }, job.transfer)
     }
   }
 
@@ -151,8 +159,8 @@ export class ConversionPool {
     this.#running.delete(result.id)
     if (--slot.busy === 0) slot.worker.hold(false)
     if (result.error) {
-      const { message, path } = result.error
-      running.job.reject(new SafetensorsError('Io', message, { path }))
+      const { message, path, again } = result.error
+      running.job.reject(Object.assign(new SafetensorsError('Io', message, { path }), { again }))
     } else running.job.resolve(result.bytes)
     this.#dispatch()
   }

@@ -5,9 +5,10 @@ import { hostByteOrder } from '../core/byte-order.ts'
 import { byteLengthOf, elementCountOf } from '../core/convert.ts'
 import { DTYPE_INFO, type DType, dtypeIndex, type TypedArray } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
+import type { WorkerReads } from '../sources/progress.ts'
 import { readRuns } from '../sources/read-plan.ts'
 import { abortedError, type OnBytes, onAbort, type RangeSource, throwIfAborted, type WorkerReadable } from '../sources/source.ts'
-import { type ConversionPool, conversionPool } from './pool.ts'
+import { type ConversionPool, conversionPool, PIECES_PER_WORKER } from './pool.ts'
 import type { CallTask, PieceInput, PieceRun, PieceTask } from './worker.ts'
 
 /** Elements of a piece: a few per worker for a large tensor, so that the workers finish together. */
@@ -47,17 +48,38 @@ export async function readOnPool(source: RangeSource, workers: number | undefine
     swap: (read.bigEndian ? DTYPE_INFO[read.from].array.BYTES_PER_ELEMENT : 0) as PieceTask['swap'],
     shared: sharedOf(output.bytes),
   }
-  const pieces = new PieceSet(found, output.bytes, read.signal, read.onBytes)
+  const pieces = new PieceSet(found, output.bytes, read.signal, read.onBytes, (source as { workerReads?: WorkerReads }).workerReads)
   await pieces.settle(async () => {
     const readable = (source as { forWorkers?: WorkerReadable }).forWorkers
     const inMemory = (source as { bytes?: Uint8Array }).bytes
-    const send = (piece: Piece, input: PieceInput, transfer: Transferable[], counted: boolean) =>
-      pieces.submit({ ...task, runs: piece.runs, input }, transfer, piece.runs[0].outAt, piece.inBytes, counted)
-    if (readable || inMemory) {
-      for (const piece of cut(elementRuns(read, read.start), found.size, fromBits, task.toBits)) {
-        if (readable) send(piece, readable, [], false)
-        else send(...sent(inMemory!, piece), false)
+    const send = (piece: Piece, input: PieceInput, transfer: Transferable[], counted: boolean, options?: SendOptions) =>
+      pieces.submit({ ...task, runs: piece.runs, input }, transfer, piece.runs[0].outAt, piece.inBytes, counted, options)
+    if (readable) {
+      // A URL's requests at most `connections` at once; a piece the workers cannot read (a request that failed,
+      // a Blob that cannot be sent to them) is read here, with the source's retries, and sent.
+      const limit = 'url' in readable ? Math.max(1, Math.min(found.size, Math.floor(readable.connections / PIECES_PER_WORKER))) : undefined
+      const again = async (piece: Piece) => {
+        const bytes = new Uint8Array(piece.inBytes)
+        await readRuns(
+          source,
+          0,
+          piece.runs.map((run): [number, number] => [run.at, (run.count * fromBits) / 8]),
+          bytes,
+          read.signal,
+          read.onBytes,
+        )
+        let at = 0
+        const packed = piece.runs.map((run) => {
+          const landed = { ...run, at }
+          at += (run.count * fromBits) / 8
+          return landed
+        })
+        send({ ...piece, runs: packed, end: piece.inBytes }, { bytes }, [bytes.buffer], true)
       }
+      for (const piece of cut(elementRuns(read, read.start), found.size, fromBits, task.toBits))
+        send(piece, readable, [], false, { limit, again: () => again(piece) })
+    } else if (inMemory) {
+      for (const piece of cut(elementRuns(read, read.start), found.size, fromBits, task.toBits)) send(...sent(inMemory, piece), false)
     } else {
       const all = cut(elementRuns(read), found.size, fromBits, task.toBits)
       await readThenSend(source, read, all, found.pool.sharedMemory, (piece, bytes) => send(...sent(bytes, piece), true))
@@ -93,7 +115,7 @@ export async function callOnPool(
   if (!found) return undefined
   throwIfAborted(io.signal)
   const output = result.out ?? newOutput(result.name, result.dtype, result.outBytes, found.pool.sharedMemory)
-  const pieces = new PieceSet(found, output.bytes, io.signal, io.onBytes)
+  const pieces = new PieceSet(found, output.bytes, io.signal, io.onBytes, (source as { workerReads?: WorkerReads }).workerReads)
   await pieces.settle(async () => {
     const readable = (source as { forWorkers?: WorkerReadable }).forWorkers
     let bytes = source instanceof Uint8Array ? source : (source as { bytes?: Uint8Array }).bytes
@@ -116,14 +138,27 @@ export async function callOnPool(
     }
     for (const call of calls) {
       const task = { ...call, module: module.name, shared: sharedOf(output.bytes) }
-      if (readable) pieces.submit({ ...task, input: readable }, [], call.outAt, call.length, counted, module)
-      else {
+      if (readable) {
+        const again = async () => {
+          const bytes = new Uint8Array(call.length)
+          await readRuns(source as RangeSource, 0, [[call.offset, call.length]], bytes, io.signal, io.onBytes)
+          pieces.submit({ ...task, input: { bytes }, offset: 0 }, [bytes.buffer], call.outAt, call.length, true, { module })
+        }
+        pieces.submit({ ...task, input: readable }, [], call.outAt, call.length, counted, { module, again })
+      } else {
         const { input, at, transfer } = span(bytes!, offsetOf(call), call.length)
-        pieces.submit({ ...task, input, offset: at }, transfer, call.outAt, call.length, counted, module)
+        pieces.submit({ ...task, input, offset: at }, transfer, call.outAt, call.length, counted, { module })
       }
     }
   })
   return output.data
+}
+
+/** How a piece is sent: to the first `limit` workers, a CallTask's `module`, and what makes it `again` here. */
+interface SendOptions {
+  limit?: number
+  module?: PoolModule
+  again?: () => Promise<void>
 }
 
 /** The result's bytes when workers can write them in place: shared memory. */
@@ -145,6 +180,8 @@ class PieceSet {
     readonly output: Uint8Array,
     readonly signal: AbortSignal | undefined,
     readonly onBytes: OnBytes | undefined,
+    /** A metered source's count of what the workers read themselves (src/sources/progress.ts). */
+    readonly workerReads?: WorkerReads,
   ) {}
 
   fail(error: unknown): void {
@@ -152,24 +189,37 @@ class PieceSet {
     this.found.pool.cancel((task) => this.#mine.has(task), error)
   }
 
-  /** Sends a task; `counted`: its input was counted by the read that brought it, else once the worker has read it. */
+  /**
+   * Sends a task; `counted`: its input was counted by the read that brought it, else once the worker has read
+   * it. A piece that fails `again` (src/pool/worker.ts) is handed to `options.again`.
+   */
   submit(
     task: Omit<PieceTask, 'id'> | Omit<CallTask, 'id'>,
     transfer: Transferable[],
     outAt: number,
     inBytes: number,
     counted: boolean,
-    module?: PoolModule,
+    options: SendOptions = {},
   ): void {
     this.#mine.add(task)
+    if (!counted) this.workerReads?.asked(inBytes)
     this.#submitted.push(
-      this.found.pool.run(task, transfer, this.found.size, module).then(
-        (bytes) => {
-          if (bytes) this.output.set(new Uint8Array(bytes), outAt)
-          if (!counted) this.onBytes?.(inBytes)
-        },
-        (error) => this.fail(error),
-      ),
+      this.found.pool
+        .run(task, transfer, options.limit ?? this.found.size, options.module)
+        .then(
+          (bytes) => {
+            if (bytes) this.output.set(new Uint8Array(bytes), outAt)
+            if (counted) return
+            this.onBytes?.(inBytes)
+            this.workerReads?.arrived(inBytes)
+          },
+          (error: { again?: boolean }) => {
+            if (!counted) this.workerReads?.withdrawn(inBytes)
+            if (!options.again || !error.again || this.#failure) throw error
+            return options.again()
+          },
+        )
+        .catch((error) => this.fail(error)),
     )
   }
 
@@ -181,7 +231,8 @@ class PieceSet {
     } catch (error) {
       this.fail(error)
     } finally {
-      await Promise.all(this.#submitted)
+      // A piece made again here submits anew while the others settle.
+      while (this.#submitted.length > 0) await Promise.all(this.#submitted.splice(0))
       stopOnAbort()
     }
     if (this.#failure) throw this.#failure.error

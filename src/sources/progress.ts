@@ -58,9 +58,20 @@ export class ProgressMeter {
 }
 
 /**
+ * What a metered source's meter is told of the bytes the pool's workers read themselves (src/pool/read.ts), which
+ * no read of the source sees: asked for, arrived, and withdrawn when the read fails.
+ */
+export interface WorkerReads {
+  asked(bytes: number): void
+  arrived(bytes: number): void
+  withdrawn(bytes: number): void
+}
+
+/**
  * `source` with every read counted by `meter`: asked when the read starts, arrived as the source reports
  * its bytes (or all at once when it resolves, for a source that does not stream), withdrawn if it fails.
- * Keeps `bytes` (zero-copy views of memory), `size` and `requestCost`; readRanges is counted like the reads.
+ * Keeps `bytes` (zero-copy views of memory), `size` and `requestCost`; readRanges is counted like the reads; `workerReads`
+ * counts what the pool's workers read themselves.
  */
 export function metered<S extends RangeSource>(source: S, meter: ProgressMeter, url?: string): S {
   async function counted<T>(length: number, onBytes: OnBytes | undefined, run: (report: OnBytes) => Promise<T>, received: (result: T) => number): Promise<T> {
@@ -82,7 +93,7 @@ export function metered<S extends RangeSource>(source: S, meter: ProgressMeter, 
       throw error
     }
   }
-  const wrapped: RangeSource = {
+  const wrapped: RangeSource & { workerReads: WorkerReads } = {
     read: (offset, length, signal, onBytes) =>
       counted(
         length,
@@ -98,6 +109,7 @@ export function metered<S extends RangeSource>(source: S, meter: ProgressMeter, 
         () => target.length,
       ),
     close: source.close && (() => source.close!()),
+    workerReads: { asked: (bytes) => meter.asked(bytes), arrived: (bytes) => meter.arrived(bytes, url), withdrawn: (bytes) => meter.withdrawn(bytes, url) },
   }
   if (source.readRanges) {
     const total = (ranges: ReadonlyArray<{ target: Uint8Array }>) => ranges.reduce((sum, r) => sum + r.target.length, 0)

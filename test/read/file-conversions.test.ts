@@ -58,8 +58,9 @@ describe('reads converted to F16 and BF16', () => {
     }
   })
 
-  // Results of DEDICATED_MIN_BYTES or more: widening and same-width ones land in a memory of their own
-  // (a view into it, past its static data); narrowing ones stay plain arrays.
+  // On the calling thread (workers: 0; the pool's results are test/pool/read.test.ts's), results of
+  // DEDICATED_MIN_BYTES or more: widening and same-width ones land in a memory of their own (a view into it,
+  // past its static data); narrowing ones stay plain arrays.
   test.each([
     ['F8_E4M3', 'F16', everyCode(1), DEDICATED_MIN_BYTES / 2, true],
     ['BF16', 'F16', everyCode(2), DEDICATED_MIN_BYTES, true],
@@ -67,7 +68,7 @@ describe('reads converted to F16 and BF16', () => {
   ] as const)('a large %s tensor read as %s', async (from, to, tile, inBytes, dedicated) => {
     const bytes = tiled(tile, inBytes)
     const width = from === 'F64' ? 8 : from === 'BF16' ? 2 : 1
-    const f = await open(buildFile([{ name: 'w', dtype: from, shape: [bytes.length / width], bytes }]))
+    const f = await open(buildFile([{ name: 'w', dtype: from, shape: [bytes.length / width], bytes }]), { workers: 0 })
     const t = await f.getTensor('w', { dtype: to })
     expect(t.data.byteLength).toBe((bytes.length / width) * 2)
     expect(t.data.buffer.byteLength > t.data.byteLength).toBe(dedicated)
