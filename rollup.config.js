@@ -51,17 +51,18 @@ const entryTypes = {
   },
 }
 
-// #platform stays as it is in the modules of dist/, for Node or a consumer's bundler to resolve by the package's
+// #platform and #workers stay as they are in the modules of dist/, for Node or a consumer's bundler to resolve by the package's
 // conditions (package.json "imports"); it has no side effects, so no entry imports it for them.
 const platformImport = {
   name: 'platform-import',
-  resolveId: (source) => (source === '#platform' ? { id: source, external: true, moduleSideEffects: false } : null),
+  resolveId: (source) => (source === '#platform' || source === '#workers' ? { id: source, external: true, moduleSideEffects: false } : null),
 }
 
-// #platform under the workerd condition (package.json "imports"), resolved here: the workerd bundles are whole.
+// #platform and #workers under the workerd condition (package.json "imports"), resolved here: the workerd bundles are whole.
 const workerdPlatform = {
   name: 'workerd-platform',
-  resolveId: (source) => (source === '#platform' ? resolve('build/js/platform/portable.js') : null),
+  resolveId: (source) =>
+    source === '#platform' ? resolve('build/js/platform/portable.js') : source === '#workers' ? resolve('build/js/platform/web-workers.js') : null,
 }
 
 // src/api.ts imports src/core/wasm-code.ts first so that a consumer's bundle puts the wasm ahead of the JS; rollup
@@ -84,6 +85,9 @@ export default [
       // The targets of #platform, which the package's conditions choose (package.json "imports").
       'platform/node': 'build/js/platform/node.js',
       'platform/portable': 'build/js/platform/portable.js',
+      // The targets of #workers, which only the conversion pool imports.
+      'platform/node-workers': 'build/js/platform/node-workers.js',
+      'platform/web-workers': 'build/js/platform/web-workers.js',
     },
     external: [/^node:/],
     plugins: [wasmFirst, inlineWasm, requireEntry, entryTypes, platformImport],

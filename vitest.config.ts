@@ -26,7 +26,12 @@ export default defineConfig({
   plugins: [inlineWasm],
   // The Node run tests src/ as Node sees the package: #platform by its `node` condition, from src/ (package.json's
   // "imports" name dist/).
-  resolve: { alias: { '#platform': fileURLToPath(new URL('./src/platform/node.ts', import.meta.url)) } },
+  resolve: {
+    alias: {
+      '#platform': fileURLToPath(new URL('./src/platform/node.ts', import.meta.url)),
+      '#workers': fileURLToPath(new URL('./src/platform/node-workers.ts', import.meta.url)),
+    },
+  },
   test: {
     include: ['test/**/*.test.ts'],
     exclude: all ? [] : FULL_ONLY,

@@ -88,10 +88,9 @@ export class WasmModule<Exports extends HeapBase> {
     return this.#module
   }
 
-  /** The module's bytes, for a worker to compile (src/pool/pool.ts); only where they are inlined, as everywhere with workers. */
+  /** The module's bytes, for a worker to compile (src/pool/pool.ts): inlined in every build that has workers (not workerd's). */
   bytes(): Uint8Array<ArrayBuffer> {
-    if (typeof this.#source !== 'string') throw new TypeError('this build of safetensors-wasm has no wasm bytes to send to workers')
-    return hexBytes(this.#source)
+    return hexBytes(this.#source as string)
   }
 
   /** A new instance with its own memory of at least `bytes` bytes above heapBase. */

@@ -10,7 +10,7 @@ import type { ByteOrder } from '../core/byte-order.ts'
 import type { ConvertTarget } from '../core/convert.ts'
 import type { reserveMemory, WasmInstance, WasmModule } from '../core/wasm.ts'
 import type { SafetensorsError } from '../errors.ts'
-import type { callOnPool } from '../pool/read.ts'
+import type { CallPiece, PoolReads } from '../pool/read.ts'
 import type { GGML_TYPES, GgmlType, ggmlByteLength } from './ggml-types.ts'
 
 /** What the kernels are lent (src/gguf/kernels.ts's GGML_RUNTIME). */
@@ -25,7 +25,7 @@ export interface GgmlRuntime {
   /** src/core/convert.ts's POOL_MIN_BYTES: less work than this stays on the calling thread. */
   poolMinBytes: number
   /** The pool's calls (src/pool/read.ts), loaded on demand. */
-  loadPool(): Promise<{ callOnPool: typeof callOnPool }>
+  loadPool(): Promise<PoolReads>
 }
 
 /** The ggml module's functions (assembly/modules/ggml.ts). */
@@ -227,14 +227,14 @@ export function ggmlKernels(runtime: GgmlRuntime) {
     byteOrder: ByteOrder,
     runs: ReadonlyArray<{ offset: number; length: number; outAt: number }>,
     values: number,
-  ): { module: { name: string; bytes(): Uint8Array<ArrayBuffer> }; calls: DequantizeCall[] } {
+  ): { module: { name: string; bytes(): Uint8Array<ArrayBuffer> }; calls: CallPiece[] } {
     checkArguments(type, 0, to, byteOrder)
     const core = ggmlModule.shared()
     run(core, type, 0, to, byteOrder, 0, 0)
     const { block, bytes } = GGML_TYPES[type]
     const perCall = Math.max(1, Math.floor(values / block))
     const inputAt = core.heapBase + DESCRIPTOR_BYTES
-    const calls: DequantizeCall[] = []
+    const calls: CallPiece[] = []
     for (const { offset, length, outAt } of runs) {
       for (let first = 0; first < length / bytes; first += perCall) {
         const n = Math.min(perCall, length / bytes - first)
@@ -260,20 +260,6 @@ export function ggmlKernels(runtime: GgmlRuntime) {
   }
 
   return { GgmlDequantizer, dequantizeGgml, dequantizeCalls }
-}
-
-/** One call of dequantizeCalls: src/pool/read.ts's CallPiece. */
-export interface DequantizeCall {
-  memory: number
-  writes: Array<{ at: number; bytes: Uint8Array }>
-  offset: number
-  length: number
-  inputAt: number
-  call: string
-  args: number[]
-  outputAt: number
-  outputLength: number
-  outAt: number
 }
 
 /** The kernels, as ggmlKernels gives them. */

@@ -4,6 +4,7 @@
 import { POOL_MIN_BYTES, ROUND_TRIP_ELEMENTS } from '../core/convert.ts'
 import { reserveMemory, WasmModule } from '../core/wasm.ts'
 import { SafetensorsError } from '../errors.ts'
+import { loadPool } from '../read/file.ts'
 import type { GgmlKernels, GgmlRuntime } from './ggml-kernels.ts'
 import type { ggmlQuantizers } from './ggml-quantizers.ts'
 import { GGML_TYPES, ggmlByteLength } from './ggml-types.ts'
@@ -17,7 +18,7 @@ export const GGML_RUNTIME: GgmlRuntime = {
   ggmlByteLength,
   roundTripElements: ROUND_TRIP_ELEMENTS,
   poolMinBytes: POOL_MIN_BYTES,
-  loadPool: () => import('../pool/read.ts'),
+  loadPool,
 }
 
 let kernels: Promise<GgmlKernels> | undefined

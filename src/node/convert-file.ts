@@ -13,7 +13,7 @@ import { tensorByteLength } from '../format/layout.ts'
 import { checkConfigSize, withDtype, withoutQuantization } from '../format/model-config.ts'
 import { DEFAULT_INDEX, SINGLE_FILE } from '../format/model-index.ts'
 import { fileError, fileSource, nodeFiles } from '../platform/node-files.ts'
-import { type OpenOptions, open, type SafetensorsFile, type Source, urlOf } from '../read/file.ts'
+import { loadPool, type OpenOptions, open, type SafetensorsFile, type Source, urlOf } from '../read/file.ts'
 import { openModel } from '../read/model.ts'
 import { type SequentialReader, sequentialReader } from '../sources/downloads.ts'
 import { type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
@@ -121,7 +121,7 @@ class ChunkPipeline {
 
   /** copy() a chunk at a time on the pool's workers; false, having done nothing, where there is no pool. */
   async #copyOnPool(file: SafetensorsFile, info: TensorInfo, to: DType, writer: SafetensorsWriter): Promise<boolean> {
-    const { readOnPool } = await import('../pool/read.ts')
+    const { readOnPool } = await loadPool()
     const from = info.dtype
     const elements = info.shape.reduce((a, b) => a * b, 1)
     const perChunk = Math.floor((SLOT_BYTES * 8) / Math.max(DTYPE_INFO[from].bits, DTYPE_INFO[to].bits) / 8) * 8
@@ -134,7 +134,7 @@ class ChunkPipeline {
         name: info.name,
         from,
         to,
-        bigEndian: file.byteOrder === 'big',
+        byteOrder: file.byteOrder,
         start: file.header.dataStart + info.dataOffsets[0],
         runs: [[byteLengthOf(from, first), byteLengthOf(from, count)]] as const,
         outBytes: out.length,

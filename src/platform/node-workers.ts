@@ -1,10 +1,10 @@
-// The conversion pool's workers under Node, Deno and Bun: worker_threads, each started from the pool's
-// function text (eval), so that no file of the package has to be found at run time.
+// `#workers` under Node, Deno and Bun (the `node` condition): the conversion pool's workers are worker_threads,
+// each started from the pool's function text (eval), so that no file of the package has to be found at run time.
 import { availableParallelism } from 'node:os'
 import { Worker } from 'node:worker_threads'
 import type { Workers } from './platform.ts'
 
-export const nodeWorkers: Workers = {
+export const workers: Workers | undefined = {
   cores: () => availableParallelism(),
   sharedMemory: () => true,
   start(body, onMessage, onError) {

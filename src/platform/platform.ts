@@ -45,13 +45,18 @@ export interface CacheStorage {
 
 /** A started worker of the conversion pool (src/pool/pool.ts). */
 export interface PoolWorker {
-  post(message: unknown, transfer?: Transferable[]): void
+  post(message: unknown, transfer?: ArrayBuffer[]): void
   /** Whether the worker has work: only then may it keep a Node process alive. */
   hold(busy: boolean): void
   terminate(): void
 }
 
-/** Threads the runtime can start for the conversion pool. */
+/**
+ * Threads the runtime can start for the conversion pool: what the subpath import `#workers` gives as `workers`
+ * (src/platform/node-workers.ts, src/platform/web-workers.ts), undefined where there are none. Apart from
+ * `#platform`, because only the pool, which loads on demand, imports it: a module the first load shares with
+ * the pool would carry it into every bundle.
+ */
 export interface Workers {
   /** The cores the pool may use (os.availableParallelism(), navigator.hardwareConcurrency). */
   cores(): number
@@ -71,8 +76,6 @@ export interface Platform {
   localFiles: LocalFiles | undefined
   /** A cache's storage in a folder on disk (createCache({ dir })). */
   folderStorage: ((dir: string) => Promise<CacheStorage>) | undefined
-  /** Workers for the conversion pool: worker_threads under Node, Deno and Bun, Web Workers in pages. */
-  workers: Workers | undefined
 }
 
 /** The temporary name a write of `name` goes to before its rename: unique, so two writers never share one. */

@@ -1,9 +1,10 @@
-// The conversion pool's workers in pages and Web Workers: classic Web Workers started from a Blob URL of the
+// `#workers` in browsers, workerd and any other runtime (every condition but `node`): the conversion pool's
+// workers in pages and Web Workers (none in workerd, which has no Worker): classic Web Workers started from a Blob URL of the
 // pool's function text. So every bundler works without configuration (there is no worker file to emit), and
 // where a Content-Security-Policy forbids blob: workers, their start fails and reads stay on the calling thread.
 import type { Workers } from './platform.ts'
 
-export const webWorkers: Workers = {
+const webWorkers: Workers = {
   cores: () => (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1,
   // Isolation alone is not enough: WebKitGTK's MiniBrowser is crossOriginIsolated with no SharedArrayBuffer.
   sharedMemory: () => (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated === true && typeof SharedArrayBuffer === 'function',
@@ -32,3 +33,5 @@ export const webWorkers: Workers = {
     }
   },
 }
+
+export const workers: Workers | undefined = typeof Worker === 'function' && typeof URL.createObjectURL === 'function' ? webWorkers : undefined

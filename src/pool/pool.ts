@@ -1,9 +1,9 @@
 // The conversion pool: workers made on first use, shared by every open file and model, each with its own
 // instance of the kernels (src/pool/worker.ts). Pieces queue here and go to the least busy worker, two at a
-// time each so that a worker never waits for its next message. Loaded on demand, by the reads that use it.
-import { workers as platformWorkers } from '#platform'
-import { kernelModule } from '../core/convert.ts'
-import { SafetensorsError } from '../errors.ts'
+// time each so that a worker never waits for its next message. Loaded on demand, by the reads that use it
+// (src/pool/read.ts), which lend it what it needs of the library.
+import { workers as platformWorkers } from '#workers'
+import type { SafetensorsError } from '../errors.ts'
 import type { PoolWorker, Workers } from '../platform/platform.ts'
 import { type CallTask, type PieceResult, type PieceTask, poolWorker } from './worker.ts'
 
@@ -31,23 +31,32 @@ interface Job {
   task: Task
   /** The wasm a CallTask's module is, for the workers that have not got it. */
   module?: { name: string; bytes(): Uint8Array<ArrayBuffer> }
-  transfer: Transferable[]
+  transfer: ArrayBuffer[]
   /** The workers this job may go to: the first `limit` of the pool. */
   limit: number
   resolve(bytes: ArrayBuffer | undefined): void
   reject(error: unknown): void
 }
 
+/** What the pool is lent of the library (src/pool/read.ts says why). */
+export interface PoolNeeds {
+  SafetensorsError: typeof SafetensorsError
+  /** The conversion kernels, whose wasm the workers get. */
+  kernelModule: { bytes(): Uint8Array<ArrayBuffer> }
+}
+
 export class ConversionPool {
   readonly #workers: Workers
+  readonly #runtime: PoolNeeds
   readonly #slots: Slot[] = []
   readonly #queue: Job[] = []
   readonly #running = new Map<number, { job: Job; slot: Slot }>()
   #nextId = 0
   #failed: unknown
 
-  constructor(workers: Workers) {
+  constructor(workers: Workers, runtime: PoolNeeds) {
     this.#workers = workers
+    this.#runtime = runtime
   }
 
   /** The pool's size for a `workers` option: the default is the cores, at most 8. */
@@ -74,7 +83,7 @@ export class ConversionPool {
   }
 
   /** Runs one task on one of the first `limit` workers: its output, unless it went to shared memory. */
-  run(task: Task, transfer: Transferable[], limit: number, module?: Job['module']): Promise<ArrayBuffer | undefined> {
+  run(task: Task, transfer: ArrayBuffer[], limit: number, module?: Job['module']): Promise<ArrayBuffer | undefined> {
     return new Promise((resolve, reject) => {
       this.#queue.push({ task, module, transfer, limit, resolve, reject })
       this.#dispatch()
@@ -115,7 +124,7 @@ export class ConversionPool {
     }
     try {
       slot.worker = this.#workers.start(poolWorker.toString(), onMessage, onError)
-      slot.worker.post({ kernels: kernelModule.bytes() })
+      slot.worker.post({ kernels: this.#runtime.kernelModule.bytes() })
     } catch (error) {
       started(error)
     }
@@ -146,7 +155,11 @@ export class ConversionPool {
         // What cannot be sent (a file-backed Blob in Node) is read by the calling thread: `again`.
         this.#running.delete(id)
         if (--slot.busy === 0) slot.worker.hold(false)
-        job.reject(Object.assign(new SafetensorsError('Io', `cannot send a piece to a worker: ${(error as Error).message}`, { cause: error }), { again: true }))
+        job.reject(
+          Object.assign(new this.#runtime.SafetensorsError('Io', `cannot send a piece to a worker: ${(error as Error).message}`, { cause: error }), {
+            again: true,
+          }),
+        )
         continue
       }
       if (job.module) slot.modules.add(job.module.name)
@@ -160,7 +173,7 @@ export class ConversionPool {
     if (--slot.busy === 0) slot.worker.hold(false)
     if (result.error) {
       const { message, path, again } = result.error
-      running.job.reject(Object.assign(new SafetensorsError('Io', message, { path }), { again }))
+      running.job.reject(Object.assign(new this.#runtime.SafetensorsError('Io', message, { path }), { again }))
     } else running.job.resolve(result.bytes)
     this.#dispatch()
   }
@@ -174,11 +187,13 @@ export class ConversionPool {
     for (const [id, running] of this.#running) {
       if (running.slot !== slot) continue
       this.#running.delete(id)
-      running.job.reject(new SafetensorsError('Io', `a worker of the conversion pool stopped: ${(error as Error)?.message ?? error}`, { cause: error }))
+      running.job.reject(
+        new this.#runtime.SafetensorsError('Io', `a worker of the conversion pool stopped: ${(error as Error)?.message ?? error}`, { cause: error }),
+      )
     }
     if (this.#slots.length === 0) {
       this.#failed ??= error
-      for (const job of this.#queue.splice(0)) job.reject(new SafetensorsError('Io', 'the conversion pool has no workers left', { cause: error }))
+      for (const job of this.#queue.splice(0)) job.reject(new this.#runtime.SafetensorsError('Io', 'the conversion pool has no workers left', { cause: error }))
     } else this.#dispatch()
   }
 }
@@ -189,9 +204,9 @@ let shared: ConversionPool | undefined
  * The process's pool, started with the workers a read may use; undefined where the runtime has no workers,
  * where they cannot start, or for `workers: 0`.
  */
-export async function conversionPool(workers: number | undefined): Promise<{ pool: ConversionPool; size: number } | undefined> {
+export async function conversionPool(workers: number | undefined, runtime: PoolNeeds): Promise<{ pool: ConversionPool; size: number } | undefined> {
   if (workers === 0 || !platformWorkers) return undefined
-  shared ??= new ConversionPool(platformWorkers)
+  shared ??= new ConversionPool(platformWorkers, runtime)
   const size = shared.sizeFor(workers)
   return (await shared.start(size)) ? { pool: shared, size } : undefined
 }

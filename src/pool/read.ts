@@ -1,27 +1,54 @@
 // A tensor's read on the conversion pool: its runs cut into pieces that the workers read (a local file, a
-// Blob) or are sent (bytes in memory, bytes arriving over HTTP), convert, and write into the result: shared
-// memory where the runtime allows it, or else sent back and copied in. The memory model is docs/memory.md.
-import { hostByteOrder } from '../core/byte-order.ts'
-import { byteLengthOf, elementCountOf } from '../core/convert.ts'
-import { DTYPE_INFO, type DType, dtypeIndex, type TypedArray } from '../core/dtypes.ts'
-import { SafetensorsError } from '../errors.ts'
+// Blob, in a page a URL) or are sent (bytes in memory, bytes the calling thread reads), convert, and write into
+// the result: shared memory where the runtime allows it, or else sent back and copied in. The memory model is
+// docs/memory.md, "The conversion pool". Loaded on demand (src/read/file.ts, loadPool), this module imports
+// none of the library's modules at run time: they are lent (PoolRuntime), so that no module of a bundle's
+// first load is shared with it, which a bundler would otherwise move into a chunk that both load, with all
+// this module needs.
+import type { ByteOrder, hostByteOrder } from '../core/byte-order.ts'
+import type { byteLengthOf, elementCountOf } from '../core/convert.ts'
+import type { DTYPE_INFO, DType, dtypeIndex, TypedArray } from '../core/dtypes.ts'
 import type { WorkerReads } from '../sources/progress.ts'
-import { readRuns } from '../sources/read-plan.ts'
-import { abortedError, type OnBytes, onAbort, type RangeSource, throwIfAborted, type WorkerReadable } from '../sources/source.ts'
-import { type ConversionPool, conversionPool, PIECES_PER_WORKER } from './pool.ts'
+import type { readRuns } from '../sources/read-plan.ts'
+import type { abortedError, OnBytes, onAbort, RangeSource, throwIfAborted, WorkerReadable } from '../sources/source.ts'
+import { type ConversionPool, conversionPool, PIECES_PER_WORKER, type PoolNeeds } from './pool.ts'
 import type { CallTask, PieceInput, PieceRun, PieceTask } from './worker.ts'
+
+/** What the pool's reads are lent: the library's functions they call (src/read/file.ts, loadPool). */
+interface PoolRuntime extends PoolNeeds {
+  hostByteOrder: typeof hostByteOrder
+  byteLengthOf: typeof byteLengthOf
+  elementCountOf: typeof elementCountOf
+  DTYPE_INFO: typeof DTYPE_INFO
+  dtypeIndex: typeof dtypeIndex
+  readRuns: typeof readRuns
+  abortedError: typeof abortedError
+  onAbort: typeof onAbort
+  throwIfAborted: typeof throwIfAborted
+}
+
+let rt: PoolRuntime
+
+/** The pool's reads over `runtime`. */
+export function poolReads(runtime: PoolRuntime) {
+  rt = runtime
+  return { readOnPool, callOnPool }
+}
+
+/** The pool's reads, as poolReads gives them. */
+export type PoolReads = ReturnType<typeof poolReads>
 
 /** Elements of a piece: a few per worker for a large tensor, so that the workers finish together. */
 const PIECE_MIN_ELEMENTS = 1 << 18
 const PIECE_MAX_ELEMENTS = 1 << 22
 
 /** One read of a tensor (or slice), as src/read/file.ts asks for it. */
-export interface PooledRead {
+interface PooledRead {
   name: string
   from: DType
   to: DType
   /** The byte order of the source's data. */
-  bigEndian: boolean
+  byteOrder: ByteOrder
   /** Where the tensor's data starts in the source, and the runs to read from there: [offset, length] in bytes. */
   start: number
   runs: ReadonlyArray<readonly [number, number]>
@@ -32,27 +59,30 @@ export interface PooledRead {
   onBytes?: OnBytes
 }
 
-/** Reads on the pool, or undefined where it cannot run (no workers here, `workers: 0`): then the calling thread reads. */
-export async function readOnPool(source: RangeSource, workers: number | undefined, read: PooledRead): Promise<TypedArray | undefined> {
-  if (hostByteOrder() === 'big') return undefined
-  const found = await conversionPool(workers)
+/**
+ * Reads on the pool, or undefined where it cannot run (no workers here, `workers: 0`) or need not (bytes in memory
+ * that need no conversion, which the calling thread hands out as a view): then the calling thread reads.
+ */
+async function readOnPool(source: RangeSource, workers: number | undefined, read: PooledRead): Promise<TypedArray | undefined> {
+  if (rt.hostByteOrder() === 'big' || (read.from === read.to && (source as { bytes?: Uint8Array }).bytes)) return undefined
+  const found = await conversionPool(workers, rt)
   if (!found) return undefined
-  throwIfAborted(read.signal)
+  rt.throwIfAborted(read.signal)
   const output = read.out ?? newOutput(read.name, read.to, read.outBytes, found.pool.sharedMemory)
-  const fromBits = DTYPE_INFO[read.from].bits
+  const fromBits = rt.DTYPE_INFO[read.from].bits
   const task = {
-    from: dtypeIndex(read.from),
-    to: dtypeIndex(read.to),
+    from: rt.dtypeIndex(read.from),
+    to: rt.dtypeIndex(read.to),
     fromBits,
-    toBits: DTYPE_INFO[read.to].bits,
-    swap: (read.bigEndian ? DTYPE_INFO[read.from].array.BYTES_PER_ELEMENT : 0) as PieceTask['swap'],
+    toBits: rt.DTYPE_INFO[read.to].bits,
+    swap: (read.byteOrder === 'big' ? rt.DTYPE_INFO[read.from].array.BYTES_PER_ELEMENT : 0) as PieceTask['swap'],
     shared: sharedOf(output.bytes),
   }
   const pieces = new PieceSet(found, output.bytes, read.signal, read.onBytes, (source as { workerReads?: WorkerReads }).workerReads)
   await pieces.settle(async () => {
-    const readable = (source as { forWorkers?: WorkerReadable }).forWorkers
+    const readable = workerReadable(source)
     const inMemory = (source as { bytes?: Uint8Array }).bytes
-    const send = (piece: Piece, input: PieceInput, transfer: Transferable[], counted: boolean, options?: SendOptions) =>
+    const send = (piece: Piece, input: PieceInput, transfer: ArrayBuffer[], counted: boolean, options?: SendOptions) =>
       pieces.submit({ ...task, runs: piece.runs, input }, transfer, piece.runs[0].outAt, piece.inBytes, counted, options)
     if (readable) {
       // A URL's requests at most `connections` at once; a piece the workers cannot read (a request that failed,
@@ -60,7 +90,7 @@ export async function readOnPool(source: RangeSource, workers: number | undefine
       const limit = 'url' in readable ? Math.max(1, Math.min(found.size, Math.floor(readable.connections / PIECES_PER_WORKER))) : undefined
       const again = async (piece: Piece) => {
         const bytes = new Uint8Array(piece.inBytes)
-        await readRuns(
+        await rt.readRuns(
           source,
           0,
           piece.runs.map((run): [number, number] => [run.at, (run.count * fromBits) / 8]),
@@ -89,7 +119,7 @@ export async function readOnPool(source: RangeSource, workers: number | undefine
 }
 
 /** A module of wasm that calls run on the pool with: its name, and its bytes for the workers that have not got it. */
-export interface PoolModule {
+interface PoolModule {
   name: string
   bytes(): Uint8Array<ArrayBuffer>
 }
@@ -102,7 +132,7 @@ export type CallPiece = Omit<CallTask, 'id' | 'module' | 'wasm' | 'input' | 'sha
  * output at outAt of a result of `outBytes` (in `out`, or new: shared memory where the runtime allows it).
  * Undefined where the pool cannot run.
  */
-export async function callOnPool(
+async function callOnPool(
   source: RangeSource | Uint8Array,
   workers: number | undefined,
   module: PoolModule,
@@ -110,14 +140,14 @@ export async function callOnPool(
   calls: CallPiece[],
   io: { signal?: AbortSignal; onBytes?: OnBytes } = {},
 ): Promise<TypedArray | undefined> {
-  if (hostByteOrder() === 'big') return undefined
-  const found = await conversionPool(workers)
+  if (rt.hostByteOrder() === 'big') return undefined
+  const found = await conversionPool(workers, rt)
   if (!found) return undefined
-  throwIfAborted(io.signal)
+  rt.throwIfAborted(io.signal)
   const output = result.out ?? newOutput(result.name, result.dtype, result.outBytes, found.pool.sharedMemory)
   const pieces = new PieceSet(found, output.bytes, io.signal, io.onBytes, (source as { workerReads?: WorkerReads }).workerReads)
   await pieces.settle(async () => {
-    const readable = (source as { forWorkers?: WorkerReadable }).forWorkers
+    const readable = source instanceof Uint8Array ? undefined : workerReadable(source)
     let bytes = source instanceof Uint8Array ? source : (source as { bytes?: Uint8Array }).bytes
     let counted = false
     let offsetOf = (call: CallPiece) => call.offset
@@ -126,7 +156,7 @@ export async function callOnPool(
       const total = calls.reduce((sum, call) => sum + call.length, 0)
       bytes = found.pool.sharedMemory ? new Uint8Array(new SharedArrayBuffer(total)) : new Uint8Array(total)
       const runs = calls.map((call): [number, number] => [call.offset, call.length])
-      await readRuns(source as RangeSource, 0, runs, bytes, io.signal, io.onBytes)
+      await rt.readRuns(source as RangeSource, 0, runs, bytes, io.signal, io.onBytes)
       counted = true
       const packed = new Map<CallPiece, number>()
       let at = 0
@@ -141,7 +171,7 @@ export async function callOnPool(
       if (readable) {
         const again = async () => {
           const bytes = new Uint8Array(call.length)
-          await readRuns(source as RangeSource, 0, [[call.offset, call.length]], bytes, io.signal, io.onBytes)
+          await rt.readRuns(source as RangeSource, 0, [[call.offset, call.length]], bytes, io.signal, io.onBytes)
           pieces.submit({ ...task, input: { bytes }, offset: 0 }, [bytes.buffer], call.outAt, call.length, true, { module })
         }
         pieces.submit({ ...task, input: readable }, [], call.outAt, call.length, counted, { module, again })
@@ -152,6 +182,19 @@ export async function callOnPool(
     }
   })
   return output.data
+}
+
+/**
+ * Where the workers read the source themselves, or undefined: a local file or Blob as it says; a URL (in a page:
+ * src/sources/http/source.ts) once its first response gave the size and a validator for the workers to check theirs by.
+ */
+function workerReadable(source: RangeSource): WorkerReadable | undefined {
+  const readable = (source as { forWorkers?: WorkerReadable | { url: string; headers?: HeadersInit } }).forWorkers
+  if (!readable || !('url' in readable)) return readable
+  const { size } = source
+  const { etag = null, lastModified = null } = (source as { version?: { etag: string | null; lastModified: string | null } }).version ?? {}
+  if (size === undefined || (etag === null && lastModified === null)) return undefined
+  return { ...(readable as Extract<WorkerReadable, { url: string }>), headers: Object.fromEntries(new Headers(readable.headers)), size, etag, lastModified }
 }
 
 /** How a piece is sent: to the first `limit` workers, a CallTask's `module`, and what makes it `again` here. */
@@ -195,14 +238,14 @@ class PieceSet {
    */
   submit(
     task: Omit<PieceTask, 'id'> | Omit<CallTask, 'id'>,
-    transfer: Transferable[],
+    transfer: ArrayBuffer[],
     outAt: number,
     inBytes: number,
     counted: boolean,
     options: SendOptions = {},
   ): void {
     this.#mine.add(task)
-    if (!counted) this.workerReads?.asked(inBytes)
+    if (!counted) this.workerReads?.meter.asked(inBytes)
     this.#submitted.push(
       this.found.pool
         .run(task, transfer, options.limit ?? this.found.size, options.module)
@@ -211,10 +254,10 @@ class PieceSet {
             if (bytes) this.output.set(new Uint8Array(bytes), outAt)
             if (counted) return
             this.onBytes?.(inBytes)
-            this.workerReads?.arrived(inBytes)
+            this.workerReads?.meter.arrived(inBytes, this.workerReads.url)
           },
           (error: { again?: boolean }) => {
-            if (!counted) this.workerReads?.withdrawn(inBytes)
+            if (!counted) this.workerReads?.meter.withdrawn(inBytes, this.workerReads.url)
             if (!options.again || !error.again || this.#failure) throw error
             return options.again()
           },
@@ -225,7 +268,7 @@ class PieceSet {
 
   /** Runs `send` (which submits the pieces), then waits for them all; the first failure, of `send` or of a piece, is thrown. */
   async settle(send: () => Promise<void>): Promise<void> {
-    const stopOnAbort = onAbort(this.signal, () => this.fail(abortedError(this.signal!)))
+    const stopOnAbort = rt.onAbort(this.signal, () => this.fail(rt.abortedError(this.signal!)))
     try {
       await send()
     } catch (error) {
@@ -241,27 +284,27 @@ class PieceSet {
 
 /** A new result: in shared memory that the workers write, where the runtime allows it. */
 function newOutput(name: string, dtype: DType, outBytes: number, shared: boolean): { data: TypedArray; bytes: Uint8Array } {
-  const Natural = DTYPE_INFO[dtype].array
+  const Natural = rt.DTYPE_INFO[dtype].array
   try {
     const buffer = shared ? new SharedArrayBuffer(outBytes) : new ArrayBuffer(outBytes)
     return { data: new Natural(buffer as ArrayBuffer, 0, outBytes / Natural.BYTES_PER_ELEMENT), bytes: new Uint8Array(buffer) }
   } catch (cause) {
-    throw new SafetensorsError('Io', `tensor ${JSON.stringify(name)} needs ${outBytes} bytes as ${dtype}, more than one buffer can hold here`, { cause })
+    throw new rt.SafetensorsError('Io', `tensor ${JSON.stringify(name)} needs ${outBytes} bytes as ${dtype}, more than one buffer can hold here`, { cause })
   }
 }
 
 /**
  * The read's runs in elements, outputs packed in order; inputs from `start` in the source, or (without it)
- * packed too, as they land in a buffer that readRuns fills.
+ * packed too, as they land in a buffer that rt.readRuns fills.
  */
 function elementRuns(read: PooledRead, start?: number): PieceRun[] {
   let at = 0
   let outAt = 0
   return read.runs.map(([offset, length]) => {
-    const count = elementCountOf(read.from, length)
+    const count = rt.elementCountOf(read.from, length)
     const run = { at: start === undefined ? at : start + offset, count, outAt }
     at += length
-    outAt += byteLengthOf(read.to, count)
+    outAt += rt.byteLengthOf(read.to, count)
     return run
   })
 }
@@ -312,14 +355,14 @@ function cut(runs: PieceRun[], workers: number, fromBits: number, toBits: number
  * `length` bytes of `bytes` from `at` for a worker: the bytes themselves when they are shared memory, else a
  * copy of the span, handed over; and where the span starts in what the worker gets.
  */
-function span(bytes: Uint8Array, at: number, length: number): { input: PieceInput; at: number; transfer: Transferable[] } {
+function span(bytes: Uint8Array, at: number, length: number): { input: PieceInput; at: number; transfer: ArrayBuffer[] } {
   if (!(bytes.buffer instanceof ArrayBuffer)) return { input: { bytes }, at, transfer: [] }
   const copy = bytes.slice(at, at + length)
   return { input: { bytes: copy }, at: 0, transfer: [copy.buffer] }
 }
 
 /** A piece's input taken from `bytes`, which its runs' offsets index (see span). */
-function sent(bytes: Uint8Array, piece: Piece): [Piece, PieceInput, Transferable[]] {
+function sent(bytes: Uint8Array, piece: Piece): [Piece, PieceInput, ArrayBuffer[]] {
   const first = piece.runs[0].at
   const { input, at, transfer } = span(bytes, first, piece.end - first)
   const runs = piece.runs.map((run) => ({ ...run, at: run.at - first + at }))
@@ -349,6 +392,6 @@ async function readThenSend(
     landed = done ?? landed + bytes
     sendLanded(landed)
   }
-  await readRuns(source, read.start, read.runs, staging, read.signal, read.runs.length === 1 ? onBytes : read.onBytes)
+  await rt.readRuns(source, read.start, read.runs, staging, read.signal, read.runs.length === 1 ? onBytes : read.onBytes)
   sendLanded(inBytes)
 }

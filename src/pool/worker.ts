@@ -6,7 +6,7 @@ import type { KernelExports } from '../core/convert.ts'
 import type { WorkerReadable } from '../sources/source.ts'
 
 /** The first message a worker gets: the conversion kernels' wasm, which it instantiates with its own memory. */
-export interface WorkerInit {
+interface WorkerInit {
   kernels: Uint8Array<ArrayBuffer>
 }
 
@@ -81,7 +81,7 @@ interface WorkerFs {
 
 export function poolWorker(
   listen: (handle: (message: WorkerInit | PieceTask | CallTask) => void) => void,
-  post: (message: unknown, transfer?: Transferable[]) => void,
+  post: (message: unknown, transfer?: ArrayBuffer[]) => void,
   fs?: WorkerFs,
 ): void {
   // Elements converted at a time: their input and output stay in cache between the read, the kernel and the copy out.

@@ -12,23 +12,25 @@ import {
   convertOverlapping,
   elementCountOf,
   instantiate,
+  kernelModule,
   POOL_MIN_BYTES,
   swapElements,
   swapElementsInCore,
   wantsDedicatedCore,
 } from '../core/convert.ts'
-import { DTYPE_INFO, type DType, type Float16Array, type TypedArray } from '../core/dtypes.ts'
+import { DTYPE_INFO, type DType, dtypeIndex, type Float16Array, type TypedArray } from '../core/dtypes.ts'
 import { inContext, SafetensorsError } from '../errors.ts'
 import { type Header, type Metadata, parseHeader, readHeaderSize, type TensorInfo } from '../format/header.ts'
 import { planSlice, type SliceRange } from '../format/slice.ts'
 import { requireLocalFiles } from '../platform/platform.ts'
+import type { PoolReads } from '../pool/read.ts'
 import { connectionsOption } from '../sources/downloads.ts'
 import { type HttpOptions, type HttpSource, httpSource } from '../sources/http/source.ts'
 import { readingAhead } from '../sources/pool.ts'
 import { metered, type ProgressCallback, ProgressMeter } from '../sources/progress.ts'
 import { readRuns } from '../sources/read-plan.ts'
-import { retrySettings } from '../sources/retry.ts'
-import { blobSource, memorySource, type OnBytes, type RangeSource, readInto, throwIfAborted } from '../sources/source.ts'
+import { integerOption, retrySettings } from '../sources/retry.ts'
+import { abortedError, blobSource, memorySource, type OnBytes, onAbort, type RangeSource, readInto, throwIfAborted } from '../sources/source.ts'
 import { type StreamOptions, tensorStream } from './tensor-stream.ts'
 
 /** A tensor read from a file or model: its name, dtype, shape and values. */
@@ -187,7 +189,7 @@ export async function openSource<T>(
   read: (source: RangeSource) => Promise<T>,
 ): Promise<T> {
   // Checked whatever the source, so that a bad value shows on a local file as it would on a URL.
-  workersOption(options.workers)
+  if (options.workers !== undefined) integerOption('workers', options.workers, 0)
   retrySettings(options)
   connectionsOption(options)
   checkCache(options.cache)
@@ -323,12 +325,12 @@ export class SafetensorsFile {
     meter?.asked(inBytes)
     const io: ReadIo = { signal: options.signal, onBytes: meter && ((bytes) => meter.arrived(bytes)) }
     const pooled =
-      outBytes >= POOL_MIN_BYTES && this.workers !== 0 && !(from === to && (this.source as { bytes?: Uint8Array }).bytes)
-        ? await (await import('../pool/read.ts')).readOnPool(this.source, this.workers, {
+      outBytes >= POOL_MIN_BYTES && this.workers !== 0
+        ? await (await loadPool()).readOnPool(this.source, this.workers, {
             name: info.name,
             from,
             to,
-            bigEndian: this.byteOrder === 'big',
+            byteOrder: this.byteOrder,
             start,
             runs,
             outBytes,
@@ -524,12 +526,26 @@ export function allocate(info: Pick<TensorInfo, 'name'>, dtype: DType, bytes: nu
   }
 }
 
-/** The `workers` option: a count of workers (0: the calling thread only), or undefined for the default pool. */
-export function workersOption(value: unknown): number | undefined {
-  if (value === undefined) return undefined
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 256)
-    throw new RangeError(`workers must be an integer from 0 to 256, got ${String(value)}`)
-  return value
+let pool: Promise<PoolReads> | undefined
+
+/** The conversion pool's reads (src/pool/read.ts), loaded once, on demand, with what they are lent of the library. */
+export function loadPool(): Promise<PoolReads> {
+  pool ??= import('../pool/read.ts').then((module) =>
+    module.poolReads({
+      SafetensorsError,
+      hostByteOrder,
+      byteLengthOf,
+      elementCountOf,
+      DTYPE_INFO,
+      dtypeIndex,
+      readRuns,
+      abortedError,
+      onAbort,
+      throwIfAborted,
+      kernelModule,
+    }),
+  )
+  return pool
 }
 
 /** Bytes read first: most real headers (up to several hundred tensors) arrive in this one read. */

@@ -58,13 +58,12 @@ export class ProgressMeter {
 }
 
 /**
- * What a metered source's meter is told of the bytes the pool's workers read themselves (src/pool/read.ts), which
- * no read of the source sees: asked for, arrived, and withdrawn when the read fails.
+ * A metered source's meter and URL, which count the bytes the pool's workers read themselves (src/pool/read.ts):
+ * no read of the source sees them.
  */
 export interface WorkerReads {
-  asked(bytes: number): void
-  arrived(bytes: number): void
-  withdrawn(bytes: number): void
+  meter: ProgressMeter
+  url?: string
 }
 
 /**
@@ -109,7 +108,7 @@ export function metered<S extends RangeSource>(source: S, meter: ProgressMeter, 
         () => target.length,
       ),
     close: source.close && (() => source.close!()),
-    workerReads: { asked: (bytes) => meter.asked(bytes), arrived: (bytes) => meter.arrived(bytes, url), withdrawn: (bytes) => meter.withdrawn(bytes, url) },
+    workerReads: { meter, url },
   }
   if (source.readRanges) {
     const total = (ranges: ReadonlyArray<{ target: Uint8Array }>) => ranges.reduce((sum, r) => sum + r.target.length, 0)

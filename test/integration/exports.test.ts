@@ -13,6 +13,10 @@ const SRC = join(ROOT, 'src/')
 const ENTRIES = ['index.ts', 'node.ts', 'gguf.ts', 'gguf-node.ts']
 /** The targets of `#platform` (package.json "imports"): each exports the Platform interface, by design the same names. */
 const PLATFORMS = ['platform/node.ts', 'platform/portable.ts']
+/** The targets of `#workers`, likewise: each exports `workers`. */
+const WORKERS = ['platform/node-workers.ts', 'platform/web-workers.ts']
+/** Each subpath import's targets, the Node one first. */
+const SUBPATHS = [PLATFORMS, WORKERS]
 
 /**
  * Exports that only tests and benchmarks use, each to reach what the API does not show: a test's hook, a threshold
@@ -126,25 +130,26 @@ describe('exports of src/', () => {
     expect(publicApi().size).toBeGreaterThan(80)
   })
 
-  test('no name is declared by an export in two modules (the #platform targets share theirs by design)', () => {
+  test('no name is declared by an export in two modules (the targets of #platform, and of #workers, share theirs by design)', () => {
     const modulesOf = new Map<string, string[]>()
     for (const [file, names] of exportsOf) {
-      if (file === PLATFORMS[1]) continue
+      if (SUBPATHS.some((targets) => file === targets[1])) continue
       for (const name of names.keys()) modulesOf.set(name, [...(modulesOf.get(name) ?? []), file])
     }
     const twice = [...modulesOf].filter(([, modules]) => modules.length > 1).map(([name, modules]) => `${name}: ${modules.join(', ')}`)
     expect(twice).toEqual([])
-    expect([...exportsOf.get(PLATFORMS[1])!.keys()].sort()).toEqual([...exportsOf.get(PLATFORMS[0])!.keys()].sort())
+    for (const targets of SUBPATHS) expect([...exportsOf.get(targets[1])!.keys()].sort()).toEqual([...exportsOf.get(targets[0])!.keys()].sort())
   })
 
   test('every export is imported by another module of src/ or is public API (tests do not count)', () => {
     const used = usedElsewhere()
     const api = publicApi()
-    const platformNames = new Set(PLATFORMS.flatMap((file) => [...exportsOf.get(file)!].filter(([, symbol]) => used.has(symbol)).map(([name]) => name)))
+    const subpathFiles = SUBPATHS.flat()
+    const platformNames = new Set(subpathFiles.flatMap((file) => [...exportsOf.get(file)!].filter(([, symbol]) => used.has(symbol)).map(([name]) => name)))
     const unused = [...exportsOf].flatMap(([file, names]) =>
       [...names]
-        // The portable target is what `#platform` is outside Node; the compiler resolves it to the Node one.
-        .filter(([name, symbol]) => !used.has(symbol) && !api.has(symbol) && !(PLATFORMS.includes(file) && platformNames.has(name)))
+        // The portable targets are what `#platform` and `#workers` are outside Node; the compiler resolves them to the Node ones.
+        .filter(([name, symbol]) => !used.has(symbol) && !api.has(symbol) && !(subpathFiles.includes(file) && platformNames.has(name)))
         .map(([name]) => `${file}: ${name}`),
     )
     expect(unused.filter((entry) => !TEST_SEAMS.includes(entry) && !GGUF_PENDING.includes(entry))).toEqual([])

@@ -18,6 +18,9 @@ const NODE_SIDE = (file: string) =>
   file.startsWith('node/') || file.startsWith('platform/node') || file === 'node.ts' || file === 'gguf-node.ts' || file === 'cli.ts'
 /** The modules `#platform` may be, by the package's conditions (package.json "imports"). */
 const PLATFORMS = ['platform/node.ts', 'platform/portable.ts']
+/** The modules `#workers` may be (the conversion pool's workers, which only src/pool/ imports). */
+const WORKERS = ['platform/node-workers.ts', 'platform/web-workers.ts']
+const SUBPATHS: Record<string, string[]> = { '#platform': PLATFORMS, '#workers': WORKERS }
 
 const files = readdirSync(SRC, { recursive: true, encoding: 'utf8' })
   .filter((file) => /\.ts$/.test(file) && !file.endsWith('.d.ts'))
@@ -35,7 +38,7 @@ function specifiers(file: string): string[] {
 const graph = new Map(
   files.map((file) => {
     const targets = specifiers(file)
-      .flatMap((s) => (s === '#platform' ? PLATFORMS.map((target) => `./${relative(dirname(file), target)}`) : [s]))
+      .flatMap((s) => (SUBPATHS[s] ? SUBPATHS[s].map((target) => `./${relative(dirname(file), target)}`) : [s]))
       .filter((s) => s.startsWith('.'))
       .map((s) =>
         normalize(join(dirname(file), s.replace(/\?.*$/, '')))
@@ -161,7 +164,7 @@ describe('src/', () => {
     const named = new Set(Object.values(imports['#platform']).map((target) => (target as string).replace(/^\.\/dist\/(.*)\.js$/, '$1.ts')))
     expect([...named].sort()).toEqual(PLATFORMS)
     const exported = await Promise.all(PLATFORMS.map(async (target) => Object.keys(await import(`../../src/${target}`)).sort()))
-    expect(exported[0]).toEqual(['folderStorage', 'localFiles', 'workers'])
+    expect(exported[0]).toEqual(['folderStorage', 'localFiles'])
     for (const names of exported) expect(names).toEqual(exported[0])
   })
 

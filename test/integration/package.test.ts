@@ -70,6 +70,7 @@ describe('the packed package', () => {
         'workerd-quant.js',
         'workerd-ggml-quantizers.js',
         'workerd-mixtures.js',
+        'workerd-read.js',
       ].map((f) => `dist/${f}`),
       ...['index', 'node', 'gguf', 'gguf-node'].map((entry) => `dist/${entry}.d.ts`),
       ...['node', 'gguf-node'].map((entry) => `dist/types/${entry}.d.cts`),

@@ -221,7 +221,11 @@ describe('failures are the calling thread’s', () => {
     expect(loaded).toBeLessThan(elements)
   })
 
-  test.each([-1, 1.5, 257, '2'])('workers: %j is a RangeError', async (workers) => {
-    await expect(open(path, { workers: workers as number })).rejects.toThrow(RangeError)
+  test.each([
+    [-1, RangeError],
+    [1.5, RangeError],
+    ['2', TypeError],
+  ])('workers: %j is a %o', async (workers, type) => {
+    await expect(open(path, { workers: workers as number })).rejects.toThrow(type)
   })
 })

@@ -12,7 +12,7 @@
 import { ConnectionPool, connectionsOption, DOWNLOAD, type ParallelReads, readChunked } from '../downloads.ts'
 import { PARALLEL_READS, runPool } from '../pool.ts'
 import { retrySettings } from '../retry.ts'
-import { abortedError, type RangeSource, type WorkerReadable } from '../source.ts'
+import { abortedError, type RangeSource } from '../source.ts'
 import { type Attempt, io, type RetryPlan, TransientError, withRetries } from './attempts.ts'
 import { discard, FileState, parseContentRange, readBody, type Transfer } from './responses.ts'
 import type { WholeFile } from './whole-file.ts'
@@ -67,8 +67,8 @@ interface HttpVersion {
 }
 
 export type HttpSource = RangeSource & {
-  /** @internal Where the pool's workers fetch ranges themselves: once the server has honoured Range with a validator. */
-  readonly forWorkers?: WorkerReadable
+  /** @internal Where the pool's workers fetch ranges themselves (src/pool/read.ts): in a page, once the server has honoured Range. */
+  readonly forWorkers?: { url: string; headers?: HttpOptions['headers']; idleTimeout: number; connections: number }
   readonly url: string
   /** The validators of the first response (the persistent cache keys on them); undefined before it. */
   readonly version: HttpVersion | undefined
@@ -186,10 +186,7 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     // delivers it there), while elsewhere its reads cost little and keep what they do better (connections added
     // while they pay, one request for a block of rows).
     get forWorkers() {
-      const { size, etag = null, lastModified } = state
-      if (!page || options.fetch || !state.ranged || size === undefined || (etag === null && lastModified === null)) return undefined
-      const headers = Object.fromEntries(new Headers(options.headers))
-      return { url: href, headers, size, etag, lastModified, idleTimeout: plan.idleTimeout, connections }
+      return page && !options.fetch && state.ranged ? { url: href, headers: options.headers, idleTimeout: plan.idleTimeout, connections } : undefined
     },
     async readInto(offset, target, signal, onBytes) {
       if (target.length === 0) return

@@ -220,7 +220,7 @@ beforeAll(async () => {
     res.end(
       script
         ? readFileSync(script)
-        : '<!doctype html><meta charset="utf-8"><title>WebGPU</title><script type="importmap">{"imports":{"#platform":"/dist/platform/portable.js"}}</script><script type="module">import * as s from "/dist/index.js"; window.safetensors = s</script>',
+        : '<!doctype html><meta charset="utf-8"><title>WebGPU</title><script type="importmap">{"imports":{"#platform":"/dist/platform/portable.js","#workers":"/dist/platform/web-workers.js"}}</script><script type="module">import * as s from "/dist/index.js"; window.safetensors = s</script>',
     )
   })
   context = await launch()
