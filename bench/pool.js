@@ -65,20 +65,22 @@ function runNode(code) {
   return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', code, BIG_FILE], { maxBuffer: 1 << 20 }).toString())
 }
 
-function runReference() {
+/** @param {string} python */
+function runReference(python) {
   const script = new URL('./reference-load.py', import.meta.url).pathname
-  return JSON.parse(execFileSync(process.env.BENCH_PYTHON, [script, BIG_FILE], { maxBuffer: 1 << 20 }).toString())
+  return JSON.parse(execFileSync(python, [script, BIG_FILE], { maxBuffer: 1 << 20 }).toString())
 }
 
 export async function run() {
   await makeBigFile()
-  const reference = process.env.BENCH_PYTHON ? 'safetensors load_file + torch .float()' : undefined
+  const python = process.env.BENCH_PYTHON
+  const reference = python ? 'safetensors load_file + torch .float()' : undefined
   console.log(`\nThe conversion pool: every tensor of a 1 GiB BF16 file as F32 (child processes, ${ROUNDS} rounds interleaved, medians)`)
   if (!reference) console.log('BENCH_PYTHON is not set: the reference loader (bench/reference-load.py, torch) is not run')
   const results = {}
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, code] of Object.entries(VARIANTS)) (results[name] ??= []).push(runNode(code))
-    if (reference) (results[reference] ??= []).push(runReference())
+    if (python && reference) (results[reference] ??= []).push(runReference(python))
   }
   const ms = (name) => median(results[name].map((r) => r.ms))
   const checks = new Set(Object.values(results).flatMap((r) => r.map((x) => x.check.toFixed(3))))

@@ -89,22 +89,13 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
       // a Blob that cannot be sent to them) is read here, with the source's retries, and sent.
       const limit = 'url' in readable ? Math.max(1, Math.min(found.size, Math.floor(readable.connections / PIECES_PER_WORKER))) : undefined
       const again = async (piece: Piece) => {
-        const bytes = new Uint8Array(piece.inBytes)
-        await rt.readRuns(
+        const { bytes, at } = await readHere(
           source,
-          0,
           piece.runs.map((run): [number, number] => [run.at, (run.count * fromBits) / 8]),
-          bytes,
-          read.signal,
-          read.onBytes,
+          false,
+          read,
         )
-        let at = 0
-        const packed = piece.runs.map((run) => {
-          const landed = { ...run, at }
-          at += (run.count * fromBits) / 8
-          return landed
-        })
-        send({ ...piece, runs: packed, end: piece.inBytes }, { bytes }, [bytes.buffer], true)
+        send({ ...piece, runs: piece.runs.map((run, i) => ({ ...run, at: at[i] })), end: piece.inBytes }, { bytes }, [bytes.buffer as ArrayBuffer], true)
       }
       for (const piece of cut(elementRuns(read, read.start), found.size, fromBits, task.toBits))
         send(piece, readable, [], false, { limit, again: () => again(piece) })
@@ -150,33 +141,27 @@ async function callOnPool(
     const readable = source instanceof Uint8Array ? undefined : workerReadable(source)
     let bytes = source instanceof Uint8Array ? source : (source as { bytes?: Uint8Array }).bytes
     let counted = false
-    let offsetOf = (call: CallPiece) => call.offset
+    let offsets = calls.map((call) => call.offset)
     if (!readable && !bytes) {
       // Sources the workers cannot read: every call's input read here first, packed in one buffer.
-      const total = calls.reduce((sum, call) => sum + call.length, 0)
-      bytes = found.pool.sharedMemory ? new Uint8Array(new SharedArrayBuffer(total)) : new Uint8Array(total)
-      const runs = calls.map((call): [number, number] => [call.offset, call.length])
-      await rt.readRuns(source as RangeSource, 0, runs, bytes, io.signal, io.onBytes)
+      ;({ bytes, at: offsets } = await readHere(
+        source as RangeSource,
+        calls.map((call): [number, number] => [call.offset, call.length]),
+        found.pool.sharedMemory,
+        io,
+      ))
       counted = true
-      const packed = new Map<CallPiece, number>()
-      let at = 0
-      for (const call of calls) {
-        packed.set(call, at)
-        at += call.length
-      }
-      offsetOf = (call) => packed.get(call)!
     }
-    for (const call of calls) {
+    for (const [i, call] of calls.entries()) {
       const task = { ...call, module: module.name, shared: sharedOf(output.bytes) }
       if (readable) {
         const again = async () => {
-          const bytes = new Uint8Array(call.length)
-          await rt.readRuns(source as RangeSource, 0, [[call.offset, call.length]], bytes, io.signal, io.onBytes)
-          pieces.submit({ ...task, input: { bytes }, offset: 0 }, [bytes.buffer], call.outAt, call.length, true, { module })
+          const { bytes } = await readHere(source as RangeSource, [[call.offset, call.length]], false, io)
+          pieces.submit({ ...task, input: { bytes }, offset: 0 }, [bytes.buffer as ArrayBuffer], call.outAt, call.length, true, { module })
         }
         pieces.submit({ ...task, input: readable }, [], call.outAt, call.length, counted, { module, again })
       } else {
-        const { input, at, transfer } = span(bytes!, offsetOf(call), call.length)
+        const { input, at, transfer } = span(bytes!, offsets[i], call.length)
         pieces.submit({ ...task, input, offset: at }, transfer, call.outAt, call.length, counted, { module })
       }
     }
@@ -202,6 +187,23 @@ interface SendOptions {
   limit?: number
   module?: PoolModule
   again?: () => Promise<void>
+}
+
+/**
+ * Byte runs of the source ([offset, length]) read here, packed in one new buffer (shared memory if `shared`), and
+ * where each landed in it.
+ */
+async function readHere(
+  source: RangeSource,
+  runs: Array<[number, number]>,
+  shared: boolean,
+  io: { signal?: AbortSignal; onBytes?: OnBytes },
+): Promise<{ bytes: Uint8Array; at: number[] }> {
+  const total = runs.reduce((sum, [, length]) => sum + length, 0)
+  const bytes = shared ? new Uint8Array(new SharedArrayBuffer(total)) : new Uint8Array(total)
+  await rt.readRuns(source, 0, runs, bytes, io.signal, io.onBytes)
+  let at = 0
+  return { bytes, at: runs.map(([, length]) => (at += length) - length) }
 }
 
 /** The result's bytes when workers can write them in place: shared memory. */
