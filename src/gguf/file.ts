@@ -171,7 +171,7 @@ export class GgufFile {
       return run
     })
     const { module, calls } = kernels.dequantizeCalls(info.type, to, this.header.byteOrder, located, 1 << 20)
-    return (await loadPool()).callOnPool(this.source, this.workers, module, { name: info.name, dtype: to, outBytes, out }, calls, io)
+    return (await loadPool())?.callOnPool(this.source, this.workers, module, { name: info.name, dtype: to, outBytes, out }, calls, io)
   }
 
   /** Read here, then dequantized on the calling thread. */

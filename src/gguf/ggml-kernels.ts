@@ -25,7 +25,7 @@ export interface GgmlRuntime {
   /** src/core/convert.ts's POOL_MIN_BYTES: less work than this stays on the calling thread. */
   poolMinBytes: number
   /** The pool's calls (src/pool/read.ts), loaded on demand. */
-  loadPool(): Promise<PoolReads>
+  loadPool(): Promise<PoolReads | undefined>
 }
 
 /** The ggml module's functions (assembly/modules/ggml.ts). */

@@ -202,10 +202,10 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
         outAt: row * rowBytes,
       })
     }
-    const { callOnPool } = await runtime.loadPool()
+    const reads = await runtime.loadPool()
     const module = { name: 'ggml-quant', bytes: () => ggmlQuantModule.bytes() }
     const input = new Uint8Array(values.buffer, values.byteOffset, values.byteLength)
-    const blocks = await callOnPool(input, workers, module, { name: origin.name, dtype: 'U8', outBytes: rows * rowBytes }, calls).catch(() => undefined)
+    const blocks = await reads?.callOnPool(input, workers, module, { name: origin.name, dtype: 'U8', outBytes: rows * rowBytes }, calls).catch(() => undefined)
     return (blocks as Uint8Array | undefined) ?? quantize(type, values, perRow, undefined, origin)
   }
 

@@ -121,7 +121,8 @@ class ChunkPipeline {
 
   /** copy() a chunk at a time on the pool's workers; false, having done nothing, where there is no pool. */
   async #copyOnPool(file: SafetensorsFile, info: TensorInfo, to: DType, writer: SafetensorsWriter): Promise<boolean> {
-    const { readOnPool } = await loadPool()
+    const reads = await loadPool()
+    if (!reads) return false
     const from = info.dtype
     const elements = info.shape.reduce((a, b) => a * b, 1)
     const perChunk = Math.floor((SLOT_BYTES * 8) / Math.max(DTYPE_INFO[from].bits, DTYPE_INFO[to].bits) / 8) * 8
@@ -143,7 +144,7 @@ class ChunkPipeline {
         onBytes: meter && ((bytes: number) => meter.arrived(bytes)),
       }
       // The other slot is being written meanwhile; this one's write was awaited before that one began.
-      if (!(await this.#readOrWriteFailure(readOnPool(file.source, this.#workers, read)))) return false
+      if (!(await this.#readOrWriteFailure(reads.readOnPool(file.source, this.#workers, read)))) return false
       await this.#writing
       this.#writing = this.#write(writer, info.name, out)
       this.#slot ^= 1

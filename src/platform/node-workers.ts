@@ -9,8 +9,11 @@ export const workers: Workers | undefined = {
   sharedMemory: () => true,
   start(body, onMessage, onError) {
     const worker = new Worker(
-      `const { parentPort } = require('node:worker_threads');
-      (${body})((handle) => parentPort.on('message', handle), (message, transfer) => parentPort.postMessage(message, transfer), require('node:fs'))`,
+      // A script, or a module where the process says evaluated code is one (node --input-type=module): there
+      // is no require there, but process.getBuiltinModule.
+      `const load = typeof require === 'function' ? require : process.getBuiltinModule;
+      const { parentPort } = load('node:worker_threads');
+      (${body})((handle) => parentPort.on('message', handle), (message, transfer) => parentPort.postMessage(message, transfer), load('node:fs'))`,
       { eval: true },
     )
     worker.on('message', onMessage)

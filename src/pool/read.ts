@@ -1,5 +1,5 @@
 // A tensor's read on the conversion pool: its runs cut into pieces that the workers read (a local file, a
-// Blob, in a page a URL) or are sent (bytes in memory, bytes the calling thread reads), convert, and write into
+// Blob) or are sent (bytes in memory, bytes the calling thread reads), convert, and write into
 // the result: shared memory where the runtime allows it, or else sent back and copied in. The memory model is
 // docs/memory.md, "The conversion pool". Loaded on demand (src/read/file.ts, loadPool), this module imports
 // none of the library's modules at run time: they are lent (PoolRuntime), so that no module of a bundle's
@@ -11,7 +11,7 @@ import type { DTYPE_INFO, DType, dtypeIndex, TypedArray } from '../core/dtypes.t
 import type { WorkerReads } from '../sources/progress.ts'
 import type { readRuns } from '../sources/read-plan.ts'
 import type { abortedError, OnBytes, onAbort, RangeSource, throwIfAborted, WorkerReadable } from '../sources/source.ts'
-import { type ConversionPool, conversionPool, PIECES_PER_WORKER, type PoolNeeds } from './pool.ts'
+import { type ConversionPool, conversionPool, type PoolNeeds } from './pool.ts'
 import type { CallTask, PieceInput, PieceRun, PieceTask } from './worker.ts'
 
 /** What the pool's reads are lent: the library's functions they call (src/read/file.ts, loadPool). */
@@ -80,14 +80,13 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
   }
   const pieces = new PieceSet(found, output.bytes, read.signal, read.onBytes, (source as { workerReads?: WorkerReads }).workerReads)
   await pieces.settle(async () => {
-    const readable = workerReadable(source)
+    const readable = (source as { forWorkers?: WorkerReadable }).forWorkers
     const inMemory = (source as { bytes?: Uint8Array }).bytes
     const send = (piece: Piece, input: PieceInput, transfer: ArrayBuffer[], counted: boolean, options?: SendOptions) =>
       pieces.submit({ ...task, runs: piece.runs, input }, transfer, piece.runs[0].outAt, piece.inBytes, counted, options)
     if (readable) {
-      // A URL's requests at most `connections` at once; a piece the workers cannot read (a request that failed,
-      // a Blob that cannot be sent to them) is read here, with the source's retries, and sent.
-      const limit = 'url' in readable ? Math.max(1, Math.min(found.size, Math.floor(readable.connections / PIECES_PER_WORKER))) : undefined
+      // A piece the workers cannot read (a Blob that cannot be sent to them: a file-backed one in Node) is read
+      // here and sent.
       const again = async (piece: Piece) => {
         const { bytes, at } = await readHere(
           source,
@@ -97,8 +96,7 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
         )
         send({ ...piece, runs: piece.runs.map((run, i) => ({ ...run, at: at[i] })), end: piece.inBytes }, { bytes }, [bytes.buffer as ArrayBuffer], true)
       }
-      for (const piece of cut(elementRuns(read, read.start), found.size, fromBits, task.toBits))
-        send(piece, readable, [], false, { limit, again: () => again(piece) })
+      for (const piece of cut(elementRuns(read, read.start), found.size, fromBits, task.toBits)) send(piece, readable, [], false, { again: () => again(piece) })
     } else if (inMemory) {
       for (const piece of cut(elementRuns(read, read.start), found.size, fromBits, task.toBits)) send(...sent(inMemory, piece), false)
     } else {
@@ -138,7 +136,7 @@ async function callOnPool(
   const output = result.out ?? newOutput(result.name, result.dtype, result.outBytes, found.pool.sharedMemory)
   const pieces = new PieceSet(found, output.bytes, io.signal, io.onBytes, (source as { workerReads?: WorkerReads }).workerReads)
   await pieces.settle(async () => {
-    const readable = source instanceof Uint8Array ? undefined : workerReadable(source)
+    const readable = source instanceof Uint8Array ? undefined : (source as { forWorkers?: WorkerReadable }).forWorkers
     let bytes = source instanceof Uint8Array ? source : (source as { bytes?: Uint8Array }).bytes
     let counted = false
     let offsets = calls.map((call) => call.offset)
@@ -169,22 +167,8 @@ async function callOnPool(
   return output.data
 }
 
-/**
- * Where the workers read the source themselves, or undefined: a local file or Blob as it says; a URL (in a page:
- * src/sources/http/source.ts) once its first response gave the size and a validator for the workers to check theirs by.
- */
-function workerReadable(source: RangeSource): WorkerReadable | undefined {
-  const readable = (source as { forWorkers?: WorkerReadable | { url: string; headers?: HeadersInit } }).forWorkers
-  if (!readable || !('url' in readable)) return readable
-  const { size } = source
-  const { etag = null, lastModified = null } = (source as { version?: { etag: string | null; lastModified: string | null } }).version ?? {}
-  if (size === undefined || (etag === null && lastModified === null)) return undefined
-  return { ...(readable as Extract<WorkerReadable, { url: string }>), headers: Object.fromEntries(new Headers(readable.headers)), size, etag, lastModified }
-}
-
-/** How a piece is sent: to the first `limit` workers, a CallTask's `module`, and what makes it `again` here. */
+/** How a piece is sent: a CallTask's `module`, and what makes it `again` here. */
 interface SendOptions {
-  limit?: number
   module?: PoolModule
   again?: () => Promise<void>
 }
@@ -236,7 +220,7 @@ class PieceSet {
 
   /**
    * Sends a task; `counted`: its input was counted by the read that brought it, else once the worker has read
-   * it. A piece that fails `again` (src/pool/worker.ts) is handed to `options.again`.
+   * it. A piece that fails `again` (one the pool could not send) is handed to `options.again`.
    */
   submit(
     task: Omit<PieceTask, 'id'> | Omit<CallTask, 'id'>,
@@ -250,7 +234,7 @@ class PieceSet {
     if (!counted) this.workerReads?.meter.asked(inBytes)
     this.#submitted.push(
       this.found.pool
-        .run(task, transfer, options.limit ?? this.found.size, options.module)
+        .run(task, transfer, this.found.size, options.module)
         .then(
           (bytes) => {
             if (bytes) this.output.set(new Uint8Array(bytes), outAt)

@@ -67,7 +67,7 @@ export interface CallTask {
 export interface PieceResult {
   id: number
   bytes?: ArrayBuffer
-  /** `again`: a URL's request that the calling thread makes again (src/pool/read.ts). */
+  /** `again`: a piece the calling thread reads instead (src/pool/read.ts), as the pool marks one it cannot send. */
   error?: { message: string; path?: string; again?: boolean }
 }
 
@@ -143,74 +143,15 @@ export function poolWorker(
     }
   }
 
-  /**
-   * A URL's bytes [first, end), as the source that learnt its size and validator would accept them; an error
-   * marked `again` for the calling thread to read them, with its retries, when anything else comes.
-   */
-  function fetchRange(input: Extract<PieceInput, { url: string }>, first: number, end: number): Promise<Uint8Array> {
-    const controller = new AbortController()
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const idle = () => {
-      clearTimeout(timer)
-      if (input.idleTimeout !== Number.POSITIVE_INFINITY) timer = setTimeout(() => controller.abort(), input.idleTimeout)
-    }
-    const again = (why: string) => Object.assign(new Error(`${input.url}: ${why}`), { again: true })
-    idle()
-    const headers = Object.assign({}, input.headers, { Range: `bytes=${first}-${end - 1}` })
-    return fetch(input.url, { headers, signal: controller.signal })
-      .then((response) => {
-        const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(response.headers.get('Content-Range') ?? '')
-        const encoding = response.headers.get('Content-Encoding')
-        const same = input.etag !== null ? response.headers.get('ETag') === input.etag : response.headers.get('Last-Modified') === input.lastModified
-        if (
-          response.status !== 206 ||
-          !range ||
-          +range[1] !== first ||
-          +range[2] !== end - 1 ||
-          +range[3] !== input.size ||
-          !same ||
-          (encoding && encoding !== 'identity') ||
-          !response.body
-        ) {
-          response.body?.cancel().catch(() => {})
-          throw again(`HTTP ${response.status} was not the range asked for`)
-        }
-        const bytes = new Uint8Array(end - first)
-        const reader = response.body.getReader()
-        let filled = 0
-        const pump = (): Promise<Uint8Array> =>
-          reader.read().then((chunk) => {
-            idle()
-            if (chunk.done) {
-              if (filled !== bytes.length) throw again(`the body ended after ${filled} of ${bytes.length} bytes`)
-              return bytes
-            }
-            if (filled + chunk.value.length > bytes.length) throw again('the body is longer than the range')
-            bytes.set(chunk.value, filled)
-            filled += chunk.value.length
-            return pump()
-          })
-        return pump()
-      })
-      .catch((error: Error & { again?: boolean }) => {
-        throw error.again ? error : again(error.message)
-      })
-      .finally(() => clearTimeout(timer))
-  }
-
-  /** Runs `use` with a function that fills a target from the input at an offset; a Blob or URL is read first, as a whole span. */
+  /** Runs `use` with a function that fills a target from the input at an offset; a Blob is read first, as a whole span. */
   function withInput(input: PieceInput, first: number, end: number, use: (read: (at: number, target: Uint8Array) => void) => void): Promise<void> {
     if ('path' in input) return Promise.resolve(withFile(input, use))
     const fromBytes = (bytes: Uint8Array, offset: number) => use((at, target) => target.set(bytes.subarray(at - offset, at - offset + target.length)))
     if ('bytes' in input) return Promise.resolve(fromBytes(input.bytes, 0))
-    const span =
-      'url' in input
-        ? fetchRange(input, first, end)
-        : input.blob
-            .slice(first, end)
-            .arrayBuffer()
-            .then((buffer) => new Uint8Array(buffer))
-    return span.then((bytes) => fromBytes(bytes, first))
+    return input.blob
+      .slice(first, end)
+      .arrayBuffer()
+      .then((buffer) => fromBytes(new Uint8Array(buffer), first))
   }
 
   /** The output's buffer: `shared`, or a new one of `length` bytes to send back. */
@@ -263,7 +204,7 @@ export function poolWorker(
     }
     new Promise<ArrayBuffer | undefined>((resolve) => resolve('call' in message ? call(message) : convert(message))).then(
       (bytes) => post({ id: message.id, bytes }, bytes ? [bytes] : []),
-      (error: Error & { path?: string; again?: boolean }) => post({ id: message.id, error: { message: error.message, path: error.path, again: error.again } }),
+      (error: Error & { path?: string }) => post({ id: message.id, error: { message: error.message, path: error.path } }),
     )
   })
 }

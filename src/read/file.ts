@@ -326,7 +326,7 @@ export class SafetensorsFile {
     const io: ReadIo = { signal: options.signal, onBytes: meter && ((bytes) => meter.arrived(bytes)) }
     const pooled =
       outBytes >= POOL_MIN_BYTES && this.workers !== 0
-        ? await (await loadPool()).readOnPool(this.source, this.workers, {
+        ? await (await loadPool())?.readOnPool(this.source, this.workers, {
             name: info.name,
             from,
             to,
@@ -526,24 +526,29 @@ export function allocate(info: Pick<TensorInfo, 'name'>, dtype: DType, bytes: nu
   }
 }
 
-let pool: Promise<PoolReads> | undefined
+let pool: Promise<PoolReads | undefined> | undefined
 
-/** The conversion pool's reads (src/pool/read.ts), loaded once, on demand, with what they are lent of the library. */
-export function loadPool(): Promise<PoolReads> {
-  pool ??= import('../pool/read.ts').then((module) =>
-    module.poolReads({
-      SafetensorsError,
-      hostByteOrder,
-      byteLengthOf,
-      elementCountOf,
-      DTYPE_INFO,
-      dtypeIndex,
-      readRuns,
-      abortedError,
-      onAbort,
-      throwIfAborted,
-      kernelModule,
-    }),
+/**
+ * The conversion pool's reads (src/pool/read.ts), loaded once, on demand, with what they are lent of the library;
+ * undefined where they cannot load (a page whose import map lacks `#workers`): reads stay on the calling thread.
+ */
+export function loadPool(): Promise<PoolReads | undefined> {
+  pool ??= import('../pool/read.ts').then(
+    (module) =>
+      module.poolReads({
+        SafetensorsError,
+        hostByteOrder,
+        byteLengthOf,
+        elementCountOf,
+        DTYPE_INFO,
+        dtypeIndex,
+        readRuns,
+        abortedError,
+        onAbort,
+        throwIfAborted,
+        kernelModule,
+      }),
+    () => undefined,
   )
   return pool
 }

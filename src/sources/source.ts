@@ -51,14 +51,9 @@ export interface RangeSource {
  * Where a worker of the conversion pool (src/pool/read.ts) reads a source's bytes itself, rather than the
  * calling thread sending them: a local file through the open file's descriptor, which threads of one
  * process share (by its path where they do not, as in Deno: checked unchanged by size and modification
- * time); a Blob; or an http(s) URL, each response checked against the validator (ETag, else Last-Modified) and
- * size the source learnt, at most `connections` at once, a request idle for `idleTimeout` ms given up. A URL's
- * request that fails is made again on the calling thread, with its retries.
+ * time), or a Blob.
  */
-export type WorkerReadable =
-  | { fd: number; path: string; size: number; modified: number }
-  | { blob: Blob }
-  | { url: string; headers: Record<string, string>; size: number; etag: string | null; lastModified: string | null; idleTimeout: number; connections: number }
+export type WorkerReadable = { fd: number; path: string; size: number; modified: number } | { blob: Blob }
 
 /**
  * The files of a model picked or dropped in a page (a folder's files, or several files): its file or

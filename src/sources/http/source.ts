@@ -67,8 +67,6 @@ interface HttpVersion {
 }
 
 export type HttpSource = RangeSource & {
-  /** @internal Where the pool's workers fetch ranges themselves (src/pool/read.ts): in a page, once the server has honoured Range. */
-  readonly forWorkers?: { url: string; headers?: HttpOptions['headers']; idleTimeout: number; connections: number }
   readonly url: string
   /** The validators of the first response (the persistent cache keys on them); undefined before it. */
   readonly version: HttpVersion | undefined
@@ -181,12 +179,6 @@ export function httpSource(url: string | URL, options: HttpOptions = {}): HttpSo
     },
     get parallel() {
       return parallel()
-    },
-    // Only in a page: there the calling thread is the page's, which a download's data would keep busy (WebKit
-    // delivers it there), while elsewhere its reads cost little and keep what they do better (connections added
-    // while they pay, one request for a block of rows).
-    get forWorkers() {
-      return page && !options.fetch && state.ranged ? { url: href, headers: options.headers, idleTimeout: plan.idleTimeout, connections } : undefined
     },
     async readInto(offset, target, signal, onBytes) {
       if (target.length === 0) return

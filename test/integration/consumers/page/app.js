@@ -24,8 +24,7 @@ async function main() {
   if (only) return { pool: await poolChecks(only) }
   const page = await runChecks()
   const worker = await inWorker()
-  // maxTask: the longest main-thread task the test allows, for pool.js's retries of a load that seemed to exceed it.
-  return { page, worker, pool: await poolChecks(POOL_FILE, { blob: true, maxTaskMs: Number(query.get('maxTask')) }) }
+  return { page, worker, pool: await poolChecks(POOL_FILE, { blob: true }) }
 }
 
 main().then(

@@ -105,34 +105,17 @@ async function load(source, options) {
 }
 
 /**
- * A pooled load, again (at most 3 times in all) while the main thread's longest gap is `maxTaskMs` or more:
- * on a busy machine the thread is also kept from its heartbeat by other processes, which a task of the
- * page's own does not escape by trying again. The last load, with every try's main thread.
- */
-async function pooledLoad(source, maxTaskMs) {
-  const tries = []
-  const workers = { started: 0, failed: 0, messages: 0 }
-  let last
-  do {
-    last = await load(source)
-    tries.push(last.main)
-    for (const key of Object.keys(workers)) workers[key] += last.workers[key]
-  } while (maxTaskMs && last.main.maxGap >= maxTaskMs && tries.length < 3)
-  return { ...last, workers, tries }
-}
-
-/**
  * The loads of `url`: 'pooled' and 'calling' (`workers: 0`) over HTTP, and with `blob`, 'blob' (the pool
  * reading a Blob of the file); one after the other, so that only one load's results are alive at a time.
  */
-export async function poolChecks(url, { blob = false, maxTaskMs = 0 } = {}) {
+export async function poolChecks(url, { blob = false } = {}) {
   const report = {
     isolated: globalThis.crossOriginIsolated === true,
     sharedArrayBuffer: typeof SharedArrayBuffer === 'function',
     cores: navigator.hardwareConcurrency,
-    pooled: await pooledLoad(url, maxTaskMs),
+    pooled: await load(url),
     calling: await load(url, { workers: 0 }),
   }
-  if (blob) report.blob = await pooledLoad(await (await fetch(url)).blob(), maxTaskMs)
+  if (blob) report.blob = await load(await (await fetch(url)).blob())
   return report
 }
