@@ -5,7 +5,7 @@
 // Promise.all and tensors() at most 1.1x the reference; into one reused `out` at most 0.5x; the loop on the
 // pool at most 0.7x the loop with workers: 0.
 import { execFileSync } from 'node:child_process'
-import { BIG_FILE, makeBigFile } from './read.js'
+import { BIG_FILE, makeBigFile, VARIANTS as READ_VARIANTS } from './read.js'
 import { median, table } from './util.js'
 
 const ROUNDS = 7
@@ -40,25 +40,7 @@ const VARIANTS = {
   'one reused out': child(reusedOut),
   'loop, workers: 0': child(loop, '{ workers: 0 }'),
   'one reused out, workers: 0': child(reusedOut, '{ workers: 0 }'),
-  'fs.readFile + JS loop': `
-    import { readFile } from 'node:fs/promises'
-    const start = performance.now()
-    const bytes = await readFile(process.argv[1])
-    const n = Number(bytes.readBigUInt64LE(0))
-    const header = JSON.parse(bytes.toString('utf8', 8, 8 + n))
-    const kept = []
-    for (const [name, t] of Object.entries(header)) {
-      if (name === '__metadata__') continue
-      const [begin, end] = t.data_offsets
-      const input = new Uint16Array(bytes.buffer, bytes.byteOffset + 8 + n + begin, (end - begin) / 2)
-      const bits = new Uint32Array(input.length)
-      for (let i = 0; i < input.length; i++) bits[i] = input[i] << 16
-      kept.push(new Float32Array(bits.buffer))
-    }
-    const ms = performance.now() - start
-    let check = 0
-    for (const t of kept) check += t[12345]
-    console.log(JSON.stringify({ ms, check }))`,
+  'fs.readFile + JS loop': READ_VARIANTS['fs.readFile + JS loop'],
 }
 
 function runNode(code) {

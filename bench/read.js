@@ -32,7 +32,7 @@ export async function makeBigFile() {
 }
 
 // Each variant runs in a child process: it loads every tensor, keeps them all, and prints ms and maxRSS.
-const VARIANTS = {
+export const VARIANTS = {
   'open + getTensor F32': `
     import { open } from ${JSON.stringify(new URL('../dist/node.js', import.meta.url).href)}
     const start = performance.now()

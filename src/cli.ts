@@ -94,7 +94,7 @@ async function main(args: string[]): Promise<number> {
   const workers = parseWorkers(values.get('--workers'))
   if (workers !== undefined && command !== 'convert') throw new UsageError('--workers goes with convert')
   if (command === 'convert' && files.length === 2)
-    return convertCommand(files[0], files[1], values.get('--dtype'), values.get('--max-shard-size'), raw, workers)
+    return convertCommand(files[0], files[1], { dtype: values.get('--dtype'), maxShardSize: values.get('--max-shard-size'), raw, workers })
   throw new UsageError(['inspect', 'validate', 'convert'].includes(command) ? `${command}: wrong number of files` : `unknown command ${command}`)
 }
 
@@ -522,16 +522,18 @@ function parseWorkers(text: string | undefined): number | undefined {
   return workers
 }
 
-async function convertCommand(
-  input: string,
-  output: string,
-  dtypeText: string | undefined,
-  sizeText: string | undefined,
-  raw: boolean,
-  workers: number | undefined,
-): Promise<number> {
+/** convert's flags as given: --dtype and --max-shard-size as text, --raw, --workers. */
+interface ConvertFlags {
+  dtype: string | undefined
+  maxShardSize: string | undefined
+  raw: boolean
+  workers: number | undefined
+}
+
+async function convertCommand(input: string, output: string, flags: ConvertFlags): Promise<number> {
+  const { dtype: dtypeText, maxShardSize: sizeText, raw, workers } = flags
   const gguf = /\.gguf$/i.test(output)
-  if (isGgufName(input) && !gguf) return ggufToFolderCommand(input, output, dtypeText, sizeText, raw, workers)
+  if (isGgufName(input) && !gguf) return ggufToFolderCommand(input, output, flags)
   if (raw) throw new UsageError('--raw goes with convert of a .gguf into a folder')
   if (gguf && workers !== undefined) throw new UsageError(`--workers goes with a SafeTensors output; ${output} is a GGUF, whose export runs on this thread`)
   if (gguf && sizeText !== undefined) throw new UsageError(`--max-shard-size goes with a SafeTensors output; ${output} is a GGUF, written as one file`)
@@ -653,14 +655,7 @@ async function ggufCommand(input: string, output: string, dtype: GgufDtype): Pro
 }
 
 /** convert x.gguf OUT_DIR: the Hugging Face folder of a GGUF, F32 unless --dtype says otherwise. */
-async function ggufToFolderCommand(
-  input: string,
-  output: string,
-  dtypeText: string | undefined,
-  sizeText: string | undefined,
-  raw: boolean,
-  workers: number | undefined,
-): Promise<number> {
+async function ggufToFolderCommand(input: string, output: string, { dtype: dtypeText, maxShardSize: sizeText, raw, workers }: ConvertFlags): Promise<number> {
   const dtype = dtypeText === undefined ? 'F32' : parseDtype(dtypeText)
   const maxShardSize = sizeText === undefined ? undefined : parseSize(sizeText)
   if (/\.safetensors$/i.test(output))
