@@ -167,9 +167,9 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
   }
 
   /**
-   * quantize() on the pool's workers (src/pool/read.ts), a call per POOL_CALL_VALUES values of whole rows, the
-   * blocks in a new array; on the calling thread where there is no pool (`workers` 0, no workers here) or for too
-   * few values. A call that fails is quantized again here, which names a value no type can hold as quantize() does.
+   * quantize() on `workers` of the pool's workers (src/pool/read.ts), a call per POOL_CALL_VALUES values of whole
+   * rows, the blocks in a new array; on the calling thread where there is no pool (`workers` 0 or not given, no
+   * workers here) or for too few values. A call that fails is quantized again here, which names a value no type can hold as quantize() does.
    */
   async function quantizeOnPool(
     type: QuantizedType,
@@ -180,7 +180,8 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
   ): Promise<Uint8Array> {
     const rowBytes = quantizedByteLength(type, 1, perRow)
     const rows = values.length / perRow
-    if (workers === 0 || values.byteLength < runtime.poolMinBytes || !Number.isInteger(rows)) return quantize(type, values, perRow, undefined, origin)
+    // Only when asked for: with the pool's workers by default, a 1 GiB model's Q8_0 export went past its 300 MiB bound.
+    if (!workers || values.byteLength < runtime.poolMinBytes || !Number.isInteger(rows)) return quantize(type, values, perRow, undefined, origin)
     const core = ggmlQuantModule.shared()
     const descriptorAt = core.exports.descriptor()
     const callRows = Math.max(1, Math.floor(POOL_CALL_VALUES / perRow))

@@ -269,7 +269,7 @@ describe('on the pool', () => {
   const values = Float32Array.from({ length: GGML_RUNTIME.poolMinBytes / 4 + 3 * PER_ROW }, () => (random() - 0.5) * 2 ** Math.floor(random() * 24 - 12))
 
   test.each(QUANTIZED_TYPES)('%s: the blocks quantize() writes on the calling thread', async (type) => {
-    const pooled = await quantizeOnPool(type, values, PER_ROW, { name: 'w', first: 0 }, undefined)
+    const pooled = await quantizeOnPool(type, values, PER_ROW, { name: 'w', first: 0 }, 2)
     expect(pooled.buffer).toBeInstanceOf(SharedArrayBuffer)
     const here = quantize(type, values, PER_ROW)
     expect(pooled.length).toBe(here.length)
@@ -279,7 +279,7 @@ describe('on the pool', () => {
   test('a value no type can hold: the error quantize() gives, naming its element', async () => {
     const bad = values.slice()
     bad[3 * PER_ROW + 5] = Number.NaN
-    const error = await quantizeOnPool('Q4_K', bad, PER_ROW, { name: 'w', first: 10 }, undefined).catch((e: unknown) => e)
+    const error = await quantizeOnPool('Q4_K', bad, PER_ROW, { name: 'w', first: 10 }, 2).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(SafetensorsError)
     expect((error as SafetensorsError).code).toBe('UnsupportedConversion')
     expect((error as SafetensorsError).message).toContain(`element ${10 + 3 * PER_ROW + 5} is NaN`)
