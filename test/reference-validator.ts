@@ -460,10 +460,12 @@ export function referenceValidate(bytes: Uint8Array, fileSize: number = bytes.le
   if (bytes.length < 8 || fileSize < 8) return fail('HeaderTooSmall', 'fewer than 8 bytes')
   const n = new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true)
   if (n > MAX_HEADER_SIZE) return fail('HeaderTooLarge', `N = ${n}`)
-  if (8n + n > BigInt(fileSize) || 8n + n > BigInt(bytes.length)) {
-    return fail('InvalidHeaderLength', `8 + N = ${8n + n} is past the file (${fileSize} bytes)`)
-  }
+  // Numbers, not BigInts (N is at most MAX_HEADER_SIZE here): Firefox ESR 140.12 got `8n + n > BigInt(size)`
+  // wrong once its JIT had warmed up.
   const headerSize = Number(n)
+  if (8 + headerSize > fileSize || 8 + headerSize > bytes.length) {
+    return fail('InvalidHeaderLength', `8 + N = ${8 + headerSize} is past the file (${fileSize} bytes)`)
+  }
 
   const text = decodeUtf8Strict(bytes, 8, 8 + headerSize)
   if (text === null) return fail('InvalidHeader', 'header is not valid UTF-8')
