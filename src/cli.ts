@@ -32,7 +32,7 @@ const USAGE = `usage:
   safetensors-wasm inspect <file|url|model> [--json] [--tensor NAME]
   safetensors-wasm validate <file|url|model>... [--json]
   safetensors-wasm convert <in> <out> [--dtype F32|F16|BF16] [--max-shard-size SIZE] [--workers N]
-  safetensors-wasm convert <model> <out.gguf> [--dtype F32|F16|BF16|Q8_0|Q4_K_M|...]
+  safetensors-wasm convert <model> <out.gguf> [--dtype F32|F16|BF16|Q8_0|Q4_K_M|...] [--workers N]
   safetensors-wasm convert <in.gguf> <out folder> [--dtype F32|F16|BF16] [--raw] [--workers N]
   safetensors-wasm --version
       floating-point tensors become --dtype (in any case: bf16), others are copied;
@@ -535,7 +535,6 @@ async function convertCommand(input: string, output: string, flags: ConvertFlags
   const gguf = /\.gguf$/i.test(output)
   if (isGgufName(input) && !gguf) return ggufToFolderCommand(input, output, flags)
   if (raw) throw new UsageError('--raw goes with convert of a .gguf into a folder')
-  if (gguf && workers !== undefined) throw new UsageError(`--workers goes with a SafeTensors output; ${output} is a GGUF, whose export runs on this thread`)
   if (gguf && sizeText !== undefined) throw new UsageError(`--max-shard-size goes with a SafeTensors output; ${output} is a GGUF, written as one file`)
   const ggufDtype = gguf && dtypeText !== undefined ? parseGgufDtype(dtypeText) : undefined
   const dtype = !gguf && dtypeText !== undefined ? parseDtype(dtypeText) : undefined
@@ -554,7 +553,7 @@ async function convertCommand(input: string, output: string, flags: ConvertFlags
   }
   const wrong = await outputInTheWay(output, intoFolder)
   if (wrong) return fail(`${output}: Io: ${wrong}`)
-  if (gguf) return ggufCommand(input, output, ggufDtype ?? 'F16')
+  if (gguf) return ggufCommand(input, output, ggufDtype ?? 'F16', workers)
   const started = performance.now()
   const options = { dtype, maxShardSize, workers, onProgress: progressOption() }
   const written = await runWrite(input, output, model, options, () => (model ? convertModel(input, output, options) : convertFile(input, output, options)))
@@ -642,9 +641,9 @@ async function runWrite<T>(
 }
 
 /** convert into a .gguf: "out.gguf: wrote 21 tensors (9 F32, 12 Q8_0), 1,234 bytes, 0.12 s". */
-async function ggufCommand(input: string, output: string, dtype: GgufDtype): Promise<number> {
+async function ggufCommand(input: string, output: string, dtype: GgufDtype, workers: number | undefined): Promise<number> {
   const started = performance.now()
-  const options = { dtype, onProgress: progressOption() }
+  const options = { dtype, workers, onProgress: progressOption() }
   const written = await runWrite(input, output, true, options, () => writeGguf(input, output, options))
   if (written === undefined) return 1
   const seconds = (performance.now() - started) / 1000

@@ -9,6 +9,7 @@ import * as contract from '../../assembly/boundary/ggml-quant.ts?constants'
 import ggmlQuantWasm from '../../build/ggml-quant.wasm'
 import type { WasmInstance } from '../core/wasm.ts'
 import type { SafetensorsError } from '../errors.ts'
+import type { Staging } from '../pool/staging.ts'
 import type { GgmlRuntime } from './ggml-kernels.ts'
 
 /** The quantization module's functions (assembly/modules/ggml-quant.ts). */
@@ -168,8 +169,9 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
 
   /**
    * quantize() on `workers` of the pool's workers (src/pool/read.ts), a call per POOL_CALL_VALUES values of whole
-   * rows, the blocks in a new array; on the calling thread where there is no pool (`workers` 0 or not given, no
-   * workers here) or for too few values. A call that fails is quantized again here, which names a value no type can hold as quantize() does.
+   * rows, through `staging` (src/pool/staging.ts), the blocks copied into a new array; on the calling thread where
+   * there is no pool (`workers` 0, no workers here) or for too few values. A call that fails is quantized again
+   * here, which names a value no type can hold as quantize() does.
    */
   async function quantizeOnPool(
     type: QuantizedType,
@@ -177,11 +179,11 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
     perRow: number,
     origin: QuantizeOrigin,
     workers: number | undefined,
+    staging: Staging,
   ): Promise<Uint8Array> {
     const rowBytes = quantizedByteLength(type, 1, perRow)
     const rows = values.length / perRow
-    // Only when asked for: with the pool's workers by default, a 1 GiB model's Q8_0 export went past its 300 MiB bound.
-    if (!workers || values.byteLength < runtime.poolMinBytes || !Number.isInteger(rows)) return quantize(type, values, perRow, undefined, origin)
+    if (workers === 0 || values.byteLength < runtime.poolMinBytes || !Number.isInteger(rows)) return quantize(type, values, perRow, undefined, origin)
     const core = ggmlQuantModule.shared()
     const descriptorAt = core.exports.descriptor()
     const callRows = Math.max(1, Math.floor(POOL_CALL_VALUES / perRow))
@@ -206,8 +208,11 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
     const reads = await runtime.loadPool()
     const module = { name: 'ggml-quant', bytes: () => ggmlQuantModule.bytes() }
     const input = new Uint8Array(values.buffer, values.byteOffset, values.byteLength)
-    const blocks = await reads?.callOnPool(input, workers, module, { name: origin.name, dtype: 'U8', outBytes: rows * rowBytes }, calls).catch(() => undefined)
-    return (blocks as Uint8Array | undefined) ?? quantize(type, values, perRow, undefined, origin)
+    const out = staging.bytes(rows * rowBytes)
+    const blocks = await reads
+      ?.callOnPool(input, workers, module, { name: origin.name, dtype: 'U8', outBytes: out.length, out: { data: out, bytes: out } }, calls)
+      .catch(() => undefined)
+    return blocks ? out.slice() : quantize(type, values, perRow, undefined, origin)
   }
 
   return { types: QUANTIZED_TYPES, ggmlQuantModule, quantizedByteLength, quantizeInWasm, quantize, quantizeOnPool }

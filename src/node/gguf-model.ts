@@ -10,6 +10,7 @@ import { type GgufFile, openGguf } from '../gguf/file.ts'
 import { configText, type HfTensor, planHfModel } from '../gguf/hf-model.ts'
 import { tokenizerFiles } from '../gguf/hf-tokenizer.ts'
 import type { GgufValue } from '../gguf/reader.ts'
+import { Staging } from '../pool/staging.ts'
 import type { OpenOptions, Source } from '../read/file.ts'
 import { throwIfAborted } from '../sources/source.ts'
 import { DEFAULT_MAX_SHARD_SIZE, planShards } from '../write/model-files.ts'
@@ -45,8 +46,11 @@ function rawModel(file: GgufFile): { tensors: HfTensor[]; metadata: Record<strin
 
 const jsonBytes = (value: unknown) => new TextEncoder().encode(`${JSON.stringify(value, null, 2)}\n`)
 
-/** A parameter's values as F32, a piece at a time, with what llama.cpp's converter did undone. */
-async function* parameterValues(file: GgufFile, t: HfTensor, signal: AbortSignal | undefined): AsyncGenerator<Float32Array> {
+/**
+ * A parameter's values as F32, a piece at a time, with what llama.cpp's converter did undone; each piece is valid
+ * until the next is asked for.
+ */
+async function* parameterValues(file: GgufFile, t: HfTensor, staging: Staging, signal: AbortSignal | undefined): AsyncGenerator<Float32Array> {
   const { gguf, expert, heads, transpose, shift } = t
   const outer: Array<[number, number]> = expert === undefined ? [] : [[expert, expert + 1]]
   const stored = expert === undefined ? gguf.shape : gguf.shape.slice(1)
@@ -58,7 +62,9 @@ async function* parameterValues(file: GgufFile, t: HfTensor, signal: AbortSignal
   for (let first = 0; first < rows; first += step) {
     const last = Math.min(rows, first + step)
     const ranges = rows === 1 ? outer : [...outer, [first, last] as [number, number]]
-    const read = ranges.length === 0 ? file.getTensor(gguf.name, { dtype: 'F32', signal }) : file.getSlice(gguf.name, ranges, { dtype: 'F32', signal })
+    const out = staging.floats((last - first) * rowElements)
+    const read =
+      ranges.length === 0 ? file.getTensor(gguf.name, { dtype: 'F32', signal, out }) : file.getSlice(gguf.name, ranges, { dtype: 'F32', signal, out })
     let values = (await read).data as Float32Array
     const bytes = () => new Uint8Array(values.buffer, values.byteOffset, values.byteLength)
     if (heads > 0) values = new Float32Array(reshaped(bytes(), { rows: unit, columns: rowElements, pairs: true }, 4, true).buffer)
@@ -90,13 +96,12 @@ async function hfModel(
  */
 export async function convertGguf(input: Source, folder: string, options: GgufModelOptions = {}): Promise<string[]> {
   const { dtype = 'F32', maxShardSize = DEFAULT_MAX_SHARD_SIZE, raw = false, ...read } = options
-  // On the pool only when asked for: its results in shared memory, which the workers' heaps keep until they collect
-  // their garbage, took a 1 GiB GGUF's conversion to 1 GB of peak RSS (its bound is 300 MiB).
-  const file = await openGguf(input, { ...read, workers: read.workers ?? 0 })
+  const file = await openGguf(input, read)
   try {
     const { tensors, metadata, others } = raw ? { ...rawModel(file), others: {} } : await hfModel(file, dtype)
     const declared = (t: HfTensor) => ({ name: t.name, dtype, shape: t.shape })
     const shards = planShards(tensors, (t) => tensorByteLength(declared(t)), maxShardSize)
+    const staging = new Staging()
     const plan = { shards: shards.map((s) => ({ file: s.file, names: s.tensors.map((t) => t.name) })) }
     const written = await writeModel(folder, plan, async (set: FileSet) => {
       let totalSize = 0
@@ -104,7 +109,7 @@ export async function convertGguf(input: Source, folder: string, options: GgufMo
         const writer = SafetensorsWriter.create(await set.sink(join(folder, shard.file)), shard.tensors.map(declared), { metadata })
         try {
           for (const t of shard.tensors) {
-            for await (const values of parameterValues(file, t, options.signal)) {
+            for await (const values of parameterValues(file, t, staging, options.signal)) {
               throwIfAborted(options.signal)
               await writer.write(t.name, dtype === 'F32' ? values : convert(values, 'F32', dtype))
             }

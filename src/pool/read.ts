@@ -91,7 +91,6 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
         const { bytes, at } = await readHere(
           source,
           piece.runs.map((run): [number, number] => [run.at, (run.count * fromBits) / 8]),
-          false,
           read,
         )
         send({ ...piece, runs: piece.runs.map((run, i) => ({ ...run, at: at[i] })), end: piece.inBytes }, { bytes }, [bytes.buffer as ArrayBuffer], true)
@@ -101,7 +100,7 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
       for (const piece of cut(elementRuns(read, read.start), found.size, fromBits, task.toBits)) send(...sent(inMemory, piece), false)
     } else {
       const all = cut(elementRuns(read), found.size, fromBits, task.toBits)
-      await readThenSend(source, read, all, found.pool.sharedMemory, (piece, bytes) => send(...sent(bytes, piece), true))
+      await readThenSend(source, read, all, (piece, bytes) => send(...sent(bytes, piece), true))
     }
   })
   return output.data
@@ -145,7 +144,6 @@ async function callOnPool(
       ;({ bytes, at: offsets } = await readHere(
         source as RangeSource,
         calls.map((call): [number, number] => [call.offset, call.length]),
-        found.pool.sharedMemory,
         io,
       ))
       counted = true
@@ -154,7 +152,7 @@ async function callOnPool(
       const task = { ...call, module: module.name, shared: sharedOf(output.bytes) }
       if (readable) {
         const again = async () => {
-          const { bytes } = await readHere(source as RangeSource, [[call.offset, call.length]], false, io)
+          const { bytes } = await readHere(source as RangeSource, [[call.offset, call.length]], io)
           pieces.submit({ ...task, input: { bytes }, offset: 0 }, [bytes.buffer as ArrayBuffer], call.outAt, call.length, true, { module })
         }
         pieces.submit({ ...task, input: readable }, [], call.outAt, call.length, counted, { module, again })
@@ -174,17 +172,17 @@ interface SendOptions {
 }
 
 /**
- * Byte runs of the source ([offset, length]) read here, packed in one new buffer (shared memory if `shared`), and
- * where each landed in it.
+ * Byte runs of the source ([offset, length]) read here, packed in one new buffer, and where each landed in it.
+ * Never shared memory: a worker's heap keeps a SharedArrayBuffer it was sent until it collects its garbage, and
+ * V8 does not count shared memory towards collecting, so each span goes as a copy, handed over (see span).
  */
 async function readHere(
   source: RangeSource,
   runs: Array<[number, number]>,
-  shared: boolean,
   io: { signal?: AbortSignal; onBytes?: OnBytes },
 ): Promise<{ bytes: Uint8Array; at: number[] }> {
   const total = runs.reduce((sum, [, length]) => sum + length, 0)
-  const bytes = shared ? new Uint8Array(new SharedArrayBuffer(total)) : new Uint8Array(total)
+  const bytes = new Uint8Array(total)
   await rt.readRuns(source, 0, runs, bytes, io.signal, io.onBytes)
   let at = 0
   return { bytes, at: runs.map(([, length]) => (at += length) - length) }
@@ -356,18 +354,13 @@ function sent(bytes: Uint8Array, piece: Piece): [Piece, PieceInput, ArrayBuffer[
 }
 
 /**
- * Sources the workers cannot read (HTTP, a RangeSource of the caller's): read here into one buffer, each
- * piece sent as soon as its bytes have landed (a single run lands front to back), the rest once all have.
+ * Sources the workers cannot read (HTTP, a RangeSource of the caller's): read here into one buffer (never shared
+ * memory, as in readHere), each piece sent as soon as its bytes have landed (a single run lands front to back),
+ * the rest once all have.
  */
-async function readThenSend(
-  source: RangeSource,
-  read: PooledRead,
-  pieces: Piece[],
-  shared: boolean,
-  send: (piece: Piece, bytes: Uint8Array) => void,
-): Promise<void> {
+async function readThenSend(source: RangeSource, read: PooledRead, pieces: Piece[], send: (piece: Piece, bytes: Uint8Array) => void): Promise<void> {
   const inBytes = read.runs.reduce((sum, [, length]) => sum + length, 0)
-  const staging = shared ? new Uint8Array(new SharedArrayBuffer(inBytes)) : new Uint8Array(inBytes)
+  const staging = new Uint8Array(inBytes)
   let next = 0
   const sendLanded = (landed: number) => {
     while (next < pieces.length && pieces[next].end <= landed) send(pieces[next++], staging)

@@ -10,6 +10,7 @@ import { ggmlQuantizers, type QuantizedType } from '../../src/gguf/ggml-quantize
 import { GGML_TYPES } from '../../src/gguf/ggml-types.ts'
 import { GGML_RUNTIME } from '../../src/gguf/kernels.ts'
 import { SafetensorsError } from '../../src/node.ts'
+import { Staging } from '../../src/pool/staging.ts'
 import { type Ggml, ggmlUnsupported, loadGgml } from '../ggml.ts'
 import { referenceQ8_0 } from '../q8_0-reference.ts'
 import { prng } from '../random.ts'
@@ -269,8 +270,12 @@ describe('on the pool', () => {
   const values = Float32Array.from({ length: GGML_RUNTIME.poolMinBytes / 4 + 3 * PER_ROW }, () => (random() - 0.5) * 2 ** Math.floor(random() * 24 - 12))
 
   test.each(QUANTIZED_TYPES)('%s: the blocks quantize() writes on the calling thread', async (type) => {
-    const pooled = await quantizeOnPool(type, values, PER_ROW, { name: 'w', first: 0 }, 2)
-    expect(pooled.buffer).toBeInstanceOf(SharedArrayBuffer)
+    const staging = new Staging()
+    const pooled = await quantizeOnPool(type, values, PER_ROW, { name: 'w', first: 0 }, 2, staging)
+    // The workers wrote the staging buffer (shared memory); the result is a copy the caller owns.
+    expect(staging.bytes(pooled.length).buffer).toBeInstanceOf(SharedArrayBuffer)
+    expect(Buffer.compare(staging.bytes(pooled.length), pooled)).toBe(0)
+    expect(pooled.buffer).toBeInstanceOf(ArrayBuffer)
     const here = quantize(type, values, PER_ROW)
     expect(pooled.length).toBe(here.length)
     expect(Buffer.compare(pooled, here)).toBe(0)
@@ -279,7 +284,7 @@ describe('on the pool', () => {
   test('a value no type can hold: the error quantize() gives, naming its element', async () => {
     const bad = values.slice()
     bad[3 * PER_ROW + 5] = Number.NaN
-    const error = await quantizeOnPool('Q4_K', bad, PER_ROW, { name: 'w', first: 10 }, 2).catch((e: unknown) => e)
+    const error = await quantizeOnPool('Q4_K', bad, PER_ROW, { name: 'w', first: 10 }, 2, new Staging()).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(SafetensorsError)
     expect((error as SafetensorsError).code).toBe('UnsupportedConversion')
     expect((error as SafetensorsError).message).toContain(`element ${10 + 3 * PER_ROW + 5} is NaN`)
