@@ -169,9 +169,9 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
 
   /**
    * quantize() on `workers` of the pool's workers (src/pool/read.ts), a call per POOL_CALL_VALUES values of whole
-   * rows, through `staging` (src/pool/staging.ts), the blocks copied into a new array; on the calling thread where
-   * there is no pool (`workers` 0, no workers here) or for too few values. A call that fails is quantized again
-   * here, which names a value no type can hold as quantize() does.
+   * rows, the values and the blocks through `staging` (src/pool/staging.ts), the blocks copied into a new array;
+   * on the calling thread where there is no pool (`workers` 0, no workers here) or for too few values. A call that
+   * fails is quantized again here, which names a value no type can hold as quantize() does.
    */
   async function quantizeOnPool(
     type: QuantizedType,
@@ -207,8 +207,12 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
     }
     const reads = await runtime.loadPool()
     const module = { name: 'ggml-quant', bytes: () => ggmlQuantModule.bytes() }
-    const input = new Uint8Array(values.buffer, values.byteOffset, values.byteLength)
-    const out = staging.bytes(rows * rowBytes)
+    // The values too go through the staging buffer: sent as they were, each call's span would be a copy handed to
+    // a worker, which its heap keeps until it collects (up to V8's external memory limit, tens of MiB a worker).
+    const area = staging.bytes(values.byteLength + rows * rowBytes)
+    const input = area.subarray(0, values.byteLength)
+    input.set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength))
+    const out = area.subarray(values.byteLength)
     const blocks = await reads
       ?.callOnPool(input, workers, module, { name: origin.name, dtype: 'U8', outBytes: out.length, out: { data: out, bytes: out } }, calls)
       .catch(() => undefined)

@@ -273,8 +273,9 @@ describe('on the pool', () => {
     const staging = new Staging()
     const pooled = await quantizeOnPool(type, values, PER_ROW, { name: 'w', first: 0 }, 2, staging)
     // The workers wrote the staging buffer (shared memory); the result is a copy the caller owns.
-    expect(staging.bytes(pooled.length).buffer).toBeInstanceOf(SharedArrayBuffer)
-    expect(Buffer.compare(staging.bytes(pooled.length), pooled)).toBe(0)
+    const area = staging.bytes(values.byteLength + pooled.length)
+    expect(area.buffer).toBeInstanceOf(SharedArrayBuffer)
+    expect(Buffer.compare(area.subarray(values.byteLength), pooled)).toBe(0)
     expect(pooled.buffer).toBeInstanceOf(ArrayBuffer)
     const here = quantize(type, values, PER_ROW)
     expect(pooled.length).toBe(here.length)
