@@ -1,11 +1,12 @@
 // Loading every tensor of a 1 GiB BF16 file as F32 on the conversion pool, against the same loads with
 // { workers: 0 }, fs.readFile + a JS loop, and the reference loader (safetensors + torch, bench/reference-load.py,
 // when BENCH_PYTHON names a Python that has them). Each load runs in a child process that times its own work
-// from open() on, pool start included; 7 rounds, interleaved, medians. Targets (issue 40): the loop,
+// from open() on, pool start included; 7 rounds, interleaved, medians; with the floor under them all, fresh memory
+// written by as many threads (and torch's, with the reference). Targets (issue 40): the loop,
 // Promise.all and tensors() at most 1.1x the reference; into one reused `out` at most 0.5x; the loop on the
 // pool at most 0.7x the loop with workers: 0.
 import { execFileSync } from 'node:child_process'
-import { BIG_FILE, makeBigFile, VARIANTS as READ_VARIANTS } from './read.js'
+import { BIG_FILE, ELEMENTS, makeBigFile, VARIANTS as READ_VARIANTS, TENSORS } from './read.js'
 import { median, table } from './util.js'
 
 const ROUNDS = 7
@@ -33,6 +34,28 @@ const reusedOut = `async (file) => {
   return [{ 12345: check }]
 }`
 
+// The floor of any load into fresh arrays: the pool's count of threads writing 2 GiB of new shared memory, a tensor
+// at a time, each thread half of it (as torch's fill_ splits it), with nothing read or converted. Page faults are most of it.
+const freshMemoryFloor = `
+  import { Worker } from 'node:worker_threads'
+  import { availableParallelism } from 'node:os'
+  const threads = Math.min(8, availableParallelism())
+  const fill = "import { parentPort } from 'node:worker_threads'; parentPort.on('message', ({ buffer, at, length }) => { new Int32Array(buffer, at, length).fill(1); parentPort.postMessage(0) })"
+  const workers = Array.from({ length: threads }, () => new Worker(fill, { eval: true }))
+  const start = performance.now()
+  const kept = []
+  for (let t = 0; t < ${TENSORS}; t++) {
+    const buffer = new SharedArrayBuffer(${ELEMENTS} * 4)
+    const share = ${ELEMENTS} / threads
+    await Promise.all(workers.map((worker, i) => new Promise((done) => { worker.once('message', done); worker.postMessage({ buffer, at: i * share * 4, length: share }) })))
+    kept.push(new Float32Array(buffer))
+  }
+  const ms = performance.now() - start
+  let check = 0
+  for (const t of kept) check += t[12345]
+  console.log(JSON.stringify({ ms, check }))
+  process.exit(0)`
+
 const VARIANTS = {
   'loop of getTensor': child(loop),
   'Promise.all of getTensor': child(`(file) => Promise.all(file.names().map(async (name) => (await file.getTensor(name, { dtype: 'F32' })).data))`),
@@ -43,14 +66,16 @@ const VARIANTS = {
   'fs.readFile + JS loop': READ_VARIANTS['fs.readFile + JS loop'],
 }
 
+const FLOORS = { 'fresh-memory floor: threads fill 2 GiB': freshMemoryFloor }
+
 function runNode(code) {
   return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', code, BIG_FILE], { maxBuffer: 1 << 20 }).toString())
 }
 
 /** @param {string} python */
-function runReference(python) {
+function runReference(python, ...args) {
   const script = new URL('./reference-load.py', import.meta.url).pathname
-  return JSON.parse(execFileSync(python, [script, BIG_FILE], { maxBuffer: 1 << 20 }).toString())
+  return JSON.parse(execFileSync(python, [script, BIG_FILE, ...args], { maxBuffer: 1 << 20 }).toString())
 }
 
 /** Ms from a script's last line to its exit, when it read a tensor on the pool and returned without close(). */
@@ -68,28 +93,45 @@ export async function run() {
   await makeBigFile()
   const python = process.env.BENCH_PYTHON
   const reference = python ? 'safetensors load_file + torch .float()' : undefined
+  const referenceFloor = 'fresh-memory floor: torch fill_ of 2 GiB'
   console.log(`\nThe conversion pool: every tensor of a 1 GiB BF16 file as F32 (child processes, ${ROUNDS} rounds interleaved, medians)`)
   if (!reference) console.log('BENCH_PYTHON is not set: the reference loader (bench/reference-load.py, torch) is not run')
   const results = {}
+  const floors = {}
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, code] of Object.entries(VARIANTS)) (results[name] ??= []).push(runNode(code))
-    if (python && reference) (results[reference] ??= []).push(runReference(python))
+    for (const [name, code] of Object.entries(FLOORS)) (floors[name] ??= []).push(runNode(code))
+    if (python && reference) {
+      ;(results[reference] ??= []).push(runReference(python))
+      ;(floors[referenceFloor] ??= []).push(runReference(python, '--fill'))
+    }
   }
-  const ms = (name) => median(results[name].map((r) => r.ms))
+  const ms = (name) => median((results[name] ?? floors[name]).map((r) => r.ms))
   const checks = new Set(Object.values(results).flatMap((r) => r.map((x) => x.check.toFixed(3))))
   if (checks.size !== 1) throw new Error(`the loaders disagree: ${[...checks]}`)
   const base = reference ?? 'loop, workers: 0'
-  table(Object.keys(results).map((name) => ({ loader: name, 'ms (median)': ms(name).toFixed(0), [`x ${base}`]: (ms(name) / ms(base)).toFixed(2) })))
+  table(
+    [...Object.keys(results), ...Object.keys(floors)].map((name) => ({
+      loader: name,
+      'ms (median)': ms(name).toFixed(0),
+      [`x ${base}`]: (ms(name) / ms(base)).toFixed(2),
+    })),
+  )
   const ratio = (a, b) => (ms(a) / ms(b)).toFixed(2)
   const exits = Array.from({ length: ROUNDS }, exitAfterLastLine)
   console.log(
     `a script that reads a tensor and returns without close() exits ${median(exits).toFixed(0)} ms after its last line (median of ${ROUNDS}; target at most 100 ms)`,
   )
   console.log(`the loop on the pool: ${ratio('loop of getTensor', 'loop, workers: 0')}x the loop with workers: 0 (target at most 0.7x)`)
+  const floor = Object.keys(FLOORS)[0]
+  console.log(`the loop on the pool: ${ratio('loop of getTensor', floor)}x the ${floor}`)
   if (reference) {
     for (const name of ['loop of getTensor', 'Promise.all of getTensor', 'tensors()'])
       console.log(`${name}: ${ratio(name, reference)}x the reference (target at most 1.1x)`)
     console.log(`one reused out: ${ratio('one reused out', reference)}x the reference (target at most 0.5x)`)
+    console.log(
+      `the floors: threads filling fresh shared memory ${ratio(floor, referenceFloor)}x torch's fill_; the reference ${ratio(reference, referenceFloor)}x its floor`,
+    )
   }
 }
 

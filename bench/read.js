@@ -8,8 +8,8 @@ import { join } from 'node:path'
 import { fileSink, fileSource, open, SafetensorsWriter } from '../dist/node.js'
 import { median, table } from './util.js'
 
-const TENSORS = 16
-const ELEMENTS = 32 << 20 // 64 MiB of BF16 each: 1 GiB in all
+export const TENSORS = 16
+export const ELEMENTS = 32 << 20 // 64 MiB of BF16 each: 1 GiB in all
 const OUTPUT_BYTES = TENSORS * ELEMENTS * 4
 export const BIG_FILE = join(tmpdir(), 'safetensors-wasm-bench-1gib-bf16.safetensors')
 
