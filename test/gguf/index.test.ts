@@ -901,7 +901,7 @@ describe('errors', () => {
   })
 })
 
-test('the CLI: convert <folder> <out.gguf> --dtype bf16 writes the file and says what it wrote', async () => {
+test('the CLI: convert <folder> <out.gguf> --dtype bf16 writes the file and says what it wrote; --workers 0 the same', async () => {
   const out = join(dir, 'cli-llama.gguf')
   const run = await cli('convert', join(FIXTURES, 'llama-gqa'), out, '--dtype', 'bf16')
   expect(run.stderr).toBe('')
@@ -914,6 +914,10 @@ test('the CLI: convert <folder> <out.gguf> --dtype bf16 writes the file and says
       `^${out}: wrote ${tensorInfos.length} tensors \\(${types[GGMLQuantizationType.BF16]} BF16, ${types[GGMLQuantizationType.F32]} F32\\), ${readFileSync(out).length.toLocaleString('en-US')} bytes, [0-9.]+ s\\n$`,
     ),
   )
+  const here = join(dir, 'cli-llama-here.gguf')
+  const calling = await cli('convert', join(FIXTURES, 'llama-gqa'), here, '--dtype', 'bf16', '--workers', '0')
+  expect(calling, calling.stderr).toMatchObject({ code: 0, stderr: '' })
+  expectSameBytes(readFileSync(here), readFileSync(out), '--workers 0 against the default')
 })
 
 describe('over HTTP, from the index URL', () => {
