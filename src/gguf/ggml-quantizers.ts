@@ -9,7 +9,7 @@ import * as contract from '../../assembly/boundary/ggml-quant.ts?constants'
 import ggmlQuantWasm from '../../build/ggml-quant.wasm'
 import type { WasmInstance } from '../core/wasm.ts'
 import type { SafetensorsError } from '../errors.ts'
-import type { Staging } from '../pool/staging.ts'
+import { Staging } from '../pool/staging.ts'
 import type { GgmlRuntime } from './ggml-kernels.ts'
 
 /** The quantization module's functions (assembly/modules/ggml-quant.ts). */
@@ -206,6 +206,7 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
       })
     }
     const reads = await runtime.loadPool()
+    if (!reads) return quantize(type, values, perRow, undefined, origin)
     const module = { name: 'ggml-quant', bytes: () => ggmlQuantModule.bytes() }
     // The values too go through the staging buffer: sent as they were, each call's span would be a copy handed to
     // a worker, which its heap keeps until it collects (up to V8's external memory limit, tens of MiB a worker).
@@ -214,10 +215,13 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
     input.set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength))
     const out = area.subarray(values.byteLength)
     const blocks = await reads
-      ?.callOnPool(input, workers, module, { name: origin.name, dtype: 'U8', outBytes: out.length, out: { data: out, bytes: out } }, calls)
+      .callOnPool(input, workers, module, { name: origin.name, dtype: 'U8', outBytes: out.length, out: { data: out, bytes: out } }, calls)
       .catch(() => undefined)
     return blocks ? out.slice() : quantize(type, values, perRow, undefined, origin)
   }
 
-  return { types: QUANTIZED_TYPES, ggmlQuantModule, quantizedByteLength, quantizeInWasm, quantize, quantizeOnPool }
+  /** A staging buffer for one export's quantizeOnPool calls (this module loads on demand; src/pool/staging.ts with it). */
+  const staging = () => new Staging()
+
+  return { types: QUANTIZED_TYPES, ggmlQuantModule, quantizedByteLength, quantizeInWasm, quantize, quantizeOnPool, staging }
 }

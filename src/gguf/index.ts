@@ -11,7 +11,6 @@ import type { DType } from '../core/dtypes.ts'
 import { SafetensorsError } from '../errors.ts'
 import { jsonFileError } from '../format/json-values.ts'
 import { readJsonObject } from '../format/model-config.ts'
-import { Staging } from '../pool/staging.ts'
 import { type Located, locate, type OpenModelOptions, openLocated, readBeside } from '../read/model.ts'
 import { ChunkConverter, pulledStream } from '../read/streams.ts'
 import { type SourceRange, sequentialReader } from '../sources/downloads.ts'
@@ -142,7 +141,7 @@ async function* tensorBytes(
   quantized?: typeof import('./quantized-values.ts'),
 ): AsyncGenerator<Uint8Array> {
   const quantizer = tensors.some(quantizes) ? await loadGgmlQuantizers() : undefined
-  const staging = new Staging()
+  const staging = quantizer?.staging()
   for (const [index, t] of tensors.entries()) {
     if (t.computed) yield new Uint8Array(t.computed.buffer)
     if (t.mxfp4) yield* quantized!.mxfp4Tensor(t, pieceValues)
@@ -164,7 +163,7 @@ async function* tensorBytes(
           // block.
           const type = t.type as QuantizedType
           const floats = new Float32Array(out.buffer, out.byteOffset, out.length / 4)
-          out = await quantizer!.quantizeOnPool(type, floats, GGML_TYPES[type].block, { name: piece.part.info.name, first }, workers, staging)
+          out = await quantizer!.quantizeOnPool(type, floats, GGML_TYPES[type].block, { name: piece.part.info.name, first }, workers, staging!)
         }
         yield out
         first += n
