@@ -68,7 +68,11 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
   const found = await conversionPool(workers, rt)
   if (!found) return undefined
   rt.throwIfAborted(read.signal)
-  const output = read.out ?? newOutput(read.name, read.to, read.outBytes, found.pool.sharedMemory)
+  // Where a new result cannot be shared memory, the tensor goes whole to one worker, whose result is handed over
+  // as it is: cut in pieces, each piece's output would be a copy on the calling thread (a page's main thread).
+  // Reads at once (Promise.all, tensors()) still share the workers.
+  const whole = !read.out && !found.pool.sharedMemory
+  const output = read.out ?? (whole ? undefined : newOutput(read.name, read.to, read.outBytes, found.pool.sharedMemory))
   const fromBits = rt.DTYPE_INFO[read.from].bits
   const task = {
     from: rt.dtypeIndex(read.from),
@@ -76,9 +80,13 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
     fromBits,
     toBits: rt.DTYPE_INFO[read.to].bits,
     swap: (read.byteOrder === 'big' ? rt.DTYPE_INFO[read.from].array.BYTES_PER_ELEMENT : 0) as PieceTask['swap'],
-    shared: sharedOf(output.bytes),
+    shared: output && sharedOf(output.bytes),
   }
-  const pieces = new PieceSet(found, output.bytes, read.signal, read.onBytes, (source as { workerReads?: WorkerReads }).workerReads)
+  let handed: ArrayBuffer | undefined
+  const place = output ? placeIn(output.bytes) : (bytes: ArrayBuffer) => void (handed = bytes)
+  // The workers a read's pieces are cut for; 0: one piece.
+  const spreadOver = whole ? 0 : found.size
+  const pieces = new PieceSet(found, place, read.signal, read.onBytes, (source as { workerReads?: WorkerReads }).workerReads)
   await pieces.settle(async () => {
     const readable = (source as { forWorkers?: WorkerReadable }).forWorkers
     const inMemory = (source as { bytes?: Uint8Array }).bytes
@@ -95,15 +103,15 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
         )
         send({ ...piece, runs: piece.runs.map((run, i) => ({ ...run, at: at[i] })), end: piece.inBytes }, { bytes }, [bytes.buffer as ArrayBuffer], true)
       }
-      for (const piece of cut(elementRuns(read, read.start), found.size, fromBits, task.toBits)) send(piece, readable, [], false, { again: () => again(piece) })
+      for (const piece of cut(elementRuns(read, read.start), spreadOver, fromBits, task.toBits)) send(piece, readable, [], false, { again: () => again(piece) })
     } else if (inMemory) {
-      for (const piece of cut(elementRuns(read, read.start), found.size, fromBits, task.toBits)) send(...sent(inMemory, piece), false)
+      for (const piece of cut(elementRuns(read, read.start), spreadOver, fromBits, task.toBits)) send(...sent(inMemory, piece), false)
     } else {
-      const all = cut(elementRuns(read), found.size, fromBits, task.toBits)
-      await readThenSend(source, read, all, (piece, bytes) => send(...sent(bytes, piece), true))
+      const all = cut(elementRuns(read), spreadOver, fromBits, task.toBits)
+      await readThenSend(source, read, all, (piece, bytes, own) => send(...sent(bytes, piece, own), true))
     }
   })
-  return output.data
+  return output?.data ?? resultOver(handed!, read.to, read.outBytes)
 }
 
 /** A module of wasm that calls run on the pool with: its name, and its bytes for the workers that have not got it. */
@@ -133,7 +141,7 @@ async function callOnPool(
   if (!found) return undefined
   rt.throwIfAborted(io.signal)
   const output = result.out ?? newOutput(result.name, result.dtype, result.outBytes, found.pool.sharedMemory)
-  const pieces = new PieceSet(found, output.bytes, io.signal, io.onBytes, (source as { workerReads?: WorkerReads }).workerReads)
+  const pieces = new PieceSet(found, placeIn(output.bytes), io.signal, io.onBytes, (source as { workerReads?: WorkerReads }).workerReads)
   await pieces.settle(async () => {
     const readable = source instanceof Uint8Array ? undefined : (source as { forWorkers?: WorkerReadable }).forWorkers
     let bytes = source instanceof Uint8Array ? source : (source as { bytes?: Uint8Array }).bytes
@@ -204,7 +212,8 @@ class PieceSet {
 
   constructor(
     readonly found: { pool: ConversionPool; size: number },
-    readonly output: Uint8Array,
+    /** Puts a piece's output that came back (the result is not shared memory) where it goes. */
+    readonly place: (bytes: ArrayBuffer, outAt: number) => void,
     readonly signal: AbortSignal | undefined,
     readonly onBytes: OnBytes | undefined,
     /** A metered source's count of what the workers read themselves (src/sources/progress.ts). */
@@ -235,7 +244,7 @@ class PieceSet {
         .run(task, transfer, this.found.size, options.module)
         .then(
           (bytes) => {
-            if (bytes) this.output.set(new Uint8Array(bytes), outAt)
+            if (bytes) this.place(bytes, outAt)
             if (counted) return
             this.onBytes?.(inBytes)
             this.workerReads?.meter.arrived(inBytes, this.workerReads.url)
@@ -268,14 +277,23 @@ class PieceSet {
 
 /** A new result: in shared memory that the workers write, where the runtime allows it. */
 function newOutput(name: string, dtype: DType, outBytes: number, shared: boolean): { data: TypedArray; bytes: Uint8Array } {
-  const Natural = rt.DTYPE_INFO[dtype].array
+  let buffer: ArrayBufferLike
   try {
-    const buffer = shared ? new SharedArrayBuffer(outBytes) : new ArrayBuffer(outBytes)
-    return { data: new Natural(buffer as ArrayBuffer, 0, outBytes / Natural.BYTES_PER_ELEMENT), bytes: new Uint8Array(buffer) }
+    buffer = shared ? new SharedArrayBuffer(outBytes) : new ArrayBuffer(outBytes)
   } catch (cause) {
     throw new rt.SafetensorsError('Io', `tensor ${JSON.stringify(name)} needs ${outBytes} bytes as ${dtype}, more than one buffer can hold here`, { cause })
   }
+  return { data: resultOver(buffer, dtype, outBytes), bytes: new Uint8Array(buffer) }
 }
+
+/** A result of `outBytes` bytes of `dtype` over `buffer`, as its natural typed array. */
+function resultOver(buffer: ArrayBufferLike, dtype: DType, outBytes: number): TypedArray {
+  const Natural = rt.DTYPE_INFO[dtype].array
+  return new Natural(buffer as ArrayBuffer, 0, outBytes / Natural.BYTES_PER_ELEMENT)
+}
+
+/** Places a piece's output that came back at outAt of `output`. */
+const placeIn = (output: Uint8Array) => (bytes: ArrayBuffer, outAt: number) => output.set(new Uint8Array(bytes), outAt)
 
 /**
  * The read's runs in elements, outputs packed in order; inputs from `start` in the source, or (without it)
@@ -303,11 +321,13 @@ interface Piece {
 
 /**
  * Runs split and grouped into pieces: a few per worker for a large tensor, so that the workers finish
- * together. A run split in two is split at a multiple of 4 elements, so that F4 and F6 parts are whole bytes.
+ * together, or one piece of them all for `workers` 0. A run split in two is split at a multiple of 4 elements,
+ * so that F4 and F6 parts are whole bytes.
  */
 function cut(runs: PieceRun[], workers: number, fromBits: number, toBits: number): Piece[] {
   const total = runs.reduce((sum, run) => sum + run.count, 0)
-  const elements = Math.min(PIECE_MAX_ELEMENTS, Math.max(PIECE_MIN_ELEMENTS, Math.ceil(total / (workers * 4) / 4096) * 4096))
+  const elements =
+    workers === 0 ? Number.POSITIVE_INFINITY : Math.min(PIECE_MAX_ELEMENTS, Math.max(PIECE_MIN_ELEMENTS, Math.ceil(total / (workers * 4) / 4096) * 4096))
   const pieces: Piece[] = []
   let current: PieceRun[] = []
   let filled = 0
@@ -336,19 +356,21 @@ function cut(runs: PieceRun[], workers: number, fromBits: number, toBits: number
 }
 
 /**
- * `length` bytes of `bytes` from `at` for a worker: the bytes themselves when they are shared memory, else a
- * copy of the span, handed over; and where the span starts in what the worker gets.
+ * `length` bytes of `bytes` from `at` for a worker: the bytes themselves when they are shared memory, or when they
+ * are all of a buffer of the pool's own (`own`), handed over; else a copy of the span, handed over; and where the
+ * span starts in what the worker gets.
  */
-function span(bytes: Uint8Array, at: number, length: number): { input: PieceInput; at: number; transfer: ArrayBuffer[] } {
+function span(bytes: Uint8Array, at: number, length: number, own = false): { input: PieceInput; at: number; transfer: ArrayBuffer[] } {
   if (!(bytes.buffer instanceof ArrayBuffer)) return { input: { bytes }, at, transfer: [] }
+  if (own && at === 0 && length === bytes.buffer.byteLength) return { input: { bytes }, at, transfer: [bytes.buffer] }
   const copy = bytes.slice(at, at + length)
   return { input: { bytes: copy }, at: 0, transfer: [copy.buffer] }
 }
 
 /** A piece's input taken from `bytes`, which its runs' offsets index (see span). */
-function sent(bytes: Uint8Array, piece: Piece): [Piece, PieceInput, ArrayBuffer[]] {
+function sent(bytes: Uint8Array, piece: Piece, own = false): [Piece, PieceInput, ArrayBuffer[]] {
   const first = piece.runs[0].at
-  const { input, at, transfer } = span(bytes, first, piece.end - first)
+  const { input, at, transfer } = span(bytes, first, piece.end - first, own)
   const runs = piece.runs.map((run) => ({ ...run, at: run.at - first + at }))
   return [{ ...piece, runs }, input, transfer]
 }
@@ -356,21 +378,26 @@ function sent(bytes: Uint8Array, piece: Piece): [Piece, PieceInput, ArrayBuffer[
 /**
  * Sources the workers cannot read (HTTP, a RangeSource of the caller's): read here into one buffer (never shared
  * memory, as in readHere), each piece sent as soon as its bytes have landed (a single run lands front to back),
- * the rest once all have.
+ * the last once the read has returned, when it may take the buffer itself (`own`).
  */
-async function readThenSend(source: RangeSource, read: PooledRead, pieces: Piece[], send: (piece: Piece, bytes: Uint8Array) => void): Promise<void> {
+async function readThenSend(
+  source: RangeSource,
+  read: PooledRead,
+  pieces: Piece[],
+  send: (piece: Piece, bytes: Uint8Array, own: boolean) => void,
+): Promise<void> {
   const inBytes = read.runs.reduce((sum, [, length]) => sum + length, 0)
   const staging = new Uint8Array(inBytes)
   let next = 0
-  const sendLanded = (landed: number) => {
-    while (next < pieces.length && pieces[next].end <= landed) send(pieces[next++], staging)
+  const sendLanded = (landed: number, own = false) => {
+    while (next < pieces.length && pieces[next].end <= landed) send(pieces[next++], staging, own)
   }
   let landed = 0
   const onBytes: OnBytes = (bytes, done) => {
     read.onBytes?.(bytes, done)
     landed = done ?? landed + bytes
-    sendLanded(landed)
+    if (landed < inBytes) sendLanded(landed)
   }
   await rt.readRuns(source, read.start, read.runs, staging, read.signal, read.runs.length === 1 ? onBytes : read.onBytes)
-  sendLanded(inBytes)
+  sendLanded(inBytes, true)
 }

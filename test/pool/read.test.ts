@@ -1,10 +1,11 @@
 // Reads on the conversion pool (src/pool/read.ts) give the very bits the calling thread gives ({ workers: 0 }),
 // for every dtype pair, every kind of source, slices, big-endian files and a caller's `out`; and values
 // against the tests' own float reference where the conversion is not a copy. Errors are those of the
-// calling thread: the same code and path.
+// calling thread: the same code and path. Where results cannot be shared memory (a page that is not cross-origin
+// isolated, played here by a `#workers` that says so), each tensor is one piece and its result is handed over.
 import { truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
 import { POOL_MIN_BYTES } from '../../src/core/convert.ts'
 import { open, type SafetensorsFile } from '../../src/node.ts'
 import { DTYPE_BITS, FORMAT_DTYPES } from '../dtype-table.ts'
@@ -227,5 +228,70 @@ describe('failures are the calling thread’s', () => {
     ['2', TypeError],
   ])('workers: %j is a %o', async (workers, type) => {
     await expect(open(path, { workers: workers as number })).rejects.toThrow(type)
+  })
+})
+
+describe('where results cannot be shared memory', () => {
+  /** The tasks the pool's workers were sent. */
+  const posted = vi.hoisted((): Array<{ runs?: unknown[] }> => [])
+  let unshared: typeof import('../../src/node.ts')
+
+  beforeAll(async () => {
+    vi.resetModules()
+    vi.doMock('#workers', async (importOriginal) => {
+      const { workers } = await importOriginal<typeof import('../../src/platform/node-workers.ts')>()
+      return {
+        workers: {
+          ...workers!,
+          sharedMemory: () => false,
+          start(...args: Parameters<NonNullable<typeof workers>['start']>) {
+            const worker = workers!.start(...args)
+            const post = (message: never, transfer?: unknown[]) => {
+              posted.push(message)
+              worker.post(message, transfer as never)
+            }
+            return { ...worker, post }
+          },
+        },
+      }
+    })
+    unshared = await import('../../src/node.ts')
+  })
+  afterAll(() => {
+    vi.doUnmock('#workers')
+    vi.resetModules()
+  })
+
+  const sources: Array<[string, () => Parameters<typeof open>[0]]> = [
+    ['a local file', () => path],
+    ['bytes in memory', () => SMALL],
+    ['a Blob', () => new Blob([SMALL as Uint8Array<ArrayBuffer>])],
+    ['an http URL', () => `${server.url}small.safetensors`],
+  ]
+  test.each(sources)('%s: each tensor one piece, its result ordinary memory, the bits the calling thread gives', async (_, source) => {
+    const single = await open(path, { workers: 0 })
+    const pooled = await unshared.open(source())
+    for (const name of ['t.BF16', 't.F8_E5M2']) {
+      const ranges: Array<[number, number]> = [
+        [0, 3],
+        [8, countOf(name.slice(2)) / ROWS],
+      ]
+      for (const range of [undefined, ranges]) {
+        posted.length = 0
+        const data = await read(pooled, name, 'F32', range)
+        expect(data.buffer).toBeInstanceOf(ArrayBuffer)
+        expect(posted.filter((task) => task.runs).length, `${name}: pieces`).toBe(1)
+        expectSameBytes(data, await read(single, name, 'F32', range), range ? `a slice of ${name}` : name)
+      }
+    }
+  })
+
+  test('Promise.all: the tensors spread over the workers', async () => {
+    const single = await open(path, { workers: 0 })
+    const pooled = await unshared.open(path)
+    posted.length = 0
+    const all = await Promise.all(TENSORS.map((t) => read(pooled, t.name, 'F32')))
+    expect(posted.filter((task) => task.runs).length).toBe(TENSORS.length)
+    for (const [i, t] of TENSORS.entries()) expectSameBytes(all[i], await read(single, t.name, 'F32'), t.name)
   })
 })
