@@ -182,7 +182,7 @@ interface SendOptions {
 /**
  * Byte runs of the source ([offset, length]) read here, packed in one new buffer, and where each landed in it.
  * Never shared memory: a worker's heap keeps a SharedArrayBuffer it was sent until it collects its garbage, and
- * V8 does not count shared memory towards collecting, so each span goes as a copy, handed over (see span).
+ * V8 does not count shared memory towards collecting, so a worker is handed the buffer, or a span's copy (see span).
  */
 async function readHere(
   source: RangeSource,
