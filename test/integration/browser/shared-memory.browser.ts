@@ -60,13 +60,16 @@ test(`crypto.subtle.digest(sharedView) rejects with a TypeError in ${server.brow
   expect(new Uint8Array(await crypto.subtle.digest('SHA-256', view.slice()))).toEqual(new Uint8Array(await crypto.subtle.digest('SHA-256', bytes)))
 })
 
-/** A file of one BF16 tensor `w` of 2^21 elements, 8 MiB as F32: past the pool's threshold (POOL_MIN_BYTES: 1 MiB of output at e8efdf8, 4 MiB on main since). */
-function bf16File(): { bytes: Uint8Array<ArrayBuffer>; bf16: Uint16Array; count: number } {
+/**
+ * A file of one BF16 tensor `w` of 2^21 elements, 8 MiB as F32: past the pool's threshold (POOL_MIN_BYTES: 1 MiB of
+ * output at e8efdf8, 4 MiB on main since).
+ */
+function bf16File(): { bytes: Uint8Array<ArrayBuffer>; bf16: Uint16Array } {
   const count = 1 << 21
   const next = mulberry32(40)
   const bf16 = Uint16Array.from({ length: count }, () => next() & 0xffff)
   const bytes = buildFile([{ name: 'w', dtype: 'BF16', shape: [count], bytes: new Uint8Array(bf16.buffer) }]) as Uint8Array<ArrayBuffer>
-  return { bytes, bf16, count }
+  return { bytes, bf16 }
 }
 
 /** That `stored` holds the F32 widening of every BF16 value, exactly. */
