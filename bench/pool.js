@@ -4,8 +4,7 @@
 // from open() on, pool start included; 7 rounds, interleaved, medians; with the floor under them all, fresh memory
 // written by as many threads (and torch's, with the reference). Targets (issue 40): the loop,
 // Promise.all and tensors() at most 1.1x the reference; into one reused `out` at most 0.5x; the loop on the
-// pool at most 0.7x the loop with workers: 0. Streams of every tensor (chunks dropped, or hashed, as they come) are
-// timed on the pool and with workers: 0 too.
+// pool at most 0.7x the loop with workers: 0.
 import { execFileSync } from 'node:child_process'
 import { BIG_FILE, ELEMENTS, makeBigFile, VARIANTS as READ_VARIANTS, TENSORS } from './read.js'
 import { median, table } from './util.js'
@@ -57,24 +56,6 @@ const freshMemoryFloor = `
   console.log(JSON.stringify({ ms, check }))
   process.exit(0)`
 
-// Every tensor as a stream of F32 chunks, each dropped once seen (but the first, which holds element 12345), or
-// first hashed (SHA-256), as a consumer that checks or uploads what it streams does.
-const streams = (hashed) => `async (file) => {
-  const { createHash } = await import('node:crypto')
-  const hash = createHash('sha256')
-  const kept = []
-  for (const name of file.names()) {
-    let first
-    for await (const chunk of file.stream(name, { dtype: 'F32' })) {
-      first ??= chunk
-      ${hashed ? 'hash.update(chunk)' : ''}
-    }
-    kept.push(new Float32Array(first.buffer, first.byteOffset, first.length / 4))
-  }
-  hash.digest()
-  return kept
-}`
-
 const VARIANTS = {
   'loop of getTensor': child(loop),
   'Promise.all of getTensor': child(`(file) => Promise.all(file.names().map(async (name) => (await file.getTensor(name, { dtype: 'F32' })).data))`),
@@ -82,10 +63,6 @@ const VARIANTS = {
   'one reused out': child(reusedOut),
   'loop, workers: 0': child(loop, '{ workers: 0 }'),
   'one reused out, workers: 0': child(reusedOut, '{ workers: 0 }'),
-  'streams of every tensor': child(streams(false)),
-  'streams, workers: 0': child(streams(false), '{ workers: 0 }'),
-  'streams, each chunk hashed': child(streams(true)),
-  'streams hashed, workers: 0': child(streams(true), '{ workers: 0 }'),
   'fs.readFile + JS loop': READ_VARIANTS['fs.readFile + JS loop'],
 }
 
@@ -146,8 +123,6 @@ export async function run() {
     `a script that reads a tensor and returns without close() exits ${median(exits).toFixed(0)} ms after its last line (median of ${ROUNDS}; target at most 100 ms)`,
   )
   console.log(`the loop on the pool: ${ratio('loop of getTensor', 'loop, workers: 0')}x the loop with workers: 0 (target at most 0.7x)`)
-  console.log(`streams on the pool: ${ratio('streams of every tensor', 'streams, workers: 0')}x the same with workers: 0`)
-  console.log(`streams whose chunks are hashed, on the pool: ${ratio('streams, each chunk hashed', 'streams hashed, workers: 0')}x the same with workers: 0`)
   const floor = Object.keys(FLOORS)[0]
   console.log(`the loop on the pool: ${ratio('loop of getTensor', floor)}x the ${floor}`)
   if (reference) {

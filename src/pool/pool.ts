@@ -11,7 +11,7 @@ import { type CallTask, type PieceResult, type PieceTask, poolWorker } from './w
 const DEFAULT_MAX_WORKERS = 8
 
 /** Pieces a worker holds at once: one being converted, one waiting in its message queue. */
-export const PIECES_PER_WORKER = 2
+const PIECES_PER_WORKER = 2
 
 /** How long a worker may take to start before the pool gives up on workers (a page whose CSP forbids them). */
 const START_TIMEOUT_MS = 20_000

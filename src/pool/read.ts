@@ -11,7 +11,7 @@ import type { DTYPE_INFO, DType, dtypeIndex, TypedArray } from '../core/dtypes.t
 import type { WorkerReads } from '../sources/progress.ts'
 import type { readRuns } from '../sources/read-plan.ts'
 import type { abortedError, OnBytes, onAbort, RangeSource, throwIfAborted, WorkerReadable } from '../sources/source.ts'
-import { type ConversionPool, conversionPool, PIECES_PER_WORKER, type PoolNeeds } from './pool.ts'
+import { type ConversionPool, conversionPool, type PoolNeeds } from './pool.ts'
 import type { CallTask, PieceInput, PieceRun, PieceTask } from './worker.ts'
 
 /** What the pool's reads are lent: the library's functions they call (src/read/file.ts, loadPool). */
@@ -32,7 +32,7 @@ let rt: PoolRuntime
 /** The pool's reads over `runtime`. */
 export function poolReads(runtime: PoolRuntime) {
   rt = runtime
-  return { readOnPool, callOnPool, streamOnPool }
+  return { readOnPool, callOnPool }
 }
 
 /** The pool's reads, as poolReads gives them. */
@@ -55,12 +55,6 @@ interface PooledRead {
   outBytes: number
   /** The caller's output, or undefined for a new array. */
   out?: { data: TypedArray; bytes: Uint8Array }
-  /**
-   * A new result in ordinary memory even where it could be shared (a stream's chunk, which its consumer may give to
-   * a Blob or a TextDecoder): made here, read into whole by one worker and handed back. Made here, not by the worker:
-   * dropped chunks that workers had made piled up for longer before this thread collected them.
-   */
-  ordinary?: boolean
   signal?: AbortSignal
   onBytes?: OnBytes
 }
@@ -74,10 +68,10 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
   const found = await conversionPool(workers, rt)
   if (!found) return undefined
   rt.throwIfAborted(read.signal)
-  // Where a new result cannot (or must not) be shared memory, the tensor goes whole to one worker, whose result is
-  // handed over as it is: cut in pieces, each piece's output would be a copy on the calling thread (a page's main
-  // thread). Reads at once (Promise.all, tensors(), a stream's chunks) still share the workers.
-  const whole = !read.out && (read.ordinary === true || !found.pool.sharedMemory)
+  // Where a new result cannot be shared memory, the tensor goes whole to one worker, whose result is handed over
+  // as it is: cut in pieces, each piece's output would be a copy on the calling thread (a page's main thread).
+  // Reads at once (Promise.all, tensors()) still share the workers.
+  const whole = !read.out && !found.pool.sharedMemory
   const output = read.out ?? (whole ? undefined : newOutput(read.name, read.to, read.outBytes, found.pool.sharedMemory))
   const fromBits = rt.DTYPE_INFO[read.from].bits
   const task = {
@@ -87,7 +81,6 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
     toBits: rt.DTYPE_INFO[read.to].bits,
     swap: (read.byteOrder === 'big' ? rt.DTYPE_INFO[read.from].array.BYTES_PER_ELEMENT : 0) as PieceTask['swap'],
     shared: output && sharedOf(output.bytes),
-    into: read.ordinary ? new ArrayBuffer(read.outBytes) : undefined,
   }
   let handed: ArrayBuffer | undefined
   const place = output ? placeIn(output.bytes) : (bytes: ArrayBuffer) => void (handed = bytes)
@@ -98,7 +91,7 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
     const readable = (source as { forWorkers?: WorkerReadable }).forWorkers
     const inMemory = (source as { bytes?: Uint8Array }).bytes
     const send = (piece: Piece, input: PieceInput, transfer: ArrayBuffer[], counted: boolean, options?: SendOptions) =>
-      pieces.submit({ ...task, runs: piece.runs, input }, task.into ? [...transfer, task.into] : transfer, piece.runs[0].outAt, piece.inBytes, counted, options)
+      pieces.submit({ ...task, runs: piece.runs, input }, transfer, piece.runs[0].outAt, piece.inBytes, counted, options)
     if (readable) {
       // A piece the workers cannot read (a Blob that cannot be sent to them: a file-backed one in Node) is read
       // here and sent.
@@ -119,74 +112,6 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
     }
   })
   return output?.data ?? resultOver(handed!, read.to, read.outBytes)
-}
-
-/** What a stream reads from: an open file (src/read/tensor-stream.ts, OpenedFile). */
-interface StreamedFile {
-  readonly header: { dataStart: number }
-  readonly source: RangeSource
-  readonly byteOrder: ByteOrder
-  readonly workers?: number
-}
-
-/** One chunk of a stream: its byte pieces ([offset in the tensor, offset in the chunk, length]), and its input's bytes. */
-type StreamChunk = readonly [pieces: ReadonlyArray<readonly [number, number, number]>, inBytes: number]
-
-/**
- * A stream's chunks of tensor `info` of `file`, as `to`, read on the pool where its workers read the file themselves
- * (a local file, a Blob): each chunk whole on one worker, into ordinary memory that the worker hands over (the
- * stream's consumer may give it to a Blob or a TextDecoder), as many in flight as the workers take at once, their
- * bytes given out in order. Undefined where the pool cannot run (`workers: 0` among them), or the workers cannot
- * read the source. The reads still in flight when the stream ends early (a failed read, an abort of `signal`) are
- * stopped.
- */
-async function streamOnPool(
-  file: StreamedFile,
-  info: { name: string; dtype: DType; dataOffsets: readonly [number, number] },
-  to: DType,
-  chunks: Iterator<StreamChunk>,
-  signal: AbortSignal,
-): Promise<AsyncGenerator<Uint8Array> | undefined> {
-  if (rt.hostByteOrder() === 'big' || !(file.source as { forWorkers?: WorkerReadable }).forWorkers) return undefined
-  const found = await conversionPool(file.workers, rt)
-  const tensor = { name: info.name, from: info.dtype, to, byteOrder: file.byteOrder, start: file.header.dataStart + info.dataOffsets[0] }
-  return found && inOrder(file, tensor, chunks, signal, found.size * PIECES_PER_WORKER)
-}
-
-async function* inOrder(
-  file: StreamedFile,
-  tensor: Pick<PooledRead, 'name' | 'from' | 'to' | 'byteOrder' | 'start'>,
-  chunks: Iterator<StreamChunk>,
-  signal: AbortSignal,
-  ahead: number,
-): AsyncGenerator<Uint8Array> {
-  // A signal of each read's own, not the stream's: a listener a read on one signal passes the count Node warns at.
-  const inFlight: Array<{ reading: Promise<TypedArray | undefined>; stop: AbortController }> = []
-  const stopAll = (reason?: unknown) => {
-    for (const { stop } of inFlight) stop.abort(reason)
-  }
-  const release = rt.onAbort(signal, () => stopAll(signal.reason))
-  try {
-    for (let next = chunks.next(); !next.done || inFlight.length > 0; ) {
-      for (; !next.done && inFlight.length < ahead; next = chunks.next()) {
-        const stop = new AbortController()
-        const [pieces, inBytes] = next.value
-        const runs = pieces.map(([offset, , length]) => [offset, length] as const)
-        const outBytes = rt.byteLengthOf(tensor.to, rt.elementCountOf(tensor.from, inBytes))
-        const reading = readOnPool(file.source, file.workers, { ...tensor, runs, outBytes, ordinary: true, signal: stop.signal })
-        // Its failure is thrown when its turn comes; until then, or if the stream ends first, no unhandled rejection.
-        reading.catch(() => {})
-        inFlight.push({ reading, stop })
-      }
-      // Never undefined: the pool runs, and its workers read the source themselves.
-      const data = (await inFlight[0].reading)!
-      inFlight.shift()
-      yield new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
-    }
-  } finally {
-    release()
-    stopAll()
-  }
 }
 
 /** A module of wasm that calls run on the pool with: its name, and its bytes for the workers that have not got it. */

@@ -23,8 +23,8 @@ export type PieceInput = WorkerReadable | { bytes: Uint8Array }
 /**
  * A piece of a read: runs converted from dtype `from` to `to` (indices of the kernels' table, with their bit
  * widths), each input element byte-swapped first when `swap` (its size) is not 0. The output goes into
- * `shared` (a SharedArrayBuffer the result lives in) at each run's outAt, or else into a buffer that the
- * worker sends back, runs packed from outAt of the first: `into`, where the calling thread sent one, or a new one.
+ * `shared` (a SharedArrayBuffer the result lives in) at each run's outAt, or else into a new buffer that
+ * the worker sends back, runs packed from outAt of the first.
  */
 export interface PieceTask {
   id: number
@@ -36,7 +36,6 @@ export interface PieceTask {
   toBits: number
   swap: 0 | 2 | 4 | 8
   shared?: Uint8Array
-  into?: ArrayBuffer
 }
 
 /**
@@ -155,10 +154,10 @@ export function poolWorker(
       .then((buffer) => fromBytes(new Uint8Array(buffer), first))
   }
 
-  /** The output's buffer: `shared`, or one of `length` bytes to send back (`into`, or a new one). */
-  function outputOf(shared: Uint8Array | undefined, length: number, into?: ArrayBuffer): { output: Uint8Array; owned?: ArrayBuffer } {
+  /** The output's buffer: `shared`, or a new one of `length` bytes to send back. */
+  function outputOf(shared: Uint8Array | undefined, length: number): { output: Uint8Array; owned?: ArrayBuffer } {
     if (shared) return { output: shared }
-    const owned = into || new ArrayBuffer(length)
+    const owned = new ArrayBuffer(length)
     return { output: new Uint8Array(owned), owned }
   }
 
@@ -188,7 +187,7 @@ export function poolWorker(
     const first = task.runs[0]
     const last = task.runs[task.runs.length - 1]
     const base = task.shared ? 0 : first.outAt
-    const { output, owned } = outputOf(task.shared, last.outAt + (last.count * task.toBits) / 8 - base, task.into)
+    const { output, owned } = outputOf(task.shared, last.outAt + (last.count * task.toBits) / 8 - base)
     return withInput(task.input, first.at, last.at + (last.count * task.fromBits) / 8, (read) => convertRuns(task, read, output, base)).then(() => owned)
   }
 

@@ -286,7 +286,7 @@ export class SafetensorsFile {
   stream(name: string, options: StreamOptions & { ranges?: readonly SliceRange[] } = {}): ReadableStream<Uint8Array> {
     const info = this.info(name)
     const runs = options.ranges === undefined ? [[0, info.byteLength] as [number, number]] : planSlice(name, info.dtype, info.shape, options.ranges).runs
-    return tensorStream(this, info, runs, options, loadPool)
+    return tensorStream(this, info, runs, options)
   }
 
   /**

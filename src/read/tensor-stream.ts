@@ -1,12 +1,10 @@
 // One tensor or slice as a ReadableStream of little-endian bytes, converted on the way, in memory
-// bounded by a few chunks whatever its size: on the conversion pool where its workers read the source themselves,
-// several chunks at once, else on the calling thread a chunk at a time.
+// bounded by a few chunks whatever its size.
 import type { ByteOrder } from '../core/byte-order.ts'
-import { byteLengthOf, checkConversion, elementCountOf, POOL_MIN_BYTES } from '../core/convert.ts'
+import { byteLengthOf, checkConversion, elementCountOf } from '../core/convert.ts'
 import type { DType } from '../core/dtypes.ts'
 import type { Header, TensorInfo } from '../format/header.ts'
 import { packedStarts, type SlicePlan } from '../format/slice.ts'
-import type { PoolReads } from '../pool/read.ts'
 import { type SequentialReader, sequentialReader } from '../sources/downloads.ts'
 import { PARALLEL_READS, runPool } from '../sources/pool.ts'
 import { type RangeSource, readInto } from '../sources/source.ts'
@@ -28,8 +26,6 @@ interface OpenedFile {
   readonly header: Header
   readonly source: RangeSource
   readonly byteOrder: ByteOrder
-  /** The `workers` option it was opened with. */
-  readonly workers?: number
 }
 
 /**
@@ -53,42 +49,26 @@ function piecesOf(runs: SlicePlan['runs'], starts: number[], cursor: { next: num
 /**
  * The bytes of one tensor or slice (`runs` of the tensor `info` of `file`), as `dtype`, pulled chunk by
  * chunk: a chunk is read only when the consumer has taken the one before (one is kept ready, so the
- * next read overlaps the consumer's work), or on the pool (`pool` loads it) as many ahead as its workers take.
- * Known problems (an unknown conversion) throw at once.
+ * next read overlaps the consumer's work). Known problems (an unknown conversion) throw at once.
  */
-export function tensorStream(
-  file: OpenedFile,
-  info: TensorInfo,
-  runs: SlicePlan['runs'],
-  options: StreamOptions,
-  pool: () => Promise<PoolReads | undefined>,
-): ReadableStream<Uint8Array> {
+export function tensorStream(file: OpenedFile, info: TensorInfo, runs: SlicePlan['runs'], options: StreamOptions = {}): ReadableStream<Uint8Array> {
   const from = info.dtype
   const to = options.dtype ?? from
   checkConversion(from, to)
   const start = file.header.dataStart + info.dataOffsets[0]
   const { starts, total } = packedStarts(runs)
-  /** Chunk after chunk: the byte pieces of the runs it reads, and its input bytes. */
-  function* chunks(): Generator<[pieces: Array<[number, number, number]>, inBytes: number]> {
-    const cursor = { next: 0 }
-    for (let done = 0; done < total; ) {
-      const inBytes = Math.min(chunkBytesOf(from), total - done)
-      yield [piecesOf(runs, starts, cursor, done, inBytes), inBytes]
-      done += inBytes
-    }
-  }
   // One run (a tensor, a block of rows) is read ahead in parallel chunks over HTTP (src/sources/downloads.ts).
   let input: SequentialReader | undefined
   return pulledStream(
     options.signal,
     `reading tensor ${JSON.stringify(info.name)}`,
     async function* (signal) {
-      const onPool =
-        byteLengthOf(to, elementCountOf(from, total)) >= POOL_MIN_BYTES ? await (await pool())?.streamOnPool(file, info, to, chunks(), signal) : undefined
-      if (onPool) return yield* onPool
       if (runs.length === 1) input = sequentialReader([{ source: file.source, offset: start + runs[0][0], length: runs[0][1] }], signal)
+      const cursor = { next: 0 }
       let converter: ChunkConverter | undefined
-      for (const [pieces, inBytes] of chunks()) {
+      for (let done = 0; done < total; ) {
+        const inBytes = Math.min(chunkBytesOf(from), total - done)
+        const pieces = piecesOf(runs, starts, cursor, done, inBytes)
         // Sized for this stream's largest chunk: a small tensor gets a small memory.
         converter ??= new ChunkConverter(Math.max(inBytes, byteLengthOf(to, elementCountOf(from, inBytes))))
         const out = await converter.convert(from, to, file.byteOrder, inBytes, (target) =>
@@ -96,6 +76,7 @@ export function tensorStream(
             ? input.read(target)
             : runPool(pieces, PARALLEL_READS, ([offset, into, length]) => readInto(file.source, start + offset, target.subarray(into, into + length), signal)),
         )
+        done += inBytes
         yield out.slice()
       }
     },

@@ -233,13 +233,11 @@ describe('failures are the calling thread’s', () => {
   })
 })
 
-/**
- * The library over a `#workers` that records the tasks its workers are sent and says whether results can be shared
- * memory, from its describe's beforeAll to its afterAll.
- */
-function recordingPool(sharedMemory: boolean) {
-  const posted: Array<{ runs?: unknown[] }> = []
-  const library = { open: undefined as unknown as typeof open }
+describe('where results cannot be shared memory', () => {
+  /** The tasks the pool's workers were sent. */
+  const posted = vi.hoisted((): Array<{ runs?: unknown[] }> => [])
+  let unshared: typeof import('../../src/node.ts')
+
   beforeAll(async () => {
     vi.resetModules()
     vi.doMock('#workers', async (importOriginal) => {
@@ -247,7 +245,7 @@ function recordingPool(sharedMemory: boolean) {
       return {
         workers: {
           ...workers!,
-          sharedMemory: () => sharedMemory,
+          sharedMemory: () => false,
           start(...args: Parameters<NonNullable<typeof workers>['start']>) {
             const worker = workers!.start(...args)
             const post = (message: never, transfer?: unknown[]) => {
@@ -259,19 +257,12 @@ function recordingPool(sharedMemory: boolean) {
         },
       }
     })
-    library.open = (await import('../../src/node.ts')).open
+    unshared = await import('../../src/node.ts')
   })
   afterAll(() => {
     vi.doUnmock('#workers')
     vi.resetModules()
   })
-  /** The pieces of reads sent to the workers since the last call. */
-  const pieces = () => posted.splice(0).filter((task) => task.runs).length
-  return { library, pieces }
-}
-
-describe('where results cannot be shared memory', () => {
-  const { library: unshared, pieces } = recordingPool(false)
 
   // Shared memory in, where there is none, cannot be.
   const sources = SOURCES.filter(([name]) => name !== 'bytes in shared memory')
@@ -284,10 +275,10 @@ describe('where results cannot be shared memory', () => {
         [8, countOf(name.slice(2)) / ROWS],
       ]
       for (const range of [undefined, ranges]) {
-        pieces()
+        posted.length = 0
         const data = await read(pooled, name, 'F32', range)
         expect(data.buffer).toBeInstanceOf(ArrayBuffer)
-        expect(pieces(), `${name}: pieces`).toBe(1)
+        expect(posted.filter((task) => task.runs).length, `${name}: pieces`).toBe(1)
         expectSameBytes(data, await read(single, name, 'F32', range), range ? `a slice of ${name}` : name)
       }
     }
@@ -296,82 +287,9 @@ describe('where results cannot be shared memory', () => {
   test('Promise.all: the tensors spread over the workers', async () => {
     const single = await open(path, { workers: 0 })
     const pooled = await unshared.open(path)
-    pieces()
+    posted.length = 0
     const all = await Promise.all(TENSORS.map((t) => read(pooled, t.name, 'F32')))
-    expect(pieces()).toBe(TENSORS.length)
+    expect(posted.filter((task) => task.runs).length).toBe(TENSORS.length)
     for (const [i, t] of TENSORS.entries()) expectSameBytes(all[i], await read(single, t.name, 'F32'), t.name)
-  })
-})
-
-describe('tensor streams', () => {
-  const { library, pieces } = recordingPool(true)
-  const slice: Array<[number, number]> = [
-    [1, 4],
-    [4, countOf('BF16') / ROWS - 8],
-  ]
-  /** A stream's chunks, as it gives them. */
-  async function streamed(file: SafetensorsFile, name: string, dtype: string, ranges?: Array<[number, number]>) {
-    const chunks: Uint8Array[] = []
-    for await (const chunk of file.stream(name, { dtype: dtype as 'F32', ranges }) as unknown as AsyncIterable<Uint8Array>) chunks.push(chunk)
-    return chunks
-  }
-
-  test.each([
-    ['a local file', () => path],
-    ['a Blob', () => new Blob([FILE as Uint8Array<ArrayBuffer>])],
-  ])('%s: a chunk a piece on the pool, each in ordinary memory, the bytes of the calling thread', async (_, source) => {
-    const single = await open(path, { workers: 0 })
-    const pooled = await library.open(source())
-    const cases: Array<[string, string, Array<[number, number]>?]> = [
-      ['t.BF16', 'F32'],
-      ['t.F8_E5M2', 'F16'],
-      ['t.F4', 'BF16'],
-      ['t.F32', 'F32'],
-      ['t.BF16', 'F32', slice],
-    ]
-    for (const [name, to, ranges] of cases) {
-      const what = `${name} -> ${to}${ranges ? ', a slice' : ''}`
-      pieces()
-      const chunks = await streamed(pooled, name, to, ranges)
-      expect(chunks.length, what).toBeGreaterThan(2)
-      expect(pieces(), `${what}: pieces`).toBe(chunks.length)
-      for (const chunk of chunks) expect(chunk.buffer, what).toBeInstanceOf(ArrayBuffer)
-      expectSameBytes(Buffer.concat(chunks), Buffer.concat(await streamed(single, name, to, ranges)), what)
-      expectSameBytes(Buffer.concat(chunks), await read(single, name, to, ranges), what)
-    }
-  })
-
-  test.each([
-    ['bytes in memory', () => FILE, 't.BF16', 'F32'],
-    ['an http URL', () => `${server.url}small.safetensors`, 't.BF16', 'F32'],
-    ['a stream under the threshold, of a local file', () => path, 't.U8', 'U8'],
-  ])('%s: on the calling thread', async (_, source, name, to) => {
-    const pooled = await library.open(source())
-    pieces()
-    const chunks = await streamed(pooled, name, to)
-    expect(pieces()).toBe(0)
-    expectSameBytes(Buffer.concat(chunks), await read(await open(path, { workers: 0 }), name, to))
-  })
-
-  test('a file truncated after its open: the stream fails with Io naming the path', async () => {
-    const shrinking = join(scratch(), 'shrinking-stream.safetensors')
-    writeFileSync(shrinking, FILE)
-    const file = await library.open(shrinking)
-    truncateSync(shrinking, FILE.length - 1000)
-    // The library's own SafetensorsError class: it was imported anew with the mock.
-    await expect(streamed(file, TENSORS.at(-1)!.name, 'F32')).rejects.toMatchObject({
-      name: 'SafetensorsError',
-      code: 'Io',
-      message: expect.stringContaining(shrinking),
-    })
-  })
-
-  test('an abort while chunks are in flight: Aborted', async () => {
-    const file = await library.open(path)
-    const controller = new AbortController()
-    const reader = file.stream('t.BF16', { dtype: 'F32', signal: controller.signal }).getReader()
-    expect((await reader.read()).value?.length).toBeGreaterThan(0)
-    controller.abort()
-    await expect(reader.read()).rejects.toMatchObject({ name: 'SafetensorsError', code: 'Aborted' })
   })
 })
