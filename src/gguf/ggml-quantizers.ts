@@ -170,8 +170,9 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
   /**
    * quantize() on `workers` of the pool's workers (src/pool/read.ts), a call per POOL_CALL_VALUES values of whole
    * rows, the values and the blocks through `staging` (src/pool/staging.ts), the blocks copied into a new array;
-   * on the calling thread where there is no pool (`workers` 0, no workers here) or for too few values. A call that
-   * fails is quantized again here, which names a value no type can hold as quantize() does.
+   * on the calling thread, with nothing staged, where there is no pool (`workers` 0, no workers here: workerd) or
+   * for too few values. A call that fails is quantized again here, which names a value no type can hold as
+   * quantize() does.
    */
   async function quantizeOnPool(
     type: QuantizedType,
@@ -184,6 +185,8 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
     const rowBytes = quantizedByteLength(type, 1, perRow)
     const rows = values.length / perRow
     if (workers === 0 || values.byteLength < runtime.poolMinBytes || !Number.isInteger(rows)) return quantize(type, values, perRow, undefined, origin)
+    const reads = await runtime.loadPool()
+    if (!reads || !(await reads.runsOnPool(workers))) return quantize(type, values, perRow, undefined, origin)
     const core = ggmlQuantModule.shared()
     const descriptorAt = core.exports.descriptor()
     const callRows = Math.max(1, Math.floor(POOL_CALL_VALUES / perRow))
@@ -205,8 +208,6 @@ export function ggmlQuantizers(runtime: GgmlRuntime) {
         outAt: row * rowBytes,
       })
     }
-    const reads = await runtime.loadPool()
-    if (!reads) return quantize(type, values, perRow, undefined, origin)
     const module = { name: 'ggml-quant', bytes: () => ggmlQuantModule.bytes() }
     // The values too go through the staging buffer: sent as they were, each call's span would be a copy handed to
     // a worker, which its heap keeps until it collects (up to V8's external memory limit, tens of MiB a worker).

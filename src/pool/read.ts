@@ -32,7 +32,7 @@ let rt: PoolRuntime
 /** The pool's reads over `runtime`. */
 export function poolReads(runtime: PoolRuntime) {
   rt = runtime
-  return { readOnPool, callOnPool }
+  return { readOnPool, callOnPool, runsOnPool }
 }
 
 /** The pool's reads, as poolReads gives them. */
@@ -64,8 +64,8 @@ interface PooledRead {
  * that need no conversion, which the calling thread hands out as a view): then the calling thread reads.
  */
 async function readOnPool(source: RangeSource, workers: number | undefined, read: PooledRead): Promise<TypedArray | undefined> {
-  if (rt.hostByteOrder() === 'big' || (read.from === read.to && (source as { bytes?: Uint8Array }).bytes)) return undefined
-  const found = await conversionPool(workers, rt)
+  if (read.from === read.to && (source as { bytes?: Uint8Array }).bytes) return undefined
+  const found = await poolFor(workers)
   if (!found) return undefined
   rt.throwIfAborted(read.signal)
   // Where a new result cannot be shared memory, the tensor goes whole to one worker, whose result is handed over
@@ -114,6 +114,19 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
   return output?.data ?? resultOver(handed!, read.to, read.outBytes)
 }
 
+/**
+ * The pool that reads and calls with `workers` run on, started; undefined where they stay on the calling thread: no
+ * workers here, `workers: 0`, or a big-endian host (the workers' kernels write little-endian results).
+ */
+function poolFor(workers: number | undefined): Promise<{ pool: ConversionPool; size: number } | undefined> {
+  return rt.hostByteOrder() === 'big' ? Promise.resolve(undefined) : conversionPool(workers, rt)
+}
+
+/** Whether reads and calls with `workers` run on the pool here, which it starts. */
+async function runsOnPool(workers: number | undefined): Promise<boolean> {
+  return (await poolFor(workers)) !== undefined
+}
+
 /** A module of wasm that calls run on the pool with: its name, and its bytes for the workers that have not got it. */
 interface PoolModule {
   name: string
@@ -136,8 +149,7 @@ async function callOnPool(
   calls: CallPiece[],
   io: { signal?: AbortSignal; onBytes?: OnBytes } = {},
 ): Promise<TypedArray | undefined> {
-  if (rt.hostByteOrder() === 'big') return undefined
-  const found = await conversionPool(workers, rt)
+  const found = await poolFor(workers)
   if (!found) return undefined
   rt.throwIfAborted(io.signal)
   const output = result.out ?? newOutput(result.name, result.dtype, result.outBytes, found.pool.sharedMemory)

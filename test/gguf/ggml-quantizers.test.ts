@@ -282,6 +282,15 @@ describe('on the pool', () => {
     expect(Buffer.compare(pooled, here)).toBe(0)
   })
 
+  test('where the pool does not run (workerd has no workers), the calling thread quantizes, with nothing staged', async () => {
+    const reads = await GGML_RUNTIME.loadPool()
+    const noPool = ggmlQuantizers({ ...GGML_RUNTIME, loadPool: async () => reads && { ...reads, runsOnPool: async () => false } })
+    const staging = new Staging()
+    const here = await noPool.quantizeOnPool('Q8_0', values, PER_ROW, { name: 'w', first: 0 }, 2, staging)
+    expect(staging.bytes(0).buffer.byteLength).toBe(0)
+    expect(Buffer.compare(here, quantize('Q8_0', values, PER_ROW))).toBe(0)
+  })
+
   test('a value no type can hold: the error quantize() gives, naming its element', async () => {
     const bad = values.slice()
     bad[3 * PER_ROW + 5] = Number.NaN
