@@ -151,8 +151,9 @@ async function* tensorBytes(
       let first = 0
       for await (const { chunk, values } of pieceValues(t, piece, middleOf(t, piece))) {
         const n = values.length / elementBytes
-        // A copy out of wasm memory: reshaped, or as it is.
-        let out = chunk.unit ? reshaped(values, chunk.unit, elementBytes) : values.slice()
+        // A copy out of wasm memory, reshaped or as it is; values to quantize stay a view, valid until the next chunk is
+        // asked for, which is after quantizeOnPool has copied them.
+        let out = chunk.unit ? reshaped(values, chunk.unit, elementBytes) : quantizes(t) ? values : values.slice()
         if (t.shift !== 0) {
           const floats = new Float32Array(out.buffer, out.byteOffset, out.length / 4)
           for (let i = 0; i < floats.length; i++) floats[i] += t.shift
