@@ -118,7 +118,7 @@ async function readOnPool(source: RangeSource, workers: number | undefined, read
  * The pool that reads and calls with `workers` run on, started; undefined where they stay on the calling thread: no
  * workers here, `workers: 0`, or a big-endian host (the workers' kernels write little-endian results).
  */
-function poolFor(workers: number | undefined): Promise<{ pool: ConversionPool; size: number } | undefined> {
+function poolFor(workers: number | undefined): ReturnType<typeof conversionPool> {
   return rt.hostByteOrder() === 'big' ? Promise.resolve(undefined) : conversionPool(workers, rt)
 }
 
