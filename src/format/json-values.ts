@@ -160,14 +160,27 @@ export class JsonValue {
 
   /** The members of this object, in the file's order; an error where it is not an object. */
   members(): Array<[string, JsonValue]> {
+    return this.mapMembers((key, value) => [key, value])
+  }
+
+  /**
+   * `read` of each member of this object, in the file's order; an error where it is not an object. Only what `read`
+   * keeps of a member outlives its call: no JsonValue of each of 10^5 members (a vocabulary) at once.
+   */
+  mapMembers<T>(read: (key: string, value: JsonValue) => T): T[] {
     if (!this.isObject) throw this.mustBe('an object')
-    return Object.keys(this.value as object).map((key) => [key, this.get(key)])
+    return Object.keys(this.value as object).map((key) => read(key, this.get(key)))
   }
 
   /** The items of this array; an error where it is not an array. */
   items(): JsonValue[] {
+    return this.mapItems((item) => item)
+  }
+
+  /** `read` of each item of this array, as mapMembers reads an object's members; an error where it is not an array. */
+  mapItems<T>(read: (item: JsonValue) => T): T[] {
     if (!Array.isArray(this.value)) throw this.mustBe('an array')
-    return this.value.map((item, i) => new JsonValue(item, this.file, this.code, this, i))
+    return this.value.map((item, i) => read(new JsonValue(item, this.file, this.code, this, i)))
   }
 
   string(): string {

@@ -151,8 +151,7 @@ function vocabOf(json: JsonValue): Array<[string, number]> {
   return json
     .get('model')
     .get('vocab')
-    .members()
-    .map(([token, id]) => [token, idOf(id)])
+    .mapMembers((token, id) => [token, idOf(id)])
 }
 
 /** The merges of tokenizer.json's BPE model: "a b", or the [a, b] form of newer tokenizers. */
@@ -160,8 +159,7 @@ function mergesOf(json: JsonValue): Array<string | string[]> {
   return json
     .get('model')
     .get('merges')
-    .items()
-    .map((merge) => (Array.isArray(merge.value) ? merge.items().map((part) => part.string()) : merge.string()))
+    .mapItems((merge) => (Array.isArray(merge.value) ? merge.mapItems((part) => part.string()) : merge.string()))
 }
 
 /** tokenizer.json's added tokens, each with its id. */

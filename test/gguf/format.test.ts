@@ -111,6 +111,34 @@ describe('encodeHeader against the tests` GGUF writer', () => {
     expect(fileSize).toBe(Math.ceil(reference.length / ALIGNMENT) * ALIGNMENT)
   })
 
+  test('a vocabulary of 50,000 tokens, 300,000 i32 and 1,000,000 f32 values, 100,000 CJK characters: the same head, grown within each array', () => {
+    const next = prng(7)
+    const tokens = Array.from({ length: 50_000 }, () => randomText(next))
+    const types = Int32Array.from({ length: 300_000 }, (_, i) => (i % 6) + 1)
+    const scores = Float32Array.from({ length: 1_000_000 }, () => (next() - 0.5) * 1e4)
+    const template = '中'.repeat(100_000)
+    const { head } = encodeHeader(
+      [
+        ['tokenizer.ggml.tokens', 'string[]', tokens],
+        ['tokenizer.ggml.token_type', 'i32[]', types],
+        ['tokenizer.ggml.scores', 'f32[]', scores],
+        ['tokenizer.chat_template', 'string', template],
+      ],
+      [],
+    )
+    const reference = ggufBytes({
+      metadata: [
+        ['tokenizer.ggml.tokens', { type: 'ARRAY', of: 'STRING', values: tokens }],
+        ['tokenizer.ggml.token_type', { type: 'ARRAY', of: 'INT32', values: [...types] }],
+        ['tokenizer.ggml.scores', { type: 'ARRAY', of: 'FLOAT32', values: [...scores] }],
+        ['tokenizer.chat_template', { type: 'STRING', value: template }],
+      ],
+      tensors: [],
+    })
+    expect(head.length).toBeGreaterThan(6 * 2 ** 20)
+    expect(Buffer.compare(head.subarray(0, reference.length), reference)).toBe(0)
+  })
+
   test('no keys, no tensors: magic, version 3, two zero counts, padded to 32 bytes', () => {
     const { head, sizes, fileSize } = encodeHeader([], [])
     expect([...head]).toEqual([0x47, 0x47, 0x55, 0x46, 3, 0, 0, 0, ...new Array(16).fill(0), ...new Array(8).fill(0)])
