@@ -1,8 +1,8 @@
 // Loading every tensor of a 1 GiB BF16 file as F32 on the conversion pool, against the same loads with
 // { workers: 0 }, fs.readFile + a JS loop, and the reference loader (safetensors + torch, bench/reference-load.py,
 // when BENCH_PYTHON names a Python that has them). Each load runs in a child process that times its own work
-// from open() on, pool start included; 7 rounds, interleaved, medians; with the floor under them all, fresh memory
-// written by as many threads (and torch's, with the reference). Targets (issue 40): the loop,
+// from open() on, pool start included; 7 rounds, interleaved, medians; with the floors under them: fresh memory
+// written by as many threads, by the calling thread alone, and by torch with the reference. Targets (issue 40): the loop,
 // Promise.all and tensors() at most 1.1x the reference; into one reused `out` at most 0.5x; the loop on the
 // pool at most 0.7x the loop with workers: 0.
 import { execFileSync } from 'node:child_process'
@@ -67,7 +67,7 @@ const VARIANTS = {
 }
 
 // The same 2 GiB written by the calling thread alone into new arrays, a chunk at a time: the threads' floor against
-// this one is the least the pool's loop can be against the loop with workers: 0 on this machine.
+// this one is about the least the pool's loop can be against the loop with workers: 0 on this machine.
 const oneThreadFloor = `
   const chunk = new Float32Array(1 << 18).fill(1)
   const start = performance.now()
@@ -142,7 +142,7 @@ export async function run() {
   const [floor, oneThread] = Object.keys(FLOORS)
   console.log(`the loop on the pool: ${ratio('loop of getTensor', floor)}x the ${floor}`)
   console.log(`the loop with workers: 0: ${ratio('loop, workers: 0', oneThread)}x the ${oneThread}`)
-  console.log(`the floors: the threads' ${ratio(floor, oneThread)}x the calling thread's, the least the 0.7x above can be here`)
+  console.log(`the floors: the threads' ${ratio(floor, oneThread)}x the calling thread's, about the least the loop's ratio above can be here`)
   if (reference) {
     for (const name of ['loop of getTensor', 'Promise.all of getTensor', 'tensors()'])
       console.log(`${name}: ${ratio(name, reference)}x the reference (target at most 1.1x)`)
