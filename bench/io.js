@@ -1,7 +1,8 @@
 // Conversion and loading against plain I/O of the same bytes, in the same run (issue 10):
 // - CLI `convert` of a 1 GiB BF16 file to F16 against `dd` copying the input, and to F32 against `cat`
 //   writing as many bytes as the F32 output. Our output is fsync'ed before its rename (atomic and durable),
-//   so the baselines sync theirs too (dd conv=fsync, cat then sync FILE); the unsynced dd is shown beside.
+//   so the baselines sync theirs too (dd conv=fsync, cat then sync FILE); the unsynced dd is shown beside,
+//   and a Node process that copies the input the same way, converting nothing (NODE_COPY).
 //   Targets: at most 1.3x each, peak RSS under 200 MiB. Both outputs are checked by numpy (python3).
 //   Every timed command writes a new file, from the same settled machine state (see settle()). Over an
 //   existing file, the kernel's freeing of the old 2 GiB lands inside the timed command, and more of it for
@@ -22,6 +23,21 @@ const MiB = 2 ** 20
 const INPUT = { path: join(tmpdir(), 'safetensors-wasm-bench-1gib-bf16.safetensors'), tensors: 16, elements: 32 << 20 } // 16 x 64 MiB
 const ROUNDS = 5
 const RSS_TARGET = 200 * MiB
+
+/**
+ * The least a conversion by a Node process can take, converting nothing: the runtime's start, and the input
+ * copied to a temporary file in 16 MiB reads and writes, fsync'ed and renamed, as the CLI's atomic writer does.
+ */
+const NODE_COPY = `
+  import { closeSync, fsyncSync, openSync, readSync, renameSync, writeSync } from 'node:fs'
+  const [input, output] = process.argv.slice(1)
+  const buffer = new Uint8Array(16 << 20)
+  const from = openSync(input, 'r')
+  const to = openSync(output + '.tmp', 'w')
+  for (let n; (n = readSync(from, buffer)) > 0; ) writeSync(to, buffer, 0, n)
+  fsyncSync(to)
+  closeSync(to)
+  renameSync(output + '.tmp', output)`
 
 /** Milliseconds a shell command takes. */
 export function timed(command) {
@@ -104,6 +120,7 @@ export async function run() {
   const verified = { F16: false, F32: numpyCheck(INPUT.path, out('f32'), 'F32') }
   const dd = (fsync) => `dd if=${quote(INPUT.path)} of=${quote(out('dd'))} bs=8M${fsync ? ' conv=fsync' : ''} status=none`
   const cat = `cat ${quote(catSource)} > ${quote(out('cat'))} && sync ${quote(out('cat'))}`
+  const nodeCopy = `${quote(process.execPath)} --input-type=module -e ${quote(NODE_COPY)} ${quote(INPUT.path)} ${quote(out('copy'))}`
   const convert = (name, dtype) => async () => {
     const { ms, maxRss } = await child(CLI_CHILD, [INPUT.path, out(name), '--dtype', dtype])
     rss[dtype] = Math.max(rss[dtype] ?? 0, maxRss)
@@ -114,6 +131,7 @@ export async function run() {
     { name: 'dd', output: 'dd', run: () => timed(dd(true)) },
     { name: 'dd (no fsync)', output: 'dd', run: () => timed(dd(false)) },
     { name: 'F16', output: 'f16', run: convert('f16', 'F16') },
+    { name: 'Node copy', output: 'copy', run: () => timed(nodeCopy) },
     { name: 'cat', output: 'cat', input: catSource, run: () => timed(cat) },
     // A stronger baseline than cat's 128 KiB writes: dd writing the same bytes in 16 MiB blocks.
     { name: 'dd 16M', output: 'cat', input: catSource, run: () => timed(`dd if=${quote(catSource)} of=${quote(out('cat'))} bs=16M conv=fsync status=none`) },
@@ -137,7 +155,7 @@ export async function run() {
     }
     verified.F16 = numpyCheck(INPUT.path, out('f16'), 'F16')
   } finally {
-    await Promise.all(['dd', 'f16', 'cat', 'f32', 'f32-for-cat'].map((name) => rm(out(name), { force: true })))
+    await Promise.all(['dd', 'f16', 'copy', 'cat', 'f32', 'f32-for-cat'].map((name) => rm(out(name), { force: true })))
   }
   const m = Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, median(v)]))
   table(
@@ -156,6 +174,9 @@ export async function run() {
   )
   console.log(
     `(dd without fsync: ${m['dd (no fsync)'].toFixed(0)} ms; targets: ratio <= 1.3, peak RSS < ${RSS_TARGET / MiB} MiB; F32 output ${(f32Size / MiB).toFixed(0)} MiB)`,
+  )
+  console.log(
+    `(BF16 -> F16 vs a Node process copying the input, converting nothing: ${m['Node copy'].toFixed(0)} ms, ratio ${(m.F16 / m['Node copy']).toFixed(2)}; that copy is ${(m['Node copy'] / m.dd).toFixed(2)}x dd conv=fsync)`,
   )
   console.log(`(BF16 -> F32 vs dd of the output's bytes in 16 MiB blocks, conv=fsync: ${m['dd 16M'].toFixed(0)} ms, ratio ${(m.F32 / m['dd 16M']).toFixed(2)})`)
   console.log(
