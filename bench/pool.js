@@ -40,18 +40,20 @@ const reusedOut = `async (file) => {
 
 // The floor of any JavaScript load of this file into fresh arrays, converting nothing: its bytes read (JavaScript
 // cannot map a file; the reference's safetensors maps it) and 2 GiB of new arrays written, a tensor at a time.
-// readAndWrite(fd, out, at) fills `out` while it reads half as many bytes of the file from `at`, as BF16 to F32 would.
-const READ_AND_WRITE = `
+const OPEN_FILE = `
   import { openSync, readSync } from 'node:fs'
+  const fd = openSync(${JSON.stringify(BIG_FILE)}, 'r')`
+
+/** readAndWrite(out, at) fills `out` while it reads half as many bytes of the file from `at`, as BF16 to F32 would. */
+const READ_AND_WRITE = `
   const input = new Uint8Array(1 << 19)
   const written = new Float32Array(input.length / 2).fill(1)
-  const readAndWrite = (fd, out, at) => {
+  const readAndWrite = (out, at) => {
     for (let done = 0; done < out.length; done += written.length) {
       readSync(fd, input, 0, input.length, at + done * 2)
       out.set(written, done)
     }
-  }
-  const fd = openSync(${JSON.stringify(BIG_FILE)}, 'r')`
+  }`
 
 /** Where tensor t's bytes start: the bench file's tensors lie in order, back to back, after its header. */
 const TENSOR_AT = `
@@ -63,14 +65,15 @@ const TENSOR_AT = `
 const threadsFloor = `
   import { Worker } from 'node:worker_threads'
   import { availableParallelism } from 'node:os'
-  ${READ_AND_WRITE}
+  ${OPEN_FILE}
   ${TENSOR_AT}
   const start = performance.now()
   const threads = Math.min(8, availableParallelism())
-  const code = ${JSON.stringify(`${READ_AND_WRITE}
+  const code = ${JSON.stringify(`${OPEN_FILE}
+    ${READ_AND_WRITE}
     import { parentPort } from 'node:worker_threads'
     parentPort.on('message', ({ buffer, at, length, fileAt }) => {
-      readAndWrite(fd, new Float32Array(buffer, at, length), fileAt)
+      readAndWrite(new Float32Array(buffer, at, length), fileAt)
       parentPort.postMessage(0)
     })`)}
   const workers = Array.from({ length: threads }, () => new Worker(code, { eval: true }))
@@ -100,13 +103,14 @@ const VARIANTS = {
 // The same by the calling thread alone: the threads' floor against this one is about the least the pool's loop
 // can be against the loop with workers: 0 on this machine.
 const oneThreadFloor = `
+  ${OPEN_FILE}
   ${READ_AND_WRITE}
   ${TENSOR_AT}
   const start = performance.now()
   const kept = []
   for (let t = 0; t < ${TENSORS}; t++) {
     const array = new Float32Array(${ELEMENTS})
-    readAndWrite(fd, array, tensorAt(t))
+    readAndWrite(array, tensorAt(t))
     kept.push(array)
   }
   ${REPORT}`
