@@ -84,8 +84,8 @@ export function poolWorker(
   post: (message: unknown, transfer?: ArrayBuffer[]) => void,
   fs?: WorkerFs,
 ): void {
-  // Elements converted at a time: few enough that their input and output stay in a core's cache between the read,
-  // the kernel and the copy out (1.5 MiB from BF16 to F32), enough that a read's call costs little beside its bytes.
+  // Elements converted at a time: few enough that their input and output stay in cache between the read, the kernel
+  // and the copy out (1.5 MiB from BF16 to F32), enough that a read's call costs little beside its bytes.
   const CHUNK = 1 << 18
   let kernels: KernelExports
   let memory: WebAssembly.Memory
